@@ -1,0 +1,70 @@
+"""Dictionary analysis for the app (paper Fig. 6): atom co-occurrence and cosines."""
+from __future__ import annotations
+
+import numpy as np
+
+from slics_core._validation import check_embeddings
+
+
+def atom_cooccurrence(codes, threshold=0.0):
+    """Row-normalised co-occurrence of active atoms.
+
+    Parameters
+    ----------
+    codes : array-like of shape (n, M)
+        Coefficients, e.g. from :func:`slics_core.sparse_coding.nn_omp` on a
+        validation set.
+    threshold : float, default=0.0
+        A coefficient counts as active when it is greater than this.
+
+    Returns
+    -------
+    C : ndarray of shape (M, M)
+        ``C[a, b]`` = fraction of the samples using atom ``a`` that also use
+        atom ``b``; the diagonal is 1. Rows of atoms that no sample uses are
+        NaN.
+    """
+    codes = np.asarray(codes, dtype=np.float64)
+    if codes.ndim != 2:
+        raise ValueError(f"codes must be 2-D (n_samples, n_atoms); got shape {codes.shape}.")
+    active = (codes > threshold).astype(np.float64)
+    counts = active.T @ active
+    used = np.diag(counts).copy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        C = counts / used[:, None]
+    C[used == 0] = np.nan
+    return C
+
+
+def atom_cosine(atoms, groups):
+    """Cosine similarity between atoms, with within- and between-group summaries.
+
+    Parameters
+    ----------
+    atoms : array-like of shape (M, d)
+    groups : array-like of int, shape (M,)
+
+    Returns
+    -------
+    cos : ndarray of shape (M, M)
+    summary : dict
+        ``within_mean``, ``within_std`` over pairs of distinct atoms of the
+        same concept, and ``between_mean``, ``between_std`` over pairs from
+        different concepts (each unordered pair counted once; NaN if none).
+    """
+    B = check_embeddings(atoms, name="atoms")
+    groups = np.asarray(groups)
+    if groups.shape != (B.shape[0],):
+        raise ValueError(f"groups must have one entry per atom ({B.shape[0]}); got shape {groups.shape}.")
+    U = B / np.linalg.norm(B, axis=1, keepdims=True)
+    cos = U @ U.T
+    iu = np.triu_indices(B.shape[0], k=1)
+    same = groups[iu[0]] == groups[iu[1]]
+    values = cos[iu]
+
+    def stats(v):
+        return (float(v.mean()), float(v.std())) if v.size else (float("nan"), float("nan"))
+
+    wm, ws = stats(values[same])
+    bm, bs = stats(values[~same])
+    return cos, {"within_mean": wm, "within_std": ws, "between_mean": bm, "between_std": bs}

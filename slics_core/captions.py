@@ -1,0 +1,213 @@
+"""Word captions of concept subspaces (sec. 3.7).
+
+For every concept ``j`` the words whose (prepared) text embedding has the
+smallest non-negative reconstruction error with the concept dictionary
+``B_j`` are its caption. All words of all concepts are solved in batches with
+:func:`slics_core.nnls.nnls_shared`.
+
+Vocabularies
+------------
+* :func:`load_laion_vocabulary` - the SpLiCE LAION word list (a text file,
+  one word per line, sorted by increasing frequency: its most frequent
+  ``top_n`` words are the *last* ``top_n`` lines);
+  :func:`download_laion_vocabulary` fetches it on request.
+* :func:`default_vocabulary` - offline default from the ``wordfreq`` package:
+  the most frequent English words, alphabetic, at least 3 letters, without
+  scikit-learn's English stop-words and without :data:`NSFW_BLOCKLIST`.
+"""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+import numpy as np
+
+__all__ = [
+    "LAION_VOCAB_URL",
+    "NSFW_BLOCKLIST",
+    "prepare_text_embeddings",
+    "word_captions",
+    "load_laion_vocabulary",
+    "download_laion_vocabulary",
+    "default_vocabulary",
+    "filter_words",
+]
+
+#: Where SpLiCE publishes its LAION vocabulary (used only on explicit request).
+LAION_VOCAB_URL = "https://raw.githubusercontent.com/AI4LIFE-GROUP/SpLiCE/main/data/vocab/laion.txt"
+
+#: Words removed from the default vocabulary (sexual / explicit terms).
+NSFW_BLOCKLIST = frozenset("""
+anal anus arse arsehole asshole bastard bdsm bitch bitches blowjob bollocks boob boobs booty breast breasts
+butt butthole cock cocks cum cumshot cunt dick dicks dildo ejaculation erotic erotica escort escorts fetish
+fuck fucked fucker fucking fucks genital genitals handjob hentai horny incest jizz kinky lingerie masturbate
+masturbation milf naked nipple nipples nude nudes nudity orgasm orgy penis porn porno pornography prostitute
+pussy rape raped rapist scrotum semen sex sexual sexy shit shitty slut sluts stripper strippers testicles
+threesome tit tits titties topless twat vagina vibrator whore whores xxx
+""".split())
+
+
+def prepare_text_embeddings(W, mean=None):
+    """Unit-normalise, subtract the mean, re-normalise (sec. 3.7).
+
+    Parameters
+    ----------
+    W : array-like of shape (n, d)
+    mean : array-like of shape (d,), optional
+        Mean to subtract (of the unit-normalised rows); default: their mean.
+
+    Returns
+    -------
+    W_prepared : ndarray of shape (n, d)
+    mean : ndarray of shape (d,)
+    """
+    from slics_core._validation import check_embeddings
+
+    W = check_embeddings(W, name="text embeddings")
+    W = W / np.linalg.norm(W, axis=1, keepdims=True)
+    mu = W.mean(axis=0) if mean is None else np.asarray(mean, dtype=np.float64).reshape(-1)
+    if mu.shape[0] != W.shape[1]:
+        raise ValueError(f"mean has {mu.shape[0]} entries for {W.shape[1]}-dimensional embeddings.")
+    W = W - mu
+    n = np.linalg.norm(W, axis=1, keepdims=True)
+    return np.divide(W, n, out=np.zeros_like(W), where=n > 0), mu
+
+
+def word_captions(atoms, groups, word_embeddings, words, top_k=5, *, concepts=None, ridge=0.0,
+                  return_errors=False):
+    """Top-``k`` words of every concept subspace by NNLS reconstruction error.
+
+    Parameters
+    ----------
+    atoms : array-like of shape (M, d)
+        Dictionary (``SLiCS.atoms_``).
+    groups : array-like of int, shape (M,)
+        Concept of each atom (``SLiCS.groups_``).
+    word_embeddings : array-like of shape (V, d)
+        Prepared word embeddings (:func:`prepare_text_embeddings`).
+    words : sequence of str, length V
+    top_k : int
+    concepts : sequence of int, optional
+        Concepts to caption (default: all).
+    ridge : float
+    return_errors : bool
+        Also return the errors of the chosen words.
+
+    Returns
+    -------
+    captions : list of list of str
+        ``captions[i]`` are the words of ``concepts[i]``, best first.
+    errors : list of ndarray (only with ``return_errors``)
+    """
+    from slics_core._validation import check_embeddings
+    from slics_core.nnls import nnls_shared
+
+    B = check_embeddings(atoms, name="atoms", allow_zero_rows=True)
+    groups = np.asarray(groups, dtype=int).reshape(-1)
+    if groups.shape[0] != B.shape[0]:
+        raise ValueError(f"groups has {groups.shape[0]} entries for {B.shape[0]} atoms.")
+    W = check_embeddings(word_embeddings, n_features=B.shape[1], name="word_embeddings", allow_zero_rows=True)
+    words = list(words)
+    if len(words) != W.shape[0]:
+        raise ValueError(f"{len(words)} words for {W.shape[0]} word embeddings.")
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
+        raise ValueError(f"top_k must be a positive int; got {top_k!r}.")
+    if concepts is None:
+        concepts = np.unique(groups)
+    captions, errs = [], []
+    for j in concepts:
+        Bj = B[groups == j]
+        if Bj.shape[0] == 0:
+            raise ValueError(f"concept {j} has no atoms.")
+        coef = nnls_shared(Bj, W, ridge=ridge)
+        R = W - coef @ Bj
+        err = np.einsum("ij,ij->i", R, R)
+        order = np.lexsort((np.arange(err.size), err))[:top_k]
+        captions.append([words[i] for i in order])
+        errs.append(err[order])
+    return (captions, errs) if return_errors else captions
+
+
+def _clean_lines(lines):
+    return [w.strip() for w in lines if w.strip()]
+
+
+def load_laion_vocabulary(path, top_n=10_000):
+    """Read the SpLiCE LAION vocabulary: the last ``top_n`` non-empty lines.
+
+    Returns the words most frequent first.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no vocabulary file at {path!r}")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            words = _clean_lines(fh.read().splitlines())
+    except UnicodeDecodeError:
+        raise ValueError(f"{path!r} is not a UTF-8 text file with one word per line.") from None
+    if not words:
+        raise ValueError(f"{path!r} contains no words.")
+    words = words[-top_n:][::-1]
+    return list(dict.fromkeys(words))
+
+
+def download_laion_vocabulary(dest, url=LAION_VOCAB_URL, timeout=60):
+    """Download the SpLiCE LAION word list to ``dest`` (atomically) and return ``dest``."""
+    import urllib.request
+
+    dest = os.fspath(dest)
+    folder = os.path.dirname(os.path.abspath(dest))
+    os.makedirs(folder, exist_ok=True)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            data = resp.read()
+    except OSError as exc:
+        raise ValueError(f"could not download the LAION vocabulary from {url}: {exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{url} did not return a UTF-8 word list.") from None
+    if not _clean_lines(text.splitlines()):
+        raise ValueError(f"{url} returned an empty word list.")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".vocab-", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, dest)
+    return dest
+
+
+def filter_words(words, *, min_length=3, blocklist=NSFW_BLOCKLIST, stop_words=None):
+    """Keep lower-case alphabetic words of ``min_length``+ letters, no stop-words, nothing blocked.
+
+    ``stop_words`` defaults to scikit-learn's ``ENGLISH_STOP_WORDS``.
+    """
+    if stop_words is None:
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as stop_words
+    pattern = re.compile(rf"^[a-z]{{{int(min_length)},}}$")
+    out, seen = [], set()
+    for w in words:
+        w = str(w).strip().lower()
+        if not pattern.match(w) or w in stop_words or w in blocklist or w in seen:
+            continue
+        seen.add(w)
+        out.append(w)
+    return out
+
+
+def default_vocabulary(n_words=10_000, *, language="en"):
+    """Offline default vocabulary: ``n_words`` frequent words from ``wordfreq`` (filtered).
+
+    Raises
+    ------
+    ImportError
+        With installation advice, if ``wordfreq`` is not installed.
+    """
+    try:
+        import wordfreq
+    except ImportError:
+        raise ImportError("the default vocabulary needs the 'wordfreq' package (pip install wordfreq), "
+                          "or give a word list file (e.g. SpLiCE's laion.txt).") from None
+    pool = wordfreq.top_n_list(language, max(3 * n_words, 1000))
+    words = filter_words(pool)
+    return words[:n_words]

@@ -1,0 +1,485 @@
+"""Labelled image collections: MS COCO, MIRFlickr25K, generic folders.
+
+Every loader returns an :class:`ImageDataset` (image paths + ids, general
+labels ``Y``, optional sub-labels ``Z`` with ``sub_to_concept``).
+
+MS COCO
+    ``instances_*.json`` + image folder. General labels: the 12
+    supercategories (order of first appearance in the categories list:
+    person, vehicle, outdoor, animal, accessory, sports, kitchen, food,
+    furniture, electronic, appliance, indoor); sub-labels: the 80 categories.
+MIRFlickr25K (official layout)
+    ``mirflickr/im1.jpg .. im25000.jpg`` and the annotation folder
+    (``mirflickr25k_annotations_v080``) of per-label ``<label>.txt`` files
+    listing 1-based image numbers. :data:`MIRFLICKR_HIERARCHY` is the mapping
+    used: 11 general concepts, 6 of them with sub-labels::
+
+        animals: bird, dog          plant_life: flower, tree
+        people: baby, female, male, portrait
+        sky: clouds                 water: lake, river, sea
+        transport: car              food, indoor, night, structures, sunset: none
+
+    A general label is set when its own file lists the image *or* one of its
+    sub-labels does. ``relevant_only=True`` reads the strict ``<label>_r1.txt``
+    files instead (falls back to ``<label>.txt`` where there is none).
+Generic folder
+    Images under a folder plus a CSV or JSON label file (see
+    :func:`load_folder`).
+
+:func:`load_image` opens one image robustly (PNG named .jpg, CMYK, 16-bit,
+palette/alpha, EXIF orientation); :func:`iter_images` loads many and
+reports the ones that cannot be read instead of aborting.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "ImageDataset",
+    "ImageLoadError",
+    "IMAGE_EXTENSIONS",
+    "MIRFLICKR_HIERARCHY",
+    "load_image",
+    "iter_images",
+    "load_coco",
+    "load_mirflickr",
+    "load_folder",
+    "list_images",
+]
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
+#: MIRFlickr25K general concept -> finer labels (sub-labels), as used by the paper.
+MIRFLICKR_HIERARCHY = {
+    "animals": ["bird", "dog"],
+    "food": [],
+    "indoor": [],
+    "night": [],
+    "people": ["baby", "female", "male", "portrait"],
+    "plant_life": ["flower", "tree"],
+    "sky": ["clouds"],
+    "structures": [],
+    "sunset": [],
+    "transport": ["car"],
+    "water": ["lake", "river", "sea"],
+}
+
+
+class ImageLoadError(ValueError):
+    """An image file that cannot be decoded."""
+
+
+@dataclass
+class ImageDataset:
+    """A labelled image collection.
+
+    Attributes
+    ----------
+    paths : list of str
+    ids : list of str
+        Stable identifiers (file name or dataset id).
+    Y : ndarray of bool, shape (n, S)
+    concept_names : list of str
+    Z : ndarray of bool, shape (n, L), optional
+    sub_names : list of str
+    sub_to_concept : ndarray of int, shape (L,)
+    name : str
+    """
+
+    paths: list
+    ids: list
+    Y: np.ndarray
+    concept_names: list
+    Z: np.ndarray | None = None
+    sub_names: list = field(default_factory=list)
+    sub_to_concept: np.ndarray | None = None
+    name: str = "dataset"
+
+    def __len__(self):
+        return len(self.paths)
+
+    def labels_dict(self):
+        """Label arrays for :class:`slics_core.store.EmbeddingStore` (JSON/npz-friendly)."""
+        out = {"Y": self.Y.astype(np.uint8), "concept_names": np.array(self.concept_names, dtype=str)}
+        if self.Z is not None:
+            out.update(Z=self.Z.astype(np.uint8), sub_names=np.array(self.sub_names, dtype=str),
+                       sub_to_concept=np.asarray(self.sub_to_concept, dtype=np.int64))
+        return out
+
+
+# --------------------------------------------------------------------------- images
+def load_image(path, *, max_pixels=200_000_000):
+    """Open an image as 8-bit RGB, whatever its format quirks.
+
+    Handles files whose extension lies about the format (PIL reads the
+    content), CMYK / YCbCr / palette / grey / alpha images, 16-bit and
+    32-bit integer or float images (scaled to 8 bit), and the EXIF
+    orientation tag (the pixels are rotated and the tag is dropped).
+
+    Raises
+    ------
+    ImageLoadError
+        If the file is missing, not an image, truncated, or larger than
+        ``max_pixels``.
+    """
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    path = os.fspath(path)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                w, h = im.size
+                if w * h > max_pixels:
+                    raise ImageLoadError(f"{path}: {w}x{h} pixels is larger than the limit of {max_pixels}.")
+                im.load()
+                im = ImageOps.exif_transpose(im)
+                return _to_rgb(im)
+    except ImageLoadError:
+        raise
+    except FileNotFoundError:
+        raise ImageLoadError(f"{path}: no such file.") from None
+    except (UnidentifiedImageError, Image.DecompressionBombError) as exc:
+        raise ImageLoadError(f"{path}: not a readable image ({exc.__class__.__name__}).") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        raise ImageLoadError(f"{path}: damaged image ({exc}).") from None
+
+
+def _to_rgb(im):
+    from PIL import Image
+
+    mode = im.mode
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
+        arr = np.asarray(im, dtype=np.float64)
+        if mode == "F":
+            lo, hi = float(arr.min()), float(arr.max())
+            arr = (arr - lo) / (hi - lo) * 255.0 if hi > lo else np.zeros_like(arr)
+        else:
+            hi = 65535.0 if mode.startswith("I;16") or arr.max() > 255 else 255.0
+            arr = arr / hi * 255.0
+        im = Image.fromarray(np.clip(np.rint(arr), 0, 255).astype(np.uint8), "L")
+        return im.convert("RGB")
+    if mode == "P" and "transparency" in im.info:
+        im = im.convert("RGBA")
+        mode = "RGBA"
+    if mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = im.convert("RGBA")
+        bg = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(bg, rgba).convert("RGB")
+    if mode == "RGB":
+        return im.copy()
+    return im.convert("RGB")
+
+
+def iter_images(paths, *, on_error=None, **kwargs):
+    """Yield ``(position, image)`` for every loadable path; report the others.
+
+    Parameters
+    ----------
+    paths : sequence of path-like
+    on_error : callable(position, path, message), optional
+        Called for every file that cannot be loaded (default: a warning).
+    """
+    for i, p in enumerate(paths):
+        try:
+            yield i, load_image(p, **kwargs)
+        except ImageLoadError as exc:
+            if on_error is None:
+                warnings.warn(f"skipped {exc}", RuntimeWarning, stacklevel=2)
+            else:
+                on_error(i, os.fspath(p), str(exc))
+
+
+def list_images(folder):
+    """All files with an image extension under ``folder`` (recursive, sorted)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no image folder at {str(folder)!r}")
+    return sorted(str(p) for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+
+
+# --------------------------------------------------------------------------- COCO
+def _read_json(path, what):
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no {what} at {path!r}")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path!r} is not valid JSON ({what}): {exc}") from None
+
+
+def load_coco(annotations, image_dir):
+    """MS COCO from an ``instances_*.json`` file and its image folder.
+
+    Images without any annotation get all-zero labels (the splits drop them).
+
+    Returns
+    -------
+    ImageDataset
+        12 supercategories as concepts, 80 categories as sub-labels.
+    """
+    data = _read_json(annotations, "COCO annotation file")
+    if not isinstance(data, dict) or not {"images", "annotations", "categories"} <= set(data):
+        raise ValueError(f"{os.fspath(annotations)!r} is not a COCO instances file "
+                         "(needs 'images', 'annotations' and 'categories').")
+    image_dir = Path(image_dir)
+    if not image_dir.is_dir():
+        raise FileNotFoundError(f"no COCO image folder at {str(image_dir)!r}")
+    cats = sorted(data["categories"], key=lambda c: c["id"])
+    supers = list(dict.fromkeys(c["supercategory"] for c in cats))
+    cat_col = {c["id"]: i for i, c in enumerate(cats)}
+    sub_to_concept = np.array([supers.index(c["supercategory"]) for c in cats])
+    images = sorted(data["images"], key=lambda im: im["id"])
+    row = {im["id"]: i for i, im in enumerate(images)}
+    Z = np.zeros((len(images), len(cats)), dtype=bool)
+    for ann in data["annotations"]:
+        r, c = row.get(ann.get("image_id")), cat_col.get(ann.get("category_id"))
+        if r is not None and c is not None:
+            Z[r, c] = True
+    Y = np.zeros((len(images), len(supers)), dtype=bool)
+    for c, j in enumerate(sub_to_concept):
+        Y[:, j] |= Z[:, c]
+    paths = [str(image_dir / im["file_name"]) for im in images]
+    ids = [str(im["id"]) for im in images]
+    return ImageDataset(paths, ids, Y, supers, Z, [c["name"] for c in cats], sub_to_concept, name="coco")
+
+
+# --------------------------------------------------------------------------- MIRFlickr
+def _find_annotation_dir(root):
+    root = Path(root)
+    for cand in [root, *sorted(p for p in root.rglob("*") if p.is_dir())]:
+        if (cand / "animals.txt").is_file() and (cand / "sky.txt").is_file():
+            return cand
+    return None
+
+
+def _read_numbers(path):
+    nums = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            line = line.strip()
+            if line:
+                try:
+                    nums.append(int(line))
+                except ValueError:
+                    raise ValueError(f"{path}: expected one image number per line, found {line!r}.") from None
+    return nums
+
+
+def load_mirflickr(root, annotations=None, *, relevant_only=False):
+    """MIRFlickr25K in its official layout.
+
+    Parameters
+    ----------
+    root : path
+        Folder containing ``mirflickr/`` (with ``im1.jpg`` ...) or that folder itself.
+    annotations : path, optional
+        Annotation folder; default: searched under ``root``.
+    relevant_only : bool
+        Use the strict ``*_r1.txt`` annotations.
+
+    Returns
+    -------
+    ImageDataset
+        11 general concepts and 13 sub-labels (:data:`MIRFLICKR_HIERARCHY`).
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no MIRFlickr folder at {str(root)!r}")
+    img_dir = root / "mirflickr" if (root / "mirflickr").is_dir() else root
+    ann_dir = Path(annotations) if annotations is not None else _find_annotation_dir(root)
+    if ann_dir is None or not ann_dir.is_dir():
+        raise FileNotFoundError(f"no MIRFlickr annotation folder (with animals.txt, sky.txt, ...) under {str(root)!r}")
+    numbers = []
+    for p in img_dir.iterdir():
+        if p.name.startswith("im") and p.suffix.lower() == ".jpg" and p.stem[2:].isdigit():
+            numbers.append(int(p.stem[2:]))
+    if not numbers:
+        raise FileNotFoundError(f"no im<N>.jpg images in {str(img_dir)!r}")
+    numbers.sort()
+    row = {n: i for i, n in enumerate(numbers)}
+    concepts = list(MIRFLICKR_HIERARCHY)
+    subs = [s for c in concepts for s in MIRFLICKR_HIERARCHY[c]]
+    sub_to_concept = np.array([concepts.index(c) for c in concepts for _ in MIRFLICKR_HIERARCHY[c]])
+
+    def column(label):
+        f = ann_dir / (f"{label}_r1.txt" if relevant_only else f"{label}.txt")
+        if relevant_only and not f.is_file():
+            f = ann_dir / f"{label}.txt"
+        if not f.is_file():
+            raise FileNotFoundError(f"MIRFlickr annotation file {str(f)!r} is missing.")
+        col = np.zeros(len(numbers), dtype=bool)
+        for n in _read_numbers(f):
+            if n in row:
+                col[row[n]] = True
+        return col
+
+    Z = np.stack([column(s) for s in subs], axis=1)
+    Y = np.stack([column(c) for c in concepts], axis=1)
+    for k, j in enumerate(sub_to_concept):
+        Y[:, j] |= Z[:, k]
+    paths = [str(img_dir / f"im{n}.jpg") for n in numbers]
+    return ImageDataset(paths, [str(n) for n in numbers], Y, concepts, Z, subs, sub_to_concept, name="mirflickr")
+
+
+# --------------------------------------------------------------------------- generic folder
+_IMAGE_KEYS = ("image", "file", "filename", "path", "file_name")
+
+
+def _split_list(value):
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value if str(v).strip()]
+    text = str(value)
+    for sep in ("|", ";", ","):
+        if sep in text:
+            return [t.strip() for t in text.split(sep) if t.strip()]
+    return [text.strip()] if text.strip() else []
+
+
+def _parse_sub(tokens, concept_of_sub):
+    out = []
+    for t in tokens:
+        if "/" in t:
+            c, s = t.split("/", 1)
+            out.append((c.strip(), s.strip()))
+        elif t in concept_of_sub:
+            out.append((concept_of_sub[t], t))
+        else:
+            raise ValueError(f"sub-label {t!r} must be written as 'concept/sub_label'.")
+    return out
+
+
+def load_folder(image_dir, labels=None):
+    """Images under a folder with labels from a CSV or JSON file.
+
+    Label file formats (sub-labels are optional and written ``concept/sub``):
+
+    * CSV, one column per concept: ``image,animal,person,animal/dog`` with
+      0/1 values (columns containing ``/`` are sub-labels);
+    * CSV with list columns: ``image,labels,sub_labels`` where lists are
+      separated by ``|`` or ``;`` (e.g. ``animal|person`` and ``animal/dog``);
+    * JSON: ``[{"image": "a.jpg", "labels": [...], "sub_labels": [...]}]``
+      or ``{"a.jpg": ["animal", "person"], ...}``.
+
+    ``image`` is a path relative to ``image_dir`` (a bare file name also
+    works when it is unique). Without a label file, every image of the
+    folder is listed with no labels (enough for ``slics embed``).
+
+    Returns
+    -------
+    ImageDataset
+    """
+    image_dir = Path(image_dir)
+    files = list_images(image_dir)
+    if labels is None:
+        return ImageDataset(files, [os.path.relpath(f, image_dir) for f in files],
+                            np.zeros((len(files), 0), dtype=bool), [], name=image_dir.name)
+    records, declared = _read_label_records(labels)
+    by_rel = {os.path.relpath(f, image_dir).replace(os.sep, "/"): f for f in files}
+    by_name = {}
+    for f in files:
+        by_name.setdefault(os.path.basename(f), []).append(f)
+    concepts = [c for c in declared if "/" not in c]
+    subs = []
+    for c in declared:
+        if "/" in c:
+            cs = tuple(t.strip() for t in c.split("/", 1))
+            if cs[0] not in concepts:
+                concepts.append(cs[0])
+            subs.append(cs)
+    rows = []
+    for rec in records:
+        img = rec["image"].replace("\\", "/")
+        path = by_rel.get(img)
+        if path is None:
+            hits = by_name.get(os.path.basename(img), [])
+            if len(hits) != 1:
+                raise ValueError(f"label file names image {img!r}, which is {'not' if not hits else 'not uniquely'} "
+                                 f"found under {str(image_dir)!r}.")
+            path = hits[0]
+        for c in rec["labels"]:
+            if c not in concepts:
+                concepts.append(c)
+        for c, s in rec["subs"]:
+            if c not in concepts:
+                concepts.append(c)
+            if (c, s) not in subs:
+                subs.append((c, s))
+        rows.append((path, img, rec))
+    Y = np.zeros((len(rows), len(concepts)), dtype=bool)
+    Z = np.zeros((len(rows), len(subs)), dtype=bool)
+    for i, (_, _, rec) in enumerate(rows):
+        for c in rec["labels"]:
+            Y[i, concepts.index(c)] = True
+        for cs in rec["subs"]:
+            Z[i, subs.index(cs)] = True
+            Y[i, concepts.index(cs[0])] = True
+    s2c = np.array([concepts.index(c) for c, _ in subs], dtype=int)
+    return ImageDataset([r[0] for r in rows], [r[1] for r in rows], Y, concepts,
+                        Z if subs else None, [f"{c}/{s}" for c, s in subs], s2c if subs else None,
+                        name=image_dir.name)
+
+
+def _read_label_records(labels):
+    labels = os.fspath(labels)
+    if not os.path.isfile(labels):
+        raise FileNotFoundError(f"no label file at {labels!r}")
+    recs, declared = [], []
+    if labels.lower().endswith(".json"):
+        data = _read_json(labels, "label file")
+        if isinstance(data, dict):
+            data = [{"image": k, "labels": v} for k, v in data.items()]
+        if not isinstance(data, list):
+            raise ValueError(f"{labels!r}: expected a list of records or an {{image: labels}} object.")
+        for rec in data:
+            if not isinstance(rec, dict) or not any(k in rec for k in _IMAGE_KEYS):
+                raise ValueError(f"{labels!r}: every record needs an 'image' entry; got {rec!r}.")
+            img = next(str(rec[k]) for k in _IMAGE_KEYS if k in rec)
+            subs = rec.get("sub_labels", [])
+            if isinstance(subs, dict):
+                subs = [f"{c}/{s}" for c, ss in subs.items() for s in _split_list(ss)]
+            recs.append({"image": img, "labels": _split_list(rec.get("labels", [])), "subs": _split_list(subs)})
+    else:
+        with open(labels, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.DictReader(fh)
+            if not reader.fieldnames:
+                raise ValueError(f"{labels!r} is empty.")
+            fields = [f.strip() for f in reader.fieldnames]
+            key = next((f for f in fields if f.lower() in _IMAGE_KEYS), None)
+            if key is None:
+                raise ValueError(f"{labels!r}: needs an image column (one of {_IMAGE_KEYS}); found {fields}.")
+            wide = "labels" not in [f.lower() for f in fields]
+            if wide:
+                declared = [f for f in fields if f != key]
+            for line_no, raw in enumerate(reader, start=2):
+                row = {k.strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+                if wide:
+                    lab, sub = [], []
+                    for f in fields:
+                        if f == key:
+                            continue
+                        v = row.get(f, "")
+                        if v not in ("", "0", "1", "0.0", "1.0"):
+                            raise ValueError(f"{labels!r} line {line_no}: column {f!r} must be 0/1; got {v!r}.")
+                        if v in ("1", "1.0"):
+                            (sub if "/" in f else lab).append(f)
+                    recs.append({"image": row[key], "labels": lab, "subs": sub})
+                else:
+                    lk = next(f for f in fields if f.lower() == "labels")
+                    sk = next((f for f in fields if f.lower() in ("sub_labels", "sublabels")), None)
+                    recs.append({"image": row[key], "labels": _split_list(row.get(lk)),
+                                 "subs": _split_list(row.get(sk)) if sk else []})
+    for rec in recs:
+        rec["subs"] = _parse_sub(rec["subs"], {})
+    return recs, declared

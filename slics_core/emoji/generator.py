@@ -1,0 +1,149 @@
+"""The emoji world's generator: large-encoder image embedding -> 64x64 image.
+
+A small decoder built from diffusers' VAE ``Decoder`` (ResNet up-blocks with
+group norm): a linear layer maps the conditioning embedding to a 4x4 latent
+grid, the decoder up-samples it to 32x32 RGB, bilinearly enlarged to 64x64. It is conditioned on the
+*centred* embedding space the SLiCS pipeline works in::
+
+    c = normalize(normalize(x_large) - mean)
+
+(``mean`` is stored with the weights), so an aligned component
+``tilde v_j`` mapped into the large space can be fed as is.
+
+Why a decoder and not a diffusion UNet: a DDPM needs hundreds of thousands of
+CPU steps to sample recognisable objects, and every sample costs tens of UNet
+passes; this decoder is trained in minutes here, samples in one pass, and is
+trained with a pixel loss plus a consistency loss through the frozen large
+encoder (the generated image must re-embed near its conditioning embedding),
+which is what ``generation_concept_accuracy`` measures. No diffusion model was
+trained for comparison (CPU budget); see docs/emoji_world.md.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from slics_core.emoji.catalog import MODELS_DIR
+
+__all__ = ["GENERATOR_CONFIG", "build_decoder", "EmojiGenerator", "generator_dir"]
+
+GENERATOR_CONFIG = {
+    "embed_dim": 96,
+    "latent_channels": 64,
+    "block_out_channels": [32, 48, 64, 64],
+    "layers_per_block": 1,
+    "norm_num_groups": 16,
+    "image_size": 64,
+}
+WEIGHTS_NAME = "decoder.safetensors"
+
+
+def generator_dir(root=None) -> Path:
+    return Path(root or MODELS_DIR) / "emoji-generator"
+
+
+def build_decoder(config: dict | None = None):
+    """The decoder module (random weights) for ``config``."""
+    import torch
+    from diffusers.models.autoencoders.vae import Decoder
+
+    cfg = dict(GENERATOR_CONFIG, **(config or {}))
+
+    class EmojiDecoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cfg = cfg
+            self.fc = torch.nn.Linear(cfg["embed_dim"], cfg["latent_channels"] * 16)
+            n = len(cfg["block_out_channels"])
+            self.decoder = Decoder(
+                in_channels=cfg["latent_channels"],
+                out_channels=3,
+                up_block_types=("UpDecoderBlock2D",) * n,
+                block_out_channels=tuple(cfg["block_out_channels"]),
+                layers_per_block=cfg["layers_per_block"],
+                norm_num_groups=cfg["norm_num_groups"],
+                mid_block_add_attention=False,
+            )
+
+        def forward(self, c):
+            h = self.fc(c).view(-1, cfg["latent_channels"], 4, 4)
+            y = self.decoder(h)  # (n, 3, 32, 32) with 4 blocks
+            size = cfg["image_size"]
+            if y.shape[-1] != size:
+                y = torch.nn.functional.interpolate(y, size=(size, size), mode="bilinear", align_corners=False)
+            return torch.tanh(y)  # in [-1, 1]
+
+    return EmojiDecoder()
+
+
+class EmojiGenerator:
+    """Trained decoder + the centring mean of its conditioning space.
+
+    Use :meth:`load` for the shipped weights; :meth:`generate` maps embeddings
+    (rows, in the centred large space) to uint8 images.
+    """
+
+    def __init__(self, decoder, mean: np.ndarray, config: dict):
+        self.decoder = decoder.eval()
+        self.mean = np.asarray(mean, dtype=np.float32)
+        self.config = config
+        self.dim = int(config["embed_dim"])
+
+    @classmethod
+    def load(cls, root=None) -> "EmojiGenerator":
+        folder = generator_dir(root)
+        cfg_path, w_path = folder / "config.json", folder / WEIGHTS_NAME
+        if not cfg_path.is_file() or not w_path.is_file():
+            raise FileNotFoundError(
+                f"emoji generator missing in {folder} (train it with "
+                "`python -m slics_core.emoji.train_generator`)")
+        from safetensors.torch import load_file
+
+        meta = json.loads(cfg_path.read_text())
+        dec = build_decoder(meta["config"])
+        state = {k: v.float() for k, v in load_file(str(w_path)).items()}
+        try:
+            dec.load_state_dict(state)
+        except RuntimeError as exc:
+            raise ValueError(f"emoji generator weights in {folder} do not fit its config: {exc}") from exc
+        return cls(dec, np.asarray(meta["mean"], dtype=np.float32), dict(GENERATOR_CONFIG, **meta["config"]))
+
+    def save(self, root=None, metrics: dict | None = None) -> Path:
+        from safetensors.torch import save_file
+
+        folder = generator_dir(root)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().cpu().half().contiguous() for k, v in self.decoder.state_dict().items()}
+        save_file(state, str(folder / WEIGHTS_NAME))
+        meta = {"config": self.config, "mean": [float(v) for v in self.mean], "training": metrics or {}}
+        (folder / "config.json").write_text(json.dumps(meta, indent=1) + "\n")
+        return folder
+
+    def condition(self, raw_embeddings: np.ndarray) -> np.ndarray:
+        """Raw large-encoder image embeddings -> centred, unit conditioning vectors."""
+        x = np.asarray(raw_embeddings, dtype=np.float32)
+        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+        x = x - self.mean
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+    def generate(self, embeddings: np.ndarray, batch_size: int = 128) -> np.ndarray:
+        """Images (n, 64, 64, 3) uint8 from centred-space embeddings (n, dim); rows are re-normalised."""
+        import torch
+
+        E = np.asarray(embeddings, dtype=np.float32)
+        if E.ndim == 1:
+            E = E[None]
+        if E.ndim != 2 or E.shape[1] != self.dim:
+            raise ValueError(f"embeddings must have shape (n, {self.dim}), got {E.shape}")
+        if not np.all(np.isfinite(E)):
+            raise ValueError("embeddings contain NaN or inf")
+        norms = np.linalg.norm(E, axis=1, keepdims=True)
+        E = np.where(norms > 1e-12, E / np.maximum(norms, 1e-12), 0.0).astype(np.float32)
+        out = []
+        with torch.no_grad():
+            for i in range(0, len(E), batch_size):
+                y = self.decoder(torch.from_numpy(E[i:i + batch_size]))
+                out.append(((y.permute(0, 2, 3, 1).numpy() + 1) * 127.5).round().clip(0, 255).astype(np.uint8))
+        return np.concatenate(out) if out else np.zeros((0, 64, 64, 3), np.uint8)

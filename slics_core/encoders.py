@@ -1,0 +1,628 @@
+"""Image (and text) encoders that produce the embeddings SLiCS works on.
+
+One small protocol, :class:`Encoder`:
+
+``encode_images(images, batch_size=32) -> (n, d) float32``
+    ``images`` is a list of PIL images (anything else is rejected with a
+    clear message).
+``encode_texts(texts, batch_size=256) -> (n, d) float32``
+    Only for models with a text tower (CLIP); image-only models raise
+    :class:`NotImplementedError`. ``has_text`` tells which.
+``dim``
+    Embedding dimension.
+``id``
+    String naming model *and* weights (e.g. ``"open_clip:ViT-B-32/openai"``),
+    suitable as a cache key. Randomly initialised models get ids that say so
+    (``"open_clip:RN50/random-seed0"``) so they never collide with real ones.
+
+Implementations:
+
+* :class:`OpenCLIPEncoder` - open_clip models by name and pretrained tag,
+  or a local checkpoint file (presets ``RN50/openai``, ``ViT-B-32/openai``,
+  ``ViT-L-14/openai``); :func:`concept_text_embeddings` gives zero-shot
+  concept text embeddings with the paper's template
+  ``"This is a picture of {}."`` or an ensemble of templates.
+* :class:`DINOv2Encoder` - DINOv2 through transformers
+  (``facebook/dinov2-base``), CLS-token embedding (final layer norm applied,
+  as in DINOv2's ``x_norm_clstoken``).
+* TiTok: :func:`load_titok_tokens` / :func:`load_titok_codebook` import
+  pre-quantisation tokens ``(n, 32, 12)`` and the codebook from ``.npy`` /
+  ``.npz`` files; :class:`TiTokEncoder` computes the tokens with a TiTok
+  model object the user's environment can import (1d-tokenizer).
+
+Embeddings are returned raw (not normalised): the paper uses raw CLIP
+embeddings for zero-shot labels and normalised / centred ones elsewhere;
+:mod:`slics_core.preprocessing` does that step. All models run under
+``torch.inference_mode()``, on the GPU in half precision when CUDA is
+available and on the CPU in float32 otherwise; outputs are always float32
+NumPy arrays.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from slics_core import weights as _weights
+
+__all__ = [
+    "Encoder",
+    "OpenCLIPEncoder",
+    "DINOv2Encoder",
+    "TiTokEncoder",
+    "PAPER_TEMPLATE",
+    "ENSEMBLE_TEMPLATES",
+    "concept_text_embeddings",
+    "load_titok_tokens",
+    "load_titok_codebook",
+    "default_device",
+    "load_encoder",
+]
+
+#: The prompt template of the paper (sec. 3.5).
+PAPER_TEMPLATE = "This is a picture of {}."
+
+#: A small ensemble of photo-style templates (used with ``templates="ensemble"``).
+ENSEMBLE_TEMPLATES = (
+    "This is a picture of {}.",
+    "a photo of {}.",
+    "a photo of the {}.",
+    "a close-up photo of {}.",
+    "a cropped photo of {}.",
+    "a bright photo of {}.",
+    "a dark photo of {}.",
+    "a blurry photo of {}.",
+    "a good photo of {}.",
+    "an image containing {}.",
+)
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """What every encoder provides (see the module docstring)."""
+
+    id: str
+    dim: int
+    has_text: bool
+
+    def encode_images(self, images: Sequence, batch_size: int = 32) -> np.ndarray: ...
+
+    def encode_texts(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray: ...
+
+
+# ----------------------------------------------------------------- utilities
+def default_device():
+    """``"cuda"`` when a CUDA GPU is usable, else ``"cpu"``."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _device_dtype(device=None, half=None):
+    import torch
+
+    device = torch.device(device if device is not None else default_device())
+    if half is None:
+        half = device.type == "cuda"
+    return device, (torch.float16 if half else torch.float32)
+
+
+def _check_batch_size(batch_size) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    return int(batch_size)
+
+
+def _check_images(images) -> list:
+    from PIL import Image
+
+    if isinstance(images, Image.Image):
+        images = [images]
+    if isinstance(images, (str, bytes, os.PathLike)) or not hasattr(images, "__len__"):
+        raise ValueError("images must be a list of PIL images (open files with PIL.Image.open first)")
+    out = []
+    for i, im in enumerate(images):
+        if not isinstance(im, Image.Image):
+            raise ValueError(f"images[{i}] is a {type(im).__name__}, not a PIL image")
+        if im.width < 1 or im.height < 1:
+            raise ValueError(f"images[{i}] is empty ({im.width}x{im.height})")
+        out.append(im if im.mode == "RGB" else im.convert("RGB"))
+    return out
+
+
+def _check_texts(texts) -> list[str]:
+    if isinstance(texts, str):
+        texts = [texts]
+    if not hasattr(texts, "__len__"):
+        raise ValueError("texts must be a list of strings")
+    out = []
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise ValueError(f"texts[{i}] is a {type(t).__name__}, not a string")
+        out.append(t)
+    return out
+
+
+def _to_numpy(t) -> np.ndarray:
+    arr = t.detach().float().cpu().numpy().astype(np.float32, copy=False)
+    if not np.all(np.isfinite(arr)):
+        raise FloatingPointError("the encoder produced NaN or infinite values (try float32 / CPU)")
+    return arr
+
+
+# ------------------------------------------------------------------ open_clip
+class OpenCLIPEncoder:
+    """A CLIP model from open_clip.
+
+    Use :meth:`from_pretrained` for real weights, :meth:`random` for a randomly
+    initialised model of any open_clip architecture (tests, demos).
+
+    Parameters
+    ----------
+    model : open_clip.CLIP-like module
+        Provides ``encode_image`` / ``encode_text``.
+    preprocess : callable
+        PIL image -> (3, H, W) tensor.
+    tokenizer : callable
+        list of str -> (n, context) token tensor.
+    id : str
+        Cache identifier for model + weights.
+    device, half : optional
+        Defaults: CUDA + float16 when available, else CPU + float32.
+    """
+
+    has_text = True
+
+    def __init__(self, model, preprocess, tokenizer, id: str, device=None, half=None):
+        self.device, self.dtype = _device_dtype(device, half)
+        self.model = model.to(self.device, dtype=self.dtype).eval()
+        self.preprocess = preprocess
+        self.tokenizer = tokenizer
+        self.id = id
+        self.dim = int(self._infer_dim())
+
+    def _infer_dim(self) -> int:
+        import torch
+
+        proj = getattr(self.model, "text_projection", None)
+        if isinstance(proj, torch.Tensor) and proj.ndim == 2:
+            return proj.shape[1]
+        visual = getattr(self.model, "visual", None)
+        out = getattr(visual, "output_dim", None)
+        if out:
+            return int(out)
+        return int(self.encode_texts(["a"]).shape[1])
+
+    # constructors
+    @classmethod
+    def from_pretrained(cls, model: str = "ViT-B-32", pretrained: str | os.PathLike | None = "openai",
+                        *, cache_dir=None, allow_download: bool = False, device=None, half=None,
+                        quick_gelu: bool | None = None):
+        """Load an open_clip model with real weights.
+
+        Parameters
+        ----------
+        model : str or ModelPreset
+            open_clip architecture (``"RN50"``, ``"ViT-B-32"``, ``"ViT-L-14"``),
+            a preset name ``"ARCH/TAG"`` or a
+            :class:`~slics_core.weights.ModelPreset` (then ``pretrained`` is
+            ignored).
+        pretrained : str, path or ModelPreset
+            Pretrained tag (``"openai"``), a local checkpoint file, or a preset.
+        cache_dir : path, optional
+            Hugging Face hub cache to look in.
+        allow_download : bool, default False
+            Download missing weights when the network is reachable; otherwise
+            missing weights raise :class:`slics_core.weights.MissingWeightsError`
+            at once.
+        quick_gelu : bool, optional
+            Force QuickGELU (needed for OpenAI weights); default: from the
+            preset, or ``True`` for a local file whose name mentions
+            ``openai``.
+        """
+        # Weights are located (or reported missing) before the heavy open_clip import.
+        if isinstance(model, _weights.ModelPreset) or isinstance(pretrained, _weights.ModelPreset):
+            preset = model if isinstance(model, _weights.ModelPreset) else pretrained
+            arch, tag = preset.arch, preset
+        elif "/" in str(model) and not os.path.exists(str(model)):
+            arch, tag = str(model).split("/", 1)
+        else:
+            arch, tag = str(model), pretrained
+        if tag is None:
+            raise ValueError("pretrained must be a tag such as 'openai' or a checkpoint file; "
+                             "use OpenCLIPEncoder.random() for random weights")
+        if isinstance(tag, _weights.ModelPreset):
+            path = _weights.resolve(tag, cache_dir=cache_dir, allow_download=allow_download)
+            ident = f"open_clip:{tag.name}"
+            if quick_gelu is None:
+                quick_gelu = tag.quick_gelu
+        elif os.path.isfile(str(tag)):
+            path = Path(tag)
+            ident = f"open_clip:{arch}/file:{path.resolve()}:{path.stat().st_size}"
+            if quick_gelu is None:
+                quick_gelu = "openai" in path.name.lower()
+        elif os.path.exists(str(tag)) or os.sep in str(tag) or str(tag).endswith((".pt", ".bin", ".safetensors")):
+            raise FileNotFoundError(f"checkpoint file {tag} does not exist")
+        else:
+            preset = _weights.get_preset(f"{arch}/{tag}")
+            path = _weights.resolve(preset, cache_dir=cache_dir, allow_download=allow_download)
+            ident = f"open_clip:{arch}/{tag}"
+            if quick_gelu is None:
+                quick_gelu = preset.quick_gelu
+        import open_clip
+
+        if arch not in open_clip.list_models():
+            raise ValueError(f"unknown open_clip model {arch!r}")
+        model_, _, preprocess = open_clip.create_model_and_transforms(
+            arch, pretrained=str(path), force_quick_gelu=bool(quick_gelu))
+        tokenizer = open_clip.get_tokenizer(arch)
+        return cls(model_, preprocess, tokenizer, ident, device=device, half=half)
+
+    @classmethod
+    def random(cls, model: str = "ViT-B-32", seed: int = 0, *, device=None, half=None, **model_kwargs):
+        """A randomly initialised open_clip model (same classes, no weights).
+
+        ``model`` is any name in ``open_clip.list_models()`` (including configs
+        added with ``open_clip.add_model_config``); ``seed`` fixes the weights.
+        """
+        import open_clip
+        import torch
+
+        if model not in open_clip.list_models():
+            raise ValueError(f"unknown open_clip model {model!r}")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            model_, _, preprocess = open_clip.create_model_and_transforms(model, pretrained=None, **model_kwargs)
+        tokenizer = open_clip.get_tokenizer(model)
+        return cls(model_, preprocess, tokenizer, f"open_clip:{model}/random-seed{int(seed)}",
+                   device=device, half=half)
+
+    # encoding
+    def encode_images(self, images, batch_size: int = 32) -> np.ndarray:
+        """Image embeddings, ``(n, dim)`` float32 (not normalised)."""
+        import torch
+
+        images = _check_images(images)
+        batch_size = _check_batch_size(batch_size)
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(images), batch_size):
+                batch = torch.stack([self.preprocess(im) for im in images[start:start + batch_size]])
+                out.append(_to_numpy(self.model.encode_image(batch.to(self.device, dtype=self.dtype))))
+        return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
+
+    def encode_texts(self, texts, batch_size: int = 256) -> np.ndarray:
+        """Text embeddings, ``(n, dim)`` float32 (not normalised)."""
+        import torch
+
+        texts = _check_texts(texts)
+        batch_size = _check_batch_size(batch_size)
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(texts), batch_size):
+                tokens = self.tokenizer(texts[start:start + batch_size]).to(self.device)
+                out.append(_to_numpy(self.model.encode_text(tokens)))
+        return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
+
+    @property
+    def text_projection(self) -> np.ndarray | None:
+        """The text tower's projection ``(width, dim)`` (``x @ P``), if it has one.
+
+        Used by :class:`slics_core.generators.ImageToPromptSD` to map a joint
+        space embedding back to the text transformer's output space.
+        """
+        import torch
+
+        proj = getattr(self.model, "text_projection", None)
+        if isinstance(proj, torch.Tensor) and proj.ndim == 2:
+            return proj.detach().float().cpu().numpy()
+        weight = getattr(proj, "weight", None)  # nn.Linear variant: y = x W^T
+        if isinstance(weight, torch.Tensor):
+            return weight.detach().float().cpu().numpy().T
+        return None
+
+    def __repr__(self) -> str:
+        return f"OpenCLIPEncoder(id={self.id!r}, dim={self.dim}, device={self.device}, dtype={self.dtype})"
+
+
+def concept_text_embeddings(encoder, concepts: Sequence[str], templates="paper",
+                            batch_size: int = 256) -> np.ndarray:
+    """Zero-shot text embeddings of concept words, one unit-norm row per concept.
+
+    Each concept is put in every template; the template embeddings are
+    L2-normalised, averaged, and the average is normalised again (the usual
+    CLIP prompt ensemble; with one template this is just its unit-norm
+    embedding).
+
+    Parameters
+    ----------
+    encoder : Encoder with ``has_text``
+    concepts : list of str
+    templates : "paper", "ensemble", str or list of str
+        ``"paper"`` is ``["This is a picture of {}."]``; ``"ensemble"`` is
+        :data:`ENSEMBLE_TEMPLATES`; a string or list is used as given (each
+        template must contain ``{}``).
+
+    Returns
+    -------
+    W : ndarray of shape (len(concepts), encoder.dim), float32, unit-norm rows
+    """
+    if not getattr(encoder, "has_text", False):
+        raise ValueError(f"{getattr(encoder, 'id', encoder)!r} has no text encoder; "
+                         "zero-shot concept embeddings need a CLIP model")
+    concepts = _check_texts(concepts)
+    if not concepts:
+        raise ValueError("concepts is empty")
+    if isinstance(templates, str):
+        templates = {"paper": [PAPER_TEMPLATE], "ensemble": list(ENSEMBLE_TEMPLATES)}.get(templates, [templates])
+    templates = _check_texts(templates)
+    if not templates:
+        raise ValueError("templates is empty")
+    for t in templates:
+        if "{}" not in t:
+            raise ValueError(f"template {t!r} has no '{{}}' placeholder for the concept word")
+    prompts = [t.format(c) for c in concepts for t in templates]
+    E = encoder.encode_texts(prompts, batch_size=batch_size).astype(np.float64)
+    E /= np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
+    W = E.reshape(len(concepts), len(templates), -1).mean(axis=1)
+    W /= np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-12)
+    return W.astype(np.float32)
+
+
+# ---------------------------------------------------------------------- DINOv2
+class DINOv2Encoder:
+    """DINOv2 through transformers; the embedding is the (layer-normed) CLS token.
+
+    Parameters
+    ----------
+    model : transformers.Dinov2Model
+    processor : image processor (e.g. ``BitImageProcessor``)
+    id : str
+    device, half : optional
+    """
+
+    has_text = False
+
+    def __init__(self, model, processor, id: str, device=None, half=None):
+        self.device, self.dtype = _device_dtype(device, half)
+        self.model = model.to(self.device, dtype=self.dtype).eval()
+        self.processor = processor
+        self.id = id
+        self.dim = int(model.config.hidden_size)
+
+    @classmethod
+    def from_pretrained(cls, model: str | os.PathLike = "dinov2-base", *, cache_dir=None,
+                        allow_download: bool = False, device=None, half=None):
+        """Load DINOv2 from a preset name (``"dinov2-base"``), hub repo id or local folder."""
+        if os.path.isdir(str(model)):
+            folder = Path(model)
+            ident = f"dinov2:dir:{folder.resolve()}"
+        else:
+            name = str(model)
+            if name == "facebook/dinov2-base":
+                name = "dinov2-base"
+            try:
+                preset = _weights.get_preset(name)
+            except ValueError:
+                preset = _weights.ModelPreset(name=name, kind="transformers", repo_id=name,
+                                              description=f"DINOv2 ({name})", files=("config.json",))
+            folder = _weights.resolve(preset, cache_dir=cache_dir, allow_download=allow_download)
+            ident = f"dinov2:{preset.repo_id}"
+        from transformers import AutoImageProcessor, Dinov2Model
+
+        model_ = Dinov2Model.from_pretrained(folder, local_files_only=True)
+        processor = AutoImageProcessor.from_pretrained(folder, local_files_only=True)
+        return cls(model_, processor, ident, device=device, half=half)
+
+    @classmethod
+    def random(cls, config=None, processor=None, seed: int = 0, *, device=None, half=None):
+        """Randomly initialised DINOv2 of the given ``Dinov2Config`` (default: ViT-B/14 shape)."""
+        import torch
+        from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
+
+        config = config if config is not None else Dinov2Config()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            model_ = Dinov2Model(config)
+        if processor is None:
+            size = int(config.image_size)
+            processor = BitImageProcessor(
+                size={"shortest_edge": size}, crop_size={"height": size, "width": size},
+                do_center_crop=True, image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225])
+        return cls(model_, processor, f"dinov2:random-h{config.hidden_size}-seed{int(seed)}",
+                   device=device, half=half)
+
+    def encode_images(self, images, batch_size: int = 32) -> np.ndarray:
+        """CLS embeddings ``(n, dim)`` float32."""
+        import torch
+
+        images = _check_images(images)
+        batch_size = _check_batch_size(batch_size)
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(images), batch_size):
+                pix = self.processor(images=images[start:start + batch_size], return_tensors="pt")["pixel_values"]
+                res = self.model(pixel_values=pix.to(self.device, dtype=self.dtype))
+                out.append(_to_numpy(res.last_hidden_state[:, 0]))
+        return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
+
+    def encode_texts(self, texts, batch_size: int = 256) -> np.ndarray:
+        raise NotImplementedError("DINOv2 is an image-only model; it has no text encoder")
+
+    def __repr__(self) -> str:
+        return f"DINOv2Encoder(id={self.id!r}, dim={self.dim}, device={self.device}, dtype={self.dtype})"
+
+
+# ----------------------------------------------------------------------- TiTok
+def _per_token_normalise(tokens: np.ndarray) -> np.ndarray:
+    """Per-token L2 normalisation via :mod:`slics_core.preprocessing`."""
+    from slics_core import preprocessing
+
+    fn = getattr(preprocessing, "normalize_tokens", None)
+    if fn is None:  # pragma: no cover - depends on the lead's module
+        raise ImportError("slics_core.preprocessing has no per-token normaliser (normalize_tokens)")
+    return fn(tokens)
+
+
+def _read_array(path, key, what):
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} file {path} does not exist")
+    try:
+        data = np.load(path, allow_pickle=False)
+    except Exception as exc:
+        raise ValueError(f"{path} is not a readable .npy/.npz file ({exc})") from None
+    if isinstance(data, np.lib.npyio.NpzFile):
+        with data:
+            keys = list(data.keys())
+            if key is None:
+                if len(keys) != 1:
+                    raise ValueError(f"{path} holds arrays {keys}; say which one with key=")
+                key = keys[0]
+            if key not in keys:
+                raise ValueError(f"{path} has no array {key!r} (it has {keys})")
+            return np.asarray(data[key])
+    return np.asarray(data)
+
+
+def load_titok_tokens(path, key: str | None = None, n_tokens: int = 32, token_dim: int = 12,
+                      normalize: bool = True) -> np.ndarray:
+    """Import TiTok pre-quantisation token embeddings.
+
+    Parameters
+    ----------
+    path : path to ``.npy`` or ``.npz``
+        Array of shape ``(n, n_tokens, token_dim)``, ``(n, n_tokens*token_dim)``
+        or TiTok's own layout ``(n, token_dim, 1, n_tokens)``.
+    key : str, optional
+        Array name inside an ``.npz`` (default ``"tokens"`` if present, else
+        the only array).
+    normalize : bool, default True
+        L2-normalise each token (sec. 4.1 of the paper).
+
+    Returns
+    -------
+    X : ndarray of shape (n, n_tokens * token_dim), float32
+        Tokens concatenated in order.
+    """
+    if key is None and str(path).endswith(".npz") and Path(path).is_file():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                key = "tokens" if "tokens" in z.files else None
+        except Exception:
+            key = None
+    arr = _read_array(path, key, "TiTok tokens")
+    tokens = _titok_layout(arr, n_tokens, token_dim, source=str(path))
+    if normalize:
+        tokens = np.asarray(_per_token_normalise(tokens), dtype=np.float64)
+    return tokens.reshape(len(tokens), n_tokens * token_dim).astype(np.float32)
+
+
+def _titok_layout(arr: np.ndarray, n_tokens: int, token_dim: int, source: str) -> np.ndarray:
+    if not np.issubdtype(arr.dtype, np.number):
+        raise ValueError(f"{source}: expected numbers, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64)
+    if arr.ndim == 4 and arr.shape[1:] == (token_dim, 1, n_tokens):
+        arr = arr[:, :, 0, :].transpose(0, 2, 1)
+    elif arr.ndim == 2 and arr.shape[1] == n_tokens * token_dim:
+        arr = arr.reshape(len(arr), n_tokens, token_dim)
+    if arr.ndim != 3 or arr.shape[1:] != (n_tokens, token_dim):
+        raise ValueError(f"{source}: expected shape (n, {n_tokens}, {token_dim}), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{source}: tokens contain NaN or infinite values")
+    return arr
+
+
+def load_titok_codebook(path, key: str | None = None, token_dim: int = 12, normalize: bool = True) -> np.ndarray:
+    """Import the TiTok codebook ``(K, token_dim)`` (rows L2-normalised by default)."""
+    if key is None and str(path).endswith(".npz") and Path(path).is_file():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                key = "codebook" if "codebook" in z.files else None
+        except Exception:
+            key = None
+    C = _read_array(path, key, "TiTok codebook")
+    if C.ndim != 2 or C.shape[1] != token_dim or len(C) == 0:
+        raise ValueError(f"{path}: expected a codebook of shape (K, {token_dim}), got {C.shape}")
+    C = C.astype(np.float64)
+    if not np.all(np.isfinite(C)):
+        raise ValueError(f"{path}: codebook contains NaN or infinite values")
+    if normalize:
+        C = np.asarray(_per_token_normalise(C[:, None, :]))[:, 0, :]
+    return C.astype(np.float32)
+
+
+class TiTokEncoder:
+    """Adapter computing TiTok pre-quantisation tokens with a TiTok model object.
+
+    ``titok`` is a model from the TiTok code base (``modeling.titok.TiTok`` of
+    bytedance/1d-tokenizer) or anything with the same parts: ``encoder``
+    called as ``encoder(pixel_values=x, latent_tokens=latent_tokens)`` and
+    returning ``(B, token_dim, 1, n_tokens)``, and ``latent_tokens``.
+    Images are resized to ``image_size`` and scaled to ``[0, 1]``.
+    The embedding is the per-token-normalised concatenation, ``dim =
+    n_tokens * token_dim`` (384 for TiTok-L-32).
+    """
+
+    has_text = False
+
+    def __init__(self, titok, image_size: int = 256, id: str = "titok", device=None, half=None):
+        if not hasattr(titok, "encoder") or not hasattr(titok, "latent_tokens"):
+            raise ValueError("titok must have .encoder and .latent_tokens (a TiTok model)")
+        self.device, self.dtype = _device_dtype(device, half)
+        self.titok = titok.to(self.device, dtype=self.dtype).eval()
+        self.image_size = int(image_size)
+        self.id = id
+        self.n_tokens = int(titok.latent_tokens.shape[0])
+        self.token_dim = None
+        self.dim = None
+        from PIL import Image
+
+        probe = self._raw_tokens([Image.new("RGB", (self.image_size, self.image_size))])
+        self.token_dim = probe.shape[2]
+        self.dim = self.n_tokens * self.token_dim
+
+    def _raw_tokens(self, images) -> np.ndarray:
+        import torch
+
+        arrs = [np.asarray(im.resize((self.image_size, self.image_size), resample=3), dtype=np.float32) / 255.0
+                for im in images]
+        x = torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).to(self.device, dtype=self.dtype)
+        with torch.inference_mode():
+            z = self.titok.encoder(pixel_values=x, latent_tokens=self.titok.latent_tokens)
+        z = _to_numpy(z)
+        if z.ndim != 4 or z.shape[2] != 1 or z.shape[3] != self.n_tokens:
+            raise ValueError(f"TiTok encoder returned shape {z.shape}, expected (B, d, 1, {self.n_tokens})")
+        return z[:, :, 0, :].transpose(0, 2, 1)  # (B, n_tokens, token_dim)
+
+    def encode_tokens(self, images, batch_size: int = 32) -> np.ndarray:
+        """Raw pre-quantisation tokens ``(n, n_tokens, token_dim)``."""
+        images = _check_images(images)
+        batch_size = _check_batch_size(batch_size)
+        out = [self._raw_tokens(images[s:s + batch_size]) for s in range(0, len(images), batch_size)]
+        return np.concatenate(out) if out else np.zeros((0, self.n_tokens, self.token_dim), np.float32)
+
+    def encode_images(self, images, batch_size: int = 32) -> np.ndarray:
+        """Per-token-normalised, concatenated tokens ``(n, dim)``."""
+        tokens = self.encode_tokens(images, batch_size)
+        normed = np.asarray(_per_token_normalise(tokens.astype(np.float64)))
+        return normed.reshape(len(tokens), -1).astype(np.float32)
+
+    def encode_texts(self, texts, batch_size: int = 256) -> np.ndarray:
+        raise NotImplementedError("TiTok is an image tokenizer; it has no text encoder")
+
+
+# ---------------------------------------------------------------------- lookup
+def load_encoder(name: str, *, cache_dir=None, allow_download: bool = False, device=None, half=None):
+    """Encoder for a preset name: ``"RN50/openai"``, ``"ViT-B-32/openai"``,
+    ``"ViT-L-14/openai"`` (any open_clip ``ARCH/TAG``) or ``"dinov2-base"``."""
+    preset = _weights.get_preset(name)
+    if preset.kind == "open_clip":
+        return OpenCLIPEncoder.from_pretrained(f"{preset.arch}/{preset.tag}", cache_dir=cache_dir,
+                                               allow_download=allow_download, device=device, half=half)
+    if preset.kind == "transformers":
+        return DINOv2Encoder.from_pretrained(preset.name, cache_dir=cache_dir,
+                                             allow_download=allow_download, device=device, half=half)
+    raise ValueError(f"{preset.name!r} is a generator, not an encoder")

@@ -1,0 +1,621 @@
+"""Retrieval evaluation as in sec. 4.1 and 4.4 of the paper.
+
+* :func:`make_splits` - drop unlabelled items; seeded disjoint training,
+  validation (500), query (1000) sets; the rest is the candidate pool.
+* :func:`average_precision_at_k` / :func:`retrieval_map` - AP@k and mAP@k
+  over every (query, concept present in the query) pair, for general labels
+  and for sub-labels.
+* :func:`sweep_d0` - the dictionary-size sweep on the validation set
+  (Fig. 7) for the partial (``tilde-v_j``) and full (``v_j``) components
+  (Fig. 8); :func:`choose_d0` picks ``d0`` by sub-label mAP.
+* :func:`evaluate_methods` - the methods table (S-SVD, S-SLiCS, U-SLiCS, UF,
+  F-SpLiCE, SpLiCE), mean +- std over seeds for mini-batch runs (Table 2);
+  :func:`methods_table_markdown` formats it.
+
+AP@k normalisation
+------------------
+For a ranked list with relevance ``rel_1..rel_k`` and precision
+``P@i = (rel_1 + ... + rel_i) / i``::
+
+    AP@k = sum_i P@i * rel_i / Z
+
+``normalization="retrieved"`` (default): ``Z`` is the number of relevant
+items among the top ``k`` (AP@k = 0 when there is none). This is the
+convention of the image-retrieval / hashing literature on MIRFlickr and COCO.
+``normalization="min"``: ``Z = min(k, R)`` with ``R`` the number of relevant
+items in the whole pool, which also penalises relevant items missing from the
+top ``k`` (then AP@k = 1 only for a perfect list). The normalisation is
+recorded in every result.
+
+Sub-label relevance
+-------------------
+For a query ``q`` and a concept ``j`` present in it, a candidate is relevant
+for sub-label retrieval only if it shares at least one sub-label of ``j``
+with ``q``. Pairs where the concept has no sub-labels, or where the query has
+none of ``j``'s sub-labels (possible for MIRFlickr), are left out of the
+sub-label mAP (their number is reported).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from slics_core._validation import check_embeddings, check_labels
+
+__all__ = [
+    "METHODS",
+    "Split",
+    "EvalData",
+    "make_splits",
+    "average_precision_at_k",
+    "relevance_matrix",
+    "retrieval_map",
+    "evaluate_rankings",
+    "rank_method",
+    "sweep_d0",
+    "choose_d0",
+    "evaluate_methods",
+    "methods_table_markdown",
+    "methods_table_rows",
+]
+
+#: Methods of the comparison table, in the paper's order.
+METHODS = ("S-SVD", "S-SLiCS", "U-SLiCS", "UF", "F-SpLiCE", "SpLiCE")
+_NORMALIZATIONS = ("retrieved", "min")
+
+
+# --------------------------------------------------------------------------- splits
+@dataclass
+class Split:
+    """Disjoint index sets into the original arrays.
+
+    Attributes
+    ----------
+    train, val, query, pool : ndarray of int
+    dropped : ndarray of int
+        Items without any label (removed before splitting).
+    seed : int or None
+    """
+
+    train: np.ndarray
+    val: np.ndarray
+    query: np.ndarray
+    pool: np.ndarray
+    dropped: np.ndarray
+    seed: int | None = None
+
+    def sizes(self):
+        return {k: int(getattr(self, k).size) for k in ("train", "val", "query", "pool", "dropped")}
+
+
+def make_splits(Y, n_train, n_val=500, n_query=1000, random_state=0):
+    """Split a labelled collection as in the paper (sec. 4.1).
+
+    Items with no positive label are dropped; the others are shuffled with
+    ``random_state`` and cut into ``n_train`` training, ``n_val`` validation
+    and ``n_query`` query items; every remaining item is a retrieval
+    candidate.
+
+    Parameters
+    ----------
+    Y : array-like of shape (n, S)
+        Binary concept labels.
+    n_train, n_val, n_query : int
+        Set sizes (e.g. 2000 / 500 / 1000 for MIRFlickr25K, 20000 / 500 / 1000
+        for COCO).
+    random_state : int or None
+
+    Returns
+    -------
+    Split
+    """
+    Y = np.asarray(Y)
+    if Y.ndim != 2:
+        raise ValueError(f"Y must be 2-D (n, S); got shape {Y.shape}.")
+    Y = check_labels(Y, Y.shape[0])
+    for name, v in (("n_train", n_train), ("n_val", n_val), ("n_query", n_query)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"{name} must be a non-negative int; got {v!r}.")
+    labelled = np.flatnonzero(Y.any(axis=1))
+    dropped = np.flatnonzero(~Y.any(axis=1))
+    need = n_train + n_val + n_query
+    if labelled.size <= need:
+        raise ValueError(
+            f"{labelled.size} labelled items are not enough for {n_train} training + {n_val} validation + "
+            f"{n_query} query items and a non-empty candidate pool; use smaller sets."
+        )
+    perm = np.random.default_rng(random_state).permutation(labelled)
+    a, b, c = n_train, n_train + n_val, need
+    return Split(np.sort(perm[:a]), np.sort(perm[a:b]), np.sort(perm[b:c]), np.sort(perm[c:]),
+                 dropped, random_state)
+
+
+# --------------------------------------------------------------------------- metrics
+def average_precision_at_k(relevance, k=20, n_relevant=None, normalization="retrieved"):
+    """AP@k of ranked lists.
+
+    Parameters
+    ----------
+    relevance : array-like of bool, shape (n_lists, L)
+        ``relevance[i, r]`` tells whether the item at rank ``r`` (0 = best) of
+        list ``i`` is relevant. Only the first ``k`` columns are used.
+    k : int
+    n_relevant : array-like of int, shape (n_lists,), optional
+        Relevant items in the whole pool; required for
+        ``normalization="min"``.
+    normalization : {"retrieved", "min"}
+        See the module docstring.
+
+    Returns
+    -------
+    ap : ndarray of shape (n_lists,)
+    """
+    rel = np.asarray(relevance, dtype=bool)
+    if rel.ndim == 1:
+        rel = rel.reshape(1, -1)
+    if rel.ndim != 2:
+        raise ValueError(f"relevance must be 2-D (n_lists, list_length); got shape {rel.shape}.")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive int; got {k!r}.")
+    if normalization not in _NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {_NORMALIZATIONS}; got {normalization!r}.")
+    rel = rel[:, :k].astype(np.float64)
+    ranks = np.arange(1, rel.shape[1] + 1)
+    prec = np.cumsum(rel, axis=1) / ranks
+    total = (prec * rel).sum(axis=1)
+    if normalization == "retrieved":
+        z = rel.sum(axis=1)
+    else:
+        if n_relevant is None:
+            raise ValueError("normalization='min' needs n_relevant (relevant items in the pool).")
+        n_relevant = np.asarray(n_relevant, dtype=np.float64).reshape(-1)
+        if n_relevant.shape[0] != rel.shape[0]:
+            raise ValueError("n_relevant must have one entry per list.")
+        z = np.minimum(k, n_relevant)
+    return np.divide(total, z, out=np.zeros_like(total), where=z > 0)
+
+
+def _sub_index(sub_to_concept, n_concepts):
+    if sub_to_concept is None:
+        return [np.zeros(0, dtype=int) for _ in range(n_concepts)]
+    s2c = np.asarray(sub_to_concept, dtype=int).reshape(-1)
+    if s2c.size and (s2c.min() < 0 or s2c.max() >= n_concepts):
+        raise ValueError(f"sub_to_concept must map sub-labels to concepts in [0, {n_concepts}).")
+    return [np.flatnonzero(s2c == j) for j in range(n_concepts)]
+
+
+def relevance_matrix(ranked, query_labels, pool_labels):
+    """Relevance of ranked pool items: candidate shares a label with the query's label set.
+
+    Parameters
+    ----------
+    ranked : ndarray of int, shape (n_lists, k)
+        Pool indices, best first.
+    query_labels : ndarray of bool, shape (n_lists, L)
+        The labels that make a candidate relevant for each list.
+    pool_labels : ndarray of bool, shape (n_pool, L)
+
+    Returns
+    -------
+    rel : ndarray of bool, shape (n_lists, k)
+    """
+    ranked = np.asarray(ranked)
+    P = np.asarray(pool_labels, dtype=bool)[ranked]  # (n, k, L)
+    return (P & np.asarray(query_labels, dtype=bool)[:, None, :]).any(axis=2)
+
+
+def _as_bool(Z, n, name):
+    Z = np.asarray(Z)
+    if Z.ndim != 2 or Z.shape[0] != n:
+        raise ValueError(f"{name} must be 2-D with {n} rows; got shape {Z.shape}.")
+    return check_labels(Z, n, name=name)
+
+
+def evaluate_rankings(indices, Y_query, Y_pool, Z_query=None, Z_pool=None, sub_to_concept=None,
+                      k=20, normalization="retrieved"):
+    """mAP@k of concept-filtered (or unfiltered) rankings.
+
+    Parameters
+    ----------
+    indices : ndarray of int, shape (n_queries, S, >=k) or (n_queries, >=k)
+        Ranked pool indices for every (query, concept); a 2-D array (an
+        unfiltered ranking) is used for every concept of the query.
+    Y_query, Y_pool : array-like of shape (n_queries, S), (n_pool, S)
+        General labels.
+    Z_query, Z_pool : array-like of shape (n_queries, L), (n_pool, L), optional
+        Sub-labels.
+    sub_to_concept : array-like of int, shape (L,), optional
+        Concept of each sub-label.
+    k : int
+    normalization : {"retrieved", "min"}
+
+    Returns
+    -------
+    result : dict
+        ``general`` and ``sub`` mAP@k (``nan`` without sub-labels),
+        ``n_pairs_general``, ``n_pairs_sub``, ``ap_general`` (per pair),
+        ``k`` and ``normalization``.
+    """
+    Yq = np.asarray(Y_query)
+    Yq = _as_bool(Yq, Yq.shape[0] if Yq.ndim == 2 else -1, "Y_query")
+    Yp = np.asarray(Y_pool)
+    Yp = _as_bool(Yp, Yp.shape[0] if Yp.ndim == 2 else -1, "Y_pool")
+    nq, S = Yq.shape
+    if Yp.shape[1] != S:
+        raise ValueError(f"Y_pool has {Yp.shape[1]} concepts but Y_query has {S}.")
+    indices = np.asarray(indices)
+    if indices.ndim == 2:
+        indices = np.broadcast_to(indices[:, None, :], (indices.shape[0], S, indices.shape[1]))
+    if indices.ndim != 3 or indices.shape[:2] != (nq, S):
+        raise ValueError(f"indices must have shape ({nq}, {S}, k) or ({nq}, k); got {indices.shape}.")
+    if indices.size and (indices.min() < 0 or indices.max() >= Yp.shape[0]):
+        raise ValueError("indices point outside the pool.")
+    if indices.shape[2] < min(k, Yp.shape[0]):
+        raise ValueError(f"rankings have {indices.shape[2]} entries but k={k}.")
+    qi, cj = np.nonzero(Yq)
+    ranked = indices[qi, cj, :k]
+    rel = Yp[ranked, cj[:, None]]
+    n_rel = Yp.sum(axis=0)[cj] if normalization == "min" else None
+    ap_gen = average_precision_at_k(rel, k, n_rel, normalization)
+    out = {
+        "general": float(ap_gen.mean()) if ap_gen.size else math.nan,
+        "n_pairs_general": int(ap_gen.size),
+        "ap_general": ap_gen,
+        "sub": math.nan,
+        "n_pairs_sub": 0,
+        "k": int(k),
+        "normalization": normalization,
+    }
+    if Z_query is None or Z_pool is None or sub_to_concept is None:
+        return out
+    Zq = _as_bool(Z_query, nq, "Z_query")
+    Zp = _as_bool(Z_pool, Yp.shape[0], "Z_pool")
+    subs = _sub_index(sub_to_concept, S)
+    if Zq.shape[1] != len(np.asarray(sub_to_concept).reshape(-1)) or Zp.shape[1] != Zq.shape[1]:
+        raise ValueError("Z_query, Z_pool and sub_to_concept disagree on the number of sub-labels.")
+    aps = []
+    for j in range(S):
+        L = subs[j]
+        if L.size == 0:
+            continue
+        rows = np.flatnonzero(Yq[:, j] & Zq[:, L].any(axis=1))
+        if rows.size == 0:
+            continue
+        qsub = Zq[rows][:, L]
+        rel = relevance_matrix(indices[rows, j, :k], qsub, Zp[:, L])
+        n_rel = None
+        if normalization == "min":
+            n_rel = (Zp[:, L].astype(np.int64) @ qsub.T.astype(np.int64) > 0).sum(axis=0)
+        aps.append(average_precision_at_k(rel, k, n_rel, normalization))
+    if aps:
+        ap_sub = np.concatenate(aps)
+        out.update(sub=float(ap_sub.mean()), n_pairs_sub=int(ap_sub.size), ap_sub=ap_sub)
+    return out
+
+
+def retrieval_map(scores_or_indices, *args, **kwargs):
+    """Alias of :func:`evaluate_rankings` returning only ``(general, sub)`` mAP."""
+    r = evaluate_rankings(scores_or_indices, *args, **kwargs)
+    return r["general"], r["sub"]
+
+
+# --------------------------------------------------------------------------- data
+@dataclass
+class EvalData:
+    """Everything the methods table needs, with preprocessed embeddings.
+
+    Attributes
+    ----------
+    X : ndarray of shape (n, d)
+        Preprocessed image embeddings (e.g. unit / centred / unit for CLIP).
+    Y : ndarray of bool, shape (n, S)
+        General labels.
+    concept_names : list of str
+    Z : ndarray of bool, shape (n, L), optional
+        Sub-labels.
+    sub_to_concept : ndarray of int, shape (L,), optional
+    sub_names : list of str, optional
+    X_raw : ndarray of shape (n, d), optional
+        Raw encoder embeddings, used for zero-shot pseudo-labels (U-SLiCS);
+        ``X`` is used when absent.
+    concept_text : ndarray of shape (S, d), optional
+        Raw text embeddings of the concept words (zero-shot labels).
+    concept_text_centered : ndarray of shape (S, d), optional
+        Concept text embeddings preprocessed like ``vocab_text`` (F-SpLiCE
+        grouping).
+    vocab_text : ndarray of shape (V, d), optional
+        Vocabulary text embeddings, unit-normalised, mean-centred and
+        re-normalised (SpLiCE dictionary).
+    vocab_words : list of str, optional
+    """
+
+    X: np.ndarray
+    Y: np.ndarray
+    concept_names: list
+    Z: np.ndarray | None = None
+    sub_to_concept: np.ndarray | None = None
+    sub_names: list | None = None
+    X_raw: np.ndarray | None = None
+    concept_text: np.ndarray | None = None
+    concept_text_centered: np.ndarray | None = None
+    vocab_text: np.ndarray | None = None
+    vocab_words: list | None = None
+
+    def __post_init__(self):
+        self.X = check_embeddings(self.X, name="X", allow_zero_rows=True)
+        self.Y = check_labels(self.Y, self.X.shape[0], name="Y")
+        if len(self.concept_names) != self.Y.shape[1]:
+            raise ValueError(f"{len(self.concept_names)} concept names for {self.Y.shape[1]} label columns.")
+        if self.Z is not None:
+            self.Z = check_labels(self.Z, self.X.shape[0], name="Z")
+            if self.sub_to_concept is None:
+                raise ValueError("sub-labels Z need sub_to_concept (the concept of every sub-label).")
+            self.sub_to_concept = np.asarray(self.sub_to_concept, dtype=int).reshape(-1)
+            if self.sub_to_concept.size != self.Z.shape[1]:
+                raise ValueError("sub_to_concept must have one entry per sub-label column of Z.")
+            _sub_index(self.sub_to_concept, self.Y.shape[1])
+        if self.X_raw is not None:
+            self.X_raw = check_embeddings(self.X_raw, name="X_raw", allow_zero_rows=True)
+            if self.X_raw.shape[0] != self.X.shape[0]:
+                raise ValueError("X_raw must have as many rows as X.")
+
+    @property
+    def has_sub_labels(self):
+        return self.Z is not None
+
+
+def _subset(data, idx):
+    Z = None if data.Z is None else data.Z[idx]
+    return data.X[idx], data.Y[idx], Z
+
+
+# --------------------------------------------------------------------------- methods
+def _fit_slics(method, X, Y, n_atoms, n_iter, batch_size, seed, data=None, train_idx=None, n_active=None,
+               ridge=0.0):
+    from slics_core.slics import SLiCS
+
+    if method == "S-SVD":
+        return SLiCS(n_atoms=n_atoms, n_iter=0, ridge=ridge, random_state=seed).fit(X, Y)
+    if method == "S-SLiCS":
+        return SLiCS(n_atoms=n_atoms, n_iter=n_iter, batch_size=batch_size, ridge=ridge, random_state=seed).fit(X, Y)
+    if method == "U-SLiCS":
+        from slics_core.unsupervised import zero_shot_labels
+
+        if data is None or data.concept_text is None:
+            raise ValueError("U-SLiCS needs text embeddings of the concept words (concept_text).")
+        X_zs = (data.X_raw if data.X_raw is not None else data.X)[train_idx]
+        Y_pseudo = np.asarray(zero_shot_labels(X_zs, data.concept_text, n_active=n_active,
+                                               Y_ref=data.Y[train_idx] if n_active is None else None))
+        return SLiCS(n_atoms=n_atoms, n_iter=n_iter, batch_size=batch_size, ridge=ridge,
+                     random_state=seed).fit(X, Y_pseudo)
+    raise ValueError(f"not a SLiCS method: {method!r}")
+
+
+def rank_method(method, data, split, *, queries="query", n_atoms=10, n_iter=10, batch_size=None, seed=0,
+                k=20, mode="partial", backend="auto", n_active=None, splice_alpha=0.25, ridge=0.0,
+                model=None):
+    """Top-``k`` rankings of one method for every (query, concept).
+
+    Parameters
+    ----------
+    method : one of :data:`METHODS`
+    data : EvalData
+    split : Split
+    queries : {"query", "val"}
+        Which split provides the queries.
+    n_atoms : int
+        ``d0``.
+    n_iter, batch_size, seed : SLiCS training parameters (seed = random_state).
+    k : int
+    mode : {"partial", "full"}
+        Component used by SLiCS methods (``full`` uses the query's labels for
+        S-SLiCS / S-SVD and its zero-shot pseudo-labels for U-SLiCS).
+    backend : search back-end (see :mod:`slics_core.retrieval`).
+    n_active : int, optional
+        Active concepts per image for zero-shot pseudo-labels (U-SLiCS);
+        default: rounded mean number of labels in the training set.
+    splice_alpha : float
+        L1 penalty of SpLiCE.
+    model : fitted SLiCS, optional
+        Use this model instead of fitting one (SLiCS methods).
+
+    Returns
+    -------
+    indices : ndarray of int, shape (n_queries, S, k) or (n_queries, k) for unfiltered methods
+    model : the fitted model (or None)
+    """
+    from slics_core.retrieval import ConceptRetriever, build_index
+
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose from {METHODS}.")
+    q_idx = getattr(split, queries)
+    Xtr, Ytr, _ = _subset(data, split.train)
+    Xq, Yq, _ = _subset(data, q_idx)
+    Xp = data.X[split.pool]
+    if method == "UF":
+        return build_index(Xp, backend).search(Xq, k)[0], None
+    if method in ("S-SVD", "S-SLiCS", "U-SLiCS"):
+        if model is None:
+            model = _fit_slics(method, Xtr, Ytr, n_atoms, n_iter, batch_size, seed, data, split.train, n_active,
+                               ridge)
+        Yuse = Yq
+        if mode == "full" and method == "U-SLiCS":
+            from slics_core.unsupervised import zero_shot_labels
+
+            X_zs = (data.X_raw if data.X_raw is not None else data.X)[q_idx]
+            Yuse = np.asarray(zero_shot_labels(X_zs, data.concept_text, n_active=n_active,
+                                               Y_ref=Ytr if n_active is None else None))
+        r = ConceptRetriever(model, Xp, mode=mode, backend=backend)
+        return r.search(Xq, k, Y_query=Yuse if mode == "full" else None).indices, model
+    # SpLiCE baselines
+    from slics_core.baselines import FSpLiCE, SpLiCE
+
+    if data.vocab_text is None:
+        raise ValueError(f"{method} needs vocabulary text embeddings (vocab_text).")
+    index = build_index(Xp, backend)
+    if method == "SpLiCE":
+        rec = SpLiCE(data.vocab_text, alpha=splice_alpha).reconstruct(Xq)
+        return index.search(rec, k)[0], None
+    if data.concept_text_centered is None:
+        raise ValueError("F-SpLiCE needs centred concept text embeddings (concept_text_centered).")
+    V = FSpLiCE(data.vocab_text, data.concept_text_centered, alpha=splice_alpha).components(Xq)
+    n, S, d = V.shape
+    idx = index.search(V.reshape(-1, d), k)[0]
+    return idx.reshape(n, S, -1), None
+
+
+def _score(indices, data, split, queries, k, normalization):
+    q_idx = getattr(split, queries)
+    Zq = None if data.Z is None else data.Z[q_idx]
+    Zp = None if data.Z is None else data.Z[split.pool]
+    return evaluate_rankings(indices, data.Y[q_idx], data.Y[split.pool], Zq, Zp, data.sub_to_concept, k,
+                             normalization)
+
+
+def sweep_d0(data, split, d0_values=range(5, 21), *, modes=("partial", "full"), n_iter=10, batch_size=None,
+             seed=0, k=20, backend="auto", normalization="retrieved", ridge=0.0, progress=None):
+    """Dictionary-size sweep of supervised SLiCS on the validation set (Fig. 7 / Fig. 8).
+
+    For every ``d0``, S-SLiCS is fitted on the training set and the
+    validation items are used as queries against the candidate pool.
+
+    Parameters
+    ----------
+    data : EvalData
+    split : Split
+    d0_values : iterable of int
+    modes : tuple of {"partial", "full"}
+        Components to evaluate (``tilde-v_j`` and/or ``v_j``).
+    progress : callable(str), optional
+        Called with a status line after every ``d0``.
+
+    Returns
+    -------
+    records : list of dict
+        One per (d0, mode): ``d0``, ``mode``, ``general``, ``sub``.
+    """
+    records = []
+    for d0 in d0_values:
+        model = None
+        for mode in modes:
+            idx, model = rank_method("S-SLiCS", data, split, queries="val", n_atoms=int(d0), n_iter=n_iter,
+                                     batch_size=batch_size, seed=seed, k=k, mode=mode, backend=backend,
+                                     ridge=ridge, model=model)
+            r = _score(idx, data, split, "val", k, normalization)
+            records.append({"d0": int(d0), "mode": mode, "general": r["general"], "sub": r["sub"]})
+        if progress is not None:
+            progress(f"d0={d0}: " + ", ".join(f"{x['mode']} gen={x['general']:.3f} sub={x['sub']:.3f}"
+                                               for x in records if x["d0"] == d0))
+    return records
+
+
+def choose_d0(records, mode="partial", by="sub"):
+    """The ``d0`` with the best validation mAP (sub-label by default, as in the paper).
+
+    Falls back to the general-label mAP when no sub-label score exists.
+    Ties go to the smaller ``d0``.
+    """
+    rows = [r for r in records if r["mode"] == mode]
+    if not rows:
+        raise ValueError(f"no sweep records for mode {mode!r}.")
+    key = by if not all(math.isnan(r[by]) for r in rows) else "general"
+    best = max(rows, key=lambda r: (-math.inf if math.isnan(r[key]) else r[key], -r["d0"]))
+    return int(best["d0"])
+
+
+def evaluate_methods(data, split, methods=METHODS, *, n_atoms=10, n_iter=10, batch_size=None, seeds=(0, 1, 2, 3, 4),
+                     k=20, mode="partial", backend="auto", normalization="retrieved", n_active=None,
+                     splice_alpha=0.25, ridge=0.0, progress=None):
+    """The methods table of the paper (Table 2) on the query set.
+
+    SLiCS methods trained in mini-batches (``batch_size`` set) are run once
+    per seed and reported as mean +- std; deterministic methods (full-batch
+    SLiCS, S-SVD, UF and the SpLiCE baselines) are run once. A method that
+    lacks its inputs (e.g. no vocabulary for SpLiCE) is reported with the
+    reason instead of scores.
+
+    Returns
+    -------
+    rows : list of dict
+        ``method``, ``general_mean``, ``general_std``, ``sub_mean``,
+        ``sub_std``, ``n_runs``, ``runs`` (per-seed scores), ``skipped``
+        (reason or None), ``k``, ``normalization``.
+    """
+    rows = []
+    for method in methods:
+        if method not in METHODS:
+            raise ValueError(f"unknown method {method!r}; choose from {METHODS}.")
+        stochastic = method in ("S-SLiCS", "U-SLiCS") and batch_size is not None
+        run_seeds = list(seeds) if stochastic else [seeds[0] if len(seeds) else 0]
+        runs, skipped = [], None
+        for seed in run_seeds:
+            try:
+                idx, _ = rank_method(method, data, split, n_atoms=n_atoms, n_iter=n_iter, batch_size=batch_size,
+                                     seed=seed, k=k, mode=mode, backend=backend, n_active=n_active,
+                                     splice_alpha=splice_alpha, ridge=ridge)
+            except (ValueError, ImportError) as exc:
+                if method in ("U-SLiCS", "SpLiCE", "F-SpLiCE"):
+                    skipped = str(exc)
+                    break
+                raise
+            r = _score(idx, data, split, "query", k, normalization)
+            runs.append({"seed": seed, "general": r["general"], "sub": r["sub"]})
+        gen = np.array([r["general"] for r in runs], dtype=float)
+        sub = np.array([r["sub"] for r in runs], dtype=float)
+        row = {
+            "method": method,
+            "general_mean": float(gen.mean()) if gen.size else math.nan,
+            "general_std": float(gen.std()) if gen.size else math.nan,
+            "sub_mean": float(sub.mean()) if sub.size else math.nan,
+            "sub_std": float(sub.std()) if sub.size else math.nan,
+            "n_runs": len(runs),
+            "runs": runs,
+            "skipped": skipped,
+            "k": int(k),
+            "normalization": normalization,
+        }
+        rows.append(row)
+        if progress is not None:
+            progress(f"{method}: " + (f"skipped ({skipped})" if skipped else _fmt(row, "general") + " / " + _fmt(row, "sub")))
+    return rows
+
+
+def _fmt(row, key):
+    m, s = row[f"{key}_mean"], row[f"{key}_std"]
+    if row.get("skipped"):
+        return "n/a"
+    if m is None or math.isnan(m):
+        return "-"
+    return f"{m:.3f} ± {s:.3f}" if row["n_runs"] > 1 else f"{m:.3f}"
+
+
+def methods_table_rows(rows):
+    """Flat records (one per method) for CSV/JSON: no nested per-seed lists."""
+    out = []
+    for r in rows:
+        out.append({key: r[key] for key in ("method", "general_mean", "general_std", "sub_mean", "sub_std",
+                                              "n_runs", "k", "normalization", "skipped")})
+    return out
+
+
+def methods_table_markdown(rows, title=None):
+    """Markdown table: one column per method, rows ``Gen.`` and ``Sub.``; best in bold."""
+    k = rows[0]["k"] if rows else 20
+    header = "| Type | " + " | ".join(r["method"] for r in rows) + " |"
+    sep = "|---|" + "---:|" * len(rows)
+    lines = [f"**{title}**", ""] if title else []
+    lines += [header, sep]
+    for key, label in (("general", f"Gen. mAP@{k}"), ("sub", f"Sub. mAP@{k}")):
+        vals = [r[f"{key}_mean"] if not r.get("skipped") else math.nan for r in rows]
+        finite = [v for v in vals if v is not None and not math.isnan(v)]
+        best = max(finite) if finite else None
+        cells = []
+        for r, v in zip(rows, vals):
+            text = _fmt(r, key)
+            if best is not None and v == best:
+                text = f"**{text}**"
+            cells.append(text)
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

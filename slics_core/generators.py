@@ -1,0 +1,461 @@
+"""Turn embeddings (SLiCS components, atoms) into images with diffusers.
+
+Two generators, both taking rows of a CLIP *image* embedding space (unit norm
+or not; they are rescaled) and returning PIL images:
+
+:class:`ImageToPromptSD` - the paper's image-to-prompt route (sec. 3.8) for
+Stable Diffusion 1.x, whose U-Net is conditioned on the per-token output
+``H`` (77 x 768) of the CLIP ViT-L/14 text transformer (after its final
+layer norm). Exact construction used here, for a row ``v`` of the ViT-L/14
+joint (image/text) space:
+
+1. ``v`` is L2-normalised (a zero row is an error: an absent concept has no
+   component to draw).
+2. It is mapped back from the joint space to the text transformer's output
+   space with the pseudo-inverse of CLIP's text projection ``P``
+   (``text_embed = h_EOS @ P``, ``P`` of shape (768, 768) for ViT-L/14):
+   ``h = v @ pinv(P)``. ``h`` is the end-of-text token state whose projection
+   is ``v``.
+3. ``h`` is rescaled to ``token_norm``, by default the mean norm of the
+   end-of-text/padding token states of the empty prompt ``""`` (the norm the
+   U-Net sees at those positions).
+4. ``prompt_embeds = [H_empty[0], h, h, ..., h]``: the start token state of
+   the empty prompt (it is the same for every prompt, as attention is
+   causal) followed by ``h`` at every other position (1..76), i.e. at the
+   end-of-text position and all the padding positions that, for a real
+   prompt, carry the sentence summary. The negative (unconditional) prompt
+   is the empty prompt, as in plain text-to-image.
+
+Alignment from the SLiCS space (e.g. ViT-B/32) into ViT-L/14 is done first
+with :class:`slics_core.alignment.ProcrustesAlignment` (``alignment=``).
+
+:class:`UnCLIPGenerator` - Stable unCLIP (``StableUnCLIPImg2ImgPipeline``),
+which is conditioned on a CLIP image embedding directly (``image_embeds``,
+noised by ``noise_level``). Rows are rescaled to ``expected_norm``, the
+root-mean-square norm implied by the pipeline's own embedding statistics
+(``image_normalizer``: ``sqrt(sum(mean**2 + std**2))``). The
+``sd-2.1-unclip-small`` preset takes ViT-L/14 image embeddings.
+
+:func:`interpolate_atoms` and :func:`atom_interpolation_images` produce the
+atom interpolation of Fig. 3: images along ``a*b1 + (1-a)*b2``, same seed for
+every ``a``.
+
+Seeds: image ``i`` of a call uses its own CPU ``torch.Generator`` seeded with
+``seed + i`` (or ``seeds[i]``), so an image does not depend on the batch it was
+generated in. On a CUDA machine the pipelines run in float16 on the GPU,
+otherwise in float32 on the CPU.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from slics_core import weights as _weights
+
+__all__ = [
+    "ImageToPromptSD",
+    "UnCLIPGenerator",
+    "load_generator",
+    "load_text_projection",
+    "interpolate_atoms",
+    "concept_atoms",
+    "atom_interpolation_images",
+]
+
+
+def _device_dtype(device=None, half=None):
+    import torch
+
+    device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    if half is None:
+        half = device.type == "cuda"
+    return device, (torch.float16 if half else torch.float32)
+
+
+def _unit_rows(V: np.ndarray, name: str = "embeddings") -> np.ndarray:
+    norms = np.linalg.norm(V, axis=1, keepdims=True)
+    zero = np.flatnonzero(norms[:, 0] <= 1e-12)
+    if zero.size:
+        raise ValueError(f"{name} row(s) {zero[:5].tolist()} are zero: a concept that is not active has no "
+                         "component to draw")
+    return V / norms
+
+
+def _check_rows(E, dim: int, name: str = "embeddings") -> np.ndarray:
+    try:
+        E = np.asarray(E, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a numeric array") from None
+    if E.ndim == 1:
+        E = E[None, :]
+    if E.ndim != 2 or E.shape[0] == 0:
+        raise ValueError(f"{name} must have shape (n, {dim}), got {E.shape}")
+    if E.shape[1] != dim:
+        raise ValueError(f"{name} have {E.shape[1]} dimensions but this generator takes {dim} "
+                         "(align them first with a ProcrustesAlignment)")
+    if not np.all(np.isfinite(E)):
+        raise ValueError(f"{name} contain NaN or infinite values")
+    return E
+
+
+def _seed_list(seed, seeds, n: int) -> list[int]:
+    if seeds is not None:
+        seeds = [int(s) for s in seeds]
+        if len(seeds) != n:
+            raise ValueError(f"got {len(seeds)} seeds for {n} images")
+        return seeds
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    return [int(seed) + i for i in range(n)]
+
+
+def _check_run_args(steps, guidance, batch_size):
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    try:
+        guidance = float(guidance)
+    except (TypeError, ValueError):
+        raise ValueError(f"guidance must be a number, got {guidance!r}") from None
+    if not np.isfinite(guidance) or guidance < 0:
+        raise ValueError(f"guidance must be a finite number >= 0, got {guidance}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    return int(steps), guidance, int(batch_size)
+
+
+@contextlib.contextmanager
+def _quiet_dtype_warning():
+    """``torch_dtype`` works in every supported diffusers version; newer ones warn that it was renamed."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*torch_dtype.*deprecated", category=FutureWarning)
+        yield
+
+
+def _place(pipe, device, dtype):
+    """Move a pipeline to ``device``/``dtype`` (cast only when needed) and silence its progress bar."""
+    if pipe.dtype != dtype:
+        pipe = pipe.to(dtype=dtype)
+    pipe = pipe.to(device)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def _check_tokenizer(tokenizer, source) -> None:
+    # Offline, CLIPTokenizer.from_pretrained of a missing repo can silently give a 2-token tokenizer.
+    if tokenizer is None or len(tokenizer) <= 2:
+        raise ValueError(f"the tokenizer loaded from {source} is empty or broken ({len(tokenizer) if tokenizer else 0} "
+                         "tokens); the model folder is incomplete")
+
+
+def _resolve_pipeline_dir(model, cache_dir, allow_download) -> tuple[Path, str]:
+    if os.path.isdir(str(model)):
+        return Path(model), f"dir:{Path(model).resolve()}"
+    try:
+        preset = _weights.get_preset(str(model))
+    except ValueError:
+        preset = _weights.ModelPreset(name=str(model), kind="diffusers", repo_id=str(model),
+                                      description=f"diffusers pipeline {model}", files=("model_index.json",))
+    if preset.kind != "diffusers":
+        raise ValueError(f"{preset.name!r} is not a diffusers pipeline")
+    return _weights.resolve(preset, cache_dir=cache_dir, allow_download=allow_download), preset.repo_id
+
+
+def load_text_projection(source="ViT-L-14/openai", *, cache_dir=None, allow_download: bool = False) -> np.ndarray:
+    """CLIP text projection ``P`` (width, dim) such that ``text_embed = h_EOS @ P``.
+
+    Parameters
+    ----------
+    source : str, path, ndarray or encoder
+        An open_clip preset name (only the ``text_projection`` tensor is read
+        from its checkpoint), a checkpoint file (``.safetensors``/``.bin``/
+        ``.pt``), an array, or an :class:`~slics_core.encoders.OpenCLIPEncoder`.
+    """
+    if hasattr(source, "text_projection") and not isinstance(source, (str, os.PathLike, np.ndarray)):
+        P = source.text_projection
+        if P is None:
+            raise ValueError(f"{source!r} has no text projection")
+        return np.asarray(P, dtype=np.float64)
+    if isinstance(source, np.ndarray) or (hasattr(source, "__array__") and not isinstance(source, (str, os.PathLike))):
+        P = np.asarray(source, dtype=np.float64)
+        if P.ndim != 2 or not np.all(np.isfinite(P)):
+            raise ValueError(f"text projection must be a finite 2-D matrix, got shape {P.shape}")
+        return P
+    path = Path(str(source))
+    if not path.is_file():
+        path = _weights.resolve(str(source), cache_dir=cache_dir, allow_download=allow_download)
+    if path.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as fh:
+            keys = [k for k in fh.keys() if k == "text_projection" or k.endswith(".text_projection")
+                    or k.endswith("text_projection.weight")]
+            if not keys:
+                raise ValueError(f"{path} holds no text_projection tensor")
+            t = fh.get_tensor(keys[0])
+            key = keys[0]
+    else:
+        import torch
+
+        sd = torch.load(str(path), map_location="cpu", weights_only=True)
+        if isinstance(sd, dict) and "state_dict" in sd:
+            sd = sd["state_dict"]
+        keys = [k for k in sd if k.endswith("text_projection") or k.endswith("text_projection.weight")]
+        if not keys:
+            raise ValueError(f"{path} holds no text_projection tensor")
+        key = keys[0]
+        t = sd[key]
+    P = t.float().numpy().astype(np.float64)
+    if key.endswith(".weight"):  # nn.Linear stores the transpose
+        P = P.T
+    return P
+
+
+class _Generator:
+    embedding_dim: int
+
+    def _prepare(self, embeddings, alignment):
+        if alignment is not None:
+            embeddings = alignment.transform(np.atleast_2d(np.asarray(embeddings, dtype=np.float64)))
+        return _unit_rows(_check_rows(embeddings, self.embedding_dim))
+
+    def _run(self, call, n, seed, seeds, batch_size):
+        import torch
+
+        seed_list = _seed_list(seed, seeds, n)
+        images = []
+        for start in range(0, n, batch_size):
+            stop = min(n, start + batch_size)
+            gens = [torch.Generator("cpu").manual_seed(s) for s in seed_list[start:stop]]
+            images.extend(call(start, stop, gens))
+        return images
+
+
+class ImageToPromptSD(_Generator):
+    """Stable Diffusion 1.x driven by image embeddings as prompts (see module doc).
+
+    Parameters
+    ----------
+    pipe : diffusers.StableDiffusionPipeline
+    text_projection : array (width, dim), optional
+        CLIP text projection of the pipeline's text encoder (ViT-L/14 for
+        SD 1.x, see :func:`load_text_projection`). ``None`` means embeddings
+        are given directly in the text transformer's output space.
+    token_norm : float, optional
+        Norm of the injected token states; default: mean norm of the
+        end-of-text/padding states of the empty prompt.
+    device, half : optional
+        Default: CUDA + float16 if available, else CPU + float32.
+    """
+
+    def __init__(self, pipe, text_projection=None, token_norm: float | None = None, device=None, half=None):
+        import torch
+
+        self.device, self.dtype = _device_dtype(device, half)
+        _check_tokenizer(getattr(pipe, "tokenizer", None), "the pipeline")
+        self.pipe = _place(pipe, self.device, self.dtype)
+        width = int(pipe.text_encoder.config.hidden_size)
+        if text_projection is not None:
+            P = load_text_projection(text_projection)
+            if P.shape[0] != width:
+                raise ValueError(f"text projection has {P.shape[0]} rows but the text encoder width is {width}")
+            self.text_projection = P
+            self._back = np.linalg.pinv(P)  # (dim, width)
+            self.embedding_dim = P.shape[1]
+        else:
+            self.text_projection = None
+            self._back = None
+            self.embedding_dim = width
+        tok = pipe.tokenizer
+        ids = tok([""], padding="max_length", max_length=tok.model_max_length, truncation=True,
+                  return_tensors="pt").input_ids.to(self.device)
+        with torch.inference_mode():
+            H = pipe.text_encoder(ids)[0]
+        self.empty_prompt_embeds = H.detach().float().cpu().numpy()[0]  # (L, width)
+        ref = float(np.linalg.norm(self.empty_prompt_embeds[1:], axis=1).mean())
+        self.token_norm = float(token_norm) if token_norm is not None else ref
+        if not np.isfinite(self.token_norm) or self.token_norm <= 0:
+            raise ValueError(f"token_norm must be positive, got {self.token_norm}")
+
+    @classmethod
+    def from_pretrained(cls, model="sd-1.5", text_projection="ViT-L-14/openai", *, cache_dir=None,
+                        allow_download: bool = False, device=None, half=None, token_norm=None):
+        """Load a Stable Diffusion 1.x pipeline from a preset, hub repo id or local folder.
+
+        ``text_projection`` is loaded with :func:`load_text_projection`
+        (default: read from the ViT-L/14 OpenAI checkpoint); pass ``None`` to
+        give embeddings in the text encoder's output space.
+        Missing weights raise :class:`~slics_core.weights.MissingWeightsError` at once.
+        """
+        folder, _ = _resolve_pipeline_dir(model, cache_dir, allow_download)
+        if isinstance(text_projection, (str, os.PathLike)):
+            text_projection = load_text_projection(text_projection, cache_dir=cache_dir,
+                                                   allow_download=allow_download)
+        from diffusers import StableDiffusionPipeline
+
+        _, dtype = _device_dtype(device, half)
+        with _quiet_dtype_warning():
+            pipe = StableDiffusionPipeline.from_pretrained(
+                folder, safety_checker=None, requires_safety_checker=False, feature_extractor=None,
+                torch_dtype=dtype, local_files_only=True)
+        return cls(pipe, text_projection=text_projection, token_norm=token_norm, device=device, half=half)
+
+    def token_states(self, embeddings, alignment=None) -> np.ndarray:
+        """Steps 1-3: rows of the joint space -> rescaled token states ``(n, width)``."""
+        V = self._prepare(embeddings, alignment)
+        Hs = V @ self._back if self._back is not None else V
+        return _unit_rows(Hs, "mapped embeddings") * self.token_norm
+
+    def prompt_embeds(self, embeddings, alignment=None) -> np.ndarray:
+        """The full conditioning ``(n, 77, width)`` passed as ``prompt_embeds``."""
+        h = self.token_states(embeddings, alignment)
+        L = self.empty_prompt_embeds.shape[0]
+        out = np.repeat(h[:, None, :], L, axis=1)
+        out[:, 0, :] = self.empty_prompt_embeds[0]
+        return out.astype(np.float32)
+
+    def generate(self, embeddings, *, seed: int = 0, seeds: Sequence[int] | None = None, steps: int = 30,
+                 guidance: float = 7.5, height: int | None = None, width: int | None = None,
+                 negative_prompt: str | None = None, alignment=None, batch_size: int = 4,
+                 output_type: str = "pil") -> list:
+        """Images for the rows of ``embeddings`` (n, dim) -> list of ``n`` PIL images.
+
+        ``output_type="np"`` returns float arrays in [0, 1] instead.
+        """
+        import torch
+
+        steps, guidance, batch_size = _check_run_args(steps, guidance, batch_size)
+        pe = self.prompt_embeds(embeddings, alignment)
+
+        def call(start, stop, gens):
+            chunk = torch.from_numpy(pe[start:stop]).to(self.device, self.dtype)
+            neg = None if negative_prompt is None else [negative_prompt] * (stop - start)
+            with torch.inference_mode():
+                out = self.pipe(prompt_embeds=chunk, negative_prompt=neg, num_inference_steps=steps,
+                                guidance_scale=guidance, generator=gens, height=height, width=width,
+                                output_type=output_type)
+            return list(out.images)
+
+        return self._run(call, len(pe), seed, seeds, batch_size)
+
+
+class UnCLIPGenerator(_Generator):
+    """Stable unCLIP conditioned on image embeddings (``image_embeds``, ``noise_level``).
+
+    Parameters
+    ----------
+    pipe : diffusers.StableUnCLIPImg2ImgPipeline
+    expected_norm : float, optional
+        Norm the rows are rescaled to; default from the pipeline's
+        ``image_normalizer`` statistics, ``sqrt(sum(mean**2 + std**2))``.
+    device, half : optional
+    """
+
+    def __init__(self, pipe, expected_norm: float | None = None, device=None, half=None):
+        self.device, self.dtype = _device_dtype(device, half)
+        _check_tokenizer(getattr(pipe, "tokenizer", None), "the pipeline")
+        self.pipe = _place(pipe, self.device, self.dtype)
+        mean = pipe.image_normalizer.mean.detach().float().cpu().numpy().ravel()
+        std = pipe.image_normalizer.std.detach().float().cpu().numpy().ravel()
+        self.embedding_dim = int(mean.size)
+        ref = float(np.sqrt(np.sum(mean.astype(np.float64) ** 2 + std.astype(np.float64) ** 2)))
+        self.expected_norm = float(expected_norm) if expected_norm is not None else ref
+        if not np.isfinite(self.expected_norm) or self.expected_norm <= 0:
+            raise ValueError(f"expected_norm must be positive, got {self.expected_norm}")
+        self.max_noise_level = int(pipe.image_noising_scheduler.config.num_train_timesteps) - 1
+
+    @classmethod
+    def from_pretrained(cls, model="sd-2.1-unclip-small", *, cache_dir=None, allow_download: bool = False,
+                        device=None, half=None, expected_norm=None):
+        """Load Stable unCLIP from a preset, hub repo id or local folder."""
+        folder, _ = _resolve_pipeline_dir(model, cache_dir, allow_download)
+        from diffusers import StableUnCLIPImg2ImgPipeline
+
+        _, dtype = _device_dtype(device, half)
+        with _quiet_dtype_warning():
+            pipe = StableUnCLIPImg2ImgPipeline.from_pretrained(folder, torch_dtype=dtype, local_files_only=True)
+        return cls(pipe, expected_norm=expected_norm, device=device, half=half)
+
+    def image_embeds(self, embeddings, alignment=None) -> np.ndarray:
+        """Rows unit-normalised and rescaled to ``expected_norm``."""
+        return self._prepare(embeddings, alignment) * self.expected_norm
+
+    def generate(self, embeddings, *, seed: int = 0, seeds: Sequence[int] | None = None, steps: int = 20,
+                 guidance: float = 10.0, noise_level: int = 0, prompt: str = "",
+                 negative_prompt: str | None = None, height: int | None = None, width: int | None = None,
+                 alignment=None, batch_size: int = 4, output_type: str = "pil") -> list:
+        """Images for the rows of ``embeddings`` (n, dim) -> list of ``n`` images."""
+        import torch
+
+        steps, guidance, batch_size = _check_run_args(steps, guidance, batch_size)
+        if isinstance(noise_level, bool) or not isinstance(noise_level, (int, np.integer)) \
+                or not 0 <= noise_level <= self.max_noise_level:
+            raise ValueError(f"noise_level must be an integer in [0, {self.max_noise_level}], got {noise_level!r}")
+        if not isinstance(prompt, str):
+            raise ValueError("prompt must be a string")
+        E = self.image_embeds(embeddings, alignment)
+
+        def call(start, stop, gens):
+            n = stop - start
+            chunk = torch.from_numpy(E[start:stop].astype(np.float32)).to(self.device, self.dtype)
+            neg = None if negative_prompt is None else [negative_prompt] * n
+            with torch.inference_mode():
+                out = self.pipe(prompt=[prompt] * n, negative_prompt=neg, image_embeds=chunk,
+                                noise_level=int(noise_level), num_inference_steps=steps, guidance_scale=guidance,
+                                generator=gens, height=height, width=width, output_type=output_type)
+            return list(out.images)
+
+        return self._run(call, len(E), seed, seeds, batch_size)
+
+
+def load_generator(name: str = "sd-1.5", **kwargs):
+    """:class:`UnCLIPGenerator` for unCLIP presets/repos, else :class:`ImageToPromptSD`."""
+    if "unclip" in str(name).lower():
+        return UnCLIPGenerator.from_pretrained(name, **kwargs)
+    return ImageToPromptSD.from_pretrained(name, **kwargs)
+
+
+# --------------------------------------------------------------- interpolation
+def interpolate_atoms(b1, b2, alphas: Sequence[float] = (0.25, 0.5, 0.75, 1.0)) -> np.ndarray:
+    """Rows ``a*b1 + (1-a)*b2`` for each ``a`` in ``alphas`` (Fig. 3 of the paper).
+
+    Returns
+    -------
+    ndarray of shape (len(alphas), d)
+    """
+    b1 = np.asarray(b1, dtype=np.float64)
+    b2 = np.asarray(b2, dtype=np.float64)
+    if b1.ndim != 1 or b1.shape != b2.shape:
+        raise ValueError(f"b1 and b2 must be 1-D vectors of the same length, got {b1.shape} and {b2.shape}")
+    if not (np.all(np.isfinite(b1)) and np.all(np.isfinite(b2))):
+        raise ValueError("atoms contain NaN or infinite values")
+    a = np.asarray(alphas, dtype=np.float64).ravel()
+    if a.size == 0 or not np.all(np.isfinite(a)):
+        raise ValueError("alphas must be a non-empty list of finite numbers")
+    return a[:, None] * b1[None, :] + (1.0 - a[:, None]) * b2[None, :]
+
+
+def concept_atoms(model, concept: int) -> np.ndarray:
+    """Atoms ``(k, d)`` of concept ``concept`` of a fitted SLiCS model."""
+    if not hasattr(model, "atoms_") or not hasattr(model, "groups_"):
+        raise ValueError("model must be a fitted SLiCS model (with atoms_ and groups_)")
+    groups = np.asarray(model.groups_)
+    if isinstance(concept, bool) or not isinstance(concept, (int, np.integer)) or not 0 <= concept <= groups.max():
+        raise ValueError(f"concept must be an integer in [0, {int(groups.max())}], got {concept!r}")
+    return np.asarray(model.atoms_)[groups == concept]
+
+
+def atom_interpolation_images(generator, b1, b2, alphas: Sequence[float] = (0.25, 0.5, 0.75, 1.0), *,
+                              seed: int = 0, alignment=None, **generate_kwargs) -> list:
+    """Images along ``a*b1 + (1-a)*b2``, all with the same seed (only the embedding changes).
+
+    ``generator`` is an :class:`ImageToPromptSD` or :class:`UnCLIPGenerator`;
+    ``alignment`` maps the atoms into its space first (interpolation happens
+    in the SLiCS space, before alignment).
+    """
+    rows = interpolate_atoms(b1, b2, alphas)
+    return generator.generate(rows, seeds=[int(seed)] * len(rows), alignment=alignment, **generate_kwargs)

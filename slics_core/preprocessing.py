@@ -1,0 +1,132 @@
+"""Embedding preprocessing of the paper (sec. 4.1).
+
+CLIP embeddings are unit-normalised, centred with a mean (given, e.g.
+SpLiCE's precomputed image mean, or fitted on the data) and re-normalised.
+DINOv2 embeddings are only normalised. TiTok token embeddings are normalised
+per token (each of the 32 tokens of 12 dimensions separately) and then
+flattened.
+"""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from slics_core._validation import check_embeddings
+
+
+def normalize_rows(X):
+    """Scale every row to unit Euclidean norm (rows that are all zero raise ``ValueError``)."""
+    X = check_embeddings(X)
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def normalize_tokens(tokens):
+    """Unit-normalise every token of token embeddings.
+
+    Parameters
+    ----------
+    tokens : array-like of shape (..., n_tokens, token_dim)
+        E.g. TiTok's (n, 32, 12) pre-quantisation tokens or a (K, 1, 12)
+        codebook.
+
+    Returns
+    -------
+    ndarray of the same shape, each token of unit norm.
+    """
+    T = np.asarray(tokens, dtype=np.float64)
+    if T.ndim < 2:
+        raise ValueError(f"tokens must have shape (..., n_tokens, token_dim); got {T.shape}.")
+    if not np.isfinite(T).all():
+        raise ValueError("tokens contain NaN or infinite values.")
+    norms = np.linalg.norm(T, axis=-1, keepdims=True)
+    if (norms == 0).any():
+        raise ValueError(f"{int((norms == 0).sum())} token(s) are all zero and cannot be normalised.")
+    return T / norms
+
+
+class EmbeddingNormalizer(TransformerMixin, BaseEstimator):
+    """Unit-normalise, subtract a mean, and re-normalise (sec. 4.1).
+
+    Parameters
+    ----------
+    center : bool, default=True
+        Whether to subtract a mean (CLIP: yes; DINOv2: no).
+    mean : array-like of shape (d,), optional
+        The mean to subtract (e.g. a precomputed modality-gap mean). If
+        ``None`` and ``center`` is True, the mean of the unit-normalised
+        training embeddings is fitted.
+
+    Attributes
+    ----------
+    mean_ : ndarray of shape (d,)
+        The subtracted mean (zeros when ``center`` is False).
+    n_features_in_ : int
+    """
+
+    def __init__(self, center=True, mean=None):
+        self.center = center
+        self.mean = mean
+
+    def fit(self, X, y=None):
+        """Fit the mean (if needed) on ``X`` of shape (n, d)."""
+        U = normalize_rows(X)
+        d = U.shape[1]
+        if not self.center:
+            self.mean_ = np.zeros(d)
+        elif self.mean is not None:
+            self.mean_ = check_embeddings(np.reshape(self.mean, (1, -1)), n_features=d, name="mean",
+                                          allow_zero_rows=True)[0]
+        else:
+            self.mean_ = U.mean(axis=0)
+        self.n_features_in_ = d
+        return self
+
+    def transform(self, X):
+        """Return ``unit(unit(X) - mean_)``."""
+        check_is_fitted(self, "mean_")
+        U = normalize_rows(check_embeddings(X, n_features=self.n_features_in_))
+        C = U - self.mean_
+        norms = np.linalg.norm(C, axis=1, keepdims=True)
+        if (norms <= 1e-12).any():
+            raise ValueError("some embeddings equal the mean exactly and have no direction after centring.")
+        return C / norms
+
+
+class TokenNormalizer(TransformerMixin, BaseEstimator):
+    """Per-token normalisation of token embeddings, then flattening (TiTok, sec. 4.4.1).
+
+    Parameters
+    ----------
+    n_tokens : int, default=32
+        Number of tokens; 2-D input of width ``n_tokens * token_dim`` is
+        reshaped, 3-D input ``(n, n_tokens, token_dim)`` is used as is.
+    """
+
+    def __init__(self, n_tokens=32):
+        self.n_tokens = n_tokens
+
+    def fit(self, X, y=None):
+        """Record the token layout of ``X``."""
+        T = self._tokens(X)
+        self.token_dim_ = T.shape[2]
+        self.n_features_in_ = T.shape[1] * T.shape[2]
+        return self
+
+    def _tokens(self, X):
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 3:
+            if X.shape[1] != self.n_tokens:
+                raise ValueError(f"expected {self.n_tokens} tokens per sample; got {X.shape[1]}.")
+            return X
+        if X.ndim != 2 or X.shape[1] % self.n_tokens:
+            raise ValueError(f"expected (n, {self.n_tokens}, token_dim) or (n, {self.n_tokens} * token_dim) input; got {X.shape}.")
+        return X.reshape(X.shape[0], self.n_tokens, -1)
+
+    def transform(self, X):
+        """Return the flattened, per-token normalised embeddings, shape (n, n_tokens * token_dim)."""
+        check_is_fitted(self, "token_dim_")
+        T = self._tokens(X)
+        if T.shape[2] != self.token_dim_:
+            raise ValueError(f"tokens have {T.shape[2]} dimensions but {self.token_dim_} were fitted.")
+        return normalize_tokens(T).reshape(T.shape[0], -1)

@@ -1,0 +1,487 @@
+"""Concept-filtered and unfiltered retrieval (sec. 3.5 and 4.4 of the paper).
+
+A query embedding ``x`` is disentangled with a fitted :class:`slics_core.SLiCS`
+model; candidate images of a pool are ranked by the cosine similarity between
+their embedding and one concept component of the query:
+
+* ``mode="partial"`` (default): ``tilde-v_j``, the nearest point of concept
+  ``j``'s cone to ``x`` (eq. 3, :meth:`SLiCS.project`);
+* ``mode="full"``: ``v_j = B_j a_j`` from the full disentanglement with the
+  query's active concepts (:meth:`SLiCS.components`).
+
+The unfiltered baseline (UF) ranks by the whole query embedding.
+
+Search back-ends
+----------------
+``"exact"``
+    numpy matrix product + :func:`numpy.argpartition`; the default.
+``"faiss"``
+    a ``faiss.IndexFlatIP`` over the unit-normalised pool. This is still an
+    exact (brute-force) search -- it returns the same top-k as ``"exact"`` up
+    to float32 ties -- but uses FAISS's multi-threaded kernels and a heap
+    instead of a full partition, which pays off on large pools.
+``"auto"``
+    ``"faiss"`` when the pool has at least ``faiss_min_pool`` rows (default
+    :data:`FAISS_MIN_POOL` = 1 000 000), else ``"exact"``. On the 2-core
+    development machine numpy was faster than FAISS for a 100 000 x 512 pool
+    and a dozen query vectors (``benchmarks/bench_retrieval.py``), hence the
+    high default.
+
+Quantized pools (sec. 4.4.1)
+----------------------------
+:class:`QuantizedPool` stores each candidate as one codebook index per token
+(product quantization with a shared codebook, as for TiTok). Scores are
+computed from per-query look-up tables ``G^j[t, k] = <v_j^t, c_k>`` and are
+equal to the cosine against the de-quantized candidate vectors.
+
+Conventions: rows are samples; a query component that is exactly zero (the
+query has no positive projection on a concept's cone) has no direction, and
+all its scores are defined as 0 (the ranking then falls back to pool order).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from slics_core._validation import check_embeddings
+
+__all__ = [
+    "FAISS_MIN_POOL",
+    "normalize_rows",
+    "top_k",
+    "ExactIndex",
+    "FaissIndex",
+    "build_index",
+    "query_components",
+    "RetrievalResult",
+    "ConceptRetriever",
+    "unfiltered_search",
+    "quantize_tokens",
+    "QuantizedPool",
+]
+
+#: Pool size from which ``backend="auto"`` switches to FAISS.
+FAISS_MIN_POOL = 1_000_000
+
+# maximum number of float32 scores materialised at once by the exact search
+_SCORE_BLOCK = 16_000_000
+
+
+def normalize_rows(X, *, dtype=np.float32):
+    """Return ``X`` with every row scaled to unit L2 norm (zero rows stay zero).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+    dtype : numpy dtype
+        Output dtype.
+
+    Returns
+    -------
+    Xn : ndarray of shape (n, d)
+    """
+    X = np.asarray(X, dtype=dtype)
+    norms = np.linalg.norm(X, axis=-1, keepdims=True)
+    return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
+
+
+def top_k(scores, k):
+    """Indices and values of the ``k`` largest entries of every row.
+
+    Ties are broken by the smaller column index, so the result is
+    deterministic.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_queries, n_pool)
+    k : int
+        Number of results; clipped to ``n_pool``.
+
+    Returns
+    -------
+    indices : ndarray of int64, shape (n_queries, k)
+        Sorted by decreasing score.
+    values : ndarray of shape (n_queries, k)
+    """
+    scores = np.asarray(scores)
+    if scores.ndim != 2:
+        raise ValueError(f"scores must be 2-D (n_queries, n_pool); got shape {scores.shape}.")
+    n_pool = scores.shape[1]
+    k = int(min(_check_k(k), n_pool))
+    if k < n_pool:
+        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        # include every column tied with the k-th value so that the
+        # tie-break below is by index, independent of argpartition's choice
+        kth = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
+        tied_rows = np.flatnonzero(np.count_nonzero(scores >= kth, axis=1) > k)
+        for i in tied_rows:
+            cand = np.flatnonzero(scores[i] >= kth[i])
+            part[i] = cand[np.lexsort((cand, -scores[i, cand]))[:k]]
+    else:
+        part = np.broadcast_to(np.arange(n_pool), scores.shape)
+    vals = np.take_along_axis(scores, part, axis=1)
+    order = np.lexsort((part, -vals), axis=1)
+    idx = np.take_along_axis(part, order, axis=1).astype(np.int64)
+    return idx, np.take_along_axis(vals, order, axis=1)
+
+
+def _check_k(k):
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer; got {k!r}.")
+    return int(k)
+
+
+class ExactIndex:
+    """Exact cosine search with numpy.
+
+    Parameters
+    ----------
+    pool : array-like of shape (n_pool, d)
+        Candidate embeddings (any norm; they are unit-normalised here).
+    """
+
+    backend = "exact"
+
+    def __init__(self, pool):
+        pool = check_embeddings(pool, name="pool", dtype=np.float32)
+        self.vectors = normalize_rows(pool)
+        self.n_pool, self.dim = self.vectors.shape
+
+    def scores(self, queries):
+        """Cosine similarity of every query with every pool vector, (q, n_pool)."""
+        Q = normalize_rows(_check_queries(queries, self.dim))
+        return Q @ self.vectors.T
+
+    def search(self, queries, k):
+        """Top-``k`` pool indices and cosines for every query row.
+
+        Returns
+        -------
+        indices : ndarray of int64, shape (n_queries, k)
+        scores : ndarray of float32, shape (n_queries, k)
+        """
+        k = min(_check_k(k), self.n_pool)
+        Q = normalize_rows(_check_queries(queries, self.dim))
+        block = max(1, _SCORE_BLOCK // max(self.n_pool, 1))
+        out_i = np.empty((Q.shape[0], k), dtype=np.int64)
+        out_s = np.empty((Q.shape[0], k), dtype=np.float32)
+        for start in range(0, Q.shape[0], block):
+            s = Q[start:start + block] @ self.vectors.T
+            out_i[start:start + block], out_s[start:start + block] = top_k(s, k)
+        return out_i, out_s
+
+
+class FaissIndex:
+    """Exact cosine search with a ``faiss.IndexFlatIP`` on unit-normalised vectors.
+
+    Parameters
+    ----------
+    pool : array-like of shape (n_pool, d)
+    """
+
+    backend = "faiss"
+
+    def __init__(self, pool):
+        import faiss
+
+        pool = check_embeddings(pool, name="pool", dtype=np.float32)
+        vectors = np.ascontiguousarray(normalize_rows(pool))
+        self.n_pool, self.dim = vectors.shape
+        self.index = faiss.IndexFlatIP(self.dim)
+        self.index.add(vectors)
+
+    def search(self, queries, k):
+        """Top-``k`` pool indices and cosines for every query row (see :meth:`ExactIndex.search`)."""
+        k = min(_check_k(k), self.n_pool)
+        Q = np.ascontiguousarray(normalize_rows(_check_queries(queries, self.dim)))
+        scores, idx = self.index.search(Q, k)
+        # FAISS does not order exact ties by index: re-sort for determinism
+        order = np.lexsort((idx, -scores), axis=1)
+        return (np.take_along_axis(idx, order, axis=1).astype(np.int64),
+                np.take_along_axis(scores, order, axis=1))
+
+
+def _check_queries(queries, dim):
+    Q = np.asarray(queries, dtype=np.float32)
+    if Q.ndim == 1:
+        Q = Q.reshape(1, -1)
+    if Q.ndim != 2 or Q.shape[1] != dim:
+        raise ValueError(f"queries must have shape (n_queries, {dim}); got {Q.shape}.")
+    if not np.isfinite(Q).all():
+        raise ValueError("queries contain NaN or infinite values.")
+    return Q
+
+
+def build_index(pool, backend="auto", *, faiss_min_pool=FAISS_MIN_POOL):
+    """Build a search index over ``pool``.
+
+    Parameters
+    ----------
+    pool : array-like of shape (n_pool, d)
+    backend : {"auto", "exact", "faiss"}
+    faiss_min_pool : int
+        Pool size from which ``"auto"`` uses FAISS.
+
+    Returns
+    -------
+    index : ExactIndex or FaissIndex
+    """
+    if backend not in ("auto", "exact", "faiss"):
+        raise ValueError(f"backend must be 'auto', 'exact' or 'faiss'; got {backend!r}.")
+    if backend == "auto":
+        n = np.shape(pool)[0] if np.ndim(pool) >= 1 else 0
+        backend = "faiss" if n >= faiss_min_pool else "exact"
+    return FaissIndex(pool) if backend == "faiss" else ExactIndex(pool)
+
+
+def query_components(model, X, Y=None, mode="partial"):
+    """Concept components of query embeddings.
+
+    Parameters
+    ----------
+    model : fitted SLiCS (or any object with ``project``/``components``)
+    X : array-like of shape (n, d)
+        Query embeddings (preprocessed like the model's training data).
+    Y : array-like of shape (n, S), optional
+        Active concepts of the queries; required for ``mode="full"``.
+    mode : {"partial", "full"}
+        ``"partial"``: ``tilde-v_j`` = projection on concept ``j``'s cone;
+        ``"full"``: ``v_j`` from the NNLS with all active concepts.
+
+    Returns
+    -------
+    V : ndarray of shape (n, S, d)
+    """
+    if mode == "partial":
+        return np.asarray(model.project(X, None))
+    if mode == "full":
+        if Y is None:
+            raise ValueError("mode='full' needs the active concepts Y of the queries.")
+        return np.asarray(model.components(X, Y))
+    raise ValueError(f"mode must be 'partial' or 'full'; got {mode!r}.")
+
+
+@dataclass
+class RetrievalResult:
+    """Top-k results of a concept-filtered search.
+
+    Attributes
+    ----------
+    indices : ndarray of int64, shape (n_queries, n_concepts, k)
+        Pool row indices, best first.
+    scores : ndarray of float32, shape (n_queries, n_concepts, k)
+        Cosine similarities.
+    concepts : ndarray of int, shape (n_concepts,)
+        The concept index of each middle-axis slot.
+    """
+
+    indices: np.ndarray
+    scores: np.ndarray
+    concepts: np.ndarray
+
+
+class ConceptRetriever:
+    """Concept-filtered retrieval from a candidate pool.
+
+    Parameters
+    ----------
+    model : fitted SLiCS
+    pool : array-like of shape (n_pool, d)
+        Candidate embeddings, preprocessed like the model's training data.
+    mode : {"partial", "full"}
+        Component used for ranking (see :func:`query_components`).
+    backend : {"auto", "exact", "faiss"}
+        Search back-end (see module docstring).
+    faiss_min_pool : int
+        Pool size from which ``"auto"`` uses FAISS.
+
+    Examples
+    --------
+    >>> r = ConceptRetriever(model, X_pool)                # doctest: +SKIP
+    >>> res = r.search(X_query, k=20)                      # doctest: +SKIP
+    >>> res.indices[0, j]   # top-20 pool rows for concept j of query 0
+    """
+
+    def __init__(self, model, pool, *, mode="partial", backend="auto", faiss_min_pool=FAISS_MIN_POOL):
+        if mode not in ("partial", "full"):
+            raise ValueError(f"mode must be 'partial' or 'full'; got {mode!r}.")
+        self.model = model
+        self.mode = mode
+        self.index = build_index(pool, backend, faiss_min_pool=faiss_min_pool)
+        n_features = getattr(model, "n_features_in_", None)
+        if n_features is not None and n_features != self.index.dim:
+            raise ValueError(
+                f"pool has {self.index.dim} features but the model was fitted on {n_features}."
+            )
+
+    @property
+    def backend(self):
+        return self.index.backend
+
+    def search(self, X_query, k=20, *, concepts=None, Y_query=None):
+        """Rank the pool by each concept component of each query.
+
+        Parameters
+        ----------
+        X_query : array-like of shape (n_queries, d) or (d,)
+        k : int
+            Results per (query, concept).
+        concepts : sequence of int, optional
+            Concepts to search; all by default.
+        Y_query : array-like of shape (n_queries, S), optional
+            Active concepts (needed for ``mode="full"``).
+
+        Returns
+        -------
+        RetrievalResult
+        """
+        X = np.asarray(X_query, dtype=np.float64)
+        if X.ndim == 1:
+            X = X.reshape(1, -1)
+        if Y_query is not None:
+            Y_query = np.asarray(Y_query)
+            if Y_query.ndim == 1:
+                Y_query = Y_query.reshape(1, -1)
+        V = query_components(self.model, X, Y_query, self.mode)
+        n, S, d = V.shape
+        if concepts is None:
+            concepts = np.arange(S)
+        else:
+            concepts = np.asarray(concepts, dtype=int).reshape(-1)
+            if concepts.size and (concepts.min() < 0 or concepts.max() >= S):
+                raise ValueError(f"concepts must be in [0, {S}); got {concepts.tolist()}.")
+        V = V[:, concepts, :]
+        idx, sc = self.index.search(V.reshape(-1, d), k)
+        kk = idx.shape[1]
+        return RetrievalResult(idx.reshape(n, len(concepts), kk), sc.reshape(n, len(concepts), kk), concepts)
+
+    def search_unfiltered(self, X_query, k=20):
+        """UF baseline: rank the pool by the whole query embedding.
+
+        Returns
+        -------
+        indices : ndarray of int64, shape (n_queries, k)
+        scores : ndarray of float32, shape (n_queries, k)
+        """
+        return self.index.search(X_query, k)
+
+
+def unfiltered_search(pool, queries, k=20, *, backend="auto"):
+    """Unfiltered retrieval (UF): top-``k`` pool rows by cosine with each query."""
+    return build_index(pool, backend).search(queries, k)
+
+
+# --------------------------------------------------------------------------
+# quantized pools
+# --------------------------------------------------------------------------
+
+def _split_tokens(X, n_tokens):
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"embeddings must be 2-D (n, n_tokens * token_dim); got shape {X.shape}.")
+    if n_tokens < 1 or X.shape[1] % n_tokens:
+        raise ValueError(
+            f"embedding dimension {X.shape[1]} is not a multiple of n_tokens={n_tokens}."
+        )
+    return X.reshape(X.shape[0], n_tokens, X.shape[1] // n_tokens)
+
+
+def quantize_tokens(X, codebook, n_tokens):
+    """Nearest codebook entry (L2) of every token, as in product quantization.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, n_tokens * token_dim)
+        Concatenated token embeddings.
+    codebook : array-like of shape (K, token_dim)
+    n_tokens : int
+
+    Returns
+    -------
+    codes : ndarray of int32, shape (n, n_tokens)
+    """
+    import faiss
+
+    C = np.ascontiguousarray(np.asarray(codebook, dtype=np.float32))
+    if C.ndim != 2:
+        raise ValueError(f"codebook must be 2-D (K, token_dim); got shape {C.shape}.")
+    X = check_embeddings(X, name="X", dtype=np.float32, allow_zero_rows=True)
+    T = _split_tokens(X, n_tokens)
+    if T.shape[2] != C.shape[1]:
+        raise ValueError(f"token dimension {T.shape[2]} does not match codebook dimension {C.shape[1]}.")
+    index = faiss.IndexFlatL2(C.shape[1])
+    index.add(C)
+    _, codes = index.search(np.ascontiguousarray(T.reshape(-1, C.shape[1])), 1)
+    return codes.reshape(X.shape[0], n_tokens).astype(np.int32)
+
+
+class QuantizedPool:
+    """Candidate pool stored as one codebook index per token.
+
+    Scores of a query vector ``v = [v^t]_t`` (e.g. a concept component) are
+    ``sum_t G[t, k_t] / (||v|| ||x~||)`` with the look-up table
+    ``G[t, k] = <v^t, c_k>``; this equals ``cos(v, x~)`` for the de-quantized
+    candidate ``x~ = [c_{k_t}]_t``. The candidate norms are precomputed (they
+    are ``sqrt(n_tokens)`` for a unit-norm codebook).
+
+    Parameters
+    ----------
+    codes : array-like of int, shape (n_pool, n_tokens)
+    codebook : array-like of shape (K, token_dim)
+    """
+
+    def __init__(self, codes, codebook):
+        C = np.asarray(codebook, dtype=np.float32)
+        if C.ndim != 2 or not np.isfinite(C).all():
+            raise ValueError(f"codebook must be a finite 2-D array (K, token_dim); got shape {C.shape}.")
+        codes = np.asarray(codes)
+        if codes.ndim != 2 or not np.issubdtype(codes.dtype, np.integer):
+            raise ValueError(f"codes must be a 2-D integer array (n_pool, n_tokens); got {codes.dtype} {codes.shape}.")
+        if codes.size and (codes.min() < 0 or codes.max() >= C.shape[0]):
+            raise ValueError(f"codes must index the codebook: values in [0, {C.shape[0]}).")
+        self.codebook = C
+        self.codes = codes.astype(np.int32)
+        self.n_pool, self.n_tokens = codes.shape
+        self.dim = self.n_tokens * C.shape[1]
+        sq = np.einsum("kd,kd->k", C, C)
+        self._norms = np.sqrt(sq[self.codes].sum(axis=1)).astype(np.float32)
+        # flat gather positions into a (n_tokens * K) table
+        self._flat = (self.codes + np.arange(self.n_tokens, dtype=np.int32) * C.shape[0]).astype(np.int64)
+
+    @classmethod
+    def from_embeddings(cls, X, codebook, n_tokens):
+        """Quantize ``X`` token by token with :func:`quantize_tokens`."""
+        return cls(quantize_tokens(X, codebook, n_tokens), codebook)
+
+    def dequantize(self):
+        """The de-quantized pool ``[c_{k_t}]_t``, shape (n_pool, n_tokens * token_dim)."""
+        return self.codebook[self.codes].reshape(self.n_pool, self.dim)
+
+    def lookup_tables(self, V):
+        """Look-up tables ``G[q, t, k] = <v_q^t, c_k>`` for query rows ``V`` (q, dim)."""
+        V = _check_queries(V, self.dim)
+        Vt = V.reshape(V.shape[0], self.n_tokens, -1)
+        return np.einsum("qtd,kd->qtk", Vt, self.codebook)
+
+    def scores(self, V):
+        """Cosine of every query row with every de-quantized candidate, (q, n_pool)."""
+        V = _check_queries(V, self.dim)
+        G = self.lookup_tables(V).reshape(V.shape[0], -1)
+        raw = np.empty((V.shape[0], self.n_pool), dtype=np.float32)
+        for q in range(V.shape[0]):
+            raw[q] = G[q][self._flat].sum(axis=1)
+        qn = np.linalg.norm(V, axis=1, keepdims=True)
+        denom = qn * self._norms[None, :]
+        return np.divide(raw, denom, out=np.zeros_like(raw), where=denom > 0)
+
+    def search(self, V, k=20):
+        """Top-``k`` candidates by LUT cosine for every query row."""
+        k = min(_check_k(k), self.n_pool)
+        V = _check_queries(V, self.dim)
+        out_i = np.empty((V.shape[0], k), dtype=np.int64)
+        out_s = np.empty((V.shape[0], k), dtype=np.float32)
+        block = max(1, _SCORE_BLOCK // max(self.n_pool, 1))
+        for start in range(0, V.shape[0], block):
+            out_i[start:start + block], out_s[start:start + block] = top_k(self.scores(V[start:start + block]), k)
+        return out_i, out_s

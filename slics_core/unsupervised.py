@@ -1,0 +1,54 @@
+"""Unsupervised SLiCS: pseudo-labels from zero-shot concept classification (sec. 3.4).
+
+The cosine similarity between an image embedding and the text embedding of
+each concept word (e.g. "This is a picture of {word}.") ranks the concepts;
+the top ``S~`` are taken as the image's labels, and the supervised algorithm
+runs on these pseudo-labels. ``S~`` is given, or estimated as the rounded
+mean number of labels per sample of a labelled reference set (the paper uses
+2 for COCO and MIRFlickr, from 2.303 and 2.467).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from slics_core._validation import check_embeddings, check_labels
+
+
+def estimate_n_active(Y):
+    """Rounded mean number of positive labels per sample (at least 1)."""
+    Y = check_labels(Y, np.shape(Y)[0])
+    return max(1, int(np.round(Y.sum(axis=1).mean())))
+
+
+def zero_shot_labels(X_img, W_text, n_active=None, Y_ref=None):
+    """Binary pseudo-labels: the ``n_active`` concepts most similar to each image.
+
+    Parameters
+    ----------
+    X_img : array-like of shape (n, d)
+        Image embeddings (the encoder's original embeddings, as in the paper).
+    W_text : array-like of shape (S, d)
+        One text embedding per concept.
+    n_active : int, optional
+        ``S~``, concepts per image.
+    Y_ref : array-like of shape (m, S), optional
+        Labels used to estimate ``S~`` when ``n_active`` is not given.
+
+    Returns
+    -------
+    Y : ndarray of bool, shape (n, S)
+    """
+    X = check_embeddings(X_img, name="X_img")
+    W = check_embeddings(W_text, n_features=X.shape[1], name="W_text")
+    S = W.shape[0]
+    if n_active is None:
+        if Y_ref is None:
+            raise ValueError("give n_active, or labels Y_ref to estimate it from.")
+        n_active = estimate_n_active(Y_ref)
+    if not 1 <= int(n_active) <= S:
+        raise ValueError(f"n_active must be between 1 and the number of concepts ({S}); got {n_active}.")
+    sims = (X / np.linalg.norm(X, axis=1, keepdims=True)) @ (W / np.linalg.norm(W, axis=1, keepdims=True)).T
+    top = np.argsort(-sims, axis=1, kind="stable")[:, : int(n_active)]
+    Y = np.zeros((X.shape[0], S), dtype=bool)
+    np.put_along_axis(Y, top, True, axis=1)
+    return Y

@@ -1,0 +1,74 @@
+"""Word captions on a planted dictionary, vocabularies."""
+import numpy as np
+import pytest
+
+from slics_core.captions import (NSFW_BLOCKLIST, default_vocabulary, download_laion_vocabulary, filter_words,
+                                 load_laion_vocabulary, prepare_text_embeddings, word_captions)
+
+
+def _unit(A):
+    return A / np.linalg.norm(A, axis=-1, keepdims=True)
+
+
+def test_captions_recover_planted_words():
+    rng = np.random.default_rng(0)
+    d, S, d0, V = 48, 4, 3, 400
+    atoms = _unit(rng.standard_normal((S * d0, d)))
+    groups = np.repeat(np.arange(S), d0)
+    W = rng.standard_normal((V, d))
+    words = [f"noise{i}" for i in range(V)]
+    planted = {}
+    for j in range(S):
+        for r in range(5):
+            i = j * 5 + r
+            coef = rng.uniform(0.2, 1.0, d0)
+            W[i] = coef @ atoms[groups == j] + 0.01 * rng.standard_normal(d)
+            words[i] = f"c{j}w{r}"
+        planted[j] = {f"c{j}w{r}" for r in range(5)}
+    Wn = _unit(W)  # words near a cone, unit norm like text embeddings
+    caps, errs = word_captions(atoms, groups, Wn, words, top_k=5, return_errors=True)
+    for j in range(S):
+        assert set(caps[j]) == planted[j]
+        assert np.all(np.diff(errs[j]) >= 0)
+    # the error is the NNLS residual: check one word against scipy
+    from scipy.optimize import nnls
+
+    B = atoms[groups == 0]
+    i = words.index(caps[0][0])
+    assert errs[0][0] == pytest.approx(nnls(B.T, Wn[i])[1] ** 2, abs=1e-8)
+
+
+def test_prepare_text_embeddings_centres_and_normalises():
+    rng = np.random.default_rng(1)
+    W = rng.standard_normal((50, 8)) + 3
+    P, mu = prepare_text_embeddings(W)
+    U = W / np.linalg.norm(W, axis=1, keepdims=True)
+    np.testing.assert_allclose(mu, U.mean(0))
+    np.testing.assert_allclose(P, _unit(U - U.mean(0)))
+    with pytest.raises(ValueError):
+        prepare_text_embeddings(W, mean=np.zeros(3))
+
+
+def test_laion_vocabulary_takes_last_lines_and_download(tmp_path):
+    f = tmp_path / "laion.txt"
+    f.write_text("\n".join(f"word{i}" for i in range(30)) + "\n\n")
+    words = load_laion_vocabulary(f, top_n=10)
+    assert words == [f"word{i}" for i in range(29, 19, -1)]
+    dest = download_laion_vocabulary(tmp_path / "dl" / "v.txt", url=f.as_uri())
+    assert load_laion_vocabulary(dest, 10) == words
+    with pytest.raises(FileNotFoundError):
+        load_laion_vocabulary(tmp_path / "missing.txt")
+    with pytest.raises(ValueError):
+        download_laion_vocabulary(tmp_path / "x.txt", url=(tmp_path / "nope.txt").as_uri())
+
+
+def test_filter_words_and_default_vocabulary():
+    out = filter_words(["The", "dog", "dog", "porn", "ab", "x-ray", "kitchen", "and", "3d"])
+    assert out == ["dog", "kitchen"]
+    pytest.importorskip("wordfreq")
+    v = default_vocabulary(500)
+    assert len(v) == 500 and len(set(v)) == 500
+    assert not set(v) & NSFW_BLOCKLIST
+    assert "the" not in v and "and" not in v
+    assert all(w.isalpha() and w.islower() and len(w) >= 3 for w in v)
+    assert "dog" in default_vocabulary(5000)

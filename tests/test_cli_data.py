@@ -1,0 +1,143 @@
+"""`slics embed / fit / evaluate / captions / reproduce` end to end on a tiny folder."""
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from slics_core.cli import main
+
+ENCODER_MODULE = '''
+import numpy as np
+
+class ToyEncoder:
+    """Mean/std colour features; texts map colour words to colour directions."""
+    id = "toy:colour"
+    dim = 6
+    has_text = True
+    n_images = 0
+
+    def encode_images(self, images, batch_size=32):
+        ToyEncoder.n_images += len(images)
+        out = []
+        for im in images:
+            a = np.asarray(im, dtype=np.float64) / 255.0
+            out.append(np.concatenate([a.mean((0, 1)), a.std((0, 1))]) + 0.05)
+        return np.array(out, dtype=np.float32)
+
+    def encode_texts(self, texts, batch_size=256):
+        out = []
+        for t in texts:
+            v = np.full(6, 0.05)
+            for k, w in enumerate(("red", "green", "blue")):
+                if w in t:
+                    v[k] += 1.0
+            h = sum(map(ord, t))
+            v[3 + h % 3] += 0.2 + (h % 7) / 10
+            out.append(v)
+        return np.array(out, dtype=np.float32)
+
+def make():
+    return ToyEncoder()
+'''
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    (tmp_path / "toyenc.py").write_text(ENCODER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    d = tmp_path / "photos"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    rows = ["image,red,green,blue"]
+    for i in range(90):
+        y = rng.random(3) < 0.5
+        if not y.any():
+            y[rng.integers(3)] = True
+        col = 40 + 170 * y + rng.integers(0, 30, 3)
+        img = np.clip(col + rng.normal(0, 20, (8, 8, 3)), 0, 255).astype(np.uint8)
+        Image.fromarray(img).save(d / f"p{i:03d}.jpg", quality=95)
+        rows.append(f"p{i:03d}.jpg," + ",".join(str(int(v)) for v in y))
+    (d / "broken.jpg").write_bytes(b"nope")
+    rows.append("broken.jpg,1,0,0")
+    (tmp_path / "labels.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "vocab.txt").write_text("\n".join(["zzz", "reddish red", "green", "blue", "grass", "sky", "fire",
+                                                   "sea", "leaf", "rose", "stone", "paper"]) + "\n")
+    return tmp_path
+
+
+def _embed(tmp, cache):
+    return main(["embed", "--dataset", "folder", "--images", str(tmp / "photos"), "--labels",
+                 str(tmp / "labels.csv"), "--encoder", "toyenc:make", "--cache", str(cache), "--batch-size", "16",
+                 "--preprocessing", "unit", "--no-progress"])
+
+
+def test_embed_fit_evaluate_captions(toy, capsys):
+    cache = toy / "cache"
+    assert _embed(toy, cache) == 0
+    out = capsys.readouterr()
+    assert "embedded 90 of 91" in out.out and "broken.jpg" in out.err
+    assert _embed(toy, cache) == 0  # resume: everything reused
+    assert "0 batches computed, 6 reused" in capsys.readouterr().out
+    model = toy / "m.npz"
+    assert main(["fit", "--cache", str(cache), "--out", str(model), "--n-atoms", "1", "--n-iter", "2"]) == 0
+    assert model.exists()
+    res = toy / "res"
+    assert main(["evaluate", "--cache", str(cache), "--n-train", "30", "--n-val", "10", "--n-query", "20",
+                 "--n-atoms", "1", "--methods", "S-SVD,S-SLiCS,UF", "--k", "5", "--out-dir", str(res)]) == 0
+    md = capsys.readouterr().out
+    assert "| Type | S-SVD | S-SLiCS | UF |" in md
+    rows = json.loads((res / "methods.json").read_text())
+    assert [r["method"] for r in rows] == ["S-SVD", "S-SLiCS", "UF"]
+    assert all(0 <= r["general_mean"] <= 1 for r in rows)
+    assert (res / "methods.csv").read_text().startswith("method,general_mean")
+    assert main(["captions", "--model", str(model), "--cache", str(cache), "--encoder", "toyenc:make",
+                 "--vocab", str(toy / "vocab.txt"), "--top", "2", "--out", str(toy / "caps.json")]) == 0
+    caps = json.loads((toy / "caps.json").read_text())
+    assert list(caps) == ["red", "green", "blue"]
+    words = {"zzz", "reddish red", "green", "blue", "grass", "sky", "fire", "sea", "leaf", "rose", "stone", "paper"}
+    assert all(len(v) == 2 and set(v) <= words for v in caps.values())
+    # the toy text encoder puts colour words on the colour axes: each subspace's best word is its colour
+    assert caps["green"][0] == "green" and caps["blue"][0] == "blue" and caps["red"][0] == "reddish red"
+
+
+def test_errors_are_one_line(toy, capsys):
+    assert main(["fit", "--cache", str(toy / "nothing"), "--out", str(toy / "m.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "slics embed" in err and "Traceback" not in err
+    assert main(["embed", "--dataset", "coco", "--encoder", "toyenc:make", "--cache", str(toy / "c")]) == 2
+    assert "--annotations" in capsys.readouterr().err
+    for cmd in ("embed", "fit", "evaluate", "captions", "reproduce"):
+        with pytest.raises(SystemExit) as e:
+            main([cmd, "--help"])
+        assert e.value.code == 0
+
+
+def test_reproduce_one_command(toy, capsys):
+    out = toy / "run"
+    assert main(["reproduce", "--dataset", "folder", "--images", str(toy / "photos"), "--labels",
+                 str(toy / "labels.csv"), "--encoder", "toyenc:make", "--out-dir", str(out), "--no-progress",
+                 "--preprocessing", "unit", "--n-train", "30", "--n-val", "10", "--n-query", "20", "--sweep", "1", "2",
+                 "--n-iter", "2", "--k", "5", "--vocab", str(toy / "vocab.txt"),
+                 "--methods", "S-SVD,S-SLiCS,UF,F-SpLiCE,SpLiCE"]) == 0
+    sweep = json.loads((out / "d0_sweep.json").read_text())
+    assert sweep["chosen_d0"] in (1, 2) and len(sweep["records"]) == 4
+    rows = {r["method"]: r for r in json.loads((out / "methods.json").read_text())}
+    assert rows["SpLiCE"]["skipped"] is None and rows["F-SpLiCE"]["skipped"] is None
+    assert json.loads((out / "captions.json").read_text()).keys() == {"red", "green", "blue"}
+
+
+def test_preprocessing_choices():
+    from slics_core.commands.data import preprocess
+
+    rng = np.random.default_rng(0)
+    E = rng.standard_normal((20, 6)) + 2
+    U = E / np.linalg.norm(E, axis=1, keepdims=True)
+    C = U - U.mean(0)
+    np.testing.assert_allclose(preprocess(E, "clip"), C / np.linalg.norm(C, axis=1, keepdims=True))
+    np.testing.assert_allclose(preprocess(E, "unit"), U)
+    T = preprocess(E, "token", n_tokens=3).reshape(20, 3, 2)
+    np.testing.assert_allclose(np.linalg.norm(T, axis=2), 1.0)
+    np.testing.assert_allclose(preprocess(E, "none"), E)
+    with pytest.raises(ValueError):
+        preprocess(E, "zca")

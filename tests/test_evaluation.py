@@ -1,0 +1,128 @@
+"""AP@k / mAP@k on hand-computed cases, splits, sweeps and the methods table."""
+import math
+
+import numpy as np
+import pytest
+
+from slics_core.evaluation import (EvalData, average_precision_at_k, choose_d0, evaluate_methods,
+                                   evaluate_rankings, make_splits, methods_table_markdown, methods_table_rows,
+                                   sweep_d0)
+
+
+def test_ap_hand_computed():
+    # relevance 1,0,1,0 : P@1 = 1, P@3 = 2/3 -> sum = 5/3
+    rel = np.array([[1, 0, 1, 0]], bool)
+    np.testing.assert_allclose(average_precision_at_k(rel, k=4), [(1 + 2 / 3) / 2])
+    np.testing.assert_allclose(average_precision_at_k(rel, k=4, n_relevant=[10], normalization="min"),
+                               [(1 + 2 / 3) / 4])
+    np.testing.assert_allclose(average_precision_at_k(rel, k=4, n_relevant=[2], normalization="min"),
+                               [(1 + 2 / 3) / 2])
+    # cut at k=2: only the first hit counts
+    np.testing.assert_allclose(average_precision_at_k(rel, k=2), [1.0])
+    # 0,1,1 : P@2 = 1/2, P@3 = 2/3
+    np.testing.assert_allclose(average_precision_at_k([[0, 1, 1]], k=3), [(0.5 + 2 / 3) / 2])
+    np.testing.assert_allclose(average_precision_at_k([[0, 0, 0]], k=3), [0.0])
+    with pytest.raises(ValueError, match="n_relevant"):
+        average_precision_at_k(rel, 4, normalization="min")
+    with pytest.raises(ValueError):
+        average_precision_at_k(rel, 4, normalization="other")
+
+
+def test_map_general_and_sub_labels_hand_computed():
+    # pool of 4 items, 2 concepts; concept 0 has sub-labels a (col 0) and b (col 1)
+    Yp = np.array([[1, 0], [1, 1], [0, 1], [1, 0]])
+    Zp = np.array([[1, 0], [0, 1], [0, 0], [1, 1]])
+    s2c = np.array([0, 0])
+    Yq = np.array([[1, 1], [0, 1]])
+    Zq = np.array([[1, 0], [0, 0]])
+    # rankings (q, S, k)
+    idx = np.array([[[1, 0, 2], [2, 1, 0]],
+                    [[0, 1, 2], [0, 2, 3]]])
+    r = evaluate_rankings(idx, Yq, Yp, Zq, Zp, s2c, k=3)
+    # pairs: (0,0): rel 1,1,0 -> AP 1 ; (0,1): rel 1,1,0 -> 1 ; (1,1): rel 0,1,0 -> P@2=1/2 -> 0.5
+    assert r["n_pairs_general"] == 3
+    assert r["general"] == pytest.approx((1 + 1 + 0.5) / 3)
+    # sub: only pair (0,0), query sub-label a: ranked 1,0,2 -> Zp[:,a] = 0,1,0 -> P@2 = 1/2
+    assert r["n_pairs_sub"] == 1
+    assert r["sub"] == pytest.approx(0.5)
+    # "min" normalisation: concept 0 is in 3 pool items, concept 1 in 2
+    rm = evaluate_rankings(idx, Yq, Yp, Zq, Zp, s2c, k=3, normalization="min")
+    assert rm["general"] == pytest.approx(((1 + 1) / 3 + (1 + 1) / 2 + 0.5 / 2) / 3)
+    assert rm["sub"] == pytest.approx(0.5 / 2)  # sub-label a is in 2 pool items
+    # unfiltered (2-D) ranking is used for every concept
+    u = evaluate_rankings(idx[:, 0], Yq, Yp, k=3)
+    # lists 1,0,2 / 1,0,2 / 0,1,2 -> rel 110 (AP 1), 101 (AP 5/6), 011 (AP 7/12)
+    assert u["general"] == pytest.approx((1 + 5 / 6 + 7 / 12) / 3)
+    assert math.isnan(u["sub"])
+    with pytest.raises(ValueError, match="outside"):
+        evaluate_rankings(idx + 10, Yq, Yp, k=3)
+    from slics_core.evaluation import retrieval_map
+
+    assert retrieval_map(idx, Yq, Yp, Zq, Zp, s2c, k=3) == (pytest.approx(r["general"]), pytest.approx(r["sub"]))
+
+
+def test_make_splits_disjoint_seeded_and_drops_unlabelled():
+    rng = np.random.default_rng(0)
+    Y = rng.random((600, 3)) < 0.4
+    s = make_splits(Y, 100, 50, 60, random_state=3)
+    all_idx = np.concatenate([s.train, s.val, s.query, s.pool])
+    assert len(set(all_idx.tolist())) == all_idx.size
+    assert set(all_idx.tolist()) | set(s.dropped.tolist()) == set(range(600))
+    assert (Y[all_idx].any(axis=1)).all() and not Y[s.dropped].any()
+    assert (s.train.size, s.val.size, s.query.size) == (100, 50, 60)
+    s2 = make_splits(Y, 100, 50, 60, random_state=3)
+    np.testing.assert_array_equal(s.query, s2.query)
+    assert not np.array_equal(make_splits(Y, 100, 50, 60, random_state=4).query, s.query)
+    with pytest.raises(ValueError, match="not enough"):
+        make_splits(Y, 1000, 50, 60)
+
+
+def _planted(n=900, seed=0):
+    from slics_core.synthetic import make_concept_cones
+
+    d = make_concept_cones(n_samples=n, n_features=24, n_concepts=3, n_atoms=3, random_state=seed)
+    X = d.X / np.linalg.norm(d.X, axis=1, keepdims=True)
+    Y = np.asarray(d.Y).astype(bool)
+    # sub-labels: the dominant planted atom within each active concept (3 per concept)
+    return X, Y, d
+
+
+def test_sweep_and_methods_table_beat_unfiltered_on_planted_cones():
+    X, Y, d = _planted()
+    data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"])
+    split = make_splits(Y, 300, 100, 100, random_state=0)
+    recs = sweep_d0(data, split, [2, 3], n_iter=3)
+    assert {(r["d0"], r["mode"]) for r in recs} == {(2, "partial"), (2, "full"), (3, "partial"), (3, "full")}
+    assert choose_d0(recs) in (2, 3)
+    rows = evaluate_methods(data, split, ["S-SVD", "S-SLiCS", "UF", "U-SLiCS", "SpLiCE"], n_atoms=3, n_iter=3,
+                            seeds=(0, 1))
+    by = {r["method"]: r for r in rows}
+    assert by["S-SLiCS"]["general_mean"] > by["UF"]["general_mean"]
+    assert by["S-SLiCS"]["n_runs"] == 1  # full batch is deterministic
+    assert by["U-SLiCS"]["skipped"] and by["SpLiCE"]["skipped"]  # no text embeddings given
+    md = methods_table_markdown(rows)
+    assert "| Gen. mAP@20 |" in md and "n/a" in md
+    flat = methods_table_rows(rows)
+    assert set(flat[0]) >= {"method", "general_mean", "sub_std", "normalization"}
+
+
+def test_minibatch_runs_report_mean_and_std_over_seeds():
+    X, Y, _ = _planted(700, seed=1)
+    data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"])
+    split = make_splits(Y, 300, 50, 50, random_state=0)
+    rows = evaluate_methods(data, split, ["S-SLiCS"], n_atoms=3, n_iter=2, batch_size=64, seeds=(0, 1, 2))
+    r = rows[0]
+    assert r["n_runs"] == 3
+    gens = [x["general"] for x in r["runs"]]
+    assert r["general_mean"] == pytest.approx(np.mean(gens))
+    assert r["general_std"] == pytest.approx(np.std(gens))
+    assert "±" in methods_table_markdown(rows)
+
+
+def test_choose_d0_prefers_sub_label_then_general():
+    recs = [{"d0": 5, "mode": "partial", "general": 0.9, "sub": 0.5},
+            {"d0": 6, "mode": "partial", "general": 0.8, "sub": 0.6}]
+    assert choose_d0(recs) == 6
+    assert choose_d0(recs, by="general") == 5
+    nan = [{**r, "sub": math.nan} for r in recs]
+    assert choose_d0(nan) == 5

@@ -1,0 +1,75 @@
+import numpy as np
+import pytest
+from scipy.optimize import nnls
+
+from slics_core.nnls import bpp_gram, nnls_gram, nnls_shared
+
+
+def _problem(seed, n=200, M=24, d=40, p=0.4):
+    rng = np.random.default_rng(seed)
+    B = rng.normal(size=(M, d))
+    B /= np.linalg.norm(B, axis=1, keepdims=True)
+    X = rng.normal(size=(n, d)) + rng.random((n, M)) @ B
+    allowed = rng.random((n, M)) < p
+    return B, X, allowed
+
+
+def _scipy_residual(B, x, P):
+    if P.size == 0:
+        return np.linalg.norm(x)
+    return nnls(B[P].T, x)[1]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batched_nnls_reaches_scipy_optimum(seed):
+    B, X, allowed = _problem(seed)
+    A = nnls_gram(B @ B.T, X @ B.T, allowed)
+    assert (A >= 0).all()
+    assert not A[~allowed].any()
+    for i in range(X.shape[0]):
+        ours = np.linalg.norm(X[i] - A[i] @ B)
+        ref = _scipy_residual(B, X[i], np.flatnonzero(allowed[i]))
+        assert ours <= ref * (1 + 1e-9) + 1e-12
+
+
+def test_warm_start_and_fallback_give_the_same_optimum():
+    B, X, allowed = _problem(7, n=60)
+    cold = nnls_gram(B @ B.T, X @ B.T, allowed)
+    warm = nnls_gram(B @ B.T, X @ B.T, allowed, init=np.random.default_rng(0).random(cold.shape))
+    np.testing.assert_allclose(warm, cold, atol=1e-8)
+    # max_steps=0 sends every problem to the scipy fallback
+    k = 6
+    G = (B[:k] @ B[:k].T)[None].repeat(X.shape[0], 0)
+    c = X @ B[:k].T
+    np.testing.assert_allclose(bpp_gram(G, c, max_steps=0), bpp_gram(G, c), atol=1e-8)
+
+
+def test_nnls_shared_ridge_matches_augmented_scipy_problem():
+    B, X, _ = _problem(3, n=30, M=8)
+    ridge = 0.3
+    A = nnls_shared(B, X, ridge=ridge)
+    aug = np.vstack([B.T, np.sqrt(ridge) * np.eye(B.shape[0])])
+    for i in range(X.shape[0]):
+        ref, _ = nnls(aug, np.concatenate([X[i], np.zeros(B.shape[0])]))
+        np.testing.assert_allclose(A[i], ref, atol=1e-8)
+
+
+def test_linearly_dependent_atoms_still_reach_the_optimum():
+    B, X, _ = _problem(5, n=40, M=6)
+    B = np.vstack([B, B[:2]])  # duplicated atoms: Gram matrix singular
+    A = nnls_shared(B, X)
+    for i in range(X.shape[0]):
+        ref = nnls(B.T, X[i])[1]
+        assert np.linalg.norm(X[i] - A[i] @ B) <= ref + 1e-7
+
+
+def test_nnls_shared_rejects_bad_input():
+    B, X, _ = _problem(0, n=3, M=4)
+    with pytest.raises(ValueError, match="features"):
+        nnls_shared(B, X[:, :-1])
+    bad = X.copy()
+    bad[1, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        nnls_shared(B, bad)
+    with pytest.raises(ValueError, match="ridge"):
+        nnls_shared(B, X, ridge=-1)

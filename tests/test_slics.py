@@ -1,0 +1,260 @@
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import nnls
+
+from slics_core import SLiCS
+from slics_core.slics import (bcd_atom_update, initial_atoms, ksvd_atom_update, majority_sign,
+                              top_singular_vector)
+from slics_core.synthetic import make_concept_cones
+
+
+@pytest.fixture(scope="module")
+def cones():
+    return make_concept_cones(n_samples=1500, n_features=48, n_concepts=5, n_atoms=3, noise=0.05,
+                              random_state=0)
+
+
+def _rank1_error(E, b, beta):
+    return np.linalg.norm(E - np.outer(beta, b)) ** 2
+
+
+# -- the paper's building blocks ---------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 30), st.integers(1, 12))
+def test_majority_sign_is_never_worse_than_the_other_sign(seed, n, d):
+    E = np.random.default_rng(seed).normal(size=(n, d))
+    _, _, Vt = np.linalg.svd(E, full_matrices=False)
+    u = Vt[0]
+    beta = E @ u
+    p = majority_sign(beta)
+    best = _rank1_error(E, p * u, np.maximum(p * beta, 0))
+    other = _rank1_error(E, -p * u, np.maximum(-p * beta, 0))
+    assert best <= other + 1e-9
+    # closed form of the proof: ||E||^2 - ||(p beta)_+||^2
+    assert np.isclose(best, np.linalg.norm(E) ** 2 - np.sum(np.maximum(p * beta, 0) ** 2))
+
+
+def test_top_singular_vector_matches_svd():
+    rng = np.random.default_rng(1)
+    E = rng.normal(size=(50, 20)) + 3 * np.outer(rng.normal(size=50), rng.normal(size=20))
+    v = top_singular_vector(E, rng.normal(size=20))
+    _, _, Vt = np.linalg.svd(E)
+    assert abs(v @ Vt[0]) > 1 - 1e-8
+
+
+def test_ksvd_atom_update_equals_full_svd_reference():
+    rng = np.random.default_rng(2)
+    E = rng.normal(size=(40, 16)) + 2 * np.outer(rng.random(40), rng.normal(size=16))
+    b, beta = ksvd_atom_update(E, rng.normal(size=16))
+    _, _, Vt = np.linalg.svd(E)
+    ref = min(_rank1_error(E, p * Vt[0], np.maximum(p * (E @ Vt[0]), 0)) for p in (1, -1))
+    assert np.isclose(_rank1_error(E, b, beta), ref, rtol=1e-8)
+    assert (beta >= 0).all() and np.isclose(np.linalg.norm(b), 1)
+
+
+def test_bcd_update_never_worse_than_least_squares_atom_and_power_steps_descend():
+    rng = np.random.default_rng(3)
+    E = rng.normal(size=(60, 10)) + np.outer(rng.random(60), rng.normal(size=10))
+    beta0 = rng.random(60)
+    gamma = E.T @ beta0 / (beta0 @ beta0)  # best atom for beta0 (Appendix A)
+    start = _rank1_error(E, gamma, beta0)
+    errors = [_rank1_error(E, *bcd_atom_update(E, beta0, steps)) for steps in range(6)]
+    assert errors[0] <= start + 1e-9
+    assert all(b <= a + 1e-9 for a, b in zip(errors, errors[1:]))
+
+
+def test_initial_atoms_are_top_singular_directions_with_majority_sign(cones):
+    B, groups = initial_atoms(cones.X, cones.Y, [3] * 5)
+    for j in range(5):
+        Xj = cones.X[cones.Y[:, j]]
+        _, _, Vt = np.linalg.svd(Xj, full_matrices=False)
+        for k in range(3):
+            b = B[groups == j][k]
+            assert abs(b @ Vt[k]) > 1 - 1e-6
+            proj = Xj @ b
+            assert np.linalg.norm(np.maximum(proj, 0)) >= np.linalg.norm(np.maximum(-proj, 0))
+
+
+# -- the estimator -----------------------------------------------------------------------------
+def test_coefficient_step_matches_scipy_nnls(cones):
+    model = SLiCS(n_atoms=3, n_iter=2).fit(cones.X, cones.Y)
+    A = model.transform(cones.X[:50], cones.Y[:50])
+    for i in range(50):
+        P = np.flatnonzero(cones.Y[i, model.groups_])
+        ref = nnls(model.atoms_[P].T, cones.X[i])[1]
+        assert np.linalg.norm(cones.X[i] - A[i] @ model.atoms_) <= ref + 1e-9
+        assert not A[i, ~cones.Y[i, model.groups_]].any()
+
+
+@pytest.mark.parametrize("update", ["ksvd", "bcd"])
+def test_monotone_never_raises_the_error(update):
+    data = make_concept_cones(n_samples=400, n_features=24, n_concepts=4, n_atoms=4, noise=0.3,
+                              random_state=4)
+    model = SLiCS(n_atoms=3, n_iter=12, update=update, monotone=True).fit(data.X, data.Y)
+    h = model.history_
+    assert np.all(np.diff(h) <= 1e-12 * h[0])
+    init_error = SLiCS(n_atoms=3, n_iter=0).fit(data.X, data.Y).reconstruction_error(data.X, data.Y)
+    assert h[0] <= init_error
+
+
+def test_learned_cones_recover_the_planted_ones(cones):
+    model = SLiCS(n_atoms=3, n_iter=15).fit(cones.X, cones.Y)
+    init = SLiCS(n_atoms=3, n_iter=0).fit(cones.X, cones.Y)
+
+    def best_match(B):
+        return np.concatenate([(cones.atoms[cones.groups == j] @ B[model.groups_ == j].T).max(axis=1)
+                               for j in range(5)])
+
+    learned, start = best_match(model.atoms_), best_match(init.atoms_)
+    assert np.median(learned) > 0.85
+    assert np.median(learned) > np.median(start) + 0.1
+    assert model.history_[-1] < 0.1 * model.history_[0]
+
+
+def test_concept_filtered_retrieval_beats_unfiltered(cones):
+    train, query, pool = slice(0, 800), slice(800, 950), slice(950, None)
+    model = SLiCS(n_atoms=3, n_iter=10).fit(cones.X[train], cones.Y[train])
+    Xp, subp = cones.X[pool], cones.sublabels[pool]
+    unit = lambda Z: Z / np.maximum(np.linalg.norm(Z, axis=-1, keepdims=True), 1e-12)
+    filtered, unfiltered = [], []
+    for i in range(800, 950):
+        for j in np.flatnonzero(cones.Y[i]):
+            relevant = subp[:, j] == cones.sublabels[i, j]
+            comp = model.project(cones.X[i:i + 1], j)
+            top_f = np.argsort(-(unit(Xp) @ unit(comp)[0]))[:10]
+            top_u = np.argsort(-(unit(Xp) @ unit(cones.X[i])))[:10]
+            filtered.append(relevant[top_f].mean())
+            unfiltered.append(relevant[top_u].mean())
+    assert np.mean(filtered) > np.mean(unfiltered) + 0.1
+
+
+def test_components_sum_to_reconstruction_and_project_is_nearest_cone_point(cones):
+    model = SLiCS(n_atoms=3, n_iter=3).fit(cones.X, cones.Y)
+    X, Y = cones.X[:20], cones.Y[:20]
+    V = model.components(X, Y)
+    np.testing.assert_allclose(V.sum(axis=1), model.transform(X, Y) @ model.atoms_, atol=1e-10)
+    assert not V[~Y].any()
+    for j in range(5):
+        P = model.project(X, j)
+        Bj = model.atoms_[model.groups_ == j]
+        for i in range(20):
+            coef, _ = nnls(Bj.T, X[i])
+            np.testing.assert_allclose(P[i], coef @ Bj, atol=1e-8)
+    np.testing.assert_allclose(model.project(X, None)[:, 2], model.project(X, 2))
+
+
+def test_full_batch_is_deterministic_and_minibatch_reproducible(cones):
+    a = SLiCS(n_atoms=2, n_iter=3).fit(cones.X, cones.Y)
+    b = SLiCS(n_atoms=2, n_iter=3).fit(cones.X, cones.Y)
+    np.testing.assert_array_equal(a.atoms_, b.atoms_)
+    m1 = SLiCS(n_atoms=2, n_iter=3, batch_size=400, random_state=7).fit(cones.X, cones.Y)
+    m2 = SLiCS(n_atoms=2, n_iter=3, batch_size=400, random_state=7).fit(cones.X, cones.Y)
+    m3 = SLiCS(n_atoms=2, n_iter=3, batch_size=400, random_state=8).fit(cones.X, cones.Y)
+    np.testing.assert_array_equal(m1.atoms_, m2.atoms_)
+    assert not np.allclose(m1.atoms_, m3.atoms_)
+    assert m1.history_[-1] < m1.history_[0]
+
+
+def test_tol_stops_early_and_n_iter_zero_is_the_svd_initialisation(cones):
+    model = SLiCS(n_atoms=3, n_iter=50, tol=1e-2).fit(cones.X, cones.Y)
+    assert 2 <= model.n_iter_ < 50
+    h = model.history_
+    assert (h[-2] - h[-1]) / h[-2] < 1e-2
+    init = SLiCS(n_atoms=3, n_iter=0).fit(cones.X, cones.Y)
+    B, _ = initial_atoms(cones.X, cones.Y, [3] * 5)
+    np.testing.assert_array_equal(init.atoms_, B)
+    assert init.n_iter_ == 0
+
+
+def test_per_concept_atom_counts_and_ridge():
+    data = make_concept_cones(n_samples=300, n_features=16, n_concepts=3, n_atoms=2, random_state=1)
+    model = SLiCS(n_atoms=[1, 2, 3], n_iter=2, ridge=0.1).fit(data.X, data.Y)
+    assert np.bincount(model.groups_).tolist() == [1, 2, 3]
+    Bj = model.atoms_[model.groups_ == 2]
+    aug = np.vstack([Bj.T, np.sqrt(0.1) * np.eye(3)])
+    coef, _ = nnls(aug, np.concatenate([data.X[0], np.zeros(3)]))
+    np.testing.assert_allclose(model.project(data.X[:1], 2)[0], coef @ Bj, atol=1e-8)
+
+
+def test_save_load_round_trip(tmp_path, cones):
+    model = SLiCS(n_atoms=[2, 3, 2, 2, 2], n_iter=2, random_state=3).fit(
+        cones.X, cones.Y, concept_names=list("abcde"))
+    path = tmp_path / "model.slics"
+    model.save(path)
+    loaded = SLiCS.load(path)
+    np.testing.assert_array_equal(loaded.atoms_, model.atoms_)
+    np.testing.assert_array_equal(loaded.groups_, model.groups_)
+    np.testing.assert_array_equal(loaded.history_, model.history_)
+    assert loaded.get_params() == model.get_params()
+    assert loaded.concept_names_ == list("abcde")
+    np.testing.assert_allclose(loaded.project(cones.X[:5], 1), model.project(cones.X[:5], 1))
+
+
+def test_load_rejects_damaged_and_foreign_files(tmp_path, cones):
+    with pytest.raises(FileNotFoundError):
+        SLiCS.load(tmp_path / "missing.npz")
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"not a zip file at all")
+    with pytest.raises(ValueError, match="not a readable SLiCS model"):
+        SLiCS.load(junk)
+    other = tmp_path / "other.npz"
+    np.savez(other, atoms=np.eye(3))
+    with pytest.raises(ValueError, match="not a SLiCS model file"):
+        SLiCS.load(other)
+    good = tmp_path / "good.npz"
+    SLiCS(n_atoms=2, n_iter=1).fit(cones.X, cones.Y).save(good)
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(good.read_bytes()[:200])
+    with pytest.raises(ValueError):
+        SLiCS.load(truncated)
+
+
+# -- bad input ---------------------------------------------------------------------------------
+def test_bad_input_gets_clear_errors(cones):
+    X, Y = cones.X[:200], cones.Y[:200]
+    bad = X.copy()
+    bad[3, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        SLiCS().fit(bad, Y)
+    zero = X.copy()
+    zero[5] = 0
+    with pytest.raises(ValueError, match="all zero"):
+        SLiCS().fit(zero, Y)
+    with pytest.raises(ValueError, match="rows"):
+        SLiCS().fit(X, Y[:-1])
+    with pytest.raises(ValueError, match="binary"):
+        SLiCS().fit(X, Y * 2)
+    Y0 = Y.copy()
+    Y0[:, 2] = False
+    Y0[~Y0.any(axis=1), 0] = True
+    with pytest.raises(ValueError, match="no positive sample"):
+        SLiCS().fit(X, Y0)
+    with pytest.raises(ValueError, match="update"):
+        SLiCS(update="svd").fit(X, Y)
+    model = SLiCS(n_atoms=2, n_iter=1).fit(X, Y)
+    with pytest.raises(ValueError, match="features"):
+        model.transform(X[:, :10])
+    with pytest.raises(ValueError, match="out of range"):
+        model.project(X, 9)
+    with pytest.raises(ValueError, match="concept columns"):
+        model.transform(X, Y[:, :3])
+
+
+def test_unlabelled_samples_and_small_concepts_are_warned_not_fatal():
+    data = make_concept_cones(n_samples=200, n_features=16, n_concepts=3, n_atoms=2, random_state=2)
+    Y = data.Y.copy()
+    Y[:5] = False
+    with pytest.warns(RuntimeWarning, match="no positive label"):
+        SLiCS(n_atoms=2, n_iter=1).fit(data.X, Y)
+    Y = data.Y.copy()
+    Y[:, 1] = False
+    Y[:2, 1] = True  # only 2 samples for 4 atoms
+    Y[~Y.any(axis=1), 0] = True  # keep every sample labelled
+    with pytest.warns(RuntimeWarning, match="random unit vectors"):
+        model = SLiCS(n_atoms=4, n_iter=2, random_state=0).fit(data.X, Y)
+    assert np.isfinite(model.atoms_).all()
+    np.testing.assert_allclose(np.linalg.norm(model.atoms_, axis=1), 1)
