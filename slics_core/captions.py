@@ -62,16 +62,10 @@ def prepare_text_embeddings(W, mean=None):
     W_prepared : ndarray of shape (n, d)
     mean : ndarray of shape (d,)
     """
-    from slics_core._validation import check_embeddings
+    from slics_core.preprocessing import EmbeddingNormalizer
 
-    W = check_embeddings(W, name="text embeddings")
-    W = W / np.linalg.norm(W, axis=1, keepdims=True)
-    mu = W.mean(axis=0) if mean is None else np.asarray(mean, dtype=np.float64).reshape(-1)
-    if mu.shape[0] != W.shape[1]:
-        raise ValueError(f"mean has {mu.shape[0]} entries for {W.shape[1]}-dimensional embeddings.")
-    W = W - mu
-    n = np.linalg.norm(W, axis=1, keepdims=True)
-    return np.divide(W, n, out=np.zeros_like(W), where=n > 0), mu
+    normalizer = EmbeddingNormalizer(center=True, mean=mean).fit(W)
+    return normalizer.transform(W), normalizer.mean_
 
 
 def word_captions(atoms, groups, word_embeddings, words, top_k=5, *, concepts=None, ridge=0.0,

@@ -54,11 +54,12 @@ from slics_core.nnls import nnls_gram, nnls_shared
 FORMAT_NAME = "slics-model"
 FORMAT_VERSION = 1
 
-#: Rank-1 power iterations stop when the squared singular value changes by less than this (relative).
-_POWER_TOL = 1e-10
-#: Working precision of the residual in the atom step, and the matching power-iteration tolerance.
+#: Rank-1 power iterations stop when the unit iterate moves by less than this.
+_POWER_TOL = 1e-6
+#: Working precision of the residual in the atom step (the last epoch runs in double precision),
+#: and the power-iteration tolerance for each precision.
 _WORK_DTYPE = np.float32
-_POWER_TOL_WORK = 3e-8
+_POWER_TOLS = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): _POWER_TOL}
 _POWER_MAX_ITER = 200
 
 
@@ -122,14 +123,15 @@ def top_singular_vector(E, v0=None, tol=_POWER_TOL, max_iter=_POWER_MAX_ITER):
 
     Parameters
     ----------
-    E : ndarray of shape (n, d)
+    E : ndarray of shape (n, d), or an operator supporting ``E @ v`` and ``E.T @ u``
         Residual matrix.
     v0 : ndarray of shape (d,), optional
         Warm start (e.g. the atom being updated). Default: the row of ``E``
-        with the largest norm.
+        with the largest norm (``E`` must then be an array).
     tol, max_iter : float, int
-        Stop when the squared singular value changes by less than ``tol``
-        (relative) or after ``max_iter`` iterations.
+        Stop when the unit iterate moves by less than ``tol`` (Euclidean
+        norm; the singular value is then accurate to about ``tol**2``) or
+        after ``max_iter`` iterations.
 
     Returns
     -------
@@ -139,16 +141,17 @@ def top_singular_vector(E, v0=None, tol=_POWER_TOL, max_iter=_POWER_MAX_ITER):
     if v0 is None or not np.any(v0):
         v0 = E[np.argmax(np.einsum("ij,ij->i", E, E))]
     v = v0 / np.linalg.norm(v0)
-    s_old = 0.0
     for _ in range(max_iter):
         w = E.T @ (E @ v)
         s = np.linalg.norm(w)
         if s == 0.0:
             break
-        v = w / s
-        if abs(s - s_old) <= tol * s:
+        w /= s
+        # compare up to sign (power iteration on E^T E keeps the sign, but be safe)
+        step = min(np.linalg.norm(w - v), np.linalg.norm(w + v))
+        v = w
+        if step <= tol:
             break
-        s_old = s
     return v
 
 
@@ -430,7 +433,8 @@ class SLiCS(BaseEstimator):
         """The loop of Algorithm 1 (lines 4-14); updates ``A``, ``B`` and ``history`` in place."""
         n = X.shape[0]
         full_batch = self.batch_size is None or self.batch_size >= n
-        for _ in range(self.n_iter):
+        for epoch in range(self.n_iter):
+            dtype = np.float64 if epoch == self.n_iter - 1 else _WORK_DTYPE  # polish in double precision
             error = 0.0
             for batch in self._batches(n, rng):
                 Xb, allowed_b = X[batch], allowed[batch]
@@ -438,7 +442,7 @@ class SLiCS(BaseEstimator):
                 Ab = self._coefficients(Xb, B, allowed_b, init=A[batch])
                 # Atom step: rank-1 update of every atom on the samples that use it.
                 At = np.ascontiguousarray(Ab.T)
-                error += self._update_atoms(Xb, At, B, groups, allowed_b, full_batch)
+                error += self._update_atoms(Xb, At, B, allowed_b, full_batch, dtype)
                 A[batch] = At.T
             history.append(error / n)
             if self._converged(history):
@@ -456,14 +460,14 @@ class SLiCS(BaseEstimator):
             gram = gram + self.ridge * np.eye(B.shape[0])
         return nnls_gram(gram, X @ B.T, allowed, init=init)
 
-    def _update_atoms(self, X, At, B, groups, allowed, full_batch):
+    def _update_atoms(self, X, At, B, allowed, full_batch, dtype=_WORK_DTYPE):
         """Update every atom in turn (in place); return the batch's squared error.
 
-        The residual is kept in single precision (it is read and written once
-        per atom, so memory traffic dominates); atoms, coefficients and the
-        returned error are double precision.
+        The residual is kept in ``dtype``: single precision halves the memory
+        traffic that dominates this loop; atoms, coefficients and the
+        returned error are always double precision.
         """
-        R = (X - At.T @ B).astype(_WORK_DTYPE)  # residual, kept up to date incrementally
+        R = (X - At.T @ B).astype(dtype)  # residual, kept up to date incrementally
         for m in range(B.shape[0]):
             L = np.flatnonzero(At[m])
             if L.size == 0:
@@ -473,9 +477,9 @@ class SLiCS(BaseEstimator):
             a = At[m, L]
             R_L = R[L]
             # E = R_L + a b_m^T is the residual without atom m (eq. 8), used implicitly.
-            E = _RankOneUpdated(R_L, a.astype(_WORK_DTYPE), B[m].astype(_WORK_DTYPE))
+            E = _RankOneUpdated(R_L, a.astype(dtype), B[m].astype(dtype))
             if self.update == "ksvd":
-                b, beta = ksvd_atom_update(E, E.b, tol=_POWER_TOL_WORK)
+                b, beta = ksvd_atom_update(E, E.b, tol=_POWER_TOLS[np.dtype(dtype)])
             else:
                 b, beta = bcd_atom_update(E, E.a, self.n_power_steps)
                 if b is None:
@@ -487,10 +491,10 @@ class SLiCS(BaseEstimator):
                 # New error on L is ||E||^2 - ||beta||^2 (b is unit, beta optimal for b); skip the
                 # update unless it lowers the error by more than the rounding of that estimate.
                 old, new = E.base_sq_norm(), E.sq_norm() - beta @ beta
-                if new > old - 8 * np.finfo(_WORK_DTYPE).eps * E.sq_norm():
+                if new > old - 8 * np.finfo(dtype).eps * E.sq_norm():
                     continue
             # New residual E - beta b^T = R_L + a b_m^T - beta b^T, a rank-2 update.
-            R[L] = R_L + (np.stack([a, -beta], axis=1) @ np.stack([B[m], b])).astype(_WORK_DTYPE)
+            R[L] = R_L + (np.stack([a, -beta], axis=1) @ np.stack([B[m], b])).astype(dtype)
             At[m, L] = beta
             B[m] = b
         R = X - At.T @ B  # exact error, free of single-precision drift

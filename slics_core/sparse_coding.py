@@ -21,6 +21,39 @@ def _check(X, atoms):
     return X, atoms
 
 
+def _greedy_pursuit(X, B, n_units, steps, scores, atoms_of, tol):
+    """Shared loop of the pursuits: add the best-scoring unit, refit by NNLS, repeat.
+
+    ``scores(rows, R, coef)`` gives an (n_rows, n_units) score of every unit
+    (atom or concept) for the residuals ``R``; ``atoms_of(chosen)`` maps an
+    (n_rows, n_units) selection to the allowed atoms.
+    """
+    n = X.shape[0]
+    gram, C = B @ B.T, X @ B.T
+    chosen = np.zeros((n, n_units), dtype=bool)
+    coef = np.zeros((n, B.shape[0]))
+    active = np.ones(n, dtype=bool)
+    for _ in range(min(steps, n_units)):
+        rows = np.flatnonzero(active)
+        if rows.size == 0:
+            break
+        score = scores(rows, X[rows] - coef[rows] @ B, coef[rows])
+        score[chosen[rows]] = -np.inf
+        best = np.argmax(score, axis=1)
+        grow = score[np.arange(rows.size), best] > 1e-12
+        active[rows[~grow]] = False  # nothing left that helps: this sample is done
+        rows, best = rows[grow], best[grow]
+        if rows.size == 0:
+            break
+        chosen[rows, best] = True
+        allowed = atoms_of(chosen[rows])
+        coef[rows] = nnls_gram(gram, C[rows], allowed, init=allowed)
+        if tol is not None:
+            R = X[rows] - coef[rows] @ B
+            active[rows[np.einsum("ij,ij->i", R, R) <= tol]] = False
+    return coef
+
+
 def nn_omp(X, atoms, n_nonzero_coefs=None, tol=None):
     """Non-negative orthogonal matching pursuit.
 
@@ -42,36 +75,18 @@ def nn_omp(X, atoms, n_nonzero_coefs=None, tol=None):
         atom has a positive correlation with its residual.
     """
     X, B = _check(X, atoms)
-    n, M = X.shape[0], B.shape[0]
-    steps = min(M, X.shape[1]) if n_nonzero_coefs is None else int(n_nonzero_coefs)
+    steps = min(B.shape[0], X.shape[1]) if n_nonzero_coefs is None else int(n_nonzero_coefs)
     if steps < 1:
         raise ValueError(f"n_nonzero_coefs must be >= 1; got {n_nonzero_coefs}.")
-    gram, C = B @ B.T, X @ B.T
-    selected = np.zeros((n, M), dtype=bool)
-    coef = np.zeros((n, M))
-    active = np.ones(n, dtype=bool)
-    for _ in range(min(steps, M)):
-        rows = np.flatnonzero(active)
-        if rows.size == 0:
-            break
-        corr = C[rows] - coef[rows] @ gram  # B r for r = x - coef B
-        corr[selected[rows]] = -np.inf
-        best = np.argmax(corr, axis=1)
-        grow = corr[np.arange(rows.size), best] > 1e-12
-        active[rows[~grow]] = False
-        rows, best = rows[grow], best[grow]
-        if rows.size == 0:
-            break
-        selected[rows, best] = True
-        coef[rows] = nnls_gram(gram, C[rows], selected[rows], init=selected[rows])
-        if tol is not None:
-            R = X[rows] - coef[rows] @ B
-            active[rows[np.einsum("ij,ij->i", R, R) <= tol]] = False
-    return coef
+    return _greedy_pursuit(X, B, B.shape[0], steps, lambda rows, R, coef: R @ B.T, lambda chosen: chosen, tol)
 
 
 def group_nn_omp(X, atoms, groups, n_groups=None, tol=None):
     """Group OMP over concept cones, with non-negative coefficients.
+
+    Each step adds the concept whose cone captures the most energy of the
+    residual, ``||proj_j(r)||^2 = <r, proj_j(r)>`` (NNLS of ``r`` on
+    ``B_j``), then refits the coefficients on all chosen concepts.
 
     Parameters
     ----------
@@ -94,33 +109,13 @@ def group_nn_omp(X, atoms, groups, n_groups=None, tol=None):
     if groups.shape != (B.shape[0],):
         raise ValueError(f"groups must have one entry per atom ({B.shape[0]}); got shape {groups.shape}.")
     labels = np.unique(groups)
-    n = X.shape[0]
     steps = labels.size if n_groups is None else int(n_groups)
     if steps < 1:
         raise ValueError(f"n_groups must be >= 1; got {n_groups}.")
-    gram, C = B @ B.T, X @ B.T
-    chosen = np.zeros((n, labels.size), dtype=bool)
-    coef = np.zeros((n, B.shape[0]))
-    active = np.ones(n, dtype=bool)
-    for _ in range(min(steps, labels.size)):
-        rows = np.flatnonzero(active)
-        if rows.size == 0:
-            break
-        R = X[rows] - coef[rows] @ B
-        # Energy of the residual captured by each concept's cone: <r, proj(r)> = ||proj(r)||^2.
-        energy = np.stack([np.einsum("ij,ij->i", nnls_shared(B[groups == g], R) @ B[groups == g], R)
-                           for g in labels], axis=1)
-        energy[chosen[rows]] = -np.inf
-        best = np.argmax(energy, axis=1)
-        grow = energy[np.arange(rows.size), best] > 1e-12
-        active[rows[~grow]] = False
-        rows, best = rows[grow], best[grow]
-        if rows.size == 0:
-            break
-        chosen[rows, best] = True
-        allowed = chosen[rows][:, np.searchsorted(labels, groups)]
-        coef[rows] = nnls_gram(gram, C[rows], allowed, init=allowed)
-        if tol is not None:
-            R = X[rows] - coef[rows] @ B
-            active[rows[np.einsum("ij,ij->i", R, R) <= tol]] = False
-    return coef
+    member = np.searchsorted(labels, groups)
+
+    def energy(rows, R, coef):
+        return np.stack([np.einsum("ij,ij->i", nnls_shared(B[groups == g], R) @ B[groups == g], R)
+                         for g in labels], axis=1)
+
+    return _greedy_pursuit(X, B, labels.size, steps, energy, lambda chosen: chosen[:, member], tol)

@@ -64,21 +64,17 @@ def preprocess(E, kind, n_tokens=32):
     ``unit``: unit-normalise; ``token``: unit-normalise each of ``n_tokens``
     tokens (TiTok); ``none``: as is.
     """
+    from slics_core.preprocessing import EmbeddingNormalizer, TokenNormalizer, normalize_rows
+
     E = np.asarray(E, dtype=np.float64)
     if kind == "none":
         return E
     if kind == "token":
-        T = E.reshape(E.shape[0], n_tokens, -1)
-        n = np.linalg.norm(T, axis=2, keepdims=True)
-        return np.divide(T, n, out=np.zeros_like(T), where=n > 0).reshape(E.shape)
-    n = np.linalg.norm(E, axis=1, keepdims=True)
-    U = np.divide(E, n, out=np.zeros_like(E), where=n > 0)
+        return TokenNormalizer(n_tokens).fit_transform(E)
     if kind == "unit":
-        return U
+        return normalize_rows(E)
     if kind == "clip":
-        C = U - U.mean(axis=0)
-        n = np.linalg.norm(C, axis=1, keepdims=True)
-        return np.divide(C, n, out=np.zeros_like(C), where=n > 0)
+        return EmbeddingNormalizer(center=True).fit_transform(E)
     raise ValueError(f"unknown preprocessing {kind!r}; choose from {PREPROCESSING}.")
 
 

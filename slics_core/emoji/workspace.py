@@ -220,6 +220,19 @@ def _load(cfg: WorkspaceConfig, folder: Path) -> Workspace:
     return Workspace(cfg, folder, captions=captions, index=index, models=models, **arrays)
 
 
+def _models_fingerprint(models_root=None) -> str:
+    """Short hash of the encoder weight files, so new weights never reuse an old cache."""
+    from slics_core.emoji.models import WEIGHTS_NAME, model_dir
+
+    h = hashlib.sha256()
+    for name in ("small", "large"):
+        w = model_dir(name, models_root) / WEIGHTS_NAME
+        if w.is_file():
+            with open(w, "rb") as fh:
+                h.update(hashlib.sha256(fh.read()).digest())
+    return h.hexdigest()[:8]
+
+
 def load_or_build_workspace(cache_dir=None, config: WorkspaceConfig | None = None, progress=None,
                             rebuild: bool = False, models_root=None) -> Workspace:
     """Load the cached emoji workspace, or build (and cache) it.
@@ -238,7 +251,7 @@ def load_or_build_workspace(cache_dir=None, config: WorkspaceConfig | None = Non
     """
     cfg = config or WorkspaceConfig()
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    folder = root / f"workspace-{cfg.key()}"
+    folder = root / f"workspace-{cfg.key()}-{_models_fingerprint(models_root)}"
     if not rebuild and (folder / "manifest.json").exists():
         try:
             return _load(cfg, folder)
