@@ -31,6 +31,12 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   :meth:`SLiCS.transform`, :meth:`SLiCS.project`); the atom step is unchanged.
 * Samples with no positive label are ignored by :meth:`SLiCS.fit` (with a
   warning), as the paper removes them.
+* The rank-1 SVD is a power iteration warm-started at the current atom, on
+  the implicit residual ``R_L + a b^T``. All epochs but the last keep the
+  residual in single precision (memory traffic dominates this loop); the last
+  epoch runs in double precision.
+* BLAS is limited to one thread inside the epochs: the products are small
+  and threads only add synchronisation.
 """
 from __future__ import annotations
 
