@@ -82,7 +82,6 @@ class _RankOneUpdated:
     def __init__(self, R, a, b):
         self.R, self.a, self.b = R, a, b
         self.shape = R.shape
-        self._Rb = R @ b
 
     @property
     def T(self):
@@ -100,7 +99,7 @@ class _RankOneUpdated:
 
     def sq_norm(self):
         """``||R + a b^T||_F^2`` (with ``b`` of any norm)."""
-        return self.base_sq_norm() + 2.0 * (self.a @ self._Rb) + (self.a @ self.a) * (self.b @ self.b)
+        return self.base_sq_norm() + 2.0 * (self.a @ (self.R @ self.b)) + (self.a @ self.a) * (self.b @ self.b)
 
 
 class _Transposed:
@@ -240,16 +239,19 @@ def initial_atoms(X, Y, n_atoms, random_state=None):
     blocks, groups = [], []
     for j, m_j in enumerate(n_atoms):
         Xj = X[Y[:, j]]
-        if Xj.shape[0] <= d:
-            _, s, Vt = np.linalg.svd(Xj, full_matrices=False)
-            s2, V = s**2, Vt.T
-        else:  # cheaper: eigenvectors of the d x d Gram matrix
-            top = min(m_j, d)
+        n_j = Xj.shape[0]
+        top = min(m_j, n_j, d)
+        if n_j < d:  # eigenvectors of the small n_j x n_j Gram give the left singular vectors
+            s2, U = eigh(Xj @ Xj.T, subset_by_index=[n_j - top, n_j - 1])
+            s2, U = s2[::-1], U[:, ::-1]
+            V = Xj.T @ U / np.sqrt(np.maximum(s2, 1e-300))
+        else:  # eigenvectors of the d x d Gram matrix are the right singular vectors
             s2, V = eigh(Xj.T @ Xj, subset_by_index=[d - top, d - 1])
             s2, V = s2[::-1], V[:, ::-1]
         rank = int(np.sum(s2 > 1e-12 * max(s2[0], 1e-300)))
         take = min(m_j, rank)
         block = V[:, :take].T.copy()
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
         for i in range(take):
             block[i] *= majority_sign(Xj @ block[i])
         if take < m_j:
@@ -423,8 +425,7 @@ class SLiCS(BaseEstimator):
         allowed = Y[:, groups]  # which atoms each sample may use
         A = np.zeros((X.shape[0], B.shape[0]))
         history = []
-        with threadpool_limits(limits=1, user_api="blas"):  # many small products: one thread is fastest
-            self._epochs(X, A, B, groups, allowed, rng, history)
+        self._epochs(X, A, B, groups, allowed, rng, history)
 
         self.atoms_ = B
         self.groups_ = groups
@@ -474,6 +475,13 @@ class SLiCS(BaseEstimator):
         returned error are always double precision.
         """
         R = (X - At.T @ B).astype(dtype)  # residual, kept up to date incrementally
+        with threadpool_limits(limits=1, user_api="blas"):  # many small products: one thread is fastest
+            self._update_each_atom(R, At, B, allowed, full_batch, dtype)
+        R = X - At.T @ B  # exact error, free of single-precision drift
+        return float(R.ravel() @ R.ravel())
+
+    def _update_each_atom(self, R, At, B, allowed, full_batch, dtype):
+        """The inner loop of Algorithm 1 (lines 7-13) over atoms ``m = 1..M``."""
         for m in range(B.shape[0]):
             L = np.flatnonzero(At[m])
             if L.size == 0:
@@ -500,11 +508,11 @@ class SLiCS(BaseEstimator):
                 if new > old - 8 * np.finfo(dtype).eps * E.sq_norm():
                     continue
             # New residual E - beta b^T = R_L + a b_m^T - beta b^T, a rank-2 update.
-            R[L] = R_L + (np.stack([a, -beta], axis=1) @ np.stack([B[m], b])).astype(dtype)
+            coef = np.empty((L.size, 2), dtype=dtype)
+            coef[:, 0], coef[:, 1] = a, -beta
+            R[L] = R_L + coef @ np.stack([E.b, b.astype(dtype)])
             At[m, L] = beta
             B[m] = b
-        R = X - At.T @ B  # exact error, free of single-precision drift
-        return float(R.ravel() @ R.ravel())
 
     @staticmethod
     def _reseed(m, R, At, B, allowed):

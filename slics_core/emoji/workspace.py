@@ -66,10 +66,9 @@ class WorkspaceConfig:
 
 def center_unit(X: np.ndarray, mean: np.ndarray) -> np.ndarray:
     """unit-normalise rows, subtract ``mean``, re-normalise (paper sec. 4.1)."""
-    X = np.asarray(X, dtype=np.float64)
-    X = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
-    X = X - mean
-    return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    from slics_core.preprocessing import EmbeddingNormalizer
+
+    return EmbeddingNormalizer(center=True, mean=mean).fit(X).transform(X)
 
 
 @dataclass
