@@ -617,7 +617,12 @@ class TiTokEncoder:
 # ---------------------------------------------------------------------- lookup
 def load_encoder(name: str, *, cache_dir=None, allow_download: bool = False, device=None, half=None):
     """Encoder for a preset name: ``"RN50/openai"``, ``"ViT-B-32/openai"``,
-    ``"ViT-L-14/openai"`` (any open_clip ``ARCH/TAG``) or ``"dinov2-base"``."""
+    ``"ViT-L-14/openai"`` (any open_clip ``ARCH/TAG``), ``"dinov2-base"``, or the
+    offline emoji world's ``"emoji-small"`` / ``"emoji-large"`` (shipped in assets/)."""
+    if name in ("emoji-small", "emoji-large"):
+        from slics_core.emoji.models import load_emoji_encoder
+
+        return load_emoji_encoder(name.split("-", 1)[1], device=device, half=half)
     preset = _weights.get_preset(name)
     if preset.kind == "open_clip":
         return OpenCLIPEncoder.from_pretrained(f"{preset.arch}/{preset.tag}", cache_dir=cache_dir,

@@ -94,3 +94,16 @@ def test_generator_loads_and_reproduces_concepts(scenes):
         gen.generate(bad)
     with pytest.raises(FileNotFoundError):
         EmojiGenerator.load("/nonexistent/dir")
+
+
+def test_emoji_encoders_load_by_name_through_load_encoder():
+    from PIL import Image
+
+    from slics_core.emoji.models import load_emoji_encoder
+    from slics_core.encoders import load_encoder
+
+    img = Image.new("RGB", (64, 64), (200, 30, 30))
+    by_name = load_encoder("emoji-small").encode_images([img])
+    direct = load_emoji_encoder("small").encode_images([img])
+    np.testing.assert_allclose(by_name, direct, rtol=1e-5, atol=1e-6)
+    assert load_encoder("emoji-large").dim != load_encoder("emoji-small").dim
