@@ -61,7 +61,7 @@ FORMAT_NAME = "slics-model"
 FORMAT_VERSION = 1
 
 #: Rank-1 power iterations stop when the unit iterate moves by less than this.
-_POWER_TOL = 1e-6
+_POWER_TOL = 1e-8
 #: Working precision of the residual in the atom step (the last epoch runs in double precision),
 #: and the power-iteration tolerance for each precision.
 _WORK_DTYPE = np.float32
@@ -145,17 +145,18 @@ def top_singular_vector(E, v0=None, tol=_POWER_TOL, max_iter=_POWER_MAX_ITER):
     """
     if v0 is None or not np.any(v0):
         v0 = E[np.argmax(np.einsum("ij,ij->i", E, E))]
-    v = v0 / np.linalg.norm(v0)
+    v = v0 / np.sqrt(v0 @ v0)
+    tol2 = tol * tol
     for _ in range(max_iter):
         w = E.T @ (E @ v)
-        s = np.linalg.norm(w)
+        s = np.sqrt(w @ w)
         if s == 0.0:
             break
         w /= s
-        # compare up to sign (power iteration on E^T E keeps the sign, but be safe)
-        step = min(np.linalg.norm(w - v), np.linalg.norm(w + v))
+        diff = w - v  # E^T E is positive semi-definite, so the iterate never flips sign
+        step2 = diff @ diff
         v = w
-        if step <= tol:
+        if step2 <= tol2:
             break
     return v
 
@@ -471,12 +472,17 @@ class SLiCS(BaseEstimator):
         """Update every atom in turn (in place); return the batch's squared error.
 
         The residual is kept in ``dtype``: single precision halves the memory
-        traffic that dominates this loop; atoms, coefficients and the
-        returned error are always double precision.
+        traffic that dominates this loop; atoms and coefficients are always
+        double precision. The returned error is exact (double precision) in
+        double-precision epochs and whenever ``monotone`` or ``tol`` rely on
+        it; otherwise it is read off the single-precision residual (relative
+        accuracy about 1e-6).
         """
-        R = (X - At.T @ B).astype(dtype)  # residual, kept up to date incrementally
+        R = X.astype(dtype, copy=False) - At.T.astype(dtype) @ B.astype(dtype)  # kept up to date incrementally
         with threadpool_limits(limits=1, user_api="blas"):  # many small products: one thread is fastest
             self._update_each_atom(R, At, B, allowed, full_batch, dtype)
+        if dtype != np.float64 and not self.monotone and self.tol is None:
+            return float(R.ravel().astype(np.float64) @ R.ravel())
         R = X - At.T @ B  # exact error, free of single-precision drift
         return float(R.ravel() @ R.ravel())
 
@@ -499,7 +505,7 @@ class SLiCS(BaseEstimator):
                 if b is None:
                     continue
             b = b.astype(np.float64)
-            b /= np.linalg.norm(b)
+            b /= np.sqrt(b @ b)
             beta = beta.astype(np.float64)
             if self.monotone:
                 # New error on L is ||E||^2 - ||beta||^2 (b is unit, beta optimal for b); skip the
