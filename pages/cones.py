@@ -4,7 +4,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from slics_core import SLiCS
-from slics_core.synthetic import make_concept_cones
+from slics_core.synthetic import atom_recovery, make_concept_cones
 
 
 @st.cache_resource(show_spinner=False)
@@ -30,12 +30,8 @@ with st.spinner("Fitting SLiCS…"):
     data, init, model = fitted(1500, 48, n_concepts, d0, noise, n_iter, update, int(seed))
 
 
-def recovery(B):
-    return np.array([(data.atoms[i] @ B[model.groups_ == data.groups[i]].T).max()
-                     for i in range(len(data.atoms))])
-
-
-rec_model, rec_init = recovery(model.atoms_), recovery(init.atoms_)
+rec_model = atom_recovery(data.atoms, data.groups, model.atoms_, model.groups_)
+rec_init = atom_recovery(data.atoms, data.groups, init.atoms_, init.groups_)
 c1, c2, c3 = st.columns(3)
 c1.metric("Median cosine to planted atom (SLiCS)", f"{np.median(rec_model):.3f}")
 c2.metric("… (S-SVD initialisation)", f"{np.median(rec_init):.3f}")

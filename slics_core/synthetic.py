@@ -95,3 +95,32 @@ def make_concept_cones(n_samples=1000, n_features=64, n_concepts=6, n_atoms=3, m
     if noise:
         X = X + noise / np.sqrt(n_features) * rng.standard_normal(X.shape)
     return ConceptCones(X=X, Y=Y, sublabels=sublabels, atoms=atoms, groups=groups, coef=coef)
+
+
+def atom_recovery(planted_atoms, planted_groups, atoms, groups):
+    """How well learned atoms recover planted ones, concept by concept.
+
+    Parameters
+    ----------
+    planted_atoms : ndarray of shape (P, d)
+    planted_groups : ndarray of int, shape (P,)
+    atoms : ndarray of shape (M, d)
+        Learned atoms (e.g. ``SLiCS.atoms_``).
+    groups : ndarray of int, shape (M,)
+        Concept of each learned atom.
+
+    Returns
+    -------
+    best : ndarray of shape (P,)
+        For each planted atom, the largest cosine similarity with a learned
+        atom of the same concept (1 = recovered exactly; NaN if that concept
+        has no learned atom).
+    """
+    P = np.asarray(planted_atoms, dtype=np.float64)
+    B = np.asarray(atoms, dtype=np.float64)
+    P = P / np.linalg.norm(P, axis=1, keepdims=True)
+    B = B / np.linalg.norm(B, axis=1, keepdims=True)
+    cos = P @ B.T
+    same = np.asarray(planted_groups)[:, None] == np.asarray(groups)[None, :]
+    best = np.where(same, cos, -np.inf).max(axis=1)
+    return np.where(np.isfinite(best), best, np.nan)

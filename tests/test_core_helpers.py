@@ -7,7 +7,7 @@ from slics_core import SLiCS
 from slics_core.analysis import atom_cooccurrence, atom_cosine
 from slics_core.preprocessing import EmbeddingNormalizer, TokenNormalizer, normalize_rows, normalize_tokens
 from slics_core.sparse_coding import group_nn_omp, nn_omp
-from slics_core.synthetic import make_concept_cones
+from slics_core.synthetic import atom_recovery, make_concept_cones
 from slics_core.unsupervised import estimate_n_active, zero_shot_labels
 
 
@@ -121,3 +121,12 @@ def test_synthetic_cones_are_what_they_claim():
     assert 1.9 < data.Y.sum(axis=1).mean() < 2.7
     again = make_concept_cones(n_samples=500, n_features=20, n_concepts=6, n_atoms=3, random_state=0)
     np.testing.assert_array_equal(again.X, data.X)
+
+
+def test_atom_recovery_against_a_hand_computed_case():
+    planted = np.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 2.0]])
+    learned = np.array([[0.6, 0.8, 0], [0, 0, -1.0], [1.0, 0, 0]])
+    best = atom_recovery(planted, [0, 0, 1], learned, [0, 1, 1])
+    np.testing.assert_allclose(best[:2], [0.6, 0.8])
+    assert best[2] == pytest.approx(0.0)  # concept 1 atoms only: cosines -1 and 0
+    assert np.isnan(atom_recovery(planted, [0, 0, 2], learned, [0, 1, 1])[2])

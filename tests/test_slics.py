@@ -9,7 +9,7 @@ from scipy.optimize import nnls
 from slics_core import SLiCS
 from slics_core.slics import (bcd_atom_update, initial_atoms, ksvd_atom_update, majority_sign,
                               top_singular_vector)
-from slics_core.synthetic import make_concept_cones
+from slics_core.synthetic import atom_recovery, make_concept_cones
 
 
 @pytest.fixture(scope="module")
@@ -105,11 +105,8 @@ def test_learned_cones_recover_the_planted_ones(cones):
     model = SLiCS(n_atoms=3, n_iter=15).fit(cones.X, cones.Y)
     init = SLiCS(n_atoms=3, n_iter=0).fit(cones.X, cones.Y)
 
-    def best_match(B):
-        return np.concatenate([(cones.atoms[cones.groups == j] @ B[model.groups_ == j].T).max(axis=1)
-                               for j in range(5)])
-
-    learned, start = best_match(model.atoms_), best_match(init.atoms_)
+    learned = atom_recovery(cones.atoms, cones.groups, model.atoms_, model.groups_)
+    start = atom_recovery(cones.atoms, cones.groups, init.atoms_, init.groups_)
     assert np.median(learned) > 0.85
     assert np.median(learned) > np.median(start) + 0.1
     assert model.history_[-1] < 0.1 * model.history_[0]
