@@ -33,10 +33,12 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   warning), as the paper removes them.
 * The rank-1 SVD is a power iteration warm-started at the current atom, on
   the implicit residual ``R_L + a b^T``. All epochs but the last keep the
-  residual in single precision (memory traffic dominates this loop); the last
-  epoch runs in double precision.
-* BLAS is limited to one thread inside the epochs: the products are small
-  and threads only add synchronisation.
+  residual in single precision (memory traffic dominates this loop) and take
+  at most 3 power steps per atom (an approximate rank-1 update; the warm
+  start carries the progress into the next epoch); the last epoch runs in
+  double precision, to convergence.
+* BLAS is limited to one thread inside ``fit``: the products are small or
+  medium and OpenBLAS threads measured slower on a 2-core machine.
 """
 from __future__ import annotations
 
@@ -67,6 +69,10 @@ _POWER_TOL = 1e-8
 _WORK_DTYPE = np.float32
 _POWER_TOLS = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): _POWER_TOL}
 _POWER_MAX_ITER = 200
+#: Power iterations per atom update: single-precision epochs take at most 3 warm-started steps
+#: (an approximate rank-1 update, as in approximate K-SVD; the warm start carries the progress to
+#: the next epoch), the double-precision last epoch runs to convergence.
+_POWER_ITERS = {np.dtype(np.float32): 3, np.dtype(np.float64): _POWER_MAX_ITER}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,7 +167,7 @@ def top_singular_vector(E, v0=None, tol=_POWER_TOL, max_iter=_POWER_MAX_ITER):
     return v
 
 
-def ksvd_atom_update(E, b0, tol=_POWER_TOL):
+def ksvd_atom_update(E, b0, tol=_POWER_TOL, max_iter=_POWER_MAX_ITER):
     """Rank-1 update of one atom with the optimal sign (Algorithm 1, inner loop).
 
     Parameters
@@ -181,7 +187,7 @@ def ksvd_atom_update(E, b0, tol=_POWER_TOL):
     beta : ndarray of shape (n_L,)
         New coefficients ``max(0, p* beta~)`` with ``beta~ = E u_1``.
     """
-    u = top_singular_vector(E, b0, tol=tol)
+    u = top_singular_vector(E, b0, tol=tol, max_iter=max_iter)
     beta = E @ u
     p = majority_sign(beta)
     return p * u, np.maximum(p * beta, 0.0)
@@ -421,12 +427,15 @@ class SLiCS(BaseEstimator):
         sizes = self._atom_counts(n_concepts)
         rng = check_random_state(self.random_state)
 
-        # Initialise each B_j from the truncated SVD of its concept's embeddings.
-        B, groups = initial_atoms(X, Y, sizes, random_state=rng)
-        allowed = Y[:, groups]  # which atoms each sample may use
-        A = np.zeros((X.shape[0], B.shape[0]))
         history = []
-        self._epochs(X, A, B, groups, allowed, rng, history)
+        # One BLAS thread: the products here are small or medium, and OpenBLAS threads measured
+        # slower (and far slower under CPU contention) on the 2-core development machine.
+        with threadpool_limits(limits=1, user_api="blas"):
+            # Initialise each B_j from the truncated SVD of its concept's embeddings.
+            B, groups = initial_atoms(X, Y, sizes, random_state=rng)
+            allowed = Y[:, groups]  # which atoms each sample may use
+            A = np.zeros((X.shape[0], B.shape[0]))
+            self._epochs(X, A, B, groups, allowed, rng, history)
 
         self.atoms_ = B
         self.groups_ = groups
@@ -479,8 +488,7 @@ class SLiCS(BaseEstimator):
         accuracy about 1e-6).
         """
         R = X.astype(dtype, copy=False) - At.T.astype(dtype) @ B.astype(dtype)  # kept up to date incrementally
-        with threadpool_limits(limits=1, user_api="blas"):  # many small products: one thread is fastest
-            self._update_each_atom(R, At, B, allowed, full_batch, dtype)
+        self._update_each_atom(R, At, B, allowed, full_batch, dtype)
         if dtype != np.float64 and not self.monotone and self.tol is None:
             return float(R.ravel().astype(np.float64) @ R.ravel())
         R = X - At.T @ B  # exact error, free of single-precision drift
@@ -499,7 +507,7 @@ class SLiCS(BaseEstimator):
             # E = R_L + a b_m^T is the residual without atom m (eq. 8), used implicitly.
             E = _RankOneUpdated(R_L, a.astype(dtype), B[m].astype(dtype))
             if self.update == "ksvd":
-                b, beta = ksvd_atom_update(E, E.b, tol=_POWER_TOLS[np.dtype(dtype)])
+                b, beta = ksvd_atom_update(E, E.b, tol=_POWER_TOLS[np.dtype(dtype)], max_iter=_POWER_ITERS[np.dtype(dtype)])
             else:
                 b, beta = bcd_atom_update(E, E.a, self.n_power_steps)
                 if b is None:
