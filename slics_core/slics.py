@@ -64,15 +64,13 @@ FORMAT_VERSION = 1
 
 #: Rank-1 power iterations stop when the unit iterate moves by less than this.
 _POWER_TOL = 1e-8
-#: Working precision of the residual in the atom step (the last epoch runs in double precision),
-#: and the power-iteration tolerance for each precision.
-_WORK_DTYPE = np.float32
-_POWER_TOLS = {np.dtype(np.float32): 1e-4, np.dtype(np.float64): _POWER_TOL}
 _POWER_MAX_ITER = 200
-#: Power iterations per atom update: single-precision epochs take at most 3 warm-started steps
-#: (an approximate rank-1 update, as in approximate K-SVD; the warm start carries the progress to
-#: the next epoch), the double-precision last epoch runs to convergence.
-_POWER_ITERS = {np.dtype(np.float32): 3, np.dtype(np.float64): _POWER_MAX_ITER}
+#: Working precision of the residual in the atom step (the last epoch runs in double precision).
+_WORK_DTYPE = np.float32
+#: Power-iteration (tolerance, max iterations) per residual precision: single-precision epochs
+#: take at most 3 warm-started steps (an approximate rank-1 update, as in approximate K-SVD; the
+#: warm start carries the progress to the next epoch), the double-precision last epoch converges.
+_POWER_SETTINGS = {np.dtype(np.float32): (1e-4, 3), np.dtype(np.float64): (_POWER_TOL, _POWER_MAX_ITER)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -496,6 +494,8 @@ class SLiCS(BaseEstimator):
 
     def _update_each_atom(self, R, At, B, allowed, full_batch, dtype):
         """The inner loop of Algorithm 1 (lines 7-13) over atoms ``m = 1..M``."""
+        power_tol, power_iter = _POWER_SETTINGS[np.dtype(dtype)]
+        rounding = 8 * np.finfo(dtype).eps
         for m in range(B.shape[0]):
             L = np.flatnonzero(At[m])
             if L.size == 0:
@@ -507,7 +507,7 @@ class SLiCS(BaseEstimator):
             # E = R_L + a b_m^T is the residual without atom m (eq. 8), used implicitly.
             E = _RankOneUpdated(R_L, a.astype(dtype), B[m].astype(dtype))
             if self.update == "ksvd":
-                b, beta = ksvd_atom_update(E, E.b, tol=_POWER_TOLS[np.dtype(dtype)], max_iter=_POWER_ITERS[np.dtype(dtype)])
+                b, beta = ksvd_atom_update(E, E.b, tol=power_tol, max_iter=power_iter)
             else:
                 b, beta = bcd_atom_update(E, E.a, self.n_power_steps)
                 if b is None:
@@ -518,8 +518,8 @@ class SLiCS(BaseEstimator):
             if self.monotone:
                 # New error on L is ||E||^2 - ||beta||^2 (b is unit, beta optimal for b); skip the
                 # update unless it lowers the error by more than the rounding of that estimate.
-                old, new = E.base_sq_norm(), E.sq_norm() - beta @ beta
-                if new > old - 8 * np.finfo(dtype).eps * E.sq_norm():
+                total = E.sq_norm()
+                if total - beta @ beta > E.base_sq_norm() - rounding * total:
                     continue
             # New residual E - beta b^T = R_L + a b_m^T - beta b^T, a rank-2 update.
             coef = np.empty((L.size, 2), dtype=dtype)

@@ -14,6 +14,7 @@ for zero-shot classification.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -219,8 +220,12 @@ def _load(cfg: WorkspaceConfig, folder: Path) -> Workspace:
     return Workspace(cfg, folder, captions=captions, index=index, models=models, **arrays)
 
 
+@functools.lru_cache(maxsize=8)
 def _models_fingerprint(models_root=None) -> str:
-    """Short hash of the encoder weight files, so new weights never reuse an old cache."""
+    """Short hash of the encoder weight files, so new weights never reuse an old cache.
+
+    Hashing ~15 MB costs tens of milliseconds, so it is done once per process and folder.
+    """
     from slics_core.emoji.models import WEIGHTS_NAME, model_dir
 
     h = hashlib.sha256()
