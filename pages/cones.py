@@ -41,12 +41,12 @@ left, right = st.columns(2)
 with left:
     fig = go.Figure(go.Scatter(x=np.arange(1, model.n_iter_ + 1), y=model.history_, mode="lines+markers"))
     fig.update_layout(title="Reconstruction error per epoch", xaxis_title="epoch", yaxis_title="mean squared error")
-    st.plotly_chart(fig, use_container_width=True)
+    st.plotly_chart(fig, width="stretch")
 with right:
     cos = data.atoms @ model.atoms_.T
     fig = go.Figure(go.Heatmap(z=cos, zmin=-1, zmax=1, colorscale="RdBu"))
     fig.update_layout(title="Cosine: planted atoms (rows) vs learned atoms (columns)")
-    st.plotly_chart(fig, use_container_width=True)
+    st.plotly_chart(fig, width="stretch")
 st.download_button("Download learned atoms (CSV)",
                    "\n".join(",".join(f"{v:.6g}" for v in row) for row in model.atoms_),
                    file_name="atoms.csv", mime="text/csv")

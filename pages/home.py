@@ -1,23 +1,95 @@
+# Widget keys: "ws_select" (workspace switch), "home_example" (example query row)
+import numpy as np
+import pandas as pd
 import streamlit as st
+
+from pages._ui import current_choice, get_workspace, workspace_choices, ws_id
+from slics_core.retrieval import ConceptRetriever
 
 st.title("SLiCS Explorer")
 st.markdown(
     """
 **Sparse Linear Concept Subspaces** split an image embedding (CLIP, DINOv2, TiTok…) into
-per-concept components. From multi-label data SLiCS learns one group of *atoms* per concept,
-so that every embedding is a sparse non-negative sum of per-concept components
-x ≈ v₁ + v₂ + … with vⱼ in concept j's cone. Projecting a query onto one concept's cone
-gives concept-filtered retrieval: *find images with a dog like this one's, ignore the sofa*.
+per-concept parts. From multi-label data SLiCS learns one group of *atoms* per concept, so that every
+embedding is a sparse non-negative sum of concept components x ≈ v₁ + v₂ + … with each vⱼ in
+concept j's cone. Projecting a query onto one concept's cone gives concept-filtered retrieval
+(*find images with an animal like this one's, ignore the food*), word captions of every subspace,
+and images generated from a single component.
 """
 )
-st.info(
-    "This build ships the SLiCS algorithm (`slics_core.SLiCS`) and a demo on planted data "
-    "(**Planted cones** in the sidebar). The emoji-world workspace, retrieval galleries, "
-    "captions and generation pages are being added."
-)
-st.code(
-    "from slics_core import SLiCS\n"
-    "model = SLiCS(n_atoms=5, n_iter=10).fit(X, Y)   # X: (n, d) embeddings, Y: (n, S) 0/1 labels\n"
-    "v_dog = model.project(x_query, concept=3)       # nearest point of concept 3's cone",
-    language="python",
-)
+
+# ---------------------------------------------------------------- workspace switch
+choices = workspace_choices()
+labels = list(choices)
+current = current_choice()
+idx = next((i for i, lab in enumerate(labels) if choices[lab] == current), 0)
+picked = st.selectbox("Workspace", labels, index=idx, key="ws_select",
+                      help="Dataset workspaces are built with `slics embed` then `slics workspace` "
+                           "and are listed from $SLICS_WORKSPACES (default ~/.cache/slics/workspaces).")
+if choices[picked] != current:
+    st.session_state["ws_choice"] = choices[picked]
+    if choices[picked] == "emoji":
+        st.query_params.pop("ws", None)
+    else:
+        st.query_params["ws"] = choices[picked]
+    st.session_state.pop("query", None)
+    st.rerun()
+
+ws = get_workspace()
+
+
+# ---------------------------------------------------------------- one picture
+@st.cache_data(show_spinner=False, max_entries=8)
+def _example(key: str, row: int, _ws):
+    """Top-3 pool images by the query's two strongest labelled concepts, and unfiltered."""
+    model = _ws.model("S-SLiCS")
+    x = _ws.X[[row]]
+    concepts = np.flatnonzero(_ws.Y[row])
+    pool = _ws.index["pool"]
+    r = ConceptRetriever(model, _ws.X[pool])
+    res = r.search(x, k=3, concepts=concepts[:2])
+    uf, _ = r.search_unfiltered(x, k=3)
+    return [(int(c), pool[res.indices[0, i]].tolist()) for i, c in enumerate(res.concepts)], pool[uf[0]].tolist()
+
+
+q = ws.index["query"]
+multi = q[ws.Y[q].sum(1) >= 2]
+if len(multi):
+    row = int(st.session_state.get("home_example", int(multi[0])))
+    if row not in set(multi.tolist()):
+        row = int(multi[0])
+    per_concept, uf = _example(ws_id(ws), row, ws)
+    st.subheader("In one picture")
+    cols = st.columns([1, 0.2] + [1] * len(per_concept) + [0.2, 1])
+    with cols[0]:
+        st.image(ws.thumbnail(row, 160), caption="query", width="stretch")
+    with cols[1]:
+        st.markdown("### ≈")
+    for k, (c, rows) in enumerate(per_concept):
+        with cols[2 + k]:
+            st.markdown(f"**{'+ ' if k else ''}v({ws.concept_names[c]})** retrieves")
+            st.image([ws.thumbnail(r, 96) for r in rows], width=72)
+    with cols[-1]:
+        st.markdown("**whole x** retrieves")
+        st.image([ws.thumbnail(r, 96) for r in uf], width=72)
+    st.caption("Each component of the query finds images sharing that concept; the whole embedding finds "
+               "images like the whole scene. Pick another example:")
+    st.selectbox("Example query", multi[:50].tolist(), index=0, key="home_example",
+                 format_func=lambda r: f"#{r}: " + ", ".join(ws.labels_of(r)["concepts"]))
+
+# ---------------------------------------------------------------- readiness
+st.subheader("Current workspace")
+s = ws.summary()
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Items", s["n_items"])
+c2.metric("Embedding dim", s["dim"])
+c3.metric("Concepts", s["n_concepts"])
+c4.metric("Sub-labels", s["n_sub_labels"])
+st.write(f"**{s['name']}** ({s['kind']}), encoder `{s['encoder']}`, stored in `{s['path']}`")
+st.dataframe(pd.DataFrame([{"split": k, "items": v} for k, v in s["splits"].items()]), hide_index=True)
+fitted = pd.DataFrame([{"method": m, "d0": d, "atoms": int(mod.atoms_.shape[0]), "epochs": int(mod.n_iter_)}
+                       for (m, d), mod in sorted(ws.models.items())])
+st.markdown(f"Fitted dictionaries (default d0 = {ws.default_d0}"
+            + (", chosen on the validation split)" if ws.chosen_d0 else ")"))
+st.dataframe(fitted, hide_index=True)
+st.success("Ready: every page works on this workspace. Start with **Retrieve** in the sidebar.")

@@ -147,7 +147,9 @@ def run_embed(args, encoder=None):
     labels = ds.labels_dict() if ds.Y.shape[1] else None
     store, stats = embed_dataset(ds.paths, ds.ids, encoder, args.cache, batch_size=args.embed_batch_size,
                                  preprocessing={"embedding": args.preprocessing},
-                                 dataset_info={"name": ds.name, "n": len(ds)}, labels=labels,
+                                 dataset_info={"name": ds.name, "n": len(ds), "encoder_spec": args.encoder,
+                                               "paths": [os.path.abspath(p) if isinstance(p, (str, os.PathLike))
+                                                         else None for p in ds.paths]}, labels=labels,
                                  overwrite=args.overwrite, progress=not args.no_progress,
                                  image_loader=getattr(ds, "loader", None))
     if labels is not None and getattr(encoder, "has_text", False):

@@ -1,0 +1,179 @@
+"""Shared Streamlit helpers of the pages: the current workspace, pickers, image grids.
+
+Only arrangement and caching live here; every computation is in ``slics_core``.
+
+Conventions shared by all pages
+-------------------------------
+* The current workspace is ``st.session_state["ws_choice"]``: ``"emoji"`` or the
+  path of a dataset workspace folder; deep link ``?ws=<path>``.
+* The current query is ``st.session_state["query"]``: an int (a row of the
+  workspace, taken from its query split) or the string ``"upload"``; deep link
+  ``?q=<row>``. Picked concepts: ``?c=name1,name2``.
+* Method and d0 pickers write ``st.session_state["method"]`` / ``["d0"]``.
+* Cached arrays use ``st.cache_data`` with an explicit workspace id
+  (:func:`ws_id`) as argument and the workspace itself as ``_ws`` (not hashed).
+"""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import streamlit as st
+
+from slics_core.workspace import (
+    list_workspaces,
+    load_query_encoder,
+    load_workspace,
+    open_emoji_workspace,
+)
+
+EMOJI = "emoji"
+
+
+# ---------------------------------------------------------------------- workspace
+@st.cache_resource(show_spinner=False)
+def _registry():
+    """Process-wide store of opened workspaces (a cache_resource holder, so that the slow
+    first build can draw its progress bar: cached functions must not draw)."""
+    import threading
+
+    return {"lock": threading.Lock(), "open": {}}
+
+
+def _open_workspace(choice: str, progress=None):
+    reg = _registry()
+    with reg["lock"]:
+        if choice not in reg["open"]:
+            if len(reg["open"]) >= 4:
+                reg["open"].pop(next(iter(reg["open"])))
+            reg["open"][choice] = open_emoji_workspace(progress=progress) if choice == EMOJI \
+                else load_workspace(choice)
+        return reg["open"][choice]
+
+
+def _progress_bar():
+    bar = st.progress(0.0, text="Preparing the workspace…")
+
+    def report(stage, done, total):
+        frac = 0.0 if not total else min(1.0, max(0.0, done / total))
+        bar.progress(frac, text=f"{stage} ({done}/{total})" if total > 1 else str(stage))
+
+    return bar, report
+
+
+def workspace_choices() -> dict:
+    """Label -> choice of every workspace that can be opened."""
+    out = {"Emoji world (offline demo)": EMOJI}
+    for name, path in list_workspaces():
+        out[f"{name} — {path}"] = str(path)
+    return out
+
+
+def current_choice() -> str:
+    if "ws_choice" not in st.session_state:
+        st.session_state["ws_choice"] = st.query_params.get("ws", EMOJI)
+    return st.session_state["ws_choice"]
+
+
+def get_workspace():
+    """The current workspace (opened once per process; first use shows progress)."""
+    choice = current_choice()
+    placeholder = st.empty()
+    with placeholder.container():
+        bar, report = _progress_bar()
+        try:
+            ws = _open_workspace(choice, progress=report)
+        except (FileNotFoundError, ValueError) as exc:
+            placeholder.empty()
+            st.error(f"Could not open workspace `{choice}`: {exc}")
+            if choice != EMOJI:
+                st.session_state["ws_choice"] = EMOJI
+                st.button("Back to the emoji world")
+            st.stop()
+    placeholder.empty()
+    return ws
+
+
+def ws_id(ws) -> str:
+    """Explicit cache key of a workspace (kind + folder)."""
+    return f"{ws.kind}:{ws.path}"
+
+
+@st.cache_resource(show_spinner="Loading the encoder…", max_entries=4)
+def _query_encoder(key: str, _ws):
+    return load_query_encoder(_ws)
+
+
+def query_encoder(ws):
+    """The workspace's encoder for new images (raises FileNotFoundError if its weights are missing)."""
+    return _query_encoder(ws_id(ws), ws)
+
+
+# ---------------------------------------------------------------------- pickers
+def method_picker(ws, key: str = "method", methods=None, label: str = "Method"):
+    options = list(methods or ws.methods)
+    default = st.session_state.get(key, "S-SLiCS")
+    idx = options.index(default) if default in options else 0
+    return st.selectbox(label, options, index=idx, key=key)
+
+
+def d0_picker(ws, key: str = "d0", label: str = "Atoms per concept (d0)"):
+    options = ws.d0_values
+    default = st.session_state.get(key, ws.default_d0)
+    if default not in options:
+        default = ws.default_d0
+    return st.select_slider(label, options=options, value=default, key=key)
+
+
+# ---------------------------------------------------------------------- images
+def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None):
+    """Thumbnails of workspace rows in a grid. ``borders``: per-image colour or None (relevance marks)."""
+    rows = [int(r) for r in rows]
+    if not rows:
+        st.caption("No images.")
+        return
+    cols = st.columns(n_cols)
+    for k, r in enumerate(rows):
+        with cols[k % n_cols]:
+            im = ws.thumbnail(r, size)
+            if borders is not None and borders[k] is not None:
+                from PIL import ImageOps
+
+                im = ImageOps.expand(im, border=4, fill=borders[k])
+            st.image(im, caption=None if captions is None else captions[k], width="stretch")
+
+
+def png_bytes(img) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def csv_download(df, filename: str, label: str = "Download CSV", key: str | None = None):
+    st.download_button(label, df.to_csv(index=False).encode(), file_name=filename, mime="text/csv", key=key)
+
+
+def query_rows(ws) -> np.ndarray:
+    return np.asarray(ws.index["query"])
+
+
+def label_text(ws, i: int) -> str:
+    lab = ws.labels_of(i)
+    s = ", ".join(lab["concepts"])
+    if lab.get("sub_labels"):
+        s += " — " + ", ".join(lab["sub_labels"])
+    return s
+
+
+def int_param(name: str, default=None):
+    """An int from the URL query parameters (None/default when absent or malformed)."""
+    v = st.query_params.get(name)
+    try:
+        return int(v) if v is not None else default
+    except ValueError:
+        return default
+
+
+def sidebar_workspace_note(ws):
+    with st.sidebar:
+        st.caption(f"Workspace: **{ws.name}** · {len(ws)} items · {ws.X.shape[1]}-d")

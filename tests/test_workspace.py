@@ -1,0 +1,164 @@
+"""slics_core.workspace: dataset workspaces (`slics workspace`) and the emoji workspace."""
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+from test_cli_data import _embed, toy  # noqa: F401  (fixture)
+
+from slics_core.cli import main
+from slics_core.slics import SLiCS
+from slics_core.workspace import (
+    build_dataset_workspace,
+    embed_query,
+    emoji_config_from_env,
+    list_workspaces,
+    load_query_encoder,
+    load_workspace,
+    load_workspace_generator,
+    open_emoji_workspace,
+    workspace_vocabulary,
+)
+
+
+@pytest.fixture
+def dataset_ws(toy, tmp_path, monkeypatch):  # noqa: F811
+    cache = toy / "cache"
+    monkeypatch.setattr("sys.argv", ["slics"])
+    # "clip" preprocessing: the workspace must centre with the training mean
+    assert main(["embed", "--dataset", "folder", "--images", str(toy / "photos"), "--labels",
+                 str(toy / "labels.csv"), "--encoder", "toyenc:make", "--cache", str(cache), "--batch-size", "16",
+                 "--no-progress"]) == 0
+    root = tmp_path / "workspaces"
+    monkeypatch.setenv("SLICS_WORKSPACES", str(root))
+    assert main(["workspace", "--cache", str(cache), "--name", "toys", "--d0", "1", "2", "--n-iter", "3",
+                 "--quiet"]) == 0
+    return toy, root / "toys"
+
+
+def test_dataset_workspace_matches_independent_fit(dataset_ws, capsys):
+    toy, folder = dataset_ws
+    ws = load_workspace(folder)
+    assert ws.name == "toys" and ws.kind == "dataset" and len(ws) == 90  # broken.jpg was skipped
+    rows = np.concatenate([ws.index[s] for s in ("train", "val", "query", "pool")])
+    assert np.array_equal(np.sort(rows), np.arange(90))  # disjoint splits covering everything
+    # preprocessing recomputed by hand: unit, minus the training mean of unit rows, unit
+    from slics_core.store import EmbeddingStore
+
+    E, ids, _ = EmbeddingStore(toy / "cache").load()
+    U = E / np.linalg.norm(E, axis=1, keepdims=True)
+    C = U - U[ws.index["train"]].mean(0)
+    np.testing.assert_allclose(ws.X, C / np.linalg.norm(C, axis=1, keepdims=True), atol=1e-6)
+    np.testing.assert_allclose(ws.preprocess(E[:5]), ws.X[:5], atol=1e-6)
+    # the stored models are exactly a fit on the training rows
+    tr = ws.index["train"]
+    ref = SLiCS(n_atoms=2, n_iter=3, random_state=0).fit(ws.X[tr].astype(np.float64), ws.Y[tr].astype(float))
+    np.testing.assert_allclose(ws.model("S-SLiCS", 2).atoms_, ref.atoms_, atol=1e-5)
+    assert ws.model("S-SVD", 1).n_iter_ == 0
+    assert set(ws.models) == {(m, d) for m in ("S-SLiCS", "U-SLiCS", "S-SVD") for d in (1, 2)}
+    # images come from their files
+    i = ids.index("p007.jpg")
+    assert np.array_equal(np.asarray(ws.image(i)), np.asarray(Image.open(toy / "photos" / "p007.jpg").convert("RGB")))
+    assert ws.labels_of(i)["concepts"] == [c for c, y in zip(["red", "green", "blue"], ws.Y[i]) if y]
+    # a query embedded with the recorded encoder lands on the stored row
+    enc = load_query_encoder(ws)
+    raw, x = embed_query(ws, enc, Image.open(toy / "photos" / "p007.jpg"))
+    np.testing.assert_allclose(x, ws.X[i], atol=1e-5)
+    assert list_workspaces()[0] == ("toys", folder)
+    assert main(["workspace", "--info", str(folder)]) == 0
+    assert json.loads(capsys.readouterr().out)["splits"]["train"] == len(tr)
+
+
+def test_dataset_workspace_damage_and_errors(dataset_ws, tmp_path):
+    _, folder = dataset_ws
+    ws = load_workspace(folder)
+    (folder / "arrays.npz").write_bytes((folder / "arrays.npz").read_bytes()[:100])
+    with pytest.raises(ValueError, match="damaged"):
+        load_workspace(folder)
+    with pytest.raises(FileNotFoundError, match="slics workspace"):
+        load_workspace(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="no S-SLiCS model with d0=7"):
+        ws.model("S-SLiCS", 7)
+    with pytest.raises(ValueError, match="3 features"):
+        ws.preprocess(np.ones((1, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        ws.preprocess(np.full((1, ws.X.shape[1]), np.nan))
+    with pytest.raises(FileNotFoundError, match="Stable Diffusion"):
+        load_workspace_generator(ws)
+    ws.paths[0] = str(tmp_path / "gone.jpg")
+    assert ws.thumbnail(0, 32).size == (32, 32)  # unreadable file: placeholder tile, no crash
+    with pytest.raises(ValueError, match="at least 50"):
+        build_dataset_workspace(_tiny_cache(tmp_path), tmp_path / "w")
+
+
+def _tiny_cache(tmp_path):
+    from slics_core.store import embed_dataset
+
+    class Enc:
+        id = "t"
+
+        def encode_images(self, images, batch_size=32):
+            return np.array([[1.0, float(k), 2.0] for k in range(len(images))])
+
+    imgs = []
+    for k in range(5):
+        p = tmp_path / f"t{k}.png"
+        Image.new("RGB", (4, 4), (k * 40, 0, 0)).save(p)
+        imgs.append(str(p))
+    embed_dataset(imgs, [f"t{k}" for k in range(5)], Enc(), tmp_path / "tc", batch_size=5, progress=False,
+                  labels={"Y": np.eye(5, 2, dtype=np.uint8) + np.eye(5, 2, -2, dtype=np.uint8),
+                          "concept_names": np.array(["a", "b"])})
+    return tmp_path / "tc"
+
+
+def test_emoji_config_from_env(monkeypatch):
+    monkeypatch.setenv("SLICS_EMOJI_SCALE", "0.5")
+    cfg = emoji_config_from_env()
+    assert (cfg.n_train, cfg.n_val, cfg.n_query, cfg.n_pool) == (1500, 250, 500, 1500)
+    monkeypatch.setenv("SLICS_EMOJI_SCALE", "big")
+    with pytest.raises(ValueError, match="SLICS_EMOJI_SCALE"):
+        emoji_config_from_env()
+    monkeypatch.setenv("SLICS_EMOJI_SCALE", "0")
+    with pytest.raises(ValueError, match=r"\(0, 10\]"):
+        emoji_config_from_env()
+
+
+@pytest.fixture(scope="module")
+def emoji_ws():
+    return open_emoji_workspace()  # small: tests/conftest.py sets SLICS_EMOJI_SCALE
+
+
+def test_emoji_workspace_queries_round_trip(emoji_ws):
+    ws = emoji_ws
+    cfg = emoji_config_from_env()
+    assert {k: len(v) for k, v in ws.index.items()} == {"train": cfg.n_train, "val": cfg.n_val,
+                                                        "query": cfg.n_query, "pool": cfg.n_pool}
+    assert ws.concept_names[0] == "person" and ws.Z.shape[1] == 80
+    np.testing.assert_allclose(ws.preprocess(ws.raw[:20]), ws.X[:20], atol=1e-5)
+    q = int(ws.index["query"][3])
+    raw, x = embed_query(ws, load_query_encoder(ws), ws.image(q))
+    assert float(raw @ ws.raw[q]) > 0.999 and float(x @ ws.X[q]) > 0.999
+    zs = ws.zero_shot(ws.raw[[q]])
+    np.testing.assert_allclose(zs, ws.raw[[q]] @ ws.concept_text.T, atol=1e-6)
+
+
+def test_emoji_vocabulary_and_generator(emoji_ws):
+    ws = emoji_ws
+    words, W = workspace_vocabulary(ws)
+    assert {"dog", "pizza", "animal", "food", "vehicle"} <= set(words)
+    np.testing.assert_allclose(np.linalg.norm(W, axis=1), 1.0, atol=1e-5)
+    words2, W2 = workspace_vocabulary(ws)  # second call reads the cached file
+    assert words2 == words and np.array_equal(W2, W)
+    gen = load_workspace_generator(ws)
+    tr = ws.index["train"]
+    # the alignment is an orthogonal map fitted on the training pairs
+    A = gen.alignment.transform(ws.X[tr[:50]])
+    np.testing.assert_allclose(np.linalg.norm(A, axis=1), 1.0, atol=1e-5)
+    q = int(ws.index["query"][0])
+    j = int(np.flatnonzero(ws.Y[q])[0])
+    V = ws.model().project(ws.X[[q]], j)
+    images = gen.generate(np.vstack([V, ws.X[[q]]]), seed=1)
+    assert len(images) == 2 and images[0].size == (64, 64) and images[0].mode == "RGB"
+    assert not np.array_equal(np.asarray(images[0]), np.asarray(images[1]))
+    with pytest.raises(ValueError, match="zero component"):
+        gen.generate(np.zeros((1, ws.X.shape[1])))
