@@ -8,17 +8,17 @@ st.set_page_config(page_title="SLiCS Explorer", page_icon="🧩", layout="wide")
 
 pages = {
     "Explore": [
-        st.Page("pages/home.py", title="Home", icon="🏠", default=True),
-        st.Page("pages/retrieve.py", title="Retrieve", icon="🔎", url_path="retrieve"),
-        st.Page("pages/subspaces.py", title="Subspaces", icon="🗺️", url_path="subspaces"),
-        st.Page("pages/atoms.py", title="Atoms", icon="🧱", url_path="atoms"),
-        st.Page("pages/captions.py", title="Captions", icon="🏷️", url_path="captions"),
-        st.Page("pages/generate.py", title="Generate", icon="🎨", url_path="generate"),
-        st.Page("pages/evaluate.py", title="Evaluate", icon="📊", url_path="evaluate"),
+        st.Page("app_pages/home.py", title="Home", icon="🏠", default=True),
+        st.Page("app_pages/retrieve.py", title="Retrieve", icon="🔎", url_path="retrieve"),
+        st.Page("app_pages/subspaces.py", title="Subspaces", icon="🗺️", url_path="subspaces"),
+        st.Page("app_pages/atoms.py", title="Atoms", icon="🧱", url_path="atoms"),
+        st.Page("app_pages/captions.py", title="Captions", icon="🏷️", url_path="captions"),
+        st.Page("app_pages/generate.py", title="Generate", icon="🎨", url_path="generate"),
+        st.Page("app_pages/evaluate.py", title="Evaluate", icon="📊", url_path="evaluate"),
     ],
     "Learn": [
-        st.Page("pages/learn.py", title="Learn: concept cones", icon="🎓", url_path="learn"),
-        st.Page("pages/cones.py", title="Planted cones", icon="📐", url_path="cones"),
+        st.Page("app_pages/learn.py", title="Learn: concept cones", icon="🎓", url_path="learn"),
+        st.Page("app_pages/cones.py", title="Planted cones", icon="📐", url_path="cones"),
     ],
 }
 st.navigation(pages).run()

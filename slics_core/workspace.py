@@ -317,6 +317,10 @@ def build_dataset_workspace(cache, out, *, d0_values=(5, 10, 15), n_iter: int = 
         Split sizes (:func:`slics_core.evaluation.make_splits`); ``n_train``
         defaults to 60 % of what is left after validation and query.
     seed : int
+
+    The default ``d0`` of the workspace (:attr:`Workspace.chosen_d0`) is chosen on the
+    validation split by S-SLiCS's sub-label mAP@20 of partial components (the paper's rule,
+    :func:`slics_core.scoring.choose_d0`).
     """
     from slics_core.commands.data import load_eval_data
     from slics_core.evaluation import make_splits
@@ -372,6 +376,12 @@ def build_dataset_workspace(cache, out, *, d0_values=(5, 10, 15), n_iter: int = 
                    sub_to_concept=data.sub_to_concept, concept_text=data.concept_text,
                    encoder=(meta.get("dataset") or {}).get("encoder_spec") or meta.get("encoder_id"), ids=kept_ids, paths=paths,
                    preprocessing=kind)
+    if len(index["val"]) and len(ws.d0_values) > 1:  # the paper's rule: best validation sub-label mAP@20
+        from slics_core.scoring import choose_d0, sweep_d0
+
+        if progress:
+            progress("choose d0 on the validation split", 0, 1)
+        ws.chosen_d0 = int(choose_d0(sweep_d0(ws, splits=("val",), modes=("partial",))))
     save_workspace(ws, out)
     return ws
 

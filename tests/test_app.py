@@ -12,7 +12,7 @@ def test_home_page_renders():
 
 
 def test_cones_page_fits_and_reacts_to_widgets():
-    at = AppTest.from_file(str(ROOT / "pages" / "cones.py"), default_timeout=120).run()
+    at = AppTest.from_file(str(ROOT / "app_pages" / "cones.py"), default_timeout=120).run()
     assert not at.exception
     first = at.metric[0].value
     assert float(first) > 0.5
@@ -20,3 +20,21 @@ def test_cones_page_fits_and_reacts_to_widgets():
     assert not at.exception
     # with zero epochs the learned atoms are the S-SVD initialisation
     assert at.metric[0].value == at.metric[1].value
+
+
+def test_home_shows_workspace_and_example_reacts():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
+    assert not at.exception and not at.error
+    from slics_core.workspace import emoji_config_from_env
+
+    cfg = emoji_config_from_env()
+    n = cfg.n_train + cfg.n_val + cfg.n_query + cfg.n_pool
+    assert [m.value for m in at.metric] == [str(n), "64", "12", "80"]
+    before = [str(im.proto) for im in at.get("image")]
+    sel = at.selectbox(key="home_example")
+    assert sel.value != sel.options[3]
+    sel.select_index(3).run()
+    assert not at.exception
+    after = [str(im.proto) for im in at.get("image")]
+    assert len(before) == 4 and before != after  # another example query: other pictures
+    assert at.selectbox(key="ws_select").options == ["Emoji world (offline demo)"]

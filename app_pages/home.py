@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from pages._ui import current_choice, get_workspace, workspace_choices, ws_id
+from app_pages._ui import current_choice, get_workspace, workspace_choices, ws_id
 from slics_core.retrieval import ConceptRetriever
 
 st.title("SLiCS Explorer")

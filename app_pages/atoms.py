@@ -1,0 +1,162 @@
+# Widget keys: "method", "d0", "n_nonzero" (OMP atoms per item), "cooc_map", "cos_map" (heatmap selections),
+#   "atom" (selectbox, fed by clicks on either heatmap), "atom_k" (images shown), "cooc_csv", "cos_csv",
+#   "atom_items_csv", "atom_words_csv" (downloads)
+"""Atoms: co-occurrence and cosine matrices of the dictionary (paper Fig. 6); what each atom stands for."""
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from app_pages._ui import csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, ws_id
+from slics_core.maps import (atom_heatmaps, atom_top_items, atom_top_words, group_layout, item_codes,
+                             matrix_table, selected_point_ids)
+from slics_core.workspace import workspace_vocabulary
+
+st.title("Atoms")
+st.caption("Every concept owns a group of atoms. Left: how often atoms are active together (non-negative OMP "
+           "codes of the validation items, no labels used; each row divided by its diagonal). Right: cosine "
+           "similarity of the atoms. Click a cell (or pick below) to see the images that use its row's atom "
+           "most and the words closest to it.")
+
+ws = get_workspace()
+
+c1, c2, c3 = st.columns(3)
+with c1:
+    method = method_picker(ws)
+with c2:
+    d0 = d0_picker(ws)
+model = ws.model(method, d0)
+M = int(model.atoms_.shape[0])
+with c3:
+    default_nz = int(np.bincount(model.groups_).max())
+    if not 1 <= int(st.session_state.get("n_nonzero", default_nz)) <= M:
+        st.session_state.pop("n_nonzero", None)
+    n_nonzero = st.slider("OMP atoms per item (co-occurrence)", 1, min(M, 4 * default_nz), default_nz,
+                          key="n_nonzero", help="Sparsity of the label-free non-negative OMP codes "
+                                               "(the paper is silent; default d0).")
+
+code_split = "val" if len(ws.index.get("val", [])) else "train"
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _matrices(key, method, d0, n_nonzero, split, _ws):
+    return atom_heatmaps(_ws.model(method, d0), _ws.X[_ws.index[split]], n_nonzero=n_nonzero)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _pool_codes(key, method, d0, _ws):
+    pool = _ws.index["pool"]
+    return item_codes(_ws.model(method, d0), _ws.X[pool], _ws.Y[pool])
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _vocabulary(key, _ws):
+    from slics_core.captions import prepare_text_embeddings
+
+    words, W = workspace_vocabulary(_ws)
+    return words, prepare_text_embeddings(W)[0]
+
+
+with st.spinner("Sparse coding the validation items…"):
+    mats = _matrices(ws_id(ws), method, int(d0), int(n_nonzero), code_split, ws)
+
+lay = group_layout(model.groups_)
+order = lay["order"]
+names = ws.concept_names
+within = np.zeros(M, dtype=int)
+for g in np.unique(model.groups_):
+    idx = np.flatnonzero(model.groups_ == g)
+    within[idx] = np.arange(idx.size)
+atom_label = {int(a): f"{names[model.groups_[a]]} #{within[a]}" for a in range(M)}
+
+
+def heatmap(Z, title, zmin, zmax, colorscale, key):
+    Zo = Z[np.ix_(order, order)]
+    fig = go.Figure(go.Heatmap(z=Zo.astype(np.float32), zmin=zmin, zmax=zmax, colorscale=colorscale,
+                               x=np.arange(M), y=np.arange(M), hoverinfo="skip"))
+    # invisible markers over every cell carry the hover text and make cells clickable
+    # (heatmap traces emit no selection events)
+    ii, jj = np.meshgrid(np.arange(M, dtype=np.int16), np.arange(M, dtype=np.int16), indexing="ij")
+    ii, jj = ii.ravel(), jj.ravel()
+    cells = np.stack([order[ii], order[jj], Zo[ii, jj]], 1).astype(np.float32)  # compact payload
+    fig.add_trace(go.Scattergl(x=jj, y=ii, mode="markers", marker=dict(size=6, opacity=0), customdata=cells,
+                               hovertemplate="row atom %{customdata[0]} · column atom %{customdata[1]}"
+                                             "<br>%{customdata[2]:.3f}<extra></extra>", showlegend=False,
+                               selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0))))
+    line = dict(color="black", width=1)
+    for b in lay["boundaries"]:  # group boundaries, in data coordinates so they stop at the matrix edge
+        fig.add_shape(type="line", x0=-0.5, x1=M - 0.5, y0=b, y1=b, line=line)
+        fig.add_shape(type="line", x0=b, x1=b, y0=-0.5, y1=M - 0.5, line=line)
+    ticks = dict(tickmode="array", tickvals=lay["centres"], ticktext=[names[c] for c in lay["concepts"]],
+                 showgrid=False, zeroline=False, constrain="domain")
+    fig.update_layout(title=title, height=560, margin=dict(l=10, r=10, t=50, b=10), clickmode="event+select",
+                      hovermode="closest", xaxis=dict(**ticks, tickangle=-60, range=[-0.5, M - 0.5]),
+                      yaxis=dict(**ticks, range=[M - 0.5, -0.5], scaleanchor="x"))
+    return st.plotly_chart(fig, on_select="rerun", selection_mode=("points",), key=key, width="stretch")
+
+
+# heatmap clicks (from the previous interaction) feed the atom picker: the clicked cell's row atom
+for key in ("cooc_map", "cos_map"):
+    ids = selected_point_ids(st.session_state.get(key))
+    sig = tuple(ids)
+    if sig != st.session_state.get(f"_{key}_last", ()):
+        st.session_state[f"_{key}_last"] = sig
+        if ids and 0 <= ids[0] < M:
+            st.session_state["atom"] = int(ids[0])
+if st.session_state.get("atom") not in range(M):
+    st.session_state.pop("atom", None)
+
+C, cos, summ = mats["cooccurrence"], mats["cosine"], mats["summary"]
+same = model.groups_[:, None] == model.groups_[None, :]
+off = ~np.eye(M, dtype=bool)
+left, right = st.columns(2)
+with left:
+    heatmap(np.nan_to_num(C, nan=0.0), f"Co-occurrence ({len(ws.index[code_split])} {code_split} items, "
+            f"{mats['n_nonzero']} atoms each)", 0.0, 1.0, "Blues", "cooc_map")
+    st.caption(f"Mean co-occurrence within concepts {np.nanmean(C[same & off]):.3f}, between "
+               f"{np.nanmean(C[~same]):.3f}; {int(np.sum(mats['usage'] == 0))} atoms unused by OMP.")
+    csv_download(matrix_table(C, [atom_label[a] for a in range(M)]), f"cooccurrence_{method}_d0{d0}.csv",
+                 "Download co-occurrence (CSV)", key="cooc_csv")
+with right:
+    heatmap(cos, "Cosine similarity of the atoms", -1.0, 1.0, "RdBu_r", "cos_map")
+    st.caption(f"Within-concept cosine {summ['within_mean']:.3f} ± {summ['within_std']:.3f}; between concepts "
+               f"{summ['between_mean']:.3f} ± {summ['between_std']:.3f} (paper, COCO: −0.056 ± 0.062 vs "
+               "0.000 ± 0.134).")
+    csv_download(matrix_table(cos, [atom_label[a] for a in range(M)]), f"atom_cosine_{method}_d0{d0}.csv",
+                 "Download cosines (CSV)", key="cos_csv")
+
+# ---------------------------------------------------------------- one atom
+st.subheader("One atom")
+a1, a2 = st.columns([3, 1])
+with a1:
+    atom = st.selectbox("Atom", [int(a) for a in order], format_func=lambda a: f"{atom_label[int(a)]} (atom {int(a)})",
+                        key="atom")
+with a2:
+    k = st.number_input("Images", min_value=1, max_value=60, value=12, key="atom_k")
+atom = int(atom)
+st.caption(f"Concept **{names[model.groups_[atom]]}**; used by {mats['usage'][atom]:.1%} of the {code_split} "
+           f"items in the OMP codes.")
+
+img_col, word_col = st.columns([3, 1])
+with img_col:
+    st.markdown("**Pool images that use it most** (NNLS coefficients on each image's labelled concepts)")
+    with st.spinner("Coding the pool…"):
+        codes = _pool_codes(ws_id(ws), method, int(d0), ws)
+    top = atom_top_items(codes, atom, k=int(k), rows=ws.index["pool"])
+    if len(top):
+        image_grid(ws, top.row.tolist(), captions=[f"{c:.2f} · {label_text(ws, r)}" for r, c in
+                                                   zip(top.row, top.coefficient)], n_cols=6, size=112)
+        csv_download(top.assign(labels=[label_text(ws, r) for r in top.row]), f"atom{atom}_images.csv",
+                     "Download images (CSV)", key="atom_items_csv")
+    else:
+        st.info("No pool image uses this atom.")
+with word_col:
+    st.markdown("**Top words** (cosine with the atom; same order as one-atom NNLS)")
+    try:
+        with st.spinner("Embedding the vocabulary (first time only)…"):
+            words, Wp = _vocabulary(ws_id(ws), ws)
+    except (FileNotFoundError, ImportError, ValueError) as exc:
+        st.warning(f"No word vocabulary for this workspace: {exc}")
+    else:
+        tw = atom_top_words(model.atoms_[atom], Wp, words, k=10)
+        st.dataframe(tw[["word", "cosine"]], hide_index=True, width="stretch")
+        csv_download(tw, f"atom{atom}_words.csv", "Download words (CSV)", key="atom_words_csv")

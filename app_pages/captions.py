@@ -1,0 +1,66 @@
+# Widget keys: "d0", "n_words", "caption_methods", "captions_csv" (download)
+"""Captions: the words of every concept subspace, supervised beside unsupervised (paper Table 1, sec. 3.7)."""
+import time
+
+import streamlit as st
+
+from app_pages._ui import csv_download, d0_picker, get_workspace, ws_id
+from slics_core.maps import caption_table
+from slics_core.workspace import workspace_vocabulary
+
+st.title("Captions")
+st.caption("For every concept j, the vocabulary words whose prepared text embedding (unit-normalised, "
+           "mean-centred, re-normalised) has the smallest non-negative reconstruction error with the concept's "
+           "atoms B_j (sec. 3.7). Words are ordered by ascending error. S-SLiCS learns from the labels; "
+           "U-SLiCS from zero-shot pseudo-labels.")
+
+ws = get_workspace()
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _vocabulary(key, _ws):
+    from slics_core.captions import prepare_text_embeddings
+
+    t0 = time.perf_counter()
+    words, W = workspace_vocabulary(_ws)
+    return words, prepare_text_embeddings(W)[0], time.perf_counter() - t0
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _captions(key, methods, d0, n_words, _ws, _words, _Wp):
+    return caption_table({m: _ws.model(m, d0) for m in methods}, _ws.concept_names, _words, _Wp,
+                         n_words=n_words, prepared=True)
+
+
+c1, c2, c3 = st.columns(3)
+with c1:
+    d0 = d0_picker(ws)
+with c2:
+    n_words = st.slider("Words per concept", 1, 15, 5, key="n_words")
+with c3:
+    available = list(ws.methods)
+    default = [m for m in ("S-SLiCS", "U-SLiCS") if m in available] or available[:1]
+    methods = st.multiselect("Methods", available, default=default, key="caption_methods")
+
+try:
+    with st.status("Loading the word vocabulary (embedded once, then cached on disk)…", expanded=False) as status:
+        words, Wp, seconds = _vocabulary(ws_id(ws), ws)
+        status.update(label=f"Vocabulary: {len(words)} words (loaded in {seconds:.1f} s)", state="complete")
+except (FileNotFoundError, ImportError, ValueError) as exc:
+    st.warning(f"No word vocabulary for this workspace, so no captions: {exc}")
+    st.stop()
+
+if not methods:
+    st.info("Pick at least one method.")
+    st.stop()
+
+with st.spinner("Captioning the subspaces…"):
+    table = _captions(ws_id(ws), tuple(methods), int(d0), int(n_words), ws, words, Wp)
+
+st.subheader(f"Subspace captions, d0 = {d0}")
+st.dataframe(table, hide_index=True, width="stretch", height=35 * (len(table) + 1) + 3,
+             column_config={"concept": st.column_config.TextColumn("Subspace (concept)")})
+csv_download(table, f"captions_d0{d0}.csv", "Download captions (CSV)", key="captions_csv")
+if ws.kind == "emoji":
+    st.caption("Emoji world vocabulary: the words of its category names plus frequent English words as "
+               "distractors, embedded with the emoji encoder's text tower.")

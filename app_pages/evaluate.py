@@ -1,0 +1,176 @@
+"""Evaluate: the methods table (mAP@k), the d0 sweep (Fig. 7) and ṽ_j vs v_j (Fig. 8).
+
+Widget keys: "eval_k" (k of mAP@k), "eval_split" (query split for the table and Fig. 8: "query"/"val"),
+"eval_d0" (d0 of the table), "eval_norm" (AP normalisation), "eval_fsplice" (add F-SpLiCE),
+"eval_csv" / "eval_sweep_csv" (CSV downloads), "eval_sweep_html" / "eval_modes_html" (figure downloads),
+"eval_sweep_fig" / "eval_modes_fig" (charts), "eval_table" (the methods table).
+Computation: slics_core.scoring (every job cached with st.cache_data keyed by ws_id and its parameters).
+"""
+# keys: eval_k, eval_split, eval_d0, eval_norm, eval_fsplice, eval_table, eval_csv, eval_sweep_csv,
+#       eval_sweep_fig, eval_modes_fig, eval_sweep_html, eval_modes_html
+import math
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from app_pages._ui import csv_download, get_workspace, sidebar_workspace_note, ws_id
+from slics_core import scoring
+
+SPLIT_LABELS = {"query": "Query set (test)", "val": "Validation set"}
+NORM_LABELS = {"retrieved": "relevant retrieved (default)", "min": "min(k, relevant in pool)"}
+LABEL_COLOURS = {"general": "#1f77b4", "sub": "#d62728"}
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _job(key: str, method: str, d0, mode, split: str, k: int, normalization: str, _ws, _fsplice=None):
+    return scoring.run_job(_ws, scoring.Job(method, d0, mode, split), k=k, normalization=normalization,
+                           fsplice=_fsplice)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _fsplice(key: str, _ws):
+    from slics_core.workspace import workspace_vocabulary
+
+    words, W = workspace_vocabulary(_ws)
+    return scoring.fsplice_inputs(_ws, words, W)
+
+
+def _run(ws, jobs, k, norm, title, fsplice=None):
+    """Run (or fetch from the cache) every job, with a progress bar."""
+    bar = st.progress(0.0, text=title)
+    out = []
+    for i, job in enumerate(jobs):
+        bar.progress(i / max(1, len(jobs)), text=f"{title}: {job.label()}")
+        out.append(_job(ws_id(ws), job.method, job.d0, job.mode, job.split, k, norm, ws,
+                        fsplice if job.method == "F-SpLiCE" else None))
+    bar.empty()
+    return out
+
+
+def _sweep_figure(records, chosen, k, mode="partial"):
+    fig = go.Figure()
+    for split, dash in (("val", "solid"), ("query", "dash")):
+        for lab in ("general", "sub"):
+            rs = sorted((r for r in records if r["split"] == split and r["mode"] == mode), key=lambda r: r["d0"])
+            if not rs or all(math.isnan(r[lab]) for r in rs):
+                continue
+            fig.add_trace(go.Scatter(x=[r["d0"] for r in rs], y=[r[lab] for r in rs], mode="lines+markers",
+                                     line=dict(color=LABEL_COLOURS[lab], dash=dash),
+                                     name=f"{'Gen.' if lab == 'general' else 'Sub.'} · {SPLIT_LABELS[split]}"))
+    fig.add_vline(x=chosen, line=dict(color="grey", dash="dot"), annotation_text=f"chosen d0 = {chosen}")
+    fig.update_layout(title=f"S-SLiCS mAP@{k} vs d0 (ṽ_j)", xaxis_title="d0 (atoms per concept)",
+                      yaxis_title=f"mAP@{k}", height=460, margin=dict(t=50, b=40),
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    return fig
+
+
+def _modes_figure(records, chosen, k, split):
+    fig = go.Figure()
+    for mode, dash, sym in (("partial", "solid", "circle"), ("full", "dash", "diamond")):
+        for lab in ("general", "sub"):
+            rs = sorted((r for r in records if r["split"] == split and r["mode"] == mode), key=lambda r: r["d0"])
+            if not rs or all(math.isnan(r[lab]) for r in rs):
+                continue
+            fig.add_trace(go.Scatter(x=[r["d0"] for r in rs], y=[r[lab] for r in rs], mode="lines+markers",
+                                     line=dict(color=LABEL_COLOURS[lab], dash=dash), marker=dict(symbol=sym),
+                                     name=f"{'Gen.' if lab == 'general' else 'Sub.'} · "
+                                          f"{'ṽ_j (partial)' if mode == 'partial' else 'v_j (full)'}"))
+    fig.add_vline(x=chosen, line=dict(color="grey", dash="dot"), annotation_text=f"chosen d0 = {chosen}")
+    fig.update_layout(title=f"ṽ_j vs v_j: S-SLiCS mAP@{k} on the {SPLIT_LABELS[split].lower()}",
+                      xaxis_title="d0 (atoms per concept)", yaxis_title=f"mAP@{k}", height=460,
+                      margin=dict(t=50, b=40), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
+    return fig
+
+
+def _table_frame(rows, k):
+    df = pd.DataFrame(rows)
+    df = df.rename(columns={"method": "Method", "general": f"Gen. mAP@{k}", "sub": f"Sub. mAP@{k}",
+                            "general_full": f"Gen. mAP@{k} (v_j)", "sub_full": f"Sub. mAP@{k} (v_j)",
+                            "split": "Queries"})
+    df["d0"] = df["d0"].astype("Int64")
+    return df[["Method", "d0", f"Gen. mAP@{k}", f"Sub. mAP@{k}", f"Gen. mAP@{k} (v_j)", f"Sub. mAP@{k} (v_j)",
+               "Queries", "k"]]
+
+
+# ---------------------------------------------------------------------- page
+st.title("Evaluate")
+ws = get_workspace()
+sidebar_workspace_note(ws)
+st.caption("Concept-filtered retrieval scored as in the paper (sec. 4.4): for every query and every concept it "
+           "contains, the candidate pool is ranked by that concept's component of the query and the top k are "
+           "judged relevant if they share the concept (Gen.) or also one of its sub-labels (Sub.). Scores use "
+           "the models already fitted in this workspace; nothing is refitted.")
+
+if not ws.d0_values or "S-SLiCS" not in ws.methods:
+    st.info("This workspace has no fitted S-SLiCS models to evaluate. Build one with `slics workspace`.")
+    st.stop()
+if ws.Z is None:
+    st.caption("This workspace has no sub-labels: only general-label scores are shown, and d0 is chosen by "
+               "general-label mAP.")
+
+c1, c2, c3, c4 = st.columns([1, 2, 2, 2])
+k = int(c1.number_input("k (mAP@k)", min_value=1, max_value=200, value=20, step=1, key="eval_k"))
+split = c2.radio("Queries", list(SPLIT_LABELS), format_func=SPLIT_LABELS.get, horizontal=True, key="eval_split")
+norm = c3.radio("AP normalisation", list(NORM_LABELS), format_func=NORM_LABELS.get, key="eval_norm")
+# F-SpLiCE is on by default where its vocabulary is cheap (emoji world) or already embedded
+vocab_ready = ws.kind == "emoji" or (ws.path is not None and (Path(ws.path) / "vocab.npy").is_file())
+with_fsplice = c4.checkbox("Include F-SpLiCE baseline", value=vocab_ready, key="eval_fsplice",
+                           help="Filtered SpLiCE over the workspace's word vocabulary. Without a cached vocabulary "
+                                "the text encoder embeds 10,000 words first (slow on a CPU).")
+
+try:
+    sweep = _run(ws, scoring.sweep_jobs(ws, "S-SLiCS", splits=("val", "query")), k, norm, "d0 sweep")
+except ValueError as exc:
+    st.error(f"Cannot evaluate this workspace: {exc}")
+    st.stop()
+chosen = scoring.choose_d0(sweep, mode="partial", by="sub")
+
+d0_options = list(ws.d0_values)
+if st.session_state.get("eval_d0") not in d0_options:
+    st.session_state["eval_d0"] = chosen
+d0 = st.select_slider("d0 of the dictionary methods in the table", options=d0_options, key="eval_d0",
+                      format_func=lambda v: f"{v} (chosen)" if v == chosen else str(v),
+                      help="The paper uses the d0 with the best validation sub-label mAP of S-SLiCS (ṽ_j).")
+
+fs = None
+if with_fsplice:
+    try:
+        with st.spinner("Preparing the F-SpLiCE vocabulary…"):
+            fs = _fsplice(ws_id(ws), ws)
+    except (FileNotFoundError, ValueError, ImportError) as exc:
+        st.warning(f"F-SpLiCE is left out: {exc}")
+table_records = _run(ws, scoring.table_jobs(ws, d0, split=split, fsplice=fs is not None), k, norm,
+                     "Methods table", fsplice=fs)
+
+st.subheader(f"Methods (mAP@{k}, {SPLIT_LABELS[split].lower()}, d0 = {d0})")
+df = _table_frame(scoring.summary_rows(table_records), k)
+num_cols = [c for c in df.columns if c.startswith(("Gen.", "Sub."))]
+st.dataframe(df, hide_index=True, width="stretch", key="eval_table",
+             column_config={c: st.column_config.NumberColumn(format="%.3f") for c in num_cols})
+st.caption("Gen./Sub.: ranked by the partial component ṽ_j (eq. 3) for the dictionary methods, by the whole "
+           "query for UF, by the word-group component for F-SpLiCE. (v_j): ranked by the full component "
+           "(eq. 2; U-SLiCS uses the query's zero-shot concepts). "
+           f"{table_records[0]['n_pairs_general']} (query, concept) pairs.")
+csv_download(df, f"slics_methods_{split}_k{k}_d0{d0}.csv", key="eval_csv")
+
+st.subheader("Dictionary size d0")
+st.markdown(f"Chosen **d0 = {chosen}**: the best validation "
+            f"{'sub-label' if ws.Z is not None else 'general-label'} mAP@{k} of S-SLiCS with ṽ_j.")
+left, right = st.columns(2)
+with left:
+    fig7 = _sweep_figure(sweep, chosen, k)
+    st.plotly_chart(fig7, key="eval_sweep_fig", width="stretch")
+    st.download_button("Download chart (HTML)", fig7.to_html(include_plotlyjs="cdn"), file_name="d0_sweep.html",
+                       mime="text/html", key="eval_sweep_html")
+with right:
+    fig8 = _modes_figure(sweep, chosen, k, split)
+    st.plotly_chart(fig8, key="eval_modes_fig", width="stretch")
+    st.download_button("Download chart (HTML)", fig8.to_html(include_plotlyjs="cdn"), file_name="partial_vs_full.html",
+                       mime="text/html", key="eval_modes_html")
+sweep_df = pd.DataFrame(sweep)[["method", "d0", "mode", "split", "k", "normalization", "general", "sub",
+                                "n_pairs_general", "n_pairs_sub"]]
+with st.expander("Sweep numbers"):
+    st.dataframe(sweep_df, hide_index=True, width="stretch")
+    csv_download(sweep_df, f"slics_d0_sweep_k{k}.csv", key="eval_sweep_csv")

@@ -1,0 +1,176 @@
+"""Generate: images from the query's concept components, and the atom-interpolation strip (Fig. 3).
+
+Widget keys: query_pick, query_upload, query_strip_prev, query_strip_next, query_thumb_<i>,
+query_use_upload (app_pages/_query.py); concepts; method; d0; component; seed; steps; generate (button,
+shown only for stochastic generators); gen_png_<i>, gen_strip_png (downloads); interp_concept,
+atom_a, atom_b, interp_n, interp_png.
+"""
+import numpy as np
+import streamlit as st
+
+from app_pages._query import concept_picker, preselection, query_picker, show_query, write_deep_link
+from app_pages._ui import d0_picker, get_workspace, method_picker, png_bytes, sidebar_workspace_note, ws_id
+from slics_core.explore import concept_scores, generation_rows, image_strip, query_components
+from slics_core.generators import concept_atoms, interpolate_atoms
+from slics_core.workspace import load_workspace_generator
+
+COMPONENTS = {"partial": "ṽⱼ — partial (cone projection)", "full": "vⱼ — full (picked concepts active)"}
+_MAX_CACHED = 24
+
+
+@st.cache_resource(show_spinner="Loading the generator…", max_entries=2)
+def _generator(key: str, _ws):
+    return load_workspace_generator(_ws)
+
+
+def _generate(gen, rows, titles, seed, steps, cache_key):
+    """Images for ``rows`` (one call per row, with a progress bar); remembered per settings in the session."""
+    cache = st.session_state.setdefault("_generated", {})
+    if cache_key in cache:
+        return cache[cache_key]
+    bar = st.progress(0.0, text="Generating…")
+    images = []
+    for i, (row, title) in enumerate(zip(rows, titles)):
+        bar.progress(i / len(rows), text=f"Generating {title} ({i + 1}/{len(rows)})…")
+        images.extend(gen.generate(row[None], seed=int(seed), steps=int(steps)))
+    bar.empty()
+    if len(cache) >= _MAX_CACHED:
+        cache.pop(next(iter(cache)))
+    cache[cache_key] = images
+    return images
+
+
+def _show_images(images, titles, key_prefix, n_cols=6):
+    cols = st.columns(min(n_cols, len(images)))
+    for i, (im, title) in enumerate(zip(images, titles)):
+        with cols[i % len(cols)]:
+            st.image(im, caption=title, width="stretch")
+            st.download_button("PNG", png_bytes(im), file_name=f"{key_prefix}-{i}-{title}.png".replace(" ", "_"),
+                               mime="image/png", key=f"{key_prefix}_png_{i}")
+
+
+st.title("🎨 Generate from concept components")
+ws = get_workspace()
+sidebar_workspace_note(ws)
+st.caption("Each concept component of the query is mapped into the generator's conditioning space (orthogonal "
+           "Procrustes alignment fitted on paired embeddings, image-to-prompt) and drawn; the query's own "
+           "embedding is drawn first for comparison.")
+
+q = query_picker(ws)
+if q is None:
+    st.info("Pick a query from the query set or upload an image to start.")
+    st.stop()
+
+with st.sidebar:
+    st.subheader("Generation settings")
+    if st.session_state.get("method") not in ws.methods:
+        st.session_state.pop("method", None)
+    method = method_picker(ws)
+    d0 = d0_picker(ws)
+    mode = st.radio("Component", list(COMPONENTS), format_func=COMPONENTS.get, key="component")
+
+gen, gen_error = None, None
+try:
+    gen = _generator(ws_id(ws), ws)
+except (FileNotFoundError, ValueError) as exc:
+    gen_error = str(exc)
+
+with st.sidebar:
+    deterministic = gen is not None and gen.deterministic
+    seed = st.number_input("Seed", 0, 2**31 - 1, 0, step=1, key="seed", disabled=deterministic)
+    steps = st.number_input("Steps", 1, 200, 30, step=1, key="steps", disabled=deterministic)
+    if deterministic:
+        st.caption(f"The {gen.name} is a one-pass decoder: it is deterministic, seed and steps have no effect.")
+
+model = ws.model(method, d0)
+names = list(ws.concept_names)
+scores = concept_scores(model, q.x)
+preselect, _ = preselection(ws, q, model, method, d0, scores)
+
+left, right = st.columns([1, 3])
+with left:
+    show_query(ws, q, width=180)
+with right:
+    picked = concept_picker(ws, q, preselect, label="Concepts to draw")
+    write_deep_link(q, [names[j] for j in picked])
+    if gen is not None:
+        st.caption(f"Generator: {gen.name}"
+                   + (f" · alignment cosine on training pairs {gen.info['alignment_train_cosine']:.2f}"
+                      if "alignment_train_cosine" in gen.info else ""))
+
+if gen is None:
+    st.warning(f"No generator for this workspace: {gen_error}")
+    st.stop()
+
+# ---------------------------------------------------------------- components
+st.subheader("Concept components of the query")
+if not picked:
+    st.info("Pick concepts to draw their components; only the query itself is drawn now.")
+try:
+    V = query_components(model, q.x, mode=mode, active=picked if mode == "full" else None) if picked \
+        else np.zeros((len(names), q.x.shape[0]))
+except ValueError as exc:
+    st.error(str(exc))
+    st.stop()
+rows, titles, skipped = generation_rows(q.x, V, picked, names)
+if skipped:
+    st.caption("Nothing to draw for " + ", ".join(skipped) + ": the query's component there is zero.")
+run = True
+if not gen.deterministic:
+    run = st.button("Generate", key="generate", type="primary") or \
+        st.session_state.get("_gen_last") == (q.key, method, d0, mode, tuple(picked), seed, steps)
+if run:
+    key = ("components", ws_id(ws), q.key, method, d0, mode, tuple(picked), int(seed), int(steps))
+    st.session_state["_gen_last"] = key[2:]
+    try:
+        images = _generate(gen, rows, titles, seed, steps, key)
+    except (ValueError, RuntimeError) as exc:
+        st.error(f"Generation failed: {exc}")
+        images = []
+    if images:
+        _show_images(images, titles, "gen")
+        st.download_button("Download all as one PNG strip", png_bytes(image_strip(images)),
+                           file_name=f"components-{q.key.replace(':', '-')}.png", mime="image/png",
+                           key="gen_strip_png")
+
+# ---------------------------------------------------------------- interpolation
+st.divider()
+st.subheader("Between two atoms of a concept (Fig. 3)")
+st.caption("Images along a·b₁ + (1−a)·b₂ for two atoms b₁, b₂ of one concept's subspace, same seed: what "
+           "varies inside a concept.")
+c1, c2, c3, c4 = st.columns(4)
+default_c = picked[0] if picked else int(np.argmax(scores))
+if st.session_state.get("interp_concept") not in names:
+    st.session_state["interp_concept"] = names[default_c]
+cname = c1.selectbox("Concept", names, key="interp_concept")
+atoms = concept_atoms(model, names.index(cname))
+n_atoms = atoms.shape[0]
+if n_atoms < 2:
+    st.info(f"{cname} has fewer than two atoms in this model.")
+    st.stop()
+a_idx = c2.selectbox("Atom b₁", list(range(n_atoms)), index=0, key="atom_a")
+b_idx = c3.selectbox("Atom b₂", list(range(n_atoms)), index=1, key="atom_b")
+n_steps = c4.slider("Images", 3, 9, 5, key="interp_n")
+if a_idx == b_idx:
+    st.info("Pick two different atoms.")
+    st.stop()
+alphas = np.linspace(0.0, 1.0, n_steps)
+R = interpolate_atoms(atoms[a_idx], atoms[b_idx], alphas)
+R_titles = [f"a={a:.2f}" for a in alphas]
+key = ("interp", ws_id(ws), method, d0, cname, a_idx, b_idx, n_steps, int(seed), int(steps))
+run_i = gen.deterministic or st.button("Generate the strip", key="generate_interp") or \
+    st.session_state.get("_interp_last") == key
+if run_i:
+    st.session_state["_interp_last"] = key
+    try:
+        strip = _generate(gen, R, R_titles, seed, steps, key)
+    except (ValueError, RuntimeError) as exc:
+        st.error(f"Generation failed: {exc}")
+        strip = []
+    if strip:
+        cols = st.columns(len(strip))
+        for col, im, t in zip(cols, strip, R_titles):
+            col.image(im, caption=t, width="stretch")
+        st.download_button("Download the strip (PNG)", png_bytes(image_strip(strip)),
+                           file_name=f"interpolation-{cname}-{a_idx}-{b_idx}.png".replace(" ", "_"),
+                           mime="image/png", key="interp_png")

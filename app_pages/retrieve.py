@@ -1,0 +1,182 @@
+"""Retrieve: a query's concepts, and per concept the top-k pool images by its component.
+
+Widget keys: query_pick, query_upload, query_strip_prev, query_strip_next, query_thumb_<i>,
+query_use_upload (app_pages/_query.py); concepts (multiselect); method; d0; component; k; retrieve_cols;
+retrieve_csv (download).
+"""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app_pages._query import concept_picker, preselection, query_picker, show_query, write_deep_link
+from app_pages._ui import csv_download, d0_picker, get_workspace, image_grid, method_picker, query_encoder, \
+    sidebar_workspace_note, ws_id
+from slics_core.explore import (
+    concept_galleries,
+    concept_scores,
+    fsplice_for_workspace,
+    galleries_table,
+    query_components,
+)
+
+FSPLICE = "F-SpLiCE"
+COMPONENTS = {"partial": "ṽⱼ — partial (nearest point of the concept's cone)",
+              "full": "vⱼ — full (joint disentanglement, picked concepts active)"}
+GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"
+
+
+@st.cache_resource(show_spinner="Preparing F-SpLiCE (embedding its vocabulary)…", max_entries=2)
+def _fsplice(key: str, _ws):
+    try:
+        enc = query_encoder(_ws)
+    except FileNotFoundError:
+        enc = None
+    return fsplice_for_workspace(_ws, enc)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _components(key: str, method: str, d0, qkey: str, mode: str, active: tuple, _model, _x):
+    return query_components(_model, _x, mode=mode, active=list(active) or None)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _scores(key: str, method: str, d0, qkey: str, _model, _x):
+    return concept_scores(_model, _x)
+
+
+def _model_for(ws, method, d0):
+    if method == FSPLICE:
+        return _fsplice(ws_id(ws), ws)
+    return ws.model(method, d0)
+
+
+def _mark(rel_g, rel_s, r):
+    g = None if rel_g is None else bool(rel_g[r])
+    s = None if rel_s is None else bool(rel_s[r])
+    if g is None:
+        return None, ""
+    colour = GREEN if g and s is not False else (ORANGE if g else RED)
+    text = ("gen ✓" if g else "gen ✗") + ("" if s is None else (" · sub ✓" if s else " · sub ✗"))
+    return colour, text
+
+
+def _draw_gallery(ws, g, n_cols):
+    if not len(g.rows):
+        st.caption(f"Empty: {g.note}.")
+        return
+    borders, caps = [], []
+    for r in range(len(g.rows)):
+        colour, text = _mark(g.relevant_general, g.relevant_sub, r)
+        borders.append(colour)
+        caps.append(f"#{r + 1} · {g.scores[r]:.2f}" + (f" · {text}" if text else ""))
+    image_grid(ws, g.rows, captions=caps, n_cols=n_cols, size=96, borders=borders)
+
+
+def _pct(v):
+    return "—" if v is None or np.isnan(v) else f"{100 * v:.0f}%"
+
+
+def _delta(a, b):
+    if a is None or b is None or np.isnan(a) or np.isnan(b):
+        return None
+    return f"{100 * (a - b):+.0f} pts vs unfiltered"
+
+
+st.title("🔎 Retrieve by concept")
+ws = get_workspace()
+sidebar_workspace_note(ws)
+st.caption("Pick or upload a query. SLiCS splits its embedding into one component per concept; each picked "
+           "concept retrieves the pool images closest to *its* component, beside the unfiltered search by the "
+           "whole query.")
+
+q = query_picker(ws)
+if q is None:
+    st.info("Pick a query from the query set or upload an image to start.")
+    st.stop()
+
+# ---------------------------------------------------------------- settings
+with st.sidebar:
+    st.subheader("Retrieval settings")
+    methods = list(ws.methods)
+    if ws.concept_text is not None or ws.encoder is not None:
+        methods.append(FSPLICE)
+    if st.session_state.get("method") not in methods:
+        st.session_state.pop("method", None)
+    method = method_picker(ws, methods=methods)
+    d0 = d0_picker(ws)
+    if method == FSPLICE:
+        st.caption("F-SpLiCE has no atoms: d0 and the ṽⱼ / vⱼ choice do not apply.")
+    mode = st.radio("Component", list(COMPONENTS), format_func=COMPONENTS.get, key="component")
+    k = st.slider("Images per gallery (k)", 1, 50, 10, key="k")
+    n_cols = st.slider("Columns per gallery", 2, 8, 4, key="retrieve_cols")
+
+try:
+    model = _model_for(ws, method, d0)
+except (FileNotFoundError, ValueError) as exc:
+    st.warning(f"{method} is not available for this workspace: {exc}. Using S-SLiCS.")
+    method = "S-SLiCS"
+    model = ws.model(method, d0)
+mkey = d0 if method != FSPLICE else 0
+
+scores = _scores(ws_id(ws), method, mkey, q.key, model, q.x)
+zs = ws.zero_shot(q.raw)
+names = list(ws.concept_names)
+
+preselect, rule = preselection(ws, q, model, method, mkey, scores)
+
+left, right = st.columns([1, 2])
+with left:
+    show_query(ws, q)
+with right:
+    order = np.argsort(-scores, kind="stable")
+    table = pd.DataFrame({
+        "concept": [names[j] for j in order],
+        "cos(ṽⱼ, x)": np.round(scores[order], 3),
+    })
+    if zs is not None:
+        table["zero-shot cos"] = np.round(zs[0][order], 3)
+    if q.Y is not None:
+        table["known label"] = ["✓" if q.Y[j] else "" for j in order]
+    st.markdown("**The query's concepts**, ranked by the cosine between the query and its projection on each "
+                "concept's subspace" + (" (F-SpLiCE: its concept components)" if method == FSPLICE else ""))
+    st.dataframe(table, hide_index=True, width="stretch", height=min(460, 38 + 35 * len(table)))
+    st.caption(f"Pre-selected: {rule}.")
+
+picked = concept_picker(ws, q, preselect, label="Concepts to retrieve by")
+write_deep_link(q, [names[j] for j in picked])
+if not picked:
+    st.info("Pick at least one concept to see its gallery.")
+    st.stop()
+
+active = tuple(sorted(picked)) if (mode == "full" and method != FSPLICE) else ()
+V = _components(ws_id(ws), method, mkey, q.key, mode if method != FSPLICE else "partial", active, model, q.x)
+pairs = concept_galleries(V, q.x, ws.X, ws.index["pool"], picked, k, Y=ws.Y, Z=ws.Z,
+                          sub_to_concept=ws.sub_to_concept, query_sub=q.Z)
+
+st.divider()
+st.markdown(f"Border: <span style='color:{GREEN}'>■ relevant</span> (has the concept"
+            + (", and shares the query's sub-label" if q.Z is not None else "") + ") · "
+            f"<span style='color:{ORANGE}'>■ right concept, other sub-label</span> · "
+            f"<span style='color:{RED}'>■ not relevant</span>", unsafe_allow_html=True)
+for cg, uf in pairs:
+    name = names[cg.concept]
+    st.subheader(f"{name}")
+    m = st.columns(4)
+    m[0].metric(f"P@{k} general · {name}", _pct(cg.precision_general),
+                _delta(cg.precision_general, uf.precision_general))
+    m[1].metric(f"P@{k} general · unfiltered", _pct(uf.precision_general))
+    m[2].metric(f"P@{k} sub-label · {name}", _pct(cg.precision_sub), _delta(cg.precision_sub, uf.precision_sub))
+    m[3].metric(f"P@{k} sub-label · unfiltered", _pct(uf.precision_sub))
+    a, b = st.columns(2)
+    with a:
+        st.markdown(f"**By the {name} component** ({'ṽ' if mode == 'partial' else 'v'}ⱼ, {method})")
+        _draw_gallery(ws, cg, n_cols)
+    with b:
+        st.markdown("**Unfiltered** (whole query)")
+        _draw_gallery(ws, uf, n_cols)
+
+df = galleries_table(pairs, ws.ids, names)
+with st.expander("Table of the galleries"):
+    st.dataframe(df, hide_index=True, width="stretch")
+csv_download(df, f"galleries-{q.key.replace(':', '-')}-{method}.csv", label="Download the galleries (CSV)",
+             key="retrieve_csv")

@@ -1,0 +1,514 @@
+"""Retrieval-side helpers of the app's Retrieve and Generate pages.
+
+Everything here is plain numpy on one query at a time:
+
+* :func:`query_components` / :func:`concept_scores` -- a query's concept
+  components (``tilde v_j`` partial, ``v_j`` full) for a fitted SLiCS model or
+  the F-SpLiCE baseline, and the ranking score ``cos(tilde v_j, x)``;
+* :func:`fit_score_thresholds` / :func:`likely_concepts` -- which concepts to
+  pre-select for a query whose labels are unknown (an upload);
+* :func:`concept_galleries` -- top-``k`` pool items by each picked concept's
+  component and by the whole query (unfiltered), with relevance marks and
+  precision@k where labels are known; :func:`galleries_table` for CSV export;
+* :func:`build_fsplice` -- the F-SpLiCE baseline on a workspace vocabulary;
+* :func:`generation_rows`, :func:`image_strip` -- inputs and output layout of
+  the Generate page; :func:`parse_concept_param` -- the ``?c=`` deep link.
+
+Relevance (as in the paper's evaluation, sec. 4.4): a retrieved pool item is
+*generally* relevant to concept ``j`` when it has general label ``j``; it is
+*sub-label* relevant when it shares one of the query's sub-labels that belong
+to concept ``j``. General relevance only needs the pool's labels (so it is
+shown for uploads too); sub-label relevance needs the query's sub-labels and is
+``None`` when the query has none under concept ``j``.
+
+Pre-selection rule for uploads (the paper is silent): for every concept the
+score threshold that maximises F1 between ``cos(tilde v_j, x) >= t`` and the
+labels on the workspace's validation split; a concept with no positive
+validation item gets the median of the other thresholds. The concepts above
+their threshold are pre-selected, or the best-scoring one if none is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "query_components",
+    "concept_scores",
+    "fit_score_thresholds",
+    "likely_concepts",
+    "Gallery",
+    "rank_pool",
+    "gallery_relevance",
+    "concept_galleries",
+    "galleries_table",
+    "build_fsplice",
+    "fsplice_for_workspace",
+    "upload_thresholds",
+    "generation_rows",
+    "image_strip",
+    "parse_concept_param",
+]
+
+
+def _is_fsplice(model) -> bool:
+    from slics_core.baselines import FSpLiCE
+
+    return isinstance(model, FSpLiCE)
+
+
+def _check_x(x, d=None):
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 2 and x.shape[0] == 1:
+        x = x[0]
+    if x.ndim != 1:
+        raise ValueError(f"the query must be one embedding (d,), got shape {x.shape}")
+    if d is not None and x.shape[0] != d:
+        raise ValueError(f"the query has {x.shape[0]} dimensions, the model {d}")
+    if not np.all(np.isfinite(x)) or not np.linalg.norm(x) > 0:
+        raise ValueError("the query embedding is zero or contains NaN/inf")
+    return x
+
+
+def _model_dim(model):
+    if _is_fsplice(model):
+        return int(model.dictionary.shape[1])
+    return getattr(model, "n_features_in_", None)
+
+
+def _n_concepts(model):
+    return int(model.n_concepts) if _is_fsplice(model) else int(model.n_concepts_)
+
+
+def query_components(model, x, *, mode="partial", active=None) -> np.ndarray:
+    """Concept components of one query, shape (S, d).
+
+    Parameters
+    ----------
+    model : fitted SLiCS or :class:`slics_core.baselines.FSpLiCE`
+    x : array-like of shape (d,)
+        The query, preprocessed like the model's training data.
+    mode : {"partial", "full"}
+        ``"partial"``: ``tilde v_j``, the nearest point of concept ``j``'s
+        cone; ``"full"``: ``v_j`` from the joint NNLS over the ``active``
+        concepts (the others are zero). F-SpLiCE has one kind of component
+        (its reconstruction split by word groups); ``mode`` is ignored for it.
+    active : sequence of int or bool mask of shape (S,), optional
+        Active concepts for ``mode="full"`` (required there).
+    """
+    x = _check_x(x, _model_dim(model))
+    if _is_fsplice(model):
+        return np.asarray(model.components(x[None]))[0]
+    if mode == "partial":
+        return np.asarray(model.project(x[None], None))[0]
+    if mode != "full":
+        raise ValueError(f"mode must be 'partial' or 'full', got {mode!r}")
+    S = _n_concepts(model)
+    if active is None:
+        raise ValueError("mode='full' needs the active concepts")
+    mask = np.zeros(S, bool)
+    a = np.asarray(active)
+    if a.dtype == bool:
+        if a.shape != (S,):
+            raise ValueError(f"active mask must have shape ({S},), got {a.shape}")
+        mask = a.copy()
+    else:
+        a = a.astype(int).ravel()
+        if a.size and (a.min() < 0 or a.max() >= S):
+            raise ValueError(f"active concepts must be in [0, {S}), got {a.tolist()}")
+        mask[a] = True
+    if not mask.any():
+        raise ValueError("pick at least one concept for the full disentanglement")
+    return np.asarray(model.components(x[None], mask[None]))[0]
+
+
+def _cosines(V, x):
+    V = np.atleast_2d(np.asarray(V, dtype=np.float64))
+    nv = np.linalg.norm(V, axis=1)
+    nx = np.linalg.norm(x)
+    dots = V @ x
+    return np.divide(dots, nv * nx, out=np.zeros_like(dots), where=nv > 1e-12)
+
+
+def concept_scores(model, X) -> np.ndarray:
+    """``cos(tilde v_j, x)`` for every concept; 0 where the component is zero.
+
+    Parameters
+    ----------
+    model : fitted SLiCS or FSpLiCE
+        For F-SpLiCE, the cosine of its concept components with ``x``.
+    X : array-like of shape (d,) or (n, d)
+
+    Returns
+    -------
+    scores : ndarray of shape (S,) or (n, S)
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim == 1:
+        x = _check_x(X, _model_dim(model))
+        return _cosines(query_components(model, x, mode="partial"), x)
+    if X.ndim != 2:
+        raise ValueError(f"X must be (d,) or (n, d), got shape {X.shape}")
+    from slics_core._validation import check_embeddings
+
+    X = check_embeddings(X, n_features=_model_dim(model), name="queries")
+    V = np.asarray(model.components(X) if _is_fsplice(model) else model.project(X, None))
+    nv = np.linalg.norm(V, axis=2)
+    nx = np.linalg.norm(X, axis=1, keepdims=True)
+    dots = np.einsum("nsd,nd->ns", V, X)
+    return np.divide(dots, nv * nx, out=np.zeros_like(dots), where=nv > 1e-12)
+
+
+def fit_score_thresholds(scores, Y) -> np.ndarray:
+    """Per-concept threshold on scores that maximises F1 against labels.
+
+    ``scores >= t_j`` predicts concept ``j``. Among thresholds with the best
+    F1 the highest is returned. Concepts without a positive item get the
+    median of the other thresholds (0.5 if no concept has positives).
+
+    Parameters
+    ----------
+    scores : array-like of shape (n, S)
+    Y : array-like of bool, shape (n, S)
+
+    Returns
+    -------
+    thresholds : ndarray of shape (S,)
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    Y = np.asarray(Y, dtype=bool)
+    if s.ndim != 2 or s.shape != Y.shape:
+        raise ValueError(f"scores and Y must be 2-D with the same shape, got {s.shape} and {Y.shape}")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("scores contain NaN or inf")
+    n, S = s.shape
+    out = np.full(S, np.nan)
+    for j in range(S):
+        P = int(Y[:, j].sum())
+        if P == 0 or n == 0:
+            continue
+        order = np.argsort(-s[:, j], kind="stable")
+        sv, yv = s[order, j], Y[order, j]
+        tp = np.cumsum(yv)
+        n_pred = np.arange(1, n + 1)
+        # a threshold equal to sv[i] predicts every item with score >= sv[i]: the end of its tie group
+        last = np.r_[sv[1:] != sv[:-1], True]
+        f1 = np.where(last, 2 * tp / (P + n_pred), -1.0)
+        best = np.flatnonzero(f1 >= f1.max() - 1e-12)[0]  # first in descending order: highest threshold
+        out[j] = sv[best]
+    finite = np.isfinite(out)
+    fill = float(np.median(out[finite])) if finite.any() else 0.5
+    out[~finite] = fill
+    return out
+
+
+def likely_concepts(scores, thresholds) -> list:
+    """Concepts with ``scores[j] >= thresholds[j]``, best first; the best one if none passes."""
+    s = np.asarray(scores, dtype=np.float64).ravel()
+    t = np.asarray(thresholds, dtype=np.float64).ravel()
+    if s.shape != t.shape:
+        raise ValueError(f"{s.size} scores for {t.size} thresholds")
+    order = np.argsort(-s, kind="stable")
+    picked = [int(j) for j in order if s[j] >= t[j]]
+    return picked or [int(order[0])]
+
+
+# ---------------------------------------------------------------------- galleries
+@dataclass
+class Gallery:
+    """One ranked list of pool items.
+
+    Attributes
+    ----------
+    kind : {"concept", "unfiltered"}
+    concept : int
+        The concept this gallery (and its relevance marks) is about.
+    rows : ndarray of int, shape (k,)
+        Workspace rows, best first (empty when the component is zero).
+    scores : ndarray of shape (k,)
+        Cosine of each item with the ranking vector.
+    relevant_general, relevant_sub : ndarray of bool, shape (k,), or None
+        Relevance marks (None where unknown; see the module docstring).
+    note : str
+        Why the gallery is empty, if it is.
+    """
+
+    kind: str
+    concept: int
+    rows: np.ndarray
+    scores: np.ndarray
+    relevant_general: np.ndarray | None = None
+    relevant_sub: np.ndarray | None = None
+    note: str = ""
+
+    @property
+    def precision_general(self) -> float:
+        """Fraction of generally relevant items (nan when unknown or empty)."""
+        return _precision(self.relevant_general)
+
+    @property
+    def precision_sub(self) -> float:
+        """Fraction of sub-label relevant items (nan when unknown or empty)."""
+        return _precision(self.relevant_sub)
+
+
+def _precision(rel):
+    if rel is None or len(rel) == 0:
+        return float("nan")
+    return float(np.mean(rel))
+
+
+def rank_pool(vectors, X, pool_rows, k):
+    """Top-``k`` pool rows by cosine with each vector.
+
+    Parameters
+    ----------
+    vectors : array-like of shape (m, d)
+        Non-zero ranking vectors.
+    X : array-like of shape (n, d)
+        All embeddings of the workspace.
+    pool_rows : array-like of int
+        Rows of ``X`` that form the candidate pool.
+    k : int
+
+    Returns
+    -------
+    rows : ndarray of int, shape (m, min(k, n_pool))
+    scores : ndarray of shape (m, min(k, n_pool))
+    """
+    from slics_core.retrieval import ExactIndex
+
+    pool_rows = np.asarray(pool_rows, dtype=int).ravel()
+    if pool_rows.size == 0:
+        raise ValueError("the pool is empty")
+    index = ExactIndex(np.asarray(X)[pool_rows])
+    pos, sc = index.search(np.atleast_2d(np.asarray(vectors, dtype=np.float32)), int(k))
+    return pool_rows[pos], sc
+
+
+def gallery_relevance(rows, concept, Y=None, Z=None, sub_to_concept=None, query_sub=None):
+    """General and sub-label relevance of retrieved rows for ``concept``.
+
+    Returns
+    -------
+    relevant_general : ndarray of bool (k,) or None
+        ``Y[row, concept]``; None without ``Y``.
+    relevant_sub : ndarray of bool (k,) or None
+        The row has one of the query's sub-labels of ``concept``; None when
+        ``Z``/``sub_to_concept``/``query_sub`` are missing or the query has no
+        sub-label of ``concept``.
+    """
+    rows = np.asarray(rows, dtype=int).ravel()
+    gen = None if Y is None else np.asarray(Y, bool)[rows, int(concept)]
+    sub = None
+    if Z is not None and sub_to_concept is not None and query_sub is not None:
+        L = np.flatnonzero(np.asarray(sub_to_concept) == int(concept))
+        q = np.asarray(query_sub, bool).ravel()[L]
+        if q.any():
+            sub = (np.asarray(Z, bool)[rows][:, L] & q[None, :]).any(axis=1)
+    return gen, sub
+
+
+def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to_concept=None, query_sub=None):
+    """Concept-filtered and unfiltered galleries of one query.
+
+    Parameters
+    ----------
+    V : array-like of shape (S, d)
+        The query's concept components (:func:`query_components`).
+    x : array-like of shape (d,)
+        The query itself (unfiltered ranking).
+    X : array-like of shape (n, d)
+        Workspace embeddings; ``pool_rows`` select the candidates.
+    pool_rows : array-like of int
+    concepts : sequence of int
+        Picked concepts, in display order.
+    k : int
+    Y, Z, sub_to_concept, query_sub :
+        Labels for relevance (see :func:`gallery_relevance`); all optional.
+
+    Returns
+    -------
+    pairs : list of (Gallery, Gallery)
+        ``(concept gallery, unfiltered gallery)`` for every picked concept;
+        the unfiltered list is the same for all, its marks are per concept.
+    """
+    V = np.asarray(V, dtype=np.float64)
+    x = _check_x(x, V.shape[1] if V.ndim == 2 else None)
+    if V.ndim != 2:
+        raise ValueError(f"V must be (S, d), got shape {V.shape}")
+    concepts = [int(j) for j in concepts]
+    for j in concepts:
+        if not 0 <= j < V.shape[0]:
+            raise ValueError(f"concept {j} out of range (0..{V.shape[0] - 1})")
+    nonzero = [j for j in concepts if np.linalg.norm(V[j]) > 1e-12]
+    vecs = [x] + [V[j] for j in nonzero]
+    rows, scores = rank_pool(np.stack(vecs), X, pool_rows, k)
+    uf_rows, uf_scores = rows[0], scores[0]
+    found = {j: (rows[i + 1], scores[i + 1]) for i, j in enumerate(nonzero)}
+    out = []
+    for j in concepts:
+        g_uf, s_uf = gallery_relevance(uf_rows, j, Y, Z, sub_to_concept, query_sub)
+        uf = Gallery("unfiltered", j, uf_rows, uf_scores, g_uf, s_uf)
+        if j in found:
+            r, s = found[j]
+            g, sb = gallery_relevance(r, j, Y, Z, sub_to_concept, query_sub)
+            cg = Gallery("concept", j, r, s, g, sb)
+        else:
+            empty = np.zeros(0, int)
+            cg = Gallery("concept", j, empty, np.zeros(0), None if Y is None else np.zeros(0, bool),
+                         None, note="this query has no component along the concept (it is zero)")
+        out.append((cg, uf))
+    return out
+
+
+def galleries_table(pairs, ids=None, concept_names=None):
+    """One row per shown item: concept, gallery, rank, item_id, row, score, relevant_general, relevant_sub.
+
+    Parameters
+    ----------
+    pairs : output of :func:`concept_galleries`
+    ids : sequence of str, optional
+        Item ids by workspace row (default: the row number).
+    concept_names : sequence of str, optional
+
+    Returns
+    -------
+    pandas.DataFrame
+    """
+    import pandas as pd
+
+    recs = []
+    for pair in pairs:
+        for g in pair:
+            name = concept_names[g.concept] if concept_names is not None else g.concept
+            for r in range(len(g.rows)):
+                row = int(g.rows[r])
+                recs.append({
+                    "concept": name, "gallery": g.kind, "rank": r + 1,
+                    "item_id": ids[row] if ids else str(row), "row": row, "score": float(g.scores[r]),
+                    "relevant_general": None if g.relevant_general is None else bool(g.relevant_general[r]),
+                    "relevant_sub": None if g.relevant_sub is None else bool(g.relevant_sub[r]),
+                })
+    cols = ["concept", "gallery", "rank", "item_id", "row", "score", "relevant_general", "relevant_sub"]
+    return pd.DataFrame.from_records(recs, columns=cols)
+
+
+# ---------------------------------------------------------------------- F-SpLiCE
+def build_fsplice(words, W, concept_embeddings, *, alpha=0.25):
+    """The F-SpLiCE baseline on a vocabulary.
+
+    Both the vocabulary and the concept-name embeddings are prepared like the
+    paper's text embeddings (:func:`slics_core.captions.prepare_text_embeddings`:
+    unit, minus the vocabulary's mean, unit); the concept names are centred
+    with the *vocabulary* mean so that both live in the same space.
+
+    Parameters
+    ----------
+    words : sequence of str
+    W : array-like of shape (V, d)
+        Raw text embeddings of the words.
+    concept_embeddings : array-like of shape (S, d)
+        Raw text embeddings of the concept names (word grouping).
+    alpha : float
+
+    Returns
+    -------
+    slics_core.baselines.FSpLiCE
+    """
+    from slics_core.baselines import FSpLiCE
+    from slics_core.captions import prepare_text_embeddings
+
+    Wp, mean = prepare_text_embeddings(np.asarray(W, dtype=np.float64))
+    Cp, _ = prepare_text_embeddings(np.asarray(concept_embeddings, dtype=np.float64), mean=mean)
+    return FSpLiCE(Wp, Cp, words=list(words), alpha=alpha)
+
+
+def fsplice_for_workspace(ws, encoder=None, *, alpha=0.25):
+    """F-SpLiCE for a workspace: its vocabulary (:func:`slics_core.workspace.workspace_vocabulary`)
+    grouped by the text embeddings of the concept *names* (from ``encoder.encode_texts``; the
+    workspace's concept prompt embeddings ``ws.concept_text`` when no encoder is given).
+
+    Raises
+    ------
+    FileNotFoundError
+        Neither a vocabulary nor concept text embeddings can be had here.
+    """
+    from slics_core.workspace import workspace_vocabulary
+
+    words, W = workspace_vocabulary(ws)
+    if encoder is not None and hasattr(encoder, "encode_texts"):
+        C = np.asarray(encoder.encode_texts(list(ws.concept_names)), dtype=np.float64)
+    elif ws.concept_text is not None:
+        C = np.asarray(ws.concept_text, dtype=np.float64)
+    else:
+        raise FileNotFoundError(f"workspace {ws.name!r} has no text encoder and no concept text embeddings; "
+                                "F-SpLiCE needs them to group its vocabulary")
+    return build_fsplice(words, W, C, alpha=alpha)
+
+
+def upload_thresholds(model, X_val, Y_val) -> np.ndarray:
+    """Pre-selection thresholds of ``model``: :func:`fit_score_thresholds` of its
+    :func:`concept_scores` on validation embeddings ``X_val`` with labels ``Y_val``
+    (0.5 for every concept when there is no validation item)."""
+    X_val = np.asarray(X_val)
+    Y_val = np.asarray(Y_val, dtype=bool)
+    if X_val.shape[0] == 0:
+        return np.full(Y_val.shape[1] if Y_val.ndim == 2 else _n_concepts(model), 0.5)
+    return fit_score_thresholds(concept_scores(model, X_val), Y_val)
+
+
+# ---------------------------------------------------------------------- generation
+def generation_rows(x, V, concepts, concept_names=None):
+    """What to draw for a query: the query itself, then each picked concept's non-zero component.
+
+    Returns
+    -------
+    rows : ndarray of shape (m, d)
+    titles : list of str
+        ``"query"`` then the concept names.
+    skipped : list of str
+        Picked concepts whose component is zero (nothing to draw).
+    """
+    x = _check_x(x)
+    V = np.asarray(V, dtype=np.float64)
+    rows, titles, skipped = [x], ["query"], []
+    for j in concepts:
+        name = concept_names[j] if concept_names is not None else str(j)
+        if np.linalg.norm(V[int(j)]) > 1e-12:
+            rows.append(V[int(j)])
+            titles.append(name)
+        else:
+            skipped.append(name)
+    return np.stack(rows), titles, skipped
+
+
+def image_strip(images, gap: int = 4, background=(255, 255, 255)):
+    """The images side by side (top-aligned, ``gap`` pixels apart) as one RGB image."""
+    from PIL import Image
+
+    images = [im.convert("RGB") for im in images]
+    if not images:
+        raise ValueError("no images to put in a strip")
+    w = sum(im.width for im in images) + gap * (len(images) - 1)
+    h = max(im.height for im in images)
+    out = Image.new("RGB", (w, h), background)
+    x = 0
+    for im in images:
+        out.paste(im, (x, 0))
+        x += im.width + gap
+    return out
+
+
+def parse_concept_param(value, concept_names) -> list:
+    """Concept names from a ``?c=a,b`` value (case-insensitive; unknown names are dropped)."""
+    if not value:
+        return []
+    lookup = {n.lower(): n for n in concept_names}
+    out = []
+    for part in str(value).split(","):
+        n = lookup.get(part.strip().lower())
+        if n is not None and n not in out:
+            out.append(n)
+    return out

@@ -1,0 +1,566 @@
+"""Maps of the learned subspaces for the app: t-SNE layouts, atom usage, heatmaps, caption tables.
+
+Computations behind the Subspaces, Atoms and Captions pages (paper Fig. 2b/5,
+Fig. 6 and Table 1). Everything returns plain arrays or tidy
+:class:`pandas.DataFrame` tables; drawing is left to the pages.
+
+Choices (the paper is silent on them)
+-------------------------------------
+* **t-SNE geometry.** Embeddings, components and atoms are unit-normalised
+  before t-SNE, so distances are cosine distances (retrieval ranks by cosine
+  and components have smaller norms than the embeddings they come from).
+  Zero components (a concept that gets no coefficient in the full
+  disentanglement) have no direction and are left out. The layout is
+  seeded, PCA-initialised, perplexity ``min(30, (N - 1) / 3)``, 500
+  iterations, and runs single-threaded (``n_jobs=1`` and one BLAS thread): on
+  a busy two-core machine that was about 5x faster than letting
+  scikit-learn's OpenMP and BLAS threads compete.
+* **Which components.** An item contributes one component per concept it
+  is labelled with (``Y``); partial components ``tilde-v_j`` are the
+  projections on concept ``j``'s cone (eq. 3), full components ``v_j`` come
+  from the NNLS over the item's labelled concepts (eq. 2).
+* **Colour groups.** A component's concept is its own concept and its
+  sub-label is the item's sub-label of that concept; an embedding with
+  several concepts (or sub-labels) is put in the group ``"several"``; an item
+  without one is ``"none"``; atoms have the sub-label ``"(atom)"``.
+* **Top words of an atom.** For unit-norm prepared word embeddings ``w`` and
+  a unit atom ``b`` the one-atom NNLS error is ``1 - max(0, cos(w, b))^2``,
+  so ranking by that error (the paper's caption rule applied to one atom)
+  and ranking by the cosine are the same for every word with a positive
+  cosine; the table reports both.
+* **Images that use an atom.** Coefficients from ``model.transform`` (NNLS
+  restricted to each item's labelled concepts when labels are given).
+* **Co-occurrence coefficients.** As in the paper, non-negative OMP
+  (:func:`slics_core.sparse_coding.nn_omp`) without labels on the
+  validation split; its sparsity (atoms per item) defaults to ``d0``. On the
+  emoji world the within-group / between-group co-occurrence ratio falls as
+  the sparsity grows (2.3 at 2 atoms, 1.4 at ``d0`` = 10, 1.15 at 20); the
+  Atoms page lets the user change it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from slics_core._validation import check_embeddings
+
+__all__ = [
+    "KINDS",
+    "sample_rows",
+    "map_sample",
+    "map_points",
+    "tsne_layout",
+    "subspace_map",
+    "selected_point_ids",
+    "item_codes",
+    "atom_top_items",
+    "atom_top_words",
+    "atom_heatmaps",
+    "group_layout",
+    "matrix_table",
+    "caption_table",
+]
+
+#: Kinds of points in a subspace map.
+KINDS = ("embedding", "component", "atom")
+SEVERAL = "several"
+NONE = "none"
+ATOM_SUB = "(atom)"
+
+
+# ---------------------------------------------------------------------- t-SNE maps
+def sample_rows(rows, n_points, random_state=0):
+    """At most ``n_points`` of ``rows``, drawn without replacement by a seeded generator, sorted.
+
+    Parameters
+    ----------
+    rows : array-like of int
+    n_points : int
+        Cap (>= 1).
+    random_state : int
+
+    Returns
+    -------
+    rows : ndarray of int
+    """
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    if isinstance(n_points, bool) or not isinstance(n_points, (int, np.integer)) or n_points < 1:
+        raise ValueError(f"n_points must be a positive int; got {n_points!r}.")
+    if rows.size <= n_points:
+        return np.sort(rows)
+    rng = np.random.default_rng(random_state)
+    return np.sort(rng.choice(rows, size=int(n_points), replace=False))
+
+
+def map_sample(Y, rows, n_points, random_state=0, concepts=None, concept_names=None, include=None):
+    """The items of a map: ``rows`` labelled with one of ``concepts`` (all if None), then :func:`sample_rows`.
+
+    Parameters
+    ----------
+    Y : array-like of bool, shape (n, S)
+    rows : array-like of int
+    n_points : int
+    random_state : int
+    concepts : sequence of int or str, optional
+    concept_names : list of str, optional
+        Needed to give ``concepts`` by name.
+    include : array-like of int, optional
+        Rows always in the result (e.g. the current query; they may come
+        from outside ``rows``) when they pass the concept filter; they count
+        towards ``n_points`` and the rest is sampled.
+
+    Returns
+    -------
+    rows : ndarray of int (sorted)
+    """
+    Yb = np.asarray(Y, dtype=bool)
+    if Yb.ndim != 2:
+        raise ValueError(f"Y must be 2-D (n, S); got shape {Yb.shape}.")
+    sample_rows([], n_points)  # validates n_points
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    if rows.size and (rows.min() < 0 or rows.max() >= Yb.shape[0]):
+        raise ValueError(f"rows out of range (0..{Yb.shape[0] - 1}).")
+    inc = np.unique(np.asarray([] if include is None else include, dtype=np.int64).reshape(-1))
+    if inc.size and (inc.min() < 0 or inc.max() >= Yb.shape[0]):
+        raise ValueError(f"include rows out of range (0..{Yb.shape[0] - 1}).")
+    if concepts is not None:
+        names = list(concept_names) if concept_names is not None else [f"concept {j}" for j in range(Yb.shape[1])]
+        keep = _concept_indices(concepts, Yb.shape[1], names)
+        rows = rows[Yb[rows][:, keep].any(axis=1)]
+        inc = inc[Yb[inc][:, keep].any(axis=1)]
+    if not inc.size:
+        return sample_rows(rows, n_points, random_state)
+    rest = np.setdiff1d(rows, inc)
+    if n_points <= inc.size or not rest.size:
+        return inc
+    return np.union1d(inc, sample_rows(rest, n_points - inc.size, random_state))
+
+
+def _group_name(names):
+    if len(names) == 1:
+        return names[0]
+    return SEVERAL if names else NONE
+
+
+def _concept_indices(concepts, n_concepts, concept_names):
+    if concepts is None:
+        return np.arange(n_concepts)
+    out = []
+    for c in concepts:
+        if isinstance(c, str):
+            if c not in concept_names:
+                raise ValueError(f"unknown concept {c!r}; known: {list(concept_names)}")
+            out.append(concept_names.index(c))
+        else:
+            c = int(c)
+            if not 0 <= c < n_concepts:
+                raise ValueError(f"concept index {c} out of range (0..{n_concepts - 1})")
+            out.append(c)
+    if not out:
+        raise ValueError("concepts is empty: pick at least one concept (or None for all).")
+    return np.unique(out)
+
+
+def map_points(model, X, Y, rows, *, kinds=KINDS, component="partial", concepts=None, Z=None,
+               sub_to_concept=None, concept_names=None, sub_names=None):
+    """The points of a subspace map: vectors and a tidy description of each.
+
+    Parameters
+    ----------
+    model : fitted SLiCS
+    X : array-like of shape (n, d)
+        Preprocessed embeddings of the workspace.
+    Y : array-like of bool, shape (n, S)
+        Concept labels (which components an item has).
+    rows : array-like of int
+        Items to show (rows of ``X``).
+    kinds : iterable of {"embedding", "component", "atom"}
+    component : {"partial", "full"}
+        ``tilde-v_j`` (projection on the cone) or ``v_j`` (joint NNLS over
+        the item's labelled concepts).
+    concepts : sequence of int or str, optional
+        Restrict to these concepts: items labelled with at least one of
+        them, their components of these concepts, and these concepts' atoms.
+    Z : array-like of bool, shape (n, L), optional
+        Sub-labels.
+    sub_to_concept : array-like of int, shape (L,), optional
+        Concept of each sub-label (needed with ``Z``).
+    concept_names, sub_names : list of str, optional
+
+    Returns
+    -------
+    P : ndarray of shape (N, d)
+        The vectors (not normalised).
+    table : DataFrame
+        One row per point: ``point`` (0..N-1), ``kind``, ``row`` (item row,
+        -1 for atoms), ``atom`` (atom index, -1 otherwise), ``concept``,
+        ``sub_label``, ``labels`` (all of the item's concepts, or the atom's).
+    """
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+    unknown = set(kinds) - set(KINDS)
+    if unknown or not kinds:
+        raise ValueError(f"kinds must be a non-empty subset of {KINDS}; got {kinds!r}.")
+    if component not in ("partial", "full"):
+        raise ValueError(f"component must be 'partial' or 'full'; got {component!r}.")
+    X = check_embeddings(X, n_features=model.n_features_in_, allow_zero_rows=True)
+    Y = np.asarray(Y, dtype=bool)
+    if Y.shape != (X.shape[0], model.n_concepts_):
+        raise ValueError(f"Y must have shape {(X.shape[0], model.n_concepts_)}; got {Y.shape}.")
+    S = model.n_concepts_
+    names = list(concept_names) if concept_names is not None else [f"concept {j}" for j in range(S)]
+    if len(names) != S:
+        raise ValueError(f"{len(names)} concept names for {S} concepts.")
+    if Z is not None:
+        Z = np.asarray(Z, dtype=bool)
+        sub_to_concept = np.asarray(sub_to_concept, dtype=int)
+        if Z.shape[0] != X.shape[0] or sub_to_concept.shape != (Z.shape[1],):
+            raise ValueError("Z must be (n, L) with sub_to_concept of length L.")
+        sub_names = list(sub_names) if sub_names is not None else [f"sub {k}" for k in range(Z.shape[1])]
+    keep = _concept_indices(concepts, S, names)
+    keep_mask = np.zeros(S, dtype=bool)
+    keep_mask[keep] = True
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    if rows.size and (rows.min() < 0 or rows.max() >= X.shape[0]):
+        raise ValueError(f"rows out of range (0..{X.shape[0] - 1}).")
+    rows = rows[(Y[rows] & keep_mask).any(axis=1)]
+
+    def subs_of(i, concept_set):
+        if Z is None:
+            return []
+        return [sub_names[k] for k in np.flatnonzero(Z[i]) if sub_to_concept[k] in concept_set]
+
+    vecs, recs = [], []
+    all_labels = {int(i): ", ".join(names[j] for j in np.flatnonzero(Y[i])) for i in rows}
+    if "embedding" in kinds and rows.size:
+        kept = set(keep.tolist())
+        for i in rows:
+            cs = [names[j] for j in np.flatnonzero(Y[i] & keep_mask)]
+            recs.append(("embedding", int(i), -1, _group_name(cs), _group_name(subs_of(i, kept)), all_labels[int(i)]))
+        vecs.append(X[rows])
+    if "component" in kinds and rows.size:
+        Xr = X[rows]
+        if component == "partial":
+            V = np.zeros((rows.size, S, X.shape[1]))
+            for j in keep:
+                on = Y[rows, j]
+                if on.any():
+                    V[on, j] = model.project(Xr[on], int(j))
+        else:
+            V = np.asarray(model.components(Xr, Y[rows]))
+        for a, i in enumerate(rows):
+            for j in np.flatnonzero(Y[i] & keep_mask):
+                v = V[a, j]
+                if np.linalg.norm(v) <= 1e-9:
+                    continue
+                recs.append(("component", int(i), -1, names[j], _group_name(subs_of(i, {int(j)})),
+                             all_labels[int(i)]))
+                vecs.append(v[None, :])
+    if "atom" in kinds:
+        groups = np.asarray(model.groups_)
+        for k in np.flatnonzero(keep_mask[groups]):
+            recs.append(("atom", -1, int(k), names[groups[k]], ATOM_SUB, names[groups[k]]))
+            vecs.append(np.asarray(model.atoms_[k])[None, :])
+    P = np.vstack(vecs) if vecs else np.zeros((0, X.shape[1]))
+    table = pd.DataFrame(recs, columns=["kind", "row", "atom", "concept", "sub_label", "labels"])
+    table.insert(0, "point", np.arange(len(table)))
+    return P, table
+
+
+def tsne_layout(P, *, perplexity=30.0, max_iter=500, random_state=0, n_jobs=1):
+    """2-D t-SNE of the rows of ``P`` in cosine geometry (rows unit-normalised; PCA init).
+
+    Parameters
+    ----------
+    P : array-like of shape (N, d), N >= 3
+        Non-zero vectors.
+    perplexity : float
+        Upper bound; lowered to ``(N - 1) / 3`` for small ``N``.
+    max_iter : int
+        Iterations (>= 250, scikit-learn's minimum).
+    random_state : int
+    n_jobs : int
+        Threads for the neighbour search and for BLAS.
+
+    Returns
+    -------
+    Y2 : ndarray of shape (N, 2)
+    """
+    from sklearn.manifold import TSNE
+    from threadpoolctl import threadpool_limits
+
+    P = check_embeddings(P, name="points")
+    if P.shape[0] < 3:
+        raise ValueError(f"t-SNE needs at least 3 points; got {P.shape[0]} (show more items or kinds).")
+    U = P / np.linalg.norm(P, axis=1, keepdims=True)
+    perp = float(min(perplexity, max(1.0, (P.shape[0] - 1) / 3.0)))
+    tsne = TSNE(n_components=2, perplexity=perp, init="pca", random_state=random_state,
+                max_iter=int(max_iter), n_jobs=n_jobs)
+    with threadpool_limits(n_jobs):
+        return tsne.fit_transform(U)
+
+
+def subspace_map(model, X, Y, rows, *, n_points=300, random_state=0, kinds=KINDS, component="partial",
+                 concepts=None, Z=None, sub_to_concept=None, concept_names=None, sub_names=None,
+                 max_iter=500, progress=None):
+    """A t-SNE map of sampled items, their components and the atoms (paper Fig. 2b / Fig. 5).
+
+    Parameters
+    ----------
+    model, X, Y, rows, kinds, component, concepts, Z, sub_to_concept, concept_names, sub_names
+        As in :func:`map_points`.
+    n_points : int
+        Cap on the number of items (sampled from ``rows`` after the concept
+        filter, see :func:`sample_rows`).
+    random_state : int
+        Seed of the sample and of t-SNE.
+    max_iter : int
+    progress : callable, optional
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    table : DataFrame
+        :func:`map_points`'s table with the t-SNE coordinates ``x``, ``y``.
+    """
+    def report(stage, done):
+        if progress is not None:
+            progress(stage, done, 3)
+
+    Yb = np.asarray(Y, dtype=bool)
+    rows = map_sample(Yb, rows, n_points, random_state=random_state, concepts=concepts,
+                      concept_names=concept_names)
+    report("components", 0)
+    P, table = map_points(model, X, Yb, rows, kinds=kinds, component=component, concepts=concepts, Z=Z,
+                          sub_to_concept=sub_to_concept, concept_names=concept_names, sub_names=sub_names)
+    report(f"t-SNE of {len(table)} points", 1)
+    xy = tsne_layout(P, random_state=random_state, max_iter=max_iter)
+    table = table.assign(x=xy[:, 0], y=xy[:, 1])
+    report("done", 3)
+    return table
+
+
+def selected_point_ids(selection, n_points=None):
+    """Point ids (``customdata[0]``) of a plotly selection as returned by ``st.plotly_chart``.
+
+    A point's ``customdata`` is a list, a scalar, or (for customdata sent as
+    a numpy typed array) a mapping ``{"0": v0, "1": v1, ...}``.
+
+    Parameters
+    ----------
+    selection : mapping or None
+        The chart's state (``{"selection": {"points": [...]}}``) or its
+        ``selection`` part.
+    n_points : int, optional
+        Ids outside ``0..n_points-1`` are dropped (a stale selection).
+
+    Returns
+    -------
+    ids : list of int
+        Unique, in selection order.
+    """
+    if not selection:
+        return []
+    sel = selection.get("selection", selection) if hasattr(selection, "get") else None
+    points = (sel or {}).get("points", []) if hasattr(sel or {}, "get") else []
+    out = []
+    for p in points or []:
+        cd = p.get("customdata") if hasattr(p, "get") else None
+        if cd is None:
+            continue
+        if isinstance(cd, (list, tuple, np.ndarray)):
+            v = cd[0] if len(cd) else None
+        elif hasattr(cd, "get"):  # a typed-array row arrives as {"0": v0, "1": v1, ...}
+            v = cd.get("0", cd.get(0))
+        else:
+            v = cd
+        try:
+            v = int(v)
+        except (TypeError, ValueError):
+            continue
+        if (n_points is None or 0 <= v < n_points) and v not in out:
+            out.append(v)
+    return out
+
+
+# ---------------------------------------------------------------------- atom usage
+def item_codes(model, X, Y=None):
+    """Coefficients ``(n, M)`` of items on the dictionary (``model.transform``; ``Y`` restricts concepts)."""
+    return np.asarray(model.transform(X, Y))
+
+
+def atom_top_items(codes, atom, k=12, rows=None):
+    """The items with the largest coefficient on one atom.
+
+    Parameters
+    ----------
+    codes : array-like of shape (n, M)
+        Coefficients (:func:`item_codes`).
+    atom : int
+    k : int
+    rows : array-like of int, optional
+        Workspace row of each line of ``codes`` (default ``0..n-1``).
+
+    Returns
+    -------
+    table : DataFrame
+        ``rank`` (1 = largest), ``row``, ``coefficient``; only items with a
+        positive coefficient, at most ``k``; ties by row order.
+    """
+    codes = np.asarray(codes, dtype=np.float64)
+    if codes.ndim != 2:
+        raise ValueError(f"codes must be 2-D (n_items, n_atoms); got shape {codes.shape}.")
+    atom = int(atom)
+    if not 0 <= atom < codes.shape[1]:
+        raise ValueError(f"atom {atom} out of range (0..{codes.shape[1] - 1}).")
+    rows = np.arange(codes.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
+    if rows.shape != (codes.shape[0],):
+        raise ValueError(f"rows must have one entry per line of codes ({codes.shape[0]}).")
+    c = codes[:, atom]
+    order = np.lexsort((np.arange(c.size), -c))
+    order = order[c[order] > 0][: int(k)]
+    return pd.DataFrame({"rank": np.arange(1, order.size + 1), "row": rows[order], "coefficient": c[order]})
+
+
+def atom_top_words(atom, word_embeddings, words, k=10):
+    """Words closest to one atom (see the module notes: cosine == one-atom NNLS ranking).
+
+    Parameters
+    ----------
+    atom : array-like of shape (d,)
+    word_embeddings : array-like of shape (V, d)
+        Prepared word embeddings (:func:`slics_core.captions.prepare_text_embeddings`).
+    words : sequence of str
+    k : int
+
+    Returns
+    -------
+    table : DataFrame
+        ``rank``, ``word``, ``cosine``, ``nnls_error`` (of the word, unit
+        normalised, by the atom alone), best first; ties by vocabulary order.
+    """
+    b = np.asarray(atom, dtype=np.float64).reshape(-1)
+    W = check_embeddings(word_embeddings, n_features=b.size, name="word_embeddings", allow_zero_rows=True)
+    words = list(words)
+    if len(words) != W.shape[0]:
+        raise ValueError(f"{len(words)} words for {W.shape[0]} word embeddings.")
+    nb = np.linalg.norm(b)
+    if not np.isfinite(nb) or nb <= 0:
+        raise ValueError("the atom is zero or not finite.")
+    nw = np.linalg.norm(W, axis=1)
+    cos = np.where(nw > 0, (W @ b) / np.maximum(nw, 1e-300) / nb, 0.0)
+    order = np.lexsort((np.arange(cos.size), -cos))[: int(k)]
+    err = 1.0 - np.maximum(cos[order], 0.0) ** 2
+    return pd.DataFrame({"rank": np.arange(1, order.size + 1), "word": [words[i] for i in order],
+                         "cosine": cos[order], "nnls_error": err})
+
+
+# ---------------------------------------------------------------------- heatmaps
+def atom_heatmaps(model, X, n_nonzero=None):
+    """Fig. 6 matrices: co-occurrence of active atoms (non-negative OMP codes, no labels) and atom cosines.
+
+    Parameters
+    ----------
+    model : fitted SLiCS
+    X : array-like of shape (n, d)
+        Items to code (the paper uses the validation split).
+    n_nonzero : int, optional
+        OMP atoms per item; default ``d0`` (the largest number of atoms of a concept).
+
+    Returns
+    -------
+    result : dict
+        ``cooccurrence`` (M, M) (:func:`slics_core.analysis.atom_cooccurrence`),
+        ``cosine`` (M, M) and ``summary`` (:func:`slics_core.analysis.atom_cosine`),
+        ``codes`` (n, M), ``n_nonzero``, ``usage`` (M,) fraction of items using each atom.
+    """
+    from slics_core.analysis import atom_cooccurrence, atom_cosine
+    from slics_core.sparse_coding import nn_omp
+
+    if n_nonzero is None:
+        n_nonzero = int(np.bincount(np.asarray(model.groups_)).max())
+    n_nonzero = int(n_nonzero)
+    if n_nonzero < 1:
+        raise ValueError(f"n_nonzero must be >= 1; got {n_nonzero}.")
+    codes = nn_omp(X, model.atoms_, n_nonzero_coefs=n_nonzero)
+    C = atom_cooccurrence(codes)
+    cos, summary = atom_cosine(model.atoms_, model.groups_)
+    return {"cooccurrence": C, "cosine": cos, "summary": summary, "codes": codes, "n_nonzero": n_nonzero,
+            "usage": (codes > 0).mean(axis=0)}
+
+
+def group_layout(groups):
+    """Ordering and drawing positions of atoms grouped by concept.
+
+    Parameters
+    ----------
+    groups : array-like of int, shape (M,)
+
+    Returns
+    -------
+    layout : dict
+        ``order`` (M,) stable permutation putting atoms in concept order
+        (identity when already grouped); ``boundaries`` positions ``k - 0.5``
+        on the ordered axis between consecutive groups; ``centres`` mid
+        position of each group; ``concepts`` the concept of each group.
+    """
+    g = np.asarray(groups).reshape(-1)
+    if g.size == 0:
+        raise ValueError("groups is empty.")
+    order = np.argsort(g, kind="stable")
+    gs = g[order]
+    change = np.flatnonzero(gs[1:] != gs[:-1]) + 1
+    starts = np.concatenate([[0], change])
+    ends = np.concatenate([change, [gs.size]])
+    return {"order": order, "boundaries": change - 0.5, "centres": (starts + ends - 1) / 2.0,
+            "concepts": gs[starts]}
+
+
+def matrix_table(M, labels):
+    """A square matrix as a CSV-ready table: an ``atom`` column then one column per atom label."""
+    M = np.asarray(M)
+    labels = [str(s) for s in labels]
+    if M.shape != (len(labels), len(labels)):
+        raise ValueError(f"matrix of shape {M.shape} for {len(labels)} labels.")
+    df = pd.DataFrame(M, columns=labels)
+    df.insert(0, "atom", labels)
+    return df
+
+
+# ---------------------------------------------------------------------- captions
+def caption_table(models, concept_names, words, word_embeddings, n_words=5, *, ridge=0.0, prepared=False):
+    """Word captions of every concept subspace, methods side by side (paper Table 1).
+
+    Parameters
+    ----------
+    models : dict
+        ``{method name: fitted SLiCS}`` (e.g. S-SLiCS and U-SLiCS with one ``d0``).
+    concept_names : list of str
+    words : sequence of str
+    word_embeddings : array-like of shape (V, d)
+        Raw (unit) text embeddings of ``words``; prepared here with
+        :func:`slics_core.captions.prepare_text_embeddings` unless ``prepared``.
+    n_words : int
+    ridge : float
+
+    Returns
+    -------
+    table : DataFrame
+        ``concept`` then one column per method with its words, best first,
+        joined by ", ".
+    """
+    from slics_core.captions import prepare_text_embeddings, word_captions
+
+    if not models:
+        raise ValueError("no models to caption.")
+    W = np.asarray(word_embeddings, dtype=np.float64)
+    if not prepared:
+        W, _ = prepare_text_embeddings(W)
+    names = list(concept_names)
+    out = {"concept": names}
+    for method, model in models.items():
+        if model.n_concepts_ != len(names):
+            raise ValueError(f"{method} has {model.n_concepts_} concepts, expected {len(names)}.")
+        caps = word_captions(model.atoms_, model.groups_, W, words, top_k=n_words,
+                             concepts=range(len(names)), ridge=ridge)
+        out[method] = [", ".join(c) for c in caps]
+    return pd.DataFrame(out)

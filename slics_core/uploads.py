@@ -1,0 +1,175 @@
+"""Decoding untrusted image uploads (the app's query images).
+
+:func:`load_upload` turns the bytes of an uploaded file into an 8-bit RGB
+:class:`PIL.Image.Image`, or raises :class:`UploadError` whose message can be
+shown to the user as is. It guards against:
+
+* empty files and files over ``max_bytes`` (checked before decoding);
+* files that are not images in an accepted format (text, PDF, archives...):
+  only the formats in :data:`ACCEPTED_FORMATS` are even tried, so Pillow
+  plug-ins that call external programs (EPS -> Ghostscript) or parse exotic
+  containers are never reached;
+* decompression bombs: the pixel count in the header is compared with
+  ``max_pixels`` *before* any pixel is decoded, and Pillow's own guard
+  (:class:`PIL.Image.DecompressionBombWarning` / ``Error``) is turned into an
+  :class:`UploadError` too;
+* truncated or corrupt files (checksums verified with
+  :meth:`PIL.Image.Image.verify`, then a full decode).
+
+Conversions (shared with :func:`slics_core.datasets.load_image`, whose
+``_to_rgb`` helper is reused): EXIF orientation applied, CMYK / YCbCr,
+alpha (LA, RGBA, palette with transparency) composited on white, 16/32-bit
+integer and float images scaled to 8 bit, greyscale and bilevel, and the
+first frame of animated GIF / WebP / APNG.
+
+Choices: an EXIF block that Pillow cannot interpret leaves the pixels as
+stored (the image itself is fine); the default ``max_pixels`` of 50
+megapixels accepts phone photos (<= 48 MP) and is well under Pillow's own
+limit (about 89 MP).
+"""
+from __future__ import annotations
+
+import io
+import warnings
+
+__all__ = ["UploadError", "ACCEPTED_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "load_upload",
+           "upload_bytes"]
+
+#: Pillow format names tried when decoding an upload.
+ACCEPTED_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")  # JPEG covers MPO (multi-picture phone JPEGs)
+DEFAULT_MAX_BYTES = 20 * 2**20
+DEFAULT_MAX_PIXELS = 50_000_000
+
+# magic numbers of common non-image uploads, for a more helpful message
+_KNOWN_NON_IMAGES = (
+    (b"%PDF", "a PDF document"),
+    (b"PK\x03\x04", "a ZIP archive (or an Office document)"),
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"<svg", "an SVG drawing (vector images are not accepted)"),
+    (b"<?xml", "an XML/SVG document"),
+)
+
+
+class UploadError(ValueError):
+    """An upload that cannot be used; ``str(exc)`` is a message for the user."""
+
+
+def _name(filename) -> str:
+    return f"“{filename}”" if filename else "The uploaded file"
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.1f} MB"
+
+
+def upload_bytes(data) -> bytes:
+    """The bytes of ``data``: bytes-like, or an object with ``getvalue()`` / ``read()`` (Streamlit's UploadedFile)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    if hasattr(data, "getvalue"):
+        return bytes(data.getvalue())
+    if hasattr(data, "read"):
+        return bytes(data.read())
+    raise TypeError(f"expected bytes or a file-like object, got {type(data).__name__}")
+
+
+def _describe_non_image(head: bytes) -> str | None:
+    stripped = head.lstrip()
+    for magic, what in _KNOWN_NON_IMAGES:
+        if stripped.startswith(magic):
+            return what
+    try:
+        text = head[:512].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if text and all(ch.isprintable() or ch in "\r\n\t" for ch in text):
+        return "a text file"
+    return None
+
+
+def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                max_pixels: int | None = DEFAULT_MAX_PIXELS):
+    """Decode an untrusted upload into an 8-bit RGB image.
+
+    Parameters
+    ----------
+    data : bytes-like or file-like
+        The file's content (a Streamlit ``UploadedFile`` works too).
+    filename : str, optional
+        Only used in messages.
+    max_bytes : int, default 20 MiB
+        Larger files are refused before decoding.
+    max_pixels : int or None, default 50 000 000
+        Largest accepted ``width * height``; checked from the header, before
+        decoding. ``None`` leaves only Pillow's own decompression-bomb guard
+        (which is always active and also raises :class:`UploadError`).
+
+    Returns
+    -------
+    image : PIL.Image.Image
+        Mode ``"RGB"``, upright (EXIF orientation applied), first frame of an
+        animation, transparency composited on white.
+
+    Raises
+    ------
+    UploadError
+        Empty, too large, not an image, truncated/corrupt, or too many pixels.
+    """
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    from slics_core.datasets import _to_rgb
+
+    raw = upload_bytes(data)
+    who = _name(filename)
+    if len(raw) == 0:
+        raise UploadError(f"{who} is empty (0 bytes).")
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise UploadError(f"{who} is {_mb(len(raw))}; the limit is {_mb(max_bytes)}. "
+                          "Please upload a smaller image.")
+    Image.init()
+    formats = [f for f in ACCEPTED_FORMATS if f in Image.OPEN]  # a Pillow built without WebP lacks it
+    fmt = "image"
+    with warnings.catch_warnings():
+        # Pillow's decompression-bomb *warning* (between 1x and 2x MAX_IMAGE_PIXELS) becomes an error
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            # 1) header + checksums (verify() leaves the image unusable, so it is reopened below)
+            with Image.open(io.BytesIO(raw), formats=formats) as probe:
+                w, h = probe.size
+                fmt = probe.format
+                if max_pixels is not None and w * h > max_pixels:
+                    raise UploadError(f"{who} is {w}×{h} = {w * h / 1e6:.1f} megapixels; the limit is "
+                                      f"{max_pixels / 1e6:.0f} megapixels (possible decompression bomb).")
+                if w < 1 or h < 1:
+                    raise UploadError(f"{who} has no pixels ({w}×{h}).")
+                probe.verify()
+            # 2) decode the first frame
+            with Image.open(io.BytesIO(raw), formats=formats) as im:
+                if getattr(im, "n_frames", 1) > 1:
+                    im.seek(0)
+                im.load()
+                try:
+                    upright = ImageOps.exif_transpose(im)
+                except Exception:  # noqa: BLE001 - a broken EXIF block: keep the pixels as stored
+                    upright = im
+                out = _to_rgb(upright)
+        except UploadError:
+            raise
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+            raise UploadError(f"{who} declares more pixels than can be decoded safely (decompression bomb "
+                              f"guard: {exc})") from None
+        except UnidentifiedImageError:
+            what = _describe_non_image(raw[:2048])
+            accepted = ", ".join(formats)
+            if what:
+                raise UploadError(f"{who} is {what}, not an image. Accepted formats: {accepted}.") from None
+            raise UploadError(f"{who} is not an image in an accepted format ({accepted}).") from None
+        except MemoryError:
+            raise UploadError(f"{who} needs too much memory to decode.") from None
+        except (OSError, SyntaxError, ValueError, EOFError, IndexError, TypeError, KeyError) as exc:
+            detail = str(exc) or type(exc).__name__
+            raise UploadError(f"{who} is truncated or corrupt ({fmt} "
+                              f"decoding failed: {detail}).") from None
+    if out.mode != "RGB":  # _to_rgb always returns RGB; keep the contract explicit
+        out = out.convert("RGB")
+    return out

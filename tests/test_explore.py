@@ -1,0 +1,265 @@
+"""slics_core.explore against independent brute-force computations on planted concept cones."""
+import numpy as np
+import pytest
+from PIL import Image
+from scipy.optimize import nnls
+from sklearn.metrics import f1_score
+
+from slics_core import SLiCS
+from slics_core.explore import (
+    Gallery,
+    build_fsplice,
+    concept_galleries,
+    concept_scores,
+    fit_score_thresholds,
+    galleries_table,
+    generation_rows,
+    gallery_relevance,
+    image_strip,
+    likely_concepts,
+    parse_concept_param,
+    query_components,
+    rank_pool,
+    upload_thresholds,
+)
+from slics_core.synthetic import make_concept_cones
+
+S, D0, D = 4, 3, 24
+
+
+@pytest.fixture(scope="module")
+def world():
+    data = make_concept_cones(n_samples=300, n_features=D, n_concepts=S, n_atoms=D0, noise=0.05, random_state=0)
+    X = data.X / np.linalg.norm(data.X, axis=1, keepdims=True)
+    Z = np.zeros((len(X), S * D0), bool)
+    for i, j in zip(*np.nonzero(data.sublabels >= 0)):
+        Z[i, j * D0 + data.sublabels[i, j]] = True
+    model = SLiCS(n_atoms=D0, n_iter=3, random_state=0).fit(X[:200], data.Y[:200])
+    return {"X": X, "Y": data.Y, "Z": Z, "s2c": np.repeat(np.arange(S), D0), "model": model,
+            "pool": np.arange(200, 300)}
+
+
+def _cone_projection(model, x, j):
+    B = model.atoms_[model.groups_ == j]
+    a, _ = nnls(B.T, x)
+    return a @ B
+
+
+def test_partial_components_and_scores_match_scipy_nnls(world):
+    m = world["model"]
+    for x in world["X"][200:205]:
+        V = query_components(m, x, mode="partial")
+        s = concept_scores(m, x)
+        for j in range(S):
+            v = _cone_projection(m, x, j)
+            np.testing.assert_allclose(V[j], v, atol=1e-6)
+            expect = 0.0 if np.linalg.norm(v) < 1e-12 else v @ x / (np.linalg.norm(v) * np.linalg.norm(x))
+            assert s[j] == pytest.approx(expect, abs=1e-6)
+
+
+def test_batch_scores_equal_single_scores(world):
+    m, X = world["model"], world["X"][200:230]
+    batch = concept_scores(m, X)
+    assert batch.shape == (30, S)
+    for i in range(0, 30, 7):
+        np.testing.assert_allclose(batch[i], concept_scores(m, X[i]), atol=1e-9)
+    t = upload_thresholds(m, X, world["Y"][200:230])
+    np.testing.assert_allclose(t, fit_score_thresholds(batch, world["Y"][200:230]))
+    np.testing.assert_array_equal(upload_thresholds(m, X[:0], world["Y"][:0]), np.full(S, 0.5))
+
+
+def test_full_components_use_only_active_concepts(world):
+    m = world["model"]
+    x = world["X"][210]
+    active = [0, 2]
+    V = query_components(m, x, mode="full", active=active)
+    B = np.concatenate([m.atoms_[m.groups_ == j] for j in active])
+    a, _ = nnls(B.T, x)
+    np.testing.assert_allclose(V[0], a[:D0] @ B[:D0], atol=1e-6)
+    np.testing.assert_allclose(V[2], a[D0:] @ B[D0:], atol=1e-6)
+    assert np.all(V[1] == 0) and np.all(V[3] == 0)
+    mask = np.zeros(S, bool)
+    mask[active] = True
+    np.testing.assert_allclose(query_components(m, x, mode="full", active=mask), V)
+    with pytest.raises(ValueError, match="at least one"):
+        query_components(m, x, mode="full", active=[])
+    with pytest.raises(ValueError, match="needs the active"):
+        query_components(m, x, mode="full")
+
+
+def test_bad_queries(world):
+    m = world["model"]
+    with pytest.raises(ValueError, match="zero"):
+        concept_scores(m, np.zeros(D))
+    with pytest.raises(ValueError, match="dimensions"):
+        concept_scores(m, np.ones(D + 1))
+    with pytest.raises(ValueError, match="mode"):
+        query_components(m, np.ones(D), mode="half")
+
+
+def test_thresholds_maximise_f1_brute_force():
+    rng = np.random.default_rng(1)
+    n, s = 60, 5
+    Y = rng.random((n, s)) < 0.3
+    scores = np.round(rng.random((n, s)) + 0.4 * Y, 2)  # rounding creates ties
+    Y[:, 4] = False  # a concept without positives
+    t = fit_score_thresholds(scores, Y)
+    for j in range(4):
+        cands = np.unique(scores[:, j])
+        f1s = np.array([f1_score(Y[:, j], scores[:, j] >= c) for c in cands])
+        got = f1_score(Y[:, j], scores[:, j] >= t[j])
+        assert got == pytest.approx(f1s.max())
+        assert t[j] == cands[f1s >= f1s.max() - 1e-12].max()  # the highest of the best
+    assert t[4] == pytest.approx(np.median(t[:4]))
+    with pytest.raises(ValueError):
+        fit_score_thresholds(scores, Y[:, :3])
+
+
+def test_likely_concepts():
+    assert likely_concepts([0.1, 0.9, 0.5, 0.7], [0.5, 0.5, 0.6, 0.6]) == [1, 3]
+    assert likely_concepts([0.1, 0.2, 0.15], [0.9, 0.9, 0.9]) == [1]
+
+
+def test_rank_pool_matches_full_sort(world):
+    X, pool = world["X"], world["pool"]
+    rng = np.random.default_rng(2)
+    vecs = rng.standard_normal((3, D))
+    rows, sc = rank_pool(vecs, X, pool, 7)
+    P = X[pool] / np.linalg.norm(X[pool], axis=1, keepdims=True)
+    for i, v in enumerate(vecs):
+        cos = P @ (v / np.linalg.norm(v))
+        order = np.argsort(-cos, kind="stable")[:7]
+        np.testing.assert_array_equal(rows[i], pool[order])
+        np.testing.assert_allclose(sc[i], cos[order], atol=1e-5)
+
+
+def test_concept_galleries_brute_force(world):
+    X, Y, Z, s2c, m, pool = world["X"], world["Y"], world["Z"], world["s2c"], world["model"], world["pool"]
+    q = 205
+    x = X[q]
+    V = query_components(m, x)
+    concepts = [j for j in range(S) if np.linalg.norm(V[j]) > 0][:3]
+    k = 10
+    pairs = concept_galleries(V, x, X, pool, concepts, k, Y=Y, Z=Z, sub_to_concept=s2c, query_sub=Z[q])
+    P = X[pool] / np.linalg.norm(X[pool], axis=1, keepdims=True)
+    uf_expected = pool[np.argsort(-(P @ x), kind="stable")[:k]]
+    for (cg, uf), j in zip(pairs, concepts):
+        assert cg.kind == "concept" and uf.kind == "unfiltered" and cg.concept == uf.concept == j
+        v = _cone_projection(m, x, j)
+        expected = pool[np.argsort(-(P @ v), kind="stable")[:k]]
+        np.testing.assert_array_equal(cg.rows, expected)
+        np.testing.assert_array_equal(uf.rows, uf_expected)
+        # relevance by loops over the label matrices
+        gen = [bool(Y[r, j]) for r in expected]
+        qs = [l for l in range(Z.shape[1]) if Z[q, l] and s2c[l] == j]
+        sub = [any(Z[r, l] for l in qs) for r in expected]
+        assert cg.relevant_general.tolist() == gen
+        assert cg.precision_general == pytest.approx(sum(gen) / k)
+        if qs:
+            assert cg.relevant_sub.tolist() == sub
+            assert cg.precision_sub == pytest.approx(sum(sub) / k)
+        else:
+            assert cg.relevant_sub is None and np.isnan(cg.precision_sub)
+        assert uf.relevant_general.tolist() == [bool(Y[r, j]) for r in uf_expected]
+
+
+def test_concept_filtering_beats_unfiltered_on_planted_cones(world):
+    """A property of the method on clean planted data: concept galleries are more precise on average."""
+    X, Y, m, pool = world["X"], world["Y"], world["model"], world["pool"]
+    cg_p, uf_p = [], []
+    for q in range(200, 240):
+        for (cg, uf) in concept_galleries(query_components(m, X[q]), X[q], X, pool, np.flatnonzero(Y[q]), 10, Y=Y):
+            if len(cg.rows):
+                cg_p.append(cg.precision_general)
+                uf_p.append(uf.precision_general)
+    assert np.mean(cg_p) > np.mean(uf_p) + 0.1
+
+
+def test_zero_component_gives_empty_gallery(world):
+    X, pool = world["X"], world["pool"]
+    V = np.zeros((S, D))
+    V[1] = X[0]
+    pairs = concept_galleries(V, X[0], X, pool, [0, 1], 5, Y=world["Y"])
+    assert len(pairs[0][0].rows) == 0 and "zero" in pairs[0][0].note
+    assert np.isnan(pairs[0][0].precision_general)
+    assert len(pairs[0][1].rows) == 5 and len(pairs[1][0].rows) == 5
+
+
+def test_relevance_without_labels():
+    g, s = gallery_relevance([0, 1], 0)
+    assert g is None and s is None
+    Y = np.array([[1, 0], [0, 1]], bool)
+    Z = np.array([[1, 0], [1, 1]], bool)
+    g, s = gallery_relevance([0, 1], 1, Y, Z, [0, 1], query_sub=[True, False])
+    assert g.tolist() == [False, True] and s is None  # the query has no sub-label of concept 1
+    g, s = gallery_relevance([0, 1], 0, Y, Z, [0, 1], query_sub=[True, False])
+    assert s.tolist() == [True, True]
+
+
+def test_galleries_table(world):
+    X, pool = world["X"], world["pool"]
+    V = query_components(world["model"], X[201])
+    pairs = concept_galleries(V, X[201], X, pool, [0, 1], 4, Y=world["Y"])
+    ids = [f"id{i}" for i in range(len(X))]
+    df = galleries_table(pairs, ids, ["a", "b", "c", "d"])
+    n_rows = sum(len(g.rows) for p in pairs for g in p)
+    assert len(df) == n_rows
+    assert list(df.columns) == ["concept", "gallery", "rank", "item_id", "row", "score", "relevant_general",
+                                "relevant_sub"]
+    first = df[(df.concept == "a") & (df.gallery == "concept")].iloc[0]
+    assert first["item_id"] == ids[pairs[0][0].rows[0]] and first["rank"] == 1
+    assert first["relevant_general"] == bool(world["Y"][pairs[0][0].rows[0], 0])
+    assert df["relevant_sub"].isna().all()
+
+
+def test_build_fsplice_groups_words_by_concept_names():
+    rng = np.random.default_rng(3)
+    C = rng.standard_normal((3, 16))
+    # each word is a noisy copy of one concept name
+    owner = np.repeat(np.arange(3), 5)
+    W = C[owner] + 0.2 * rng.standard_normal((15, 16))
+    words = [f"w{i}" for i in range(15)]
+    fs = build_fsplice(words, W, C)
+    # independent: centre both with the vocabulary mean of the unit rows, then argmax cosine
+    Wu = W / np.linalg.norm(W, axis=1, keepdims=True)
+    mu = Wu.mean(axis=0)
+    Wc = Wu - mu
+    Cc = C / np.linalg.norm(C, axis=1, keepdims=True) - mu
+    cos = (Wc / np.linalg.norm(Wc, axis=1, keepdims=True)) @ (Cc / np.linalg.norm(Cc, axis=1, keepdims=True)).T
+    np.testing.assert_array_equal(fs.groups, cos.argmax(axis=1))
+    assert fs.n_concepts == 3
+    x = Wc[0] / np.linalg.norm(Wc[0])
+    V = query_components(fs, x, mode="full")  # mode is ignored for F-SpLiCE
+    np.testing.assert_allclose(V.sum(axis=0), fs.reconstruct(x[None])[0], atol=1e-9)
+    s = concept_scores(fs, x)
+    assert np.argmax(s) == fs.groups[0]
+
+
+def test_generation_rows():
+    x = np.array([1.0, 0, 0])
+    V = np.array([[0, 1.0, 0], [0, 0, 0], [0, 0, 2.0]])
+    rows, titles, skipped = generation_rows(x, V, [2, 1, 0], ["a", "b", "c"])
+    np.testing.assert_array_equal(rows, [x, V[2], V[0]])
+    assert titles == ["query", "c", "a"] and skipped == ["b"]
+
+
+def test_image_strip():
+    a = Image.new("RGB", (3, 2), (255, 0, 0))
+    b = Image.new("RGB", (2, 4), (0, 0, 255))
+    s = np.asarray(image_strip([a, b], gap=1))
+    assert s.shape == (4, 6, 3)
+    assert (s[:2, :3] == [255, 0, 0]).all() and (s[2:, :3] == 255).all()
+    assert (s[:, 3] == 255).all() and (s[:, 4:] == [0, 0, 255]).all()
+    with pytest.raises(ValueError):
+        image_strip([])
+
+
+def test_parse_concept_param():
+    names = ["person", "vehicle", "food"]
+    assert parse_concept_param("Food, person,unknown,food", names) == ["food", "person"]
+    assert parse_concept_param(None, names) == [] and parse_concept_param("", names) == []
+
+
+def test_gallery_precision_nan_when_unknown():
+    g = Gallery("concept", 0, np.array([1, 2]), np.array([0.5, 0.4]))
+    assert np.isnan(g.precision_general) and np.isnan(g.precision_sub)

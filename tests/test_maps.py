@@ -1,0 +1,305 @@
+"""slics_core.maps: subspace maps, atom usage, heatmap data and caption tables (planted ground truth)."""
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import nnls
+
+from slics_core.maps import (ATOM_SUB, SEVERAL, atom_heatmaps, atom_top_items, atom_top_words, caption_table,
+                             group_layout, item_codes, map_points, map_sample, matrix_table, sample_rows,
+                             selected_point_ids, subspace_map, tsne_layout)
+from slics_core.slics import SLiCS
+from slics_core.synthetic import make_concept_cones
+
+S, D0, D = 4, 3, 40
+
+
+def _unit(A):
+    return A / np.linalg.norm(A, axis=-1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def planted():
+    data = make_concept_cones(n_samples=400, n_features=D, n_concepts=S, n_atoms=D0, mean_active=1.8,
+                              secondary=0.2, noise=0.02, random_state=0)
+    model = SLiCS(n_atoms=D0, n_iter=5, random_state=0).fit(data.X, data.Y)
+    # sub-labels: the dominant planted atom of each active concept
+    Z = np.zeros((data.X.shape[0], S * D0), dtype=bool)
+    for j in range(S):
+        on = data.sublabels[:, j] >= 0
+        Z[np.flatnonzero(on), j * D0 + data.sublabels[on, j]] = True
+    names = [f"c{j}" for j in range(S)]
+    subs = [f"c{j}s{k}" for j in range(S) for k in range(D0)]
+    return data, model, Z, np.repeat(np.arange(S), D0), names, subs
+
+
+def _nnls_rows(B, X):
+    return np.array([nnls(B.T, x)[0] for x in X])
+
+
+# ---------------------------------------------------------------------- sampling
+def test_sample_rows_caps_seeds_and_keeps_small_sets():
+    rows = np.arange(100, 600)
+    a = sample_rows(rows, 50, random_state=3)
+    assert a.size == 50 and np.unique(a).size == 50 and set(a) <= set(rows)
+    assert np.all(np.diff(a) > 0)
+    np.testing.assert_array_equal(a, sample_rows(rows, 50, random_state=3))
+    assert not np.array_equal(a, sample_rows(rows, 50, random_state=4))
+    np.testing.assert_array_equal(sample_rows([5, 2, 9], 10), [2, 5, 9])
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError):
+            sample_rows(rows, bad)
+
+
+def test_map_sample_filters_concepts_and_includes_rows():
+    Y = np.zeros((50, 3), dtype=bool)
+    Y[:20, 0] = True
+    Y[20:, 1] = True
+    Y[45:, 2] = True
+    got = map_sample(Y, np.arange(40), 5, random_state=0, concepts=[0])
+    assert got.size == 5 and (got < 20).all()
+    got = map_sample(Y, np.arange(40), 5, random_state=0, concepts=["b"], concept_names=["a", "b", "c"])
+    assert got.size == 5 and ((got >= 20) & (got < 40)).all()
+    # an included row from outside the candidates is kept, and counts towards the cap
+    got = map_sample(Y, np.arange(40), 5, random_state=0, include=[47])
+    assert 47 in got and got.size == 5
+    assert 47 not in map_sample(Y, np.arange(40), 5, concepts=[0], include=[47])
+    np.testing.assert_array_equal(map_sample(Y, np.arange(40), 1, include=[3, 47]), [3, 47])
+    with pytest.raises(ValueError, match="include"):
+        map_sample(Y, np.arange(40), 5, include=[99])
+    with pytest.raises(ValueError, match="out of range"):
+        map_sample(Y, [60], 5)
+
+
+# ---------------------------------------------------------------------- map points
+def test_map_points_vectors_match_independent_nnls(planted):
+    data, model, Z, s2c, names, subs = planted
+    rows = np.arange(0, 60)
+    P, tab = map_points(model, data.X, data.Y, rows, component="partial", Z=Z, sub_to_concept=s2c,
+                        concept_names=names, sub_names=subs)
+    assert list(tab["point"]) == list(range(len(tab)))
+    emb = tab[tab.kind == "embedding"]
+    np.testing.assert_allclose(P[emb.point], data.X[emb.row])
+    comp = tab[tab.kind == "component"]
+    assert len(comp) == data.Y[rows].sum()
+    for p, r, c in zip(comp.point, comp.row, comp.concept):
+        j = names.index(c)
+        Bj = model.atoms_[model.groups_ == j]
+        np.testing.assert_allclose(P[p], nnls(Bj.T, data.X[r])[0] @ Bj, atol=1e-6)
+        assert data.Y[r, j]
+        # the component's sub-label is the planted dominant atom of that concept
+        assert tab.loc[p, "sub_label"] == f"c{j}s{data.sublabels[r, j]}"
+    atoms = tab[tab.kind == "atom"]
+    np.testing.assert_allclose(P[atoms.point], model.atoms_[atoms.atom])
+    assert list(atoms.concept) == [names[g] for g in model.groups_]
+    assert set(atoms.sub_label) == {ATOM_SUB} and set(atoms.row) == {-1}
+    # an embedding with several concepts is in the "several" concept group
+    n_lab = data.Y[emb.row].sum(1)
+    assert (emb.concept[n_lab > 1] == SEVERAL).all()
+    assert [names[np.flatnonzero(data.Y[r])[0]] for r in emb.row[n_lab == 1]] == list(emb.concept[n_lab == 1])
+
+
+def test_map_points_full_components_sum_to_reconstruction(planted):
+    data, model, *_ = planted
+    rows = np.arange(100, 140)
+    P, tab = map_points(model, data.X, data.Y, rows, kinds=["component"], component="full")
+    for r in rows[:15]:
+        active = np.flatnonzero(data.Y[r])
+        sel = np.isin(model.groups_, active)
+        a = np.zeros(model.atoms_.shape[0])
+        a[sel] = nnls(model.atoms_[sel].T, data.X[r])[0]
+        sub = tab[tab.row == r]
+        total = P[sub.point].sum(0)
+        np.testing.assert_allclose(total, a @ model.atoms_, atol=1e-5)
+
+
+def test_map_points_concept_filter_and_bad_input(planted):
+    data, model, Z, s2c, names, subs = planted
+    rows = np.arange(200)
+    P, tab = map_points(model, data.X, data.Y, rows, concepts=["c1"], concept_names=names)
+    assert set(tab.concept[tab.kind != "embedding"]) == {"c1"}
+    assert set(tab.row[tab.kind == "embedding"]) == set(np.flatnonzero(data.Y[:200, 1]))
+    assert (tab.kind == "atom").sum() == D0
+    with pytest.raises(ValueError, match="kinds"):
+        map_points(model, data.X, data.Y, rows, kinds=["pixels"])
+    with pytest.raises(ValueError, match="component"):
+        map_points(model, data.X, data.Y, rows, component="half")
+    with pytest.raises(ValueError, match="Y must"):
+        map_points(model, data.X, data.Y[:, :2], rows)
+    with pytest.raises(ValueError, match="unknown concept"):
+        map_points(model, data.X, data.Y, rows, concepts=["nope"], concept_names=names)
+    with pytest.raises(ValueError, match="out of range"):
+        map_points(model, data.X, data.Y, [10_000])
+
+
+# ---------------------------------------------------------------------- t-SNE
+def test_tsne_layout_keeps_concept_neighbourhoods(planted):
+    data, model, Z, s2c, names, subs = planted
+    P, tab = map_points(model, data.X, data.Y, np.arange(150), kinds=["component", "atom"], concept_names=names)
+    xy = tsne_layout(P, random_state=0)
+    assert xy.shape == (len(tab), 2) and np.all(np.isfinite(xy))
+    np.testing.assert_allclose(xy, tsne_layout(P, random_state=0))
+    # ground truth: a component's 5 nearest neighbours in the map mostly share its concept
+    lab = tab.concept.to_numpy()
+    d2 = ((xy[:, None, :] - xy[None, :, :]) ** 2).sum(-1)
+    np.fill_diagonal(d2, np.inf)
+    nn = np.argsort(d2, axis=1)[:, :5]
+    agree = (lab[nn] == lab[:, None]).mean()
+    chance = max((lab == c).mean() for c in set(lab))
+    assert agree > 0.85 > chance + 0.3
+
+
+def test_tsne_layout_rejects_too_few_or_zero_points():
+    with pytest.raises(ValueError, match="at least 3"):
+        tsne_layout(np.eye(2, 5))
+    with pytest.raises(ValueError):
+        tsne_layout(np.vstack([np.eye(4, 5), np.zeros((1, 5))]))
+
+
+def test_subspace_map_samples_and_reports_progress(planted):
+    data, model, Z, s2c, names, subs = planted
+    calls = []
+    tab = subspace_map(model, data.X, data.Y, np.arange(400), n_points=30, random_state=1, Z=Z,
+                       sub_to_concept=s2c, concept_names=names, sub_names=subs, max_iter=250,
+                       progress=lambda *a: calls.append(a))
+    emb = tab[tab.kind == "embedding"]
+    np.testing.assert_array_equal(emb.row, sample_rows(np.arange(400), 30, 1))
+    assert {"x", "y", "kind", "row", "concept", "sub_label"} <= set(tab.columns)
+    assert len(tab) == 30 + data.Y[emb.row].sum() + S * D0
+    assert calls and calls[-1][1] == calls[-1][2]
+    # the concept filter is applied before sampling: every sampled item has the concept
+    tab2 = subspace_map(model, data.X, data.Y, np.arange(400), n_points=20, concepts=[2], max_iter=250,
+                        kinds=["embedding"], concept_names=names)
+    assert len(tab2) == 20 and data.Y[tab2.row, 2].all()
+
+
+def test_selected_point_ids_reads_plotly_events():
+    event = {"selection": {"points": [{"customdata": [4, "x"]}, {"customdata": [2]}, {"customdata": [4]},
+                                      {"point_index": 1}, {"customdata": ["bad"]}, {"customdata": 99}]}}
+    assert selected_point_ids(event) == [4, 2, 99]
+    assert selected_point_ids(event, n_points=10) == [4, 2]
+    assert selected_point_ids(event["selection"]) == [4, 2, 99]
+    assert selected_point_ids(None) == [] and selected_point_ids({"selection": {"points": []}}) == []
+    # what Streamlit returns for a numpy customdata row (seen in Chromium): a mapping of positions
+    typed = {"selection": {"points": [{"customdata": {"0": 23, "1": 37, "2": 0.5}}, {"customdata": []}]}}
+    assert selected_point_ids(typed) == [23]
+
+
+# ---------------------------------------------------------------------- atom usage
+def test_atom_top_items_against_independent_nnls(planted):
+    data, model, *_ = planted
+    rows = np.arange(50, 150)
+    codes = item_codes(model, data.X[rows], data.Y[rows])
+    ref = np.zeros_like(codes)
+    for a, r in enumerate(rows):
+        sel = np.isin(model.groups_, np.flatnonzero(data.Y[r]))
+        ref[a, sel] = nnls(model.atoms_[sel].T, data.X[r])[0]
+    np.testing.assert_allclose(codes, ref, atol=1e-6)
+    atom = 4
+    top = atom_top_items(codes, atom, k=7, rows=rows)
+    expect = rows[np.argsort(-ref[:, atom], kind="stable")][:7]
+    np.testing.assert_array_equal(top.row, expect)
+    assert list(top["rank"]) == list(range(1, 8)) and np.all(np.diff(top.coefficient) <= 0)
+    # only items that use the atom
+    few = atom_top_items(np.array([[0.0, 1.0], [0.5, 0.0], [0.0, 0.2]]), 0, k=5)
+    assert list(few.row) == [1]
+    with pytest.raises(ValueError, match="out of range"):
+        atom_top_items(codes, codes.shape[1])
+    with pytest.raises(ValueError, match="one entry"):
+        atom_top_items(codes, 0, rows=rows[:3])
+
+
+def test_atom_top_words_equals_one_atom_nnls_captions():
+    from slics_core.captions import prepare_text_embeddings, word_captions
+
+    rng = np.random.default_rng(2)
+    W, _ = prepare_text_embeddings(rng.standard_normal((300, 16)))
+    words = [f"w{i}" for i in range(300)]
+    b = _unit(rng.standard_normal(16))
+    top = atom_top_words(b, W, words, k=8)
+    caps, errs = word_captions(b[None], [0], W, words, top_k=8, return_errors=True)
+    assert list(top.word) == caps[0]
+    np.testing.assert_allclose(top.nnls_error, errs[0], atol=1e-9)
+    i = words.index(top.word[0])
+    assert top.cosine[0] == pytest.approx(W[i] @ b)
+    assert top.cosine[0] == pytest.approx((W @ b).max())
+    with pytest.raises(ValueError, match="zero"):
+        atom_top_words(np.zeros(16), W, words)
+    with pytest.raises(ValueError, match="words"):
+        atom_top_words(b, W, words[:3])
+
+
+# ---------------------------------------------------------------------- heatmaps
+def test_atom_heatmaps_match_brute_force_and_show_groups(planted):
+    data, model, *_ = planted
+    X = data.X[:200]
+    res = atom_heatmaps(model, X, n_nonzero=3)
+    codes = res["codes"]
+    assert codes.shape == (200, S * D0) and ((codes > 0).sum(1) <= 3).all()
+    M = codes.shape[1]
+    C = np.full((M, M), np.nan)
+    for a in range(M):
+        users = codes[:, a] > 0
+        if users.any():
+            C[a] = (codes[users] > 0).mean(0)
+    np.testing.assert_allclose(res["cooccurrence"], C, equal_nan=True)
+    U = _unit(model.atoms_)
+    np.testing.assert_allclose(res["cosine"], U @ U.T, atol=1e-12)
+    np.testing.assert_allclose(res["usage"], (codes > 0).mean(0))
+    # planted ground truth: atoms of one concept co-occur more often than atoms of different concepts
+    same = model.groups_[:, None] == model.groups_[None, :]
+    off = ~np.eye(M, dtype=bool)
+    assert np.nanmean(res["cooccurrence"][same & off]) > np.nanmean(res["cooccurrence"][~same])
+    assert atom_heatmaps(model, X)["n_nonzero"] == D0
+    with pytest.raises(ValueError):
+        atom_heatmaps(model, X, n_nonzero=0)
+
+
+def test_group_layout_and_matrix_table():
+    lay = group_layout([0, 0, 1, 1, 1, 2])
+    np.testing.assert_array_equal(lay["order"], np.arange(6))
+    np.testing.assert_allclose(lay["boundaries"], [1.5, 4.5])
+    np.testing.assert_allclose(lay["centres"], [0.5, 3.0, 5.0])
+    np.testing.assert_array_equal(lay["concepts"], [0, 1, 2])
+    lay = group_layout([2, 0, 2, 1])
+    np.testing.assert_array_equal(lay["order"], [1, 3, 0, 2])
+    np.testing.assert_allclose(lay["boundaries"], [0.5, 1.5])
+    with pytest.raises(ValueError):
+        group_layout([])
+    df = matrix_table(np.arange(4.0).reshape(2, 2), ["a0", "a1"])
+    assert list(df.columns) == ["atom", "a0", "a1"] and list(df.atom) == ["a0", "a1"]
+    assert df.loc[1, "a0"] == 2.0
+    with pytest.raises(ValueError):
+        matrix_table(np.eye(3), ["a"])
+
+
+# ---------------------------------------------------------------------- captions
+def test_caption_table_recovers_planted_words_per_method(planted):
+    data, model, Z, s2c, names, subs = planted
+    rng = np.random.default_rng(5)
+    planted_atoms = data.atoms
+    V = 200
+    W = rng.standard_normal((V, D))
+    words = [f"noise{i}" for i in range(V)]
+    for k in range(S * D0):  # one word near each planted atom
+        W[k] = planted_atoms[k] + 0.05 * rng.standard_normal(D) / np.sqrt(D)
+        words[k] = f"c{k // D0}w{k % D0}"
+    W = _unit(W)
+    other = SLiCS(n_atoms=D0, n_iter=0).fit(data.X, data.Y)  # S-SVD as a second "method"
+    tab = caption_table({"A": model, "B": other}, names, words, W, n_words=D0)
+    assert list(tab.columns) == ["concept", "A", "B"] and list(tab.concept) == names
+    for j in range(S):
+        assert set(tab.A[j].split(", ")) == {f"c{j}w{k}" for k in range(D0)}
+    # independent check of the order: prepared words, brute-force NNLS errors
+    from slics_core.captions import prepare_text_embeddings
+
+    Wp, _ = prepare_text_embeddings(W)
+    Bj = other.atoms_[other.groups_ == 1]
+    err = np.array([nnls(Bj.T, w)[1] ** 2 for w in Wp])
+    assert tab.B[1].split(", ") == [words[i] for i in np.argsort(err, kind="stable")[:D0]]
+    tab5 = caption_table({"A": model}, names, words, W, n_words=5)
+    assert all(len(c.split(", ")) == 5 for c in tab5.A)
+    with pytest.raises(ValueError):
+        caption_table({}, names, words, W)
+    with pytest.raises(ValueError, match="concepts"):
+        caption_table({"A": model}, names[:2], words, W)
+    assert isinstance(tab, pd.DataFrame)

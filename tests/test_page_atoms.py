@@ -1,0 +1,92 @@
+"""AppTest of the Atoms page (Fig. 6 heatmaps, images and words of one atom) on the small emoji world."""
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from slics_core.captions import prepare_text_embeddings
+from slics_core.maps import atom_top_items, atom_top_words, group_layout, item_codes
+from slics_core.workspace import open_emoji_workspace, workspace_vocabulary
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "app_pages" / "atoms.py")
+
+
+@pytest.fixture(scope="module")
+def ws():
+    return open_emoji_workspace()
+
+
+@pytest.fixture(scope="module")
+def vocab(ws):
+    words, W = workspace_vocabulary(ws)
+    return words, prepare_text_embeddings(W)[0]
+
+
+def _arr(v):
+    """A plotly array from the chart spec (plotly serialises numpy arrays as base64 typed arrays)."""
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        shape = v.get("shape")
+        if shape:
+            a = a.reshape([int(k) for k in str(shape).split(",")])
+        return a.astype(float)
+    return np.array(v, dtype=float)
+
+
+def _words(at):
+    return at.dataframe[0].value.word.tolist()
+
+
+def test_heatmaps_have_group_boundaries_and_concept_ticks(ws):
+    at = AppTest.from_file(PAGE, default_timeout=180).run()
+    assert not at.exception
+    charts = at.get("plotly_chart")
+    assert len(charts) == 2
+    S = ws.n_concepts
+    model = ws.model(at.session_state["method"], at.session_state["d0"])
+    M = model.atoms_.shape[0]
+    for ch in charts:
+        spec = json.loads(ch.proto.spec)
+        lines = spec["layout"]["shapes"]
+        assert len(lines) == 2 * (S - 1)  # one horizontal and one vertical line between consecutive concepts
+        assert spec["layout"]["xaxis"]["ticktext"] == ws.concept_names
+        z = _arr(spec["data"][0]["z"])
+        assert z.shape == (M, M)
+    cos = _arr(json.loads(charts[1].proto.spec)["data"][0]["z"])
+    order = group_layout(model.groups_)["order"]
+    B = model.atoms_[order]
+    np.testing.assert_allclose(cos, B @ B.T, atol=1e-6)
+    cooc = _arr(json.loads(charts[0].proto.spec)["data"][0]["z"])
+    np.testing.assert_allclose(np.diag(cooc)[np.diag(cooc) > 0], 1.0)
+    before = [c.value for c in at.caption if "co-occurrence" in c.value]
+    at.slider(key="n_nonzero").set_value(2).run()
+    assert not at.exception
+    after = [c.value for c in at.caption if "co-occurrence" in c.value]
+    assert before != after
+    assert "2 atoms each" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+
+
+def test_selecting_an_atom_changes_images_and_words(ws, vocab):
+    at = AppTest.from_file(PAGE, default_timeout=180).run()
+    assert not at.exception
+    model = ws.model(at.session_state["method"], at.session_state["d0"])
+    pool = ws.index["pool"]
+    codes = item_codes(model, ws.X[pool], ws.Y[pool])
+    words, Wp = vocab
+    shown = {}
+    for atom in (0, int(model.groups_.size - 1)):
+        at.selectbox(key="atom").set_value(atom).run()
+        assert not at.exception
+        expected = atom_top_words(model.atoms_[atom], Wp, words, k=10).word.tolist()
+        assert _words(at) == expected
+        shown[atom] = _words(at)
+        top = atom_top_items(codes, atom, k=12, rows=pool)
+        assert len(at.get("image")) == len(top)
+    assert shown[0] != shown[int(model.groups_.size - 1)]
+    at.number_input(key="atom_k").set_value(3).run()
+    assert not at.exception
+    assert len(at.get("image")) == min(3, len(atom_top_items(codes, int(model.groups_.size - 1), k=3)))

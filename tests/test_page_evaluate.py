@@ -1,0 +1,78 @@
+"""AppTest of the Evaluate page on the (small) emoji workspace."""
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from slics_core.evaluation import evaluate_rankings
+from slics_core.retrieval import ConceptRetriever, build_index
+from slics_core.workspace import open_emoji_workspace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def ws():
+    return open_emoji_workspace()
+
+
+def independent(ws, method, d0, k, split="query", mode="partial"):
+    """mAP@k of one method straight from slics_core.retrieval / evaluation (not scoring)."""
+    q, p = ws.index[split], ws.index["pool"]
+    if method == "UF":
+        idx = build_index(ws.X[p], "exact").search(ws.X[q], k)[0]
+    else:
+        r = ConceptRetriever(ws.model(method, d0), ws.X[p], mode=mode, backend="exact")
+        idx = r.search(ws.X[q], k, Y_query=ws.Y[q] if mode == "full" else None).indices
+    res = evaluate_rankings(idx, ws.Y[q], ws.Y[p], ws.Z[q], ws.Z[p], ws.sub_to_concept, k=k)
+    return res["general"], res["sub"]
+
+
+def row(at, method):
+    df = at.dataframe[0].value
+    return df[df["Method"] == method].iloc[0]
+
+
+def test_evaluate_page_table_sweep_and_widgets(ws):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    at.switch_page("app_pages/evaluate.py").run()
+    assert not at.exception, at.exception
+    df = at.dataframe[0].value
+    assert {"S-SVD", "S-SLiCS", "U-SLiCS", "UF"} <= set(df["Method"])
+    assert "F-SpLiCE" in set(df["Method"]) or any("F-SpLiCE" in w.value for w in at.warning)
+    # the S-SLiCS row equals an independent computation at the d0 shown
+    r = row(at, "S-SLiCS")
+    d0 = int(r["d0"])
+    assert d0 == at.session_state["eval_d0"]
+    gen, sub = independent(ws, "S-SLiCS", d0, 20)
+    assert r["Gen. mAP@20"] == pytest.approx(gen, abs=1e-12)
+    assert r["Sub. mAP@20"] == pytest.approx(sub, abs=1e-12)
+    gen_f, sub_f = independent(ws, "S-SLiCS", d0, 20, mode="full")
+    assert r["Gen. mAP@20 (v_j)"] == pytest.approx(gen_f, abs=1e-12)
+    assert r["Sub. mAP@20 (v_j)"] == pytest.approx(sub_f, abs=1e-12)
+    assert row(at, "UF")["Gen. mAP@20"] == pytest.approx(independent(ws, "UF", None, 20)[0], abs=1e-12)
+    # chosen d0: best validation sub-label mAP (partial), independently computed
+    vals = {d: independent(ws, "S-SLiCS", d, 20, split="val")[1] for d in ws.d0_values}
+    best = max(vals, key=lambda d: (vals[d], -d))
+    assert d0 == best
+    assert f"d0 = {best}" in " ".join(m.value for m in at.markdown)
+
+    # k changes the table
+    at.number_input(key="eval_k").set_value(5).run()
+    assert not at.exception
+    r5 = row(at, "S-SLiCS")
+    assert r5["Gen. mAP@5"] == pytest.approx(independent(ws, "S-SLiCS", int(r5["d0"]), 5)[0], abs=1e-12)
+    # the split switches the queries
+    at.radio(key="eval_split").set_value("val").run()
+    assert not at.exception
+    rv = row(at, "S-SLiCS")
+    assert rv["Queries"] == "val"
+    assert rv["Sub. mAP@5"] == pytest.approx(independent(ws, "S-SLiCS", int(rv["d0"]), 5, split="val")[1],
+                                             abs=1e-12)
+    # another d0
+    other = [d for d in ws.d0_values if d != int(rv["d0"])][0]
+    at.select_slider(key="eval_d0").set_value(other).run()
+    assert not at.exception
+    assert int(row(at, "S-SVD")["d0"]) == other
+    assert row(at, "S-SVD")["Gen. mAP@5"] == pytest.approx(independent(ws, "S-SVD", other, 5, split="val")[0],
+                                                          abs=1e-12)

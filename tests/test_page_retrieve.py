@@ -1,0 +1,168 @@
+"""AppTest of the Retrieve page on the (small) emoji world."""
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from slics_core.explore import concept_galleries, query_components
+from slics_core.workspace import open_emoji_workspace
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "app_pages" / "retrieve.py")
+
+
+@pytest.fixture(scope="module")
+def ws():
+    return open_emoji_workspace()
+
+
+@pytest.fixture(scope="module")
+def multi_row(ws):
+    """A query-set row with three or more concepts."""
+    q = ws.index["query"]
+    return int(q[np.flatnonzero(ws.Y[q].sum(axis=1) >= 3)[0]])
+
+
+def _table(at):
+    """The galleries table (the last dataframe on the page)."""
+    return at.dataframe[-1].value
+
+
+def _run(at):
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _png(im):
+    buf = io.BytesIO()
+    im.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_renders_and_widgets_change_galleries(ws, multi_row):
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params["q"] = str(multi_row)  # deep link
+    _run(at)
+    labels = ws.labels_of(multi_row)["concepts"]
+    assert at.selectbox(key="query_pick").value == multi_row
+    # pre-selection: the query's known labels
+    assert at.multiselect(key="concepts").value == labels
+    df = _table(at)
+    assert set(df["concept"]) == set(labels)
+    assert set(df["gallery"]) == {"concept", "unfiltered"}
+    k = at.slider(key="k").value
+    assert len(df) == 2 * k * len(labels)
+    # the page's galleries are the library's (independently tested) computation
+    model = ws.model(at.selectbox(key="method").value, at.select_slider(key="d0").value)
+    V = query_components(model, ws.X[multi_row])
+    j = ws.concept_names.index(labels[0])
+    (cg, uf), = concept_galleries(V, ws.X[multi_row], ws.X, ws.index["pool"], [j], k, Y=ws.Y)
+    shown = df[(df.concept == labels[0]) & (df.gallery == "concept")]
+    assert shown["row"].tolist() == cg.rows.tolist()
+    assert df[(df.concept == labels[0]) & (df.gallery == "unfiltered")]["row"].tolist() == uf.rows.tolist()
+    # precision metrics shown = fraction of relevant rows in the table
+    m = {x.label: x.value for x in at.metric}
+    assert m[f"P@{k} general · {labels[0]}"] == f"{100 * shown['relevant_general'].mean():.0f}%"
+    assert at.query_params["c"] == [",".join(labels)] or at.query_params["c"] == ",".join(labels)
+
+    # concepts
+    at.multiselect(key="concepts").set_value([labels[1]])
+    _run(at)
+    assert set(_table(at)["concept"]) == {labels[1]}
+    # k
+    at.slider(key="k").set_value(4)
+    _run(at)
+    assert len(_table(at)) == 8
+    before = _table(at)["row"].tolist()
+    # method
+    at.selectbox(key="method").set_value("S-SVD")
+    _run(at)
+    after_svd = _table(at)
+    assert after_svd["row"].tolist() != before or not np.allclose(after_svd["score"], 0)
+    # component: full disentanglement with the picked concepts active
+    at.selectbox(key="method").set_value("S-SLiCS")
+    at.multiselect(key="concepts").set_value(labels)
+    _run(at)
+    partial = _table(at)
+    at.radio(key="component").set_value("full")
+    _run(at)
+    full = _table(at)
+    conc = full.gallery == "concept"
+    assert not np.allclose(partial[conc]["score"].to_numpy(), full[conc]["score"].to_numpy())
+    # the unfiltered gallery does not depend on the component
+    assert partial[~conc]["row"].tolist() == full[~conc]["row"].tolist()
+    assert at.get("download_button")  # CSV export
+
+
+def test_upload_goes_through_and_bad_upload_keeps_the_page(ws, multi_row):
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    _run(at)
+    row_unfiltered = _table(at).query("gallery == 'unfiltered'")["row"].tolist()[: at.slider(key="k").value]
+
+    # a real PNG: the query's own image -> same embedding -> same unfiltered gallery
+    at.file_uploader(key="query_upload").set_value(("mine.png", _png(ws.image(multi_row)), "image/png"))
+    _run(at)
+    assert not at.error
+    assert any("mine.png" in c for im in at.image for c in im.captions)
+    assert at.session_state["query"] == "upload"
+    assert "known label" not in at.dataframe[0].value.columns  # labels unknown for uploads
+    picked = at.multiselect(key="concepts").value
+    assert picked  # pre-selected by the threshold rule
+    df = _table(at)
+    uf = df[(df.concept == picked[0]) & (df.gallery == "unfiltered")]["row"].tolist()
+    assert uf == row_unfiltered
+    assert df["relevant_sub"].isna().all() and df["relevant_general"].notna().all()
+    assert "q" not in at.query_params
+
+    # a bad upload: the message, the previous (uploaded) query and its galleries stay
+    at.file_uploader(key="query_upload").set_value(("notes.png", b"%PDF-1.4\n%%EOF\n", "image/png"))
+    _run(at)
+    assert len(at.error) == 1 and "PDF" in at.error[0].value and "notes.png" in at.error[0].value
+    assert at.session_state["query"] == "upload"
+    assert _table(at)[lambda d: d.gallery == "unfiltered"]["row"].tolist()[: len(uf)] == uf
+
+    # back to a query-set item; a truncated upload is refused and the item stays the query
+    at.selectbox(key="query_pick").set_value(multi_row)
+    at.button(key="query_thumb_0").click()
+    _run(at)
+    first = int(ws.index["query"][0])
+    assert at.session_state["query"] == first
+    good = _png(ws.image(first))
+    at.file_uploader(key="query_upload").set_value(("cut.png", good[: len(good) // 2], "image/png"))
+    _run(at)
+    assert at.error and "truncated or corrupt" in at.error[0].value
+    assert at.session_state["query"] == first
+    assert len(_table(at)) > 0
+    # the earlier good upload can be used again
+    at.button(key="query_use_upload").click()
+    _run(at)
+    assert at.session_state["query"] == "upload"
+
+
+def test_fsplice_method(ws, multi_row):
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    _run(at)
+    slics = _table(at)
+    at.selectbox(key="method").set_value("F-SpLiCE")
+    _run(at)
+    fs = _table(at)
+    assert set(fs["concept"]) == set(slics["concept"])
+    assert (fs.gallery == "concept").any()  # F-SpLiCE components exist for at least one concept
+    assert fs[fs.gallery == "concept"]["row"].tolist() != slics[slics.gallery == "concept"]["row"].tolist()
+    # the unfiltered gallery is the same whatever the method
+    assert fs[fs.gallery == "unfiltered"]["row"].tolist()[:10] == slics[slics.gallery == "unfiltered"]["row"].tolist()[:10]
+
+
+def test_deep_link_concepts(ws, multi_row):
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    other = [n for n in ws.concept_names if n not in ws.labels_of(multi_row)["concepts"]][0]
+    at.query_params["q"] = str(multi_row)
+    at.query_params["c"] = f"{other.upper()},not-a-concept"
+    _run(at)
+    assert at.multiselect(key="concepts").value == [other]
+    assert set(_table(at)["concept"]) == {other}

@@ -1,0 +1,225 @@
+"""slics_core.scoring against a brute-force re-implementation on a small planted workspace."""
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import nnls as scipy_nnls
+
+from slics_core import scoring
+from slics_core.slics import SLiCS
+from slics_core.synthetic import make_concept_cones
+from slics_core.unsupervised import zero_shot_labels
+from slics_core.workspace import Workspace
+
+S, D0_PLANTED, D = 3, 3, 16
+
+
+def unit(A):
+    A = np.asarray(A, float)
+    return A / np.linalg.norm(A, axis=-1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def ws():
+    data = make_concept_cones(n_samples=420, n_features=D, n_concepts=S, n_atoms=D0_PLANTED, noise=0.15,
+                              random_state=3)
+    X = unit(data.X).astype(np.float32)
+    Z = np.zeros((len(X), S * D0_PLANTED), bool)
+    for j in range(S):
+        on = data.sublabels[:, j] >= 0
+        Z[np.flatnonzero(on), j * D0_PLANTED + data.sublabels[on, j]] = True
+    index = {"train": np.arange(0, 220), "val": np.arange(220, 260), "query": np.arange(260, 320),
+             "pool": np.arange(320, 420)}
+    concept_text = unit(np.stack([data.atoms[data.groups == j].sum(0) for j in range(S)]))
+    tr = index["train"]
+    n_active = max(1, int(round(data.Y[tr].sum(1).mean())))
+    Y_pseudo = zero_shot_labels(X[tr], concept_text, n_active=n_active)
+    models = {}
+    for d0 in (2, 3):
+        models[("S-SVD", d0)] = SLiCS(n_atoms=d0, n_iter=0, random_state=0).fit(X[tr], data.Y[tr].astype(float))
+        models[("S-SLiCS", d0)] = SLiCS(n_atoms=d0, n_iter=3, random_state=0).fit(X[tr], data.Y[tr].astype(float))
+        models[("U-SLiCS", d0)] = SLiCS(n_atoms=d0, n_iter=3, random_state=0).fit(X[tr], Y_pseudo.astype(float))
+    return Workspace(name="planted", kind="dataset", path=None, X=X, raw=X.copy(), mean=np.zeros(D),
+                     Y=data.Y.astype(bool), concept_names=[f"c{j}" for j in range(S)], index=index, models=models,
+                     Z=Z, sub_names=[f"s{i}" for i in range(Z.shape[1])],
+                     sub_to_concept=np.repeat(np.arange(S), D0_PLANTED), concept_text=concept_text)
+
+
+# ---------------------------------------------------------------------- brute force
+def brute_component(model, x, j, active=None):
+    """tilde-v_j (active None) or v_j (NNLS over the active concepts' atoms) with scipy."""
+    B, g = np.asarray(model.atoms_, float), np.asarray(model.groups_)
+    if active is None:
+        a, _ = scipy_nnls(B[g == j].T, x)
+        return a @ B[g == j]
+    sel = np.isin(g, np.flatnonzero(active))
+    a, _ = scipy_nnls(B[sel].T, x)
+    keep = g[sel] == j
+    return a[keep] @ B[sel][keep]
+
+
+def brute_ap(order, relevant, k, n_rel_pool=None):
+    hits, total = 0, 0.0
+    for r, i in enumerate(order[:k], start=1):
+        if relevant[i]:
+            hits += 1
+            total += hits / r
+    z = hits if n_rel_pool is None else min(k, n_rel_pool)
+    return total / z if z else 0.0
+
+
+def brute_map(ws, query_vector, split, k, normalization="retrieved"):
+    """mAP general and sub with loops; query_vector(q_row, j) gives the ranking vector."""
+    pool = ws.index["pool"]
+    P = ws.X[pool].astype(float)
+    P = P / np.linalg.norm(P, axis=1, keepdims=True)
+    gen, sub = [], []
+    for q in ws.index[split]:
+        for j in np.flatnonzero(ws.Y[q]):
+            v = query_vector(q, j)
+            s = P @ (v / np.linalg.norm(v)) if np.linalg.norm(v) > 0 else np.zeros(len(pool))
+            order = np.argsort(-s, kind="stable")
+            rel = ws.Y[pool, j]
+            gen.append(brute_ap(order, rel, k, int(rel.sum()) if normalization == "min" else None))
+            L = np.flatnonzero(ws.sub_to_concept == j)
+            if ws.Z[q, L].any():
+                rel_s = (ws.Z[pool][:, L] & ws.Z[q, L]).any(axis=1)
+                sub.append(brute_ap(order, rel_s, k, int(rel_s.sum()) if normalization == "min" else None))
+    return float(np.mean(gen)), float(np.mean(sub)), len(gen), len(sub)
+
+
+def brute_zero_shot(ws, q):
+    n_active = max(1, int(round(ws.Y[ws.index["train"]].sum(1).mean())))
+    sims = unit(ws.raw[q]) @ ws.concept_text.T
+    act = np.zeros(S, bool)
+    act[np.argsort(-sims)[:n_active]] = True
+    return act
+
+
+# ---------------------------------------------------------------------- tests
+@pytest.mark.parametrize("method", ["S-SLiCS", "S-SVD", "U-SLiCS"])
+@pytest.mark.parametrize("mode", ["partial", "full"])
+def test_run_job_matches_brute_force(ws, method, mode):
+    d0, k = 2, 10
+    model = ws.model(method, d0)
+    X = ws.X.astype(float)
+    if mode == "partial":
+        vec = lambda q, j: brute_component(model, X[q], j)  # noqa: E731
+    else:
+        act = (lambda q: brute_zero_shot(ws, q)) if method == "U-SLiCS" else (lambda q: ws.Y[q])
+        vec = lambda q, j: brute_component(model, X[q], j, act(q))  # noqa: E731
+    g, s, ng, ns = brute_map(ws, vec, "query", k)
+    rec = scoring.run_job(ws, scoring.Job(method, d0, mode, "query"), k=k)
+    assert rec["general"] == pytest.approx(g, abs=1e-9)
+    assert rec["sub"] == pytest.approx(s, abs=1e-9)
+    assert (rec["n_pairs_general"], rec["n_pairs_sub"]) == (ng, ns)
+    assert (rec["method"], rec["d0"], rec["mode"], rec["split"], rec["k"]) == (method, d0, mode, "query", k)
+
+
+def test_unfiltered_and_min_normalization_match_brute_force(ws):
+    X = ws.X.astype(float)
+    for norm in ("retrieved", "min"):
+        g, s, _, _ = brute_map(ws, lambda q, j: X[q], "val", 20, norm)
+        rec = scoring.run_job(ws, scoring.Job("UF", None, None, "val"), k=20, normalization=norm)
+        assert rec["general"] == pytest.approx(g, abs=1e-9)
+        assert rec["sub"] == pytest.approx(s, abs=1e-9)
+    model = ws.model("S-SLiCS", 3)
+    g, s, _, _ = brute_map(ws, lambda q, j: brute_component(model, X[q], j), "query", 7, "min")
+    rec = scoring.run_job(ws, scoring.Job("S-SLiCS", 3, "partial", "query"), k=7, normalization="min")
+    assert (rec["general"], rec["sub"]) == (pytest.approx(g, abs=1e-9), pytest.approx(s, abs=1e-9))
+
+
+def test_filtering_beats_unfiltered_on_planted_cones(ws):
+    """Ground truth: with planted cones, concept filtering must help general-label retrieval."""
+    uf = scoring.run_job(ws, scoring.Job("UF", None, None, "query"), k=20)
+    sl = scoring.run_job(ws, scoring.Job("S-SLiCS", 3, "partial", "query"), k=20)
+    assert sl["general"] > uf["general"] + 0.05
+
+
+def test_sweep_and_choose_d0(ws):
+    calls = []
+    recs = scoring.sweep_d0(ws, splits=("val", "query"), k=10, progress=lambda *a: calls.append(a))
+    assert len(recs) == 2 * 2 * 2  # splits x d0 x modes
+    assert calls[-1] == ("done", 8, 8)
+    for r in recs:
+        again = scoring.run_job(ws, scoring.Job(r["method"], r["d0"], r["mode"], r["split"]), k=10)
+        assert again["general"] == r["general"] and again["sub"] == r["sub"]
+    val = [r for r in recs if r["split"] == "val" and r["mode"] == "partial"]
+    best = max(val, key=lambda r: (r["sub"], -r["d0"]))["d0"]
+    assert scoring.choose_d0(recs) == best
+    # the query split does not influence the choice
+    flipped = [dict(r, sub=-r["sub"]) if r["split"] == "query" else r for r in recs]
+    assert scoring.choose_d0(flipped) == best
+    with pytest.raises(ValueError):
+        scoring.choose_d0([r for r in recs if r["split"] == "query"])
+
+
+def test_methods_table_and_summary_rows(ws):
+    recs = scoring.methods_table(ws, 3, split="query", k=10)
+    assert [(r["method"], r["mode"]) for r in recs] == [
+        ("S-SVD", "partial"), ("S-SVD", "full"), ("S-SLiCS", "partial"), ("S-SLiCS", "full"),
+        ("U-SLiCS", "partial"), ("U-SLiCS", "full"), ("UF", None)]
+    rows = scoring.summary_rows(recs)
+    assert [r["method"] for r in rows] == ["S-SVD", "S-SLiCS", "U-SLiCS", "UF"]
+    by = {(r["method"], r["mode"]): r for r in recs}
+    for row in rows:
+        if row["method"] == "UF":
+            assert math.isnan(row["general_full"]) and row["d0"] is None
+            assert row["general"] == by[("UF", None)]["general"]
+        else:
+            assert row["general"] == by[(row["method"], "partial")]["general"]
+            assert row["sub_full"] == by[(row["method"], "full")]["sub"]
+            assert row["d0"] == 3
+
+
+def test_fsplice_row_matches_brute_force(ws):
+    rng = np.random.default_rng(0)
+    W = unit(np.vstack([ws.concept_text + 0.3 * rng.standard_normal((S, D)), rng.standard_normal((30, D))]))
+    words = [f"w{i}" for i in range(len(W))]
+    fs = scoring.fsplice_inputs(ws, words, W)
+    Wu = unit(W)
+    Wc = unit(Wu - Wu.mean(0))
+    np.testing.assert_allclose(fs.dictionary, Wc, atol=1e-6)  # unit, centred, unit
+    Vq = {q: v for q, v in zip(ws.index["query"], fs.components(ws.X[ws.index["query"]]))}
+    g, s, _, _ = brute_map(ws, lambda q, j: Vq[q][j], "query", 10)
+    rec = scoring.run_job(ws, scoring.Job("F-SpLiCE", None, None, "query"), k=10, fsplice=fs)
+    assert rec["general"] == pytest.approx(g, abs=1e-9) and rec["sub"] == pytest.approx(s, abs=1e-9)
+    assert scoring.table_jobs(ws, 2, fsplice=True)[-1] == scoring.Job("F-SpLiCE", None, None, "query")
+    with pytest.raises(ValueError):
+        scoring.fsplice_inputs(ws, words[:-1], W)
+
+
+def test_workspace_without_sub_labels_scores_general_only(ws):
+    import dataclasses
+
+    bare = dataclasses.replace(ws, Z=None, sub_to_concept=None, sub_names=[])
+    rec = scoring.run_job(bare, scoring.Job("S-SLiCS", 2, "partial", "val"), k=10)
+    assert math.isnan(rec["sub"]) and rec["n_pairs_sub"] == 0
+    assert rec["general"] == scoring.run_job(ws, scoring.Job("S-SLiCS", 2, "partial", "val"), k=10)["general"]
+    recs = scoring.sweep_d0(bare, splits=("val",), modes=("partial",), k=10)
+    best = max(recs, key=lambda r: (r["general"], -r["d0"]))["d0"]
+    assert scoring.choose_d0(recs) == best  # falls back to general-label mAP
+
+
+def test_bad_input_messages(ws):
+    import dataclasses
+
+    with pytest.raises(ValueError, match="split"):
+        scoring.run_job(ws, scoring.Job("UF", None, None, "train"))
+    with pytest.raises(ValueError, match="k must"):
+        scoring.run_job(ws, scoring.Job("UF", None, None, "query"), k=0)
+    with pytest.raises(ValueError, match="unknown method"):
+        scoring.run_job(ws, scoring.Job("PCA", 2, "partial", "query"))
+    with pytest.raises(ValueError, match="d0=7"):
+        scoring.run_job(ws, scoring.Job("S-SLiCS", 7, "partial", "query"))
+    with pytest.raises(ValueError, match="mode"):
+        scoring.run_job(ws, scoring.Job("S-SLiCS", 2, "both", "query"))
+    with pytest.raises(ValueError, match="FSpLiCE"):
+        scoring.run_job(ws, scoring.Job("F-SpLiCE", None, None, "query"))
+    with pytest.raises(ValueError, match="concept prompt"):
+        scoring.run_job(dataclasses.replace(ws, concept_text=None), scoring.Job("U-SLiCS", 2, "full", "query"))
+    with pytest.raises(ValueError, match="d0=9"):
+        scoring.table_jobs(ws, 9)
+    empty = dataclasses.replace(ws, index=dict(ws.index, val=np.array([], int)))
+    with pytest.raises(ValueError, match="no 'val' items"):
+        scoring.sweep_jobs(empty)
