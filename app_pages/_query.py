@@ -100,7 +100,9 @@ def query_picker(ws) -> Query | None:
         st.info("This workspace has no query split; upload an image to query it.")
     if "query" not in st.session_state:
         q = int_param("q")
-        st.session_state["query"] = q if q in rows else (rows[0] if rows else "upload")
+        # default: the first query with several concepts (the interesting case for concept filtering)
+        multi = [r for r in rows if int(np.count_nonzero(ws.Y[r])) >= 2]
+        st.session_state["query"] = q if q in rows else (multi or rows or ["upload"])[0]
     cur = st.session_state["query"]
     if cur != "upload" and cur not in rows:  # e.g. the workspace changed
         cur = st.session_state["query"] = rows[0] if rows else "upload"
@@ -125,16 +127,18 @@ def query_picker(ws) -> Query | None:
             n = len(rows)
             start = int(st.session_state.get("query_strip_start", 0)) % n
             shown = [rows[(start + i) % n] for i in range(min(STRIP, n))]
-            cols = st.columns([1] + [2] * len(shown) + [1])
-            cols[0].button("◀", key="query_strip_prev", on_click=_shift_strip, args=(-STRIP, n),
-                           help="Previous query images")
-            cols[-1].button("▶", key="query_strip_next", on_click=_shift_strip, args=(STRIP, n),
-                            help="Next query images")
+            cols = st.columns(len(shown))
             for i, r in enumerate(shown):
-                with cols[i + 1]:
+                with cols[i]:
                     st.image(ws.thumbnail(r, 96), width="stretch")
-                    st.button("Pick", key=f"query_thumb_{i}", on_click=_set_query, args=(r,),
-                              type="primary" if r == cur else "secondary", width="stretch")
+                    st.button(f"#{r}", key=f"query_thumb_{i}", on_click=_set_query, args=(r,),
+                              type="primary" if r == cur else "secondary", width="stretch",
+                              help=f"Use query #{r}: {label_text(ws, r)}")
+            nav = st.columns([1, 1, 4])
+            nav[0].button("◀ previous", key="query_strip_prev", on_click=_shift_strip, args=(-STRIP, n),
+                          help="Previous query images", width="stretch")
+            nav[1].button("next ▶", key="query_strip_next", on_click=_shift_strip, args=(STRIP, n),
+                          help="Next query images", width="stretch")
     with up_col:
         up = st.file_uploader("…or upload a query image", key="query_upload",
                               help="PNG, JPEG, GIF, WebP, BMP or TIFF up to 20 MB (first frame of animations).")

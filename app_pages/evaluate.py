@@ -9,7 +9,6 @@ Computation: slics_core.scoring (every job cached with st.cache_data keyed by ws
 # keys: eval_k, eval_split, eval_d0, eval_norm, eval_fsplice, eval_table, eval_csv, eval_sweep_csv,
 #       eval_sweep_fig, eval_modes_fig, eval_sweep_html, eval_modes_html
 import math
-from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -17,6 +16,7 @@ import streamlit as st
 
 from app_pages._ui import csv_download, get_workspace, sidebar_workspace_note, ws_id
 from slics_core import scoring
+from slics_core.workspace import vocabulary_ready
 
 SPLIT_LABELS = {"query": "Query set (test)", "val": "Validation set"}
 NORM_LABELS = {"retrieved": "relevant retrieved (default)", "min": "min(k, relevant in pool)"}
@@ -115,7 +115,7 @@ k = int(c1.number_input("k (mAP@k)", min_value=1, max_value=200, value=20, step=
 split = c2.radio("Queries", list(SPLIT_LABELS), format_func=SPLIT_LABELS.get, horizontal=True, key="eval_split")
 norm = c3.radio("AP normalisation", list(NORM_LABELS), format_func=NORM_LABELS.get, key="eval_norm")
 # F-SpLiCE is on by default where its vocabulary is cheap (emoji world) or already embedded
-vocab_ready = ws.kind == "emoji" or (ws.path is not None and (Path(ws.path) / "vocab.npy").is_file())
+vocab_ready = vocabulary_ready(ws)
 with_fsplice = c4.checkbox("Include F-SpLiCE baseline", value=vocab_ready, key="eval_fsplice",
                            help="Filtered SpLiCE over the workspace's word vocabulary. Without a cached vocabulary "
                                 "the text encoder embeds 10,000 words first (slow on a CPU).")

@@ -44,7 +44,7 @@ def _show_images(images, titles, key_prefix, n_cols=6):
     cols = st.columns(min(n_cols, len(images)))
     for i, (im, title) in enumerate(zip(images, titles)):
         with cols[i % len(cols)]:
-            st.image(im, caption=title, width="stretch")
+            st.image(im.resize((192, 192), resample=0) if im.width < 192 else im, caption=title, width=192)
             st.download_button("PNG", png_bytes(im), file_name=f"{key_prefix}-{i}-{title}.png".replace(" ", "_"),
                                mime="image/png", key=f"{key_prefix}_png_{i}")
 

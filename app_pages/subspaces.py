@@ -143,8 +143,8 @@ if len(marked):
                              customdata=marked[["point"]].to_numpy(), name="current query",
                              marker=dict(symbol="circle-open", size=18, color="black", line=dict(width=2)),
                              hovertemplate="%{text}<extra>current query</extra>"))
-fig.update_layout(height=620, legend_title_text=f"{color_by}, kind", xaxis_title="t-SNE 1", yaxis_title="t-SNE 2",
-                  dragmode="lasso")
+fig.update_layout(height=700, legend_title_text=f"{color_by}, kind", xaxis_title="t-SNE 1", yaxis_title="t-SNE 2",
+                  dragmode="lasso", legend=dict(orientation="h", yanchor="top", y=-0.1, xanchor="left", x=0))
 
 left, right = st.columns([3, 2])
 with left:
@@ -170,7 +170,8 @@ with right:
         sub = table.set_index("point").loc[picked]
         shown = sub[sub.row >= 0].head(MAX_SHOWN)
         if len(shown):
-            caps = [f"#{p} {k}: {c}" for p, k, c in zip(shown.index, shown.kind, shown.concept)]
+            caps = [f"#{p} {k}: {lab if c == 'several' and lab else c}"
+                    for p, k, c, lab in zip(shown.index, shown.kind, shown.concept, shown["labels"])]
             image_grid(ws, shown.row.tolist(), captions=caps, n_cols=4, size=128)
             if (sub.row >= 0).sum() > MAX_SHOWN:
                 st.caption(f"First {MAX_SHOWN} of {(sub.row >= 0).sum()} picked items shown.")

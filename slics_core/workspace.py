@@ -22,8 +22,9 @@ Two kinds exist:
 Choices (the paper is silent): the query embedding of an uploaded image is
 preprocessed exactly like the training embeddings (unit-normalise, subtract
 the training mean of unit embeddings, re-normalise); the emoji world's word
-vocabulary for captions and F-SpLiCE is the words of its captions plus the
-most frequent English words (``wordfreq``) as distractors.
+vocabulary for captions and F-SpLiCE is the words its text encoder was trained
+on (category and supercategory names); dataset workspaces use the 10 000 most
+frequent English words (``wordfreq``).
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ __all__ = [
     "load_query_encoder",
     "embed_query",
     "workspace_vocabulary",
+    "vocabulary_ready",
     "WorkspaceGenerator",
     "load_workspace_generator",
 ]
@@ -527,58 +529,75 @@ def embed_query(ws: Workspace, encoder, image) -> tuple:
     return raw.astype(np.float32), ws.preprocess(raw)[0]
 
 
-def _emoji_vocabulary_words(n_common: int = 1000) -> list:
+def _emoji_vocabulary_words(n_common: int = 0) -> list:
+    """Words the emoji text encoder was trained on (category and supercategory names), plus
+    ``n_common`` frequent English words as distractors (the encoder never saw those)."""
     from slics_core.emoji.catalog import CATEGORIES, SUPERCATEGORIES
 
-    words = set()
-    for c in list(CATEGORIES) + list(SUPERCATEGORIES):
-        words.update(c.split())
-    try:
+    words = set(CATEGORIES) | set(SUPERCATEGORIES)
+    if n_common:
         from slics_core.captions import default_vocabulary
 
-        common = default_vocabulary(n_common)
-    except ImportError:
-        common = []
-    return sorted(words | set(common))
+        words |= set(default_vocabulary(n_common))
+    return sorted(words)
 
 
-def workspace_vocabulary(ws: Workspace, n_common: int = 1000) -> tuple:
+def _vocabulary_words(ws: Workspace, n_common: int = 0) -> list:
+    if ws.kind == "emoji":
+        return _emoji_vocabulary_words(n_common)
+    from slics_core.captions import default_vocabulary
+
+    return default_vocabulary(10_000)
+
+
+def _vocabulary_cache(ws: Workspace, words) -> Path | None:
+    import hashlib
+
+    if not ws.path:
+        return None
+    return Path(ws.path) / f"vocab-{hashlib.sha256(chr(10).join(words).encode()).hexdigest()[:12]}.npy"
+
+
+def vocabulary_ready(ws: Workspace) -> bool:
+    """Whether :func:`workspace_vocabulary` is cheap (emoji world, or already embedded and cached)."""
+    if ws.kind == "emoji":
+        return True
+    cache = _vocabulary_cache(ws, _vocabulary_words(ws))
+    return cache is not None and cache.is_file()
+
+
+def workspace_vocabulary(ws: Workspace, n_common: int = 0) -> tuple:
     """``(words, W)``: caption vocabulary and its raw unit text embeddings for ``ws``.
 
-    Emoji world: its caption words plus ``n_common`` frequent English words,
-    embedded with the small encoder's text tower and cached next to the
-    workspace. Dataset workspaces: the vocabulary cached by ``slics captions``
-    if present there (``vocab_words.json`` + ``vocab.npy``), else the
-    encoder's text tower (needs its weights).
+    Emoji world: the words its text encoder was trained on (the 71 category and 12
+    supercategory names; ``n_common`` frequent English words may be added as distractors,
+    but the tiny encoder never saw them, so they land anywhere), embedded with the small
+    encoder's text tower. Dataset workspaces: the ``wordfreq`` top 10 000 words (SpLiCE's
+    vocabulary size) embedded with the workspace's encoder. Both are cached next to the
+    workspace (``vocab-<hash>.npy``), keyed by the word list.
 
     Raises
     ------
     FileNotFoundError
-        No vocabulary and no usable text encoder.
+        No usable text encoder for this workspace here.
     """
-    folder = Path(ws.path) if ws.path else None
-    if folder is not None and (folder / "vocab.npy").is_file() and (folder / "vocab_words.json").is_file():
+    words = _vocabulary_words(ws, n_common)
+    cache = _vocabulary_cache(ws, words)
+    if cache is not None and cache.is_file():
         try:
-            words = json.loads((folder / "vocab_words.json").read_text())
-            W = np.load(folder / "vocab.npy")
-            if len(words) == W.shape[0] and W.shape[1] == ws.X.shape[1]:
+            W = np.load(cache)
+            if W.shape == (len(words), ws.X.shape[1]):
                 return list(words), W
         except (OSError, ValueError):
-            pass
-    words = _emoji_vocabulary_words(n_common) if ws.kind == "emoji" else None
-    if words is None:
-        from slics_core.captions import default_vocabulary
-
-        words = default_vocabulary(10_000)
+            pass  # damaged: recompute
     enc = load_query_encoder(ws)
     W = np.asarray(enc.encode_texts(words), dtype=np.float32)
     W = W / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-12)
-    if folder is not None:
+    if cache is not None:
         try:
-            from slics_core.store import atomic_save_npy, atomic_write_json
+            from slics_core.store import atomic_save_npy
 
-            atomic_save_npy(folder / "vocab.npy", W)
-            atomic_write_json(folder / "vocab_words.json", words)
+            atomic_save_npy(cache, W)
         except OSError:
             pass
     return list(words), W
