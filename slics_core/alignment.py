@@ -19,7 +19,6 @@ pairs (:meth:`score`, :func:`fit_alignment`).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np

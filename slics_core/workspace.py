@@ -327,7 +327,6 @@ def build_dataset_workspace(cache, out, *, d0_values=(5, 10, 15), n_iter: int = 
     from slics_core.commands.data import load_eval_data
     from slics_core.evaluation import make_splits
     from slics_core.slics import SLiCS
-    from slics_core.store import EmbeddingStore
 
     data, store, meta = load_eval_data(cache)
     E, ids, _ = store.load()

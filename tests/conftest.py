@@ -18,3 +18,22 @@ from pathlib import Path  # noqa: E402
 os.environ.setdefault("SLICS_EMOJI_SCALE", "0.2")
 os.environ.setdefault("SLICS_EMOJI_CACHE", str(Path(tempfile.gettempdir()) / "slics-test-emoji"))
 os.environ.setdefault("SLICS_WORKSPACES", str(Path(tempfile.gettempdir()) / "slics-test-workspaces-empty"))
+
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def ws():
+    """The (small) emoji workspace the app opens on."""
+    from slics_core.workspace import open_emoji_workspace
+
+    return open_emoji_workspace()
+
+
+@pytest.fixture(scope="session")
+def multi_row(ws):
+    """A query-set row with three or more concepts."""
+    q = ws.index["query"]
+    return int(q[np.flatnonzero(ws.Y[q].sum(axis=1) >= 3)[0]])

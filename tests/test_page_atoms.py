@@ -9,15 +9,10 @@ from streamlit.testing.v1 import AppTest
 
 from slics_core.captions import prepare_text_embeddings
 from slics_core.maps import atom_top_items, atom_top_words, group_layout, item_codes
-from slics_core.workspace import open_emoji_workspace, workspace_vocabulary
+from slics_core.workspace import workspace_vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "atoms.py")
-
-
-@pytest.fixture(scope="module")
-def ws():
-    return open_emoji_workspace()
 
 
 @pytest.fixture(scope="module")

@@ -5,15 +5,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from slics_core.maps import caption_table
-from slics_core.workspace import open_emoji_workspace, workspace_vocabulary
+from slics_core.workspace import workspace_vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "captions.py")
-
-
-@pytest.fixture(scope="module")
-def ws():
-    return open_emoji_workspace()
 
 
 def test_captions_table_follows_d0_words_and_methods(ws):

@@ -6,14 +6,8 @@ from streamlit.testing.v1 import AppTest
 
 from slics_core.evaluation import evaluate_rankings
 from slics_core.retrieval import ConceptRetriever, build_index
-from slics_core.workspace import open_emoji_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def ws():
-    return open_emoji_workspace()
 
 
 def independent(ws, method, d0, k, split="query", mode="partial"):

@@ -3,26 +3,12 @@ import io
 from pathlib import Path
 
 import numpy as np
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from slics_core.explore import concept_galleries, query_components
-from slics_core.workspace import open_emoji_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "retrieve.py")
-
-
-@pytest.fixture(scope="module")
-def ws():
-    return open_emoji_workspace()
-
-
-@pytest.fixture(scope="module")
-def multi_row(ws):
-    """A query-set row with three or more concepts."""
-    q = ws.index["query"]
-    return int(q[np.flatnonzero(ws.Y[q].sum(axis=1) >= 3)[0]])
 
 
 def _table(at):

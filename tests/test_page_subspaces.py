@@ -4,19 +4,12 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from slics_core.maps import map_points, map_sample
-from slics_core.workspace import open_emoji_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "subspaces.py")
-
-
-@pytest.fixture(scope="module")
-def ws():
-    return open_emoji_workspace()
 
 
 def _page(n_points=40, query=None):

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from slics_core import weights
-from slics_core.weights import MissingWeightsError, ModelPreset
+from slics_core.weights import MissingWeightsError
 
 from fixtures_models import fake_hub_file
 

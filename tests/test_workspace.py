@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 from PIL import Image
-from test_cli_data import _embed, toy  # noqa: F401  (fixture)
+from test_cli_data import toy  # noqa: F401  (fixture)
 
 from slics_core.cli import main
 from slics_core.slics import SLiCS
