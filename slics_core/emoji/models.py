@@ -34,19 +34,20 @@ __all__ = [
     "zero_shot_scores",
 ]
 
-#: open_clip model configs ("small" ~ ViT-B/32, "large" ~ ViT-L/14: wider, deeper, finer patches).
+#: open_clip model configs. "small" (the ViT-B/32 analogue, for retrieval) is a small ModifiedResNet:
+#: at 64 px a convolutional tower learns the sprites far faster than a patch-16 ViT on a CPU
+#: budget (docs/emoji_world.md); "large" (the ViT-L/14 analogue, conditions the generator) is a
+#: wider ResNet with a wider embedding.
 EMOJI_CLIP_CONFIGS: dict[str, dict] = {
-    "small": {
+    "small": {  # open_clip ModifiedResNet (the RN50 family): stem /4, 4 stages to 2x2, attention pool
         "embed_dim": 64,
-        "vision_cfg": {"image_size": 64, "layers": 3, "width": 96, "head_width": 32,
-                       "patch_size": 16, "mlp_ratio": 2.0},
+        "vision_cfg": {"image_size": 64, "layers": [1, 1, 1, 1], "width": 16, "head_width": 32},
         "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 64, "heads": 2,
                      "layers": 2, "mlp_ratio": 2.0},
     },
-    "large": {
+    "large": {  # a wider ModifiedResNet and a wider embedding
         "embed_dim": 96,
-        "vision_cfg": {"image_size": 64, "layers": 4, "width": 160, "head_width": 32,
-                       "patch_size": 16, "mlp_ratio": 2.0},
+        "vision_cfg": {"image_size": 64, "layers": [1, 1, 1, 1], "width": 24, "head_width": 32},
         "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 64, "heads": 2,
                      "layers": 2, "mlp_ratio": 2.0},
     },
@@ -73,29 +74,36 @@ def model_dir(name: str, root: str | Path | None = None) -> Path:
     return Path(root or MODELS_DIR) / f"emoji-{name}"
 
 
-def create_emoji_clip(name: str, seed: int = 0):
-    """A randomly initialised emoji encoder (for training); returns the open_clip model."""
-    import open_clip
+def create_emoji_clip(name: str, seed: int = 0, model_cfg: dict | None = None):
+    """A randomly initialised emoji encoder (for training); returns the open_clip model.
+
+    ``model_cfg`` (an open_clip model config) replaces ``EMOJI_CLIP_CONFIGS[name]``.
+    """
     import torch
 
     if name not in EMOJI_CLIP_CONFIGS:
         raise ValueError(f"unknown emoji encoder {name!r}; choose from {sorted(EMOJI_CLIP_CONFIGS)}")
     torch.manual_seed(seed)
-    cfg = json.loads(json.dumps(EMOJI_CLIP_CONFIGS[name]))
+    cfg = json.loads(json.dumps(model_cfg or EMOJI_CLIP_CONFIGS[name]))
     from open_clip.model import CLIP
 
     return CLIP(**cfg)
 
 
-def save_emoji_clip(model, name: str, root: str | Path | None = None, metrics: dict | None = None) -> Path:
-    """Write ``model`` as an open_clip local-dir folder with fp16 safetensors weights."""
+def save_emoji_clip(model, name: str, root: str | Path | None = None, metrics: dict | None = None,
+                    model_cfg: dict | None = None) -> Path:
+    """Write ``model`` as an open_clip local-dir folder with fp16 safetensors weights.
+
+    ``model_cfg`` is the config ``model`` was built from (default ``EMOJI_CLIP_CONFIGS[name]``).
+    """
     from safetensors.torch import save_file
 
     out = model_dir(name, root)
     out.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().to("cpu").half().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(out / WEIGHTS_NAME))
-    cfg = {"model_cfg": EMOJI_CLIP_CONFIGS[name], "preprocess_cfg": PREPROCESS_CFG}
+    os.chmod(out / WEIGHTS_NAME, 0o644)  # safetensors writes 0600
+    cfg = {"model_cfg": model_cfg or EMOJI_CLIP_CONFIGS[name], "preprocess_cfg": PREPROCESS_CFG}
     if metrics:
         cfg["training"] = metrics
     (out / "open_clip_config.json").write_text(json.dumps(cfg, indent=2) + "\n")

@@ -13,6 +13,11 @@
 * ``map_at_20``: the methods table (S-SVD, S-SLiCS, U-SLiCS, UF; general and
   sub-label mAP@20) from :func:`slics_core.evaluation.evaluate_methods` on the
   query set against the candidate pool.
+
+Generation and the methods table use the workspace's ``chosen_d0`` (best
+validation sub-label mAP@20 of S-SLiCS, as in the paper) unless a ``d0`` is
+given; the report prints it as ``chosen_d0`` with the validation curve
+``d0_validation``.
 """
 from __future__ import annotations
 
@@ -40,7 +45,7 @@ def generation_concept_accuracy(ws, d0=None, n_queries: int = 200, generator=Non
 
     gen = generator or EmojiGenerator.load(models_root)
     large, _, tok = load_emoji_clip("large", models_root)
-    d0 = d0 or max(d for (m, d) in ws.models if m == "S-SLiCS")
+    d0 = d0 or _default_d0(ws)
     model = ws.models[("S-SLiCS", d0)]
     tr = ws.index["train"]
     align = ProcrustesAlignment(normalize=True).fit(ws.X_small[tr], gen.condition(ws.raw_large[tr]))
@@ -63,16 +68,18 @@ def generation_concept_accuracy(ws, d0=None, n_queries: int = 200, generator=Non
             "alignment_train_cosine": round(float(align.train_cosine_), 4)}
 
 
-def methods_map(ws, d0=None) -> dict:
-    from slics_core.evaluation import EvalData, Split, evaluate_methods
+def _default_d0(ws) -> int:
+    """The workspace's validation choice of ``d0`` (largest fitted one for an old workspace)."""
+    chosen = getattr(ws, "chosen_d0", None)
+    return int(chosen) if chosen is not None else max(d for (m, d) in ws.models if m == "S-SLiCS")
 
-    d0 = d0 or max(d for (m, d) in ws.models if m == "S-SLiCS")
-    keep = np.flatnonzero(ws.Z.any(axis=0))  # sub-label columns with an emoji
-    data = EvalData(X=ws.X_small, Y=ws.Y, concept_names=list(SUPERCATEGORIES), Z=ws.Z[:, keep],
-                    sub_to_concept=ws.sub_to_concept[keep], sub_names=[ws.sub_names[i] for i in keep],
-                    X_raw=ws.raw_small, concept_text=ws.text_small)
-    split = Split(ws.index["train"], ws.index["val"], ws.index["query"], ws.index["pool"],
-                  np.zeros(0, dtype=int), ws.config.seed)
+
+def methods_map(ws, d0=None) -> dict:
+    from slics_core.emoji.workspace import _eval_data
+    from slics_core.evaluation import evaluate_methods
+
+    d0 = d0 or _default_d0(ws)
+    data, split = _eval_data(ws)
     rows = evaluate_methods(data, split, methods=("S-SVD", "S-SLiCS", "U-SLiCS", "UF"), n_atoms=d0,
                             n_iter=ws.config.n_iter, seeds=(0,), k=20)
     table = {r["method"]: {"general": None if r.get("skipped") else round(float(r["general_mean"]), 4),
@@ -83,7 +90,8 @@ def methods_map(ws, d0=None) -> dict:
 
 def emoji_report(ws, progress=None, models_root=None) -> dict:
     """All three quality numbers as one JSON-ready dict."""
-    out = {"n_scenes": {k: int(len(v)) for k, v in ws.index.items()}}
+    out = {"n_scenes": {k: int(len(v)) for k, v in ws.index.items()},
+           "chosen_d0": _default_d0(ws), "d0_validation": list(getattr(ws, "d0_scores", []))}
     out.update(zero_shot_precision(ws))
     for name, fn in (("generation", lambda: generation_concept_accuracy(ws, models_root=models_root)),
                      ("map", lambda: methods_map(ws))):

@@ -7,9 +7,13 @@ Usage (writes ``assets/models/emoji-<size>/``)::
 
 Training scenes are ``make_scenes(n_train, seed=TRAIN_SEED)``; they never
 overlap the evaluation/workspace scenes (other seeds). Each step pairs a batch
-of scenes with one caption variant per scene: the scene caption (categories
-and supercategories), categories only, or supercategories only, so both kinds
-of word are aligned with the image. Loss: open_clip's symmetric ``ClipLoss``.
+of scenes with one caption variant per scene (:func:`caption_variants`): the
+scene caption (categories and supercategories), categories only,
+supercategories only, or one supercategory, so both kinds of word are aligned
+with the image. Loss (``--loss multi``, default): CLIP's symmetric
+cross-entropy where every caption of the batch that is true of an image is a
+positive for it (:func:`multi_positive_clip_loss`); ``--loss clip`` is
+open_clip's ``ClipLoss`` (only the image's own caption is positive).
 Deterministic for a given seed and thread count.
 """
 from __future__ import annotations
@@ -21,7 +25,7 @@ import time
 
 import numpy as np
 
-from slics_core.emoji.catalog import CATEGORY_SUPER
+from slics_core.emoji.catalog import CATEGORY_SUPER, SUPERCATEGORIES
 from slics_core.emoji.models import (
     EMOJI_CLIP_CONFIGS,
     create_emoji_clip,
@@ -36,17 +40,45 @@ TRAIN_SEED = 1001
 HELDOUT_SEED = 2002  # used only for the progress metric printed during training
 
 
-def caption_variants(objects, rng: np.random.Generator) -> list[str]:
-    """Three captions of one scene: full, categories only, supercategories only."""
+def caption_variants(objects, rng: np.random.Generator) -> tuple[list[str], list[set]]:
+    """Four captions of one scene and what each one asserts.
+
+    Returns ``(captions, mentions)``: the full caption (categories with their
+    supercategories), the categories only, the supercategories only, and one
+    supercategory alone ("a picture of animal", the zero-shot prompt's form);
+    ``mentions[k]`` is the set of ``"c:<category>"`` / ``"s:<supercategory>"``
+    items caption ``k`` says are in the picture.
+    """
     full = make_caption(objects, rng)
     cats = list(dict.fromkeys(objects))
     cats = [cats[i] for i in rng.permutation(len(cats))]
     supers = list(dict.fromkeys(CATEGORY_SUPER[c] for c in cats))
+    one = supers[int(rng.integers(len(supers)))]
 
     def join(words):
         return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
-    return [full, "a picture of " + join(cats), "a picture of " + join(supers)]
+    cat_items = {"c:" + c for c in cats}
+    return ([full, "a picture of " + join(cats), "a picture of " + join(supers), "a picture of " + one],
+            [cat_items, cat_items, {"s:" + x for x in supers}, {"s:" + one}])
+
+
+def multi_positive_clip_loss(img_f, txt_f, scale, positive):
+    """Symmetric CLIP cross-entropy with every true caption of an image as a positive.
+
+    ``positive[i, j]`` is True when caption ``j`` of the batch is true of image
+    ``i`` (everything it mentions is in the picture), e.g. "a picture of animal"
+    for every scene with an animal; the targets spread uniformly over them
+    (the diagonal is always positive). With only the diagonal positive this is
+    open_clip's ``ClipLoss``.
+    """
+    import torch
+
+    logits = scale * img_f @ txt_f.T
+    pos = positive.float()
+    li = -((pos / pos.sum(1, keepdim=True)) * torch.log_softmax(logits, dim=1)).sum(1).mean()
+    lt = -((pos.T / pos.T.sum(1, keepdim=True)) * torch.log_softmax(logits.T, dim=1)).sum(1).mean()
+    return 0.5 * (li + lt)
 
 
 def precision_at_2(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
@@ -69,9 +101,17 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=float, default=0.05, help="warm-up fraction of the steps")
+    ap.add_argument("--weight-decay", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--loss", choices=("clip", "multi"), default="multi",
+                    help="clip: open_clip ClipLoss (diagonal positives only); multi: every caption true of "
+                         "an image is a positive")
+    ap.add_argument("--vision-cfg", default=None,
+                    help="JSON replacing the size's open_clip vision_cfg (e.g. a ModifiedResNet one)")
+    ap.add_argument("--embed-dim", type=int, default=None, help="replaces the size's embed_dim")
     ap.add_argument("--out", default=None, help="models root (default assets/models)")
     ap.add_argument("--init", default=None,
                     help="models root to continue training from (its emoji-<size> weights)")
@@ -81,6 +121,17 @@ def main(argv=None) -> int:
     from open_clip.loss import ClipLoss
     import open_clip
 
+    model_cfg = json.loads(json.dumps(EMOJI_CLIP_CONFIGS[args.size]))
+    if args.vision_cfg:
+        model_cfg["vision_cfg"] = json.loads(args.vision_cfg)
+    if args.embed_dim:
+        model_cfg["embed_dim"] = args.embed_dim
+    if args.init:
+        from slics_core.emoji.models import model_dir
+
+        init_cfg = json.loads((model_dir(args.size, args.init) / "open_clip_config.json").read_text())
+        model_cfg = init_cfg["model_cfg"]
+
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     t0 = time.time()
@@ -88,37 +139,47 @@ def main(argv=None) -> int:
     held = make_scenes(500, seed=HELDOUT_SEED)
     print(f"scenes ready in {time.time() - t0:.0f}s", flush=True)
 
-    tokenizer = open_clip.get_tokenizer("ViT-B-32", context_length=EMOJI_CLIP_CONFIGS[args.size]["text_cfg"]["context_length"])
+    tokenizer = open_clip.get_tokenizer("ViT-B-32", context_length=model_cfg["text_cfg"]["context_length"])
     rng = np.random.default_rng(args.seed)
     variants = [caption_variants(o, rng) for o in train.objects]
-    flat = [v for vs in variants for v in vs]
-    cache: dict[str, torch.Tensor] = {}
-    toks = torch.empty((len(flat), tokenizer.context_length), dtype=torch.long)
+    n_var = len(variants[0][0])
+    flat = [v for vs, _ in variants for v in vs]
+    cache: dict[str, int] = {}
+    ids = np.empty(len(flat), dtype=np.int64)  # caption string id
     for i, s in enumerate(flat):
-        if s not in cache:
-            cache[s] = tokenizer([s])[0]
-        toks[i] = cache[s]
-    toks = toks.view(len(train), 3, -1)
+        ids[i] = cache.setdefault(s, len(cache))
+    distinct = list(cache)
+    tok_distinct = torch.cat([tokenizer(distinct[i:i + 4096]) for i in range(0, len(distinct), 4096)])
+    ids = torch.from_numpy(ids).view(len(train), n_var)
+    # items of every scene and items asserted by every caption variant, as bit vectors
+    vocab = {it: k for k, it in enumerate(["s:" + x for x in SUPERCATEGORIES] + ["c:" + c for c in CATEGORY_SUPER])}
+    items = torch.zeros((len(train), len(vocab)), dtype=torch.bool)
+    mentions = torch.zeros((len(train), n_var, len(vocab)), dtype=torch.bool)
+    for i, (objs, (_, ments)) in enumerate(zip(train.objects, variants)):
+        for c in objs:
+            items[i, vocab["c:" + c]] = items[i, vocab["s:" + CATEGORY_SUPER[c]]] = True
+        for k, m in enumerate(ments):
+            mentions[i, k, [vocab[x] for x in m]] = True
     print(f"tokenised {len(flat)} captions ({len(cache)} distinct) in {time.time() - t0:.0f}s", flush=True)
 
-    model = create_emoji_clip(args.size, seed=args.seed)
+    model = create_emoji_clip(args.size, seed=args.seed, model_cfg=model_cfg)
     previous = []
     if args.init:
-        from slics_core.emoji.models import load_emoji_clip, model_dir
+        from slics_core.emoji.models import load_emoji_clip
 
         model.load_state_dict(load_emoji_clip(args.size, args.init)[0].state_dict())
-        cfg = json.loads((model_dir(args.size, args.init) / "open_clip_config.json").read_text())
-        previous = cfg.get("training", {}).get("runs", []) + [
-            {k: v for k, v in cfg.get("training", {}).items() if k != "runs"}]
+        previous = init_cfg.get("training", {}).get("runs", []) + [
+            {k: v for k, v in init_cfg.get("training", {}).items() if k not in ("runs", "history")}]
         print(f"continuing from {args.init}", flush=True)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"{args.size}: {n_params / 1e6:.2f}M parameters", flush=True)
+    print(f"{args.size}: {n_params / 1e6:.2f}M parameters "
+          f"({sum(p.numel() for p in model.visual.parameters()) / 1e6:.2f}M visual)", flush=True)
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embedding" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embedding" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.98))
-    warm = max(1, args.steps // 20)
+    warm = max(1, int(args.steps * args.warmup))
 
     def lr_at(step):
         if step < warm:
@@ -126,17 +187,23 @@ def main(argv=None) -> int:
         return 0.5 * args.lr * (1 + math.cos(math.pi * (step - warm) / max(1, args.steps - warm)))
 
     loss_fn = ClipLoss()
-    images_all = images_to_tensor(train.images)
+    size = model_cfg["vision_cfg"]["image_size"]
     history = []
     for step in range(args.steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        idx = torch.from_numpy(rng.choice(len(train), size=args.batch_size, replace=False))
-        which = torch.from_numpy(rng.integers(0, 3, size=args.batch_size))
-        img = images_all[idx]
-        txt = toks[idx, which]
-        img_f, txt_f, scale = model(img, txt)
-        loss = loss_fn(img_f, txt_f, scale)
+        idx = rng.choice(len(train), size=args.batch_size, replace=False)
+        which = torch.from_numpy(rng.integers(0, n_var, size=args.batch_size))
+        img = images_to_tensor(train.images[idx], size)
+        tidx = torch.from_numpy(idx)
+        cid = ids[tidx, which]
+        img_f, txt_f, scale = model(img, tok_distinct[cid])
+        if args.loss == "multi":
+            ment = mentions[tidx, which].float()  # (B, items) asserted by caption j
+            positive = (ment @ (~items[tidx]).float().T).T == 0  # [i, j]: caption j true of image i
+            loss = multi_positive_clip_loss(img_f, txt_f, scale, positive)
+        else:
+            loss = loss_fn(img_f, txt_f, scale)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -153,10 +220,11 @@ def main(argv=None) -> int:
                   f"{time.time() - t0:.0f}s", flush=True)
     model.eval()
     metrics = {"seed": args.seed, "steps": args.steps, "batch_size": args.batch_size, "lr": args.lr,
+               "warmup": args.warmup, "weight_decay": args.weight_decay, "loss": args.loss,
                "n_train": args.n_train, "train_seed": TRAIN_SEED + 100 * args.seed, "heldout_seed": HELDOUT_SEED,
-               "parameters": n_params, "seconds": round(time.time() - t0), "history": history,
-               "init": args.init, "runs": previous}
-    out = save_emoji_clip(model, args.size, args.out, metrics)
+               "threads": args.threads, "parameters": n_params, "seconds": round(time.time() - t0),
+               "history": history, "init": args.init, "runs": previous}
+    out = save_emoji_clip(model, args.size, args.out, metrics, model_cfg=model_cfg)
     print(json.dumps({k: v for k, v in metrics.items() if k not in ("history", "runs")}))
     print(f"saved to {out}")
     return 0

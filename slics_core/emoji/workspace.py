@@ -9,8 +9,14 @@ cache; a cache that is missing, from other parameters or damaged (unreadable,
 truncated, wrong shapes) is rebuilt.
 
 Embedding preprocessing (paper sec. 4.1): unit-normalise, subtract the mean of
-the training scenes' unit embeddings, re-normalise. The raw embeddings are kept
-for zero-shot classification.
+the training scenes' unit embeddings, re-normalise
+(:class:`slics_core.preprocessing.EmbeddingNormalizer` fitted on the training
+split). The raw embeddings are kept for zero-shot classification.
+
+The dictionary size is chosen as in the paper: every fitted S-SLiCS is scored on
+the validation scenes (partial components, sub-label mAP@20 against the
+candidate pool) and the best ``d0`` is ``Workspace.chosen_d0``
+(``Workspace.d0_scores`` keeps the validation curve).
 """
 from __future__ import annotations
 
@@ -27,9 +33,10 @@ import numpy as np
 from slics_core.emoji.catalog import ALL_COCO_CATEGORIES, CATEGORY_SUPER, SUPERCATEGORIES
 from slics_core.emoji.scenes import ZERO_SHOT_TEMPLATE, make_scenes
 
-__all__ = ["WorkspaceConfig", "Workspace", "default_cache_dir", "load_or_build_workspace", "center_unit"]
+__all__ = ["WorkspaceConfig", "Workspace", "default_cache_dir", "load_or_build_workspace", "center_unit",
+           "validation_scores", "choose_workspace_d0"]
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: EmbeddingNormalizer centring, d0 chosen on validation
 WORKSPACE_SEED = 3003
 _SPLITS = ("train", "val", "query", "pool")
 
@@ -47,7 +54,7 @@ class WorkspaceConfig:
     n_val: int = 500
     n_query: int = 1000
     n_pool: int = 3000
-    d0_values: tuple = (5, 10, 15)
+    d0_values: tuple = (3, 5, 8, 10, 15, 20)
     n_iter: int = 10
     seed: int = WORKSPACE_SEED
 
@@ -80,6 +87,9 @@ class Workspace:
     preprocessed, ``raw_small``/``raw_large`` the encoders' unit embeddings;
     ``text_small``/``text_large`` the unit prompt embeddings of the 12 concept
     words. ``models[(method, d0)]`` are fitted :class:`slics_core.SLiCS`.
+    ``chosen_d0`` is the ``d0`` with the best validation sub-label mAP@20 of
+    S-SLiCS (partial components); ``d0_scores`` lists the validation scores
+    (``{"d0", "general", "sub"}`` per ``d0``).
     """
 
     config: WorkspaceConfig
@@ -98,6 +108,8 @@ class Workspace:
     text_large: np.ndarray
     index: dict
     models: dict = field(default_factory=dict)
+    chosen_d0: int | None = None
+    d0_scores: list = field(default_factory=list)
     concept_names: tuple = SUPERCATEGORIES
     sub_names: tuple = ALL_COCO_CATEGORIES
 
@@ -123,6 +135,7 @@ def _progress(progress, stage, done, total):
 
 def _build(cfg: WorkspaceConfig, folder: Path, progress=None, models_root=None) -> Workspace:
     from slics_core.emoji.models import encode_images, encode_texts, load_emoji_clip
+    from slics_core.preprocessing import EmbeddingNormalizer
 
     sizes = {"train": cfg.n_train, "val": cfg.n_val, "query": cfg.n_query, "pool": cfg.n_pool}
     parts, index, start = [], {}, 0
@@ -143,12 +156,58 @@ def _build(cfg: WorkspaceConfig, folder: Path, progress=None, models_root=None) 
         model, _, tok = load_emoji_clip(name, models_root)
         emb[f"raw_{name}"] = encode_images(model, images)
         emb[f"text_{name}"] = encode_texts(model, tok, prompts)
-        emb[f"mean_{name}"] = emb[f"raw_{name}"][index["train"]].mean(0)
-        emb[f"X_{name}"] = center_unit(emb[f"raw_{name}"], emb[f"mean_{name}"]).astype(np.float32)
+        norm = EmbeddingNormalizer(center=True).fit(emb[f"raw_{name}"][index["train"]])
+        emb[f"mean_{name}"] = norm.mean_.astype(np.float32)
+        emb[f"X_{name}"] = norm.transform(emb[f"raw_{name}"]).astype(np.float32)
         _progress(progress, f"embed {name}", len(images), len(images))
     ws = Workspace(cfg, folder, images, Y, Z, captions, index=index, **emb)
     ws.models = _fit_models(ws, progress)
+    ws.d0_scores = validation_scores(ws, progress)
+    ws.chosen_d0 = choose_workspace_d0(ws.d0_scores)
     return ws
+
+
+def _eval_data(ws):
+    """:class:`slics_core.evaluation.EvalData` and ``Split`` of the workspace (sub-labels with an emoji)."""
+    from slics_core.evaluation import EvalData, Split
+
+    keep = np.flatnonzero(ws.Z.any(axis=0))  # the categories with an emoji
+    data = EvalData(X=ws.X_small, Y=ws.Y, concept_names=list(ws.concept_names), Z=ws.Z[:, keep],
+                    sub_to_concept=ws.sub_to_concept[keep], sub_names=[ws.sub_names[i] for i in keep],
+                    X_raw=ws.raw_small, concept_text=ws.text_small)
+    split = Split(ws.index["train"], ws.index["val"], ws.index["query"], ws.index["pool"],
+                  np.zeros(0, dtype=int), ws.config.seed)
+    return data, split
+
+
+def validation_scores(ws, progress=None, k: int = 20) -> list:
+    """Validation mAP@``k`` of every fitted S-SLiCS (partial components; paper sec. 4.2).
+
+    The validation scenes are the queries, the candidate pool is searched.
+    Returns ``[{"d0", "general", "sub"}, ...]`` in increasing ``d0``.
+    """
+    from slics_core.evaluation import evaluate_rankings, rank_method
+
+    data, split = _eval_data(ws)
+    v, p = split.val, split.pool
+    out = []
+    d0s = sorted(d for (m, d) in ws.models if m == "S-SLiCS")
+    for i, d0 in enumerate(d0s):
+        _progress(progress, f"validate S-SLiCS d0={d0}", i, len(d0s))
+        idx, _ = rank_method("S-SLiCS", data, split, queries="val", n_atoms=d0, k=k, mode="partial",
+                             model=ws.models[("S-SLiCS", d0)])
+        r = evaluate_rankings(idx, data.Y[v], data.Y[p], data.Z[v], data.Z[p], data.sub_to_concept, k)
+        out.append({"d0": int(d0), "general": round(float(r["general"]), 4), "sub": round(float(r["sub"]), 4)})
+    _progress(progress, "validate", len(d0s), len(d0s))
+    return out
+
+
+def choose_workspace_d0(scores: list) -> int:
+    """The ``d0`` of the best validation sub-label mAP (ties: smaller ``d0``); see
+    :func:`slics_core.evaluation.choose_d0`."""
+    from slics_core.evaluation import choose_d0
+
+    return choose_d0([dict(r, mode="partial") for r in scores], mode="partial", by="sub")
 
 
 def _fit_models(ws: Workspace, progress=None) -> dict:
@@ -190,7 +249,8 @@ def _save(ws: Workspace, folder: Path) -> None:
         model.save(tmp / "models" / fname)
         names[f"{method}|{d0}"] = fname
     manifest = {"version": CACHE_VERSION, "key": ws.config.key(), "config": ws.config.__dict__ | {
-        "d0_values": list(ws.config.d0_values)}, "models": names, "n": int(len(ws.images))}
+        "d0_values": list(ws.config.d0_values)}, "models": names, "n": int(len(ws.images)),
+        "chosen_d0": int(ws.chosen_d0), "d0_scores": ws.d0_scores}
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
     if folder.exists():
         shutil.rmtree(folder)
@@ -217,7 +277,11 @@ def _load(cfg: WorkspaceConfig, folder: Path) -> Workspace:
         models[(method, int(d0))] = SLiCS.load(folder / "models" / fname)
     if set(models) != {(m, d) for d in cfg.d0_values for m in ("S-SVD", "S-SLiCS", "U-SLiCS")}:
         raise ValueError("cache lacks fitted models")
-    return Workspace(cfg, folder, captions=captions, index=index, models=models, **arrays)
+    chosen = manifest.get("chosen_d0")
+    if chosen not in cfg.d0_values:
+        raise ValueError(f"cache has no valid chosen d0 ({chosen!r})")
+    return Workspace(cfg, folder, captions=captions, index=index, models=models, chosen_d0=int(chosen),
+                     d0_scores=list(manifest.get("d0_scores", [])), **arrays)
 
 
 @functools.lru_cache(maxsize=8)
