@@ -62,5 +62,6 @@ st.dataframe(table, hide_index=True, width="stretch", height=35 * (len(table) + 
              column_config={"concept": st.column_config.TextColumn("Subspace (concept)")})
 csv_download(table, f"captions_d0{d0}.csv", "Download captions (CSV)", key="captions_csv")
 if ws.kind == "emoji":
-    st.caption("Emoji world vocabulary: the words of its category names plus frequent English words as "
-               "distractors, embedded with the emoji encoder's text tower.")
+    st.caption("Emoji world vocabulary: the 71 category and 12 supercategory names its text encoder was "
+               "trained on, embedded with the emoji encoder's text tower. Dataset workspaces use the 10 000 "
+               "most frequent English words.")

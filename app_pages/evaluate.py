@@ -152,7 +152,11 @@ st.dataframe(df, hide_index=True, width="stretch", key="eval_table",
 st.caption("Gen./Sub.: ranked by the partial component ṽ_j (eq. 3) for the dictionary methods, by the whole "
            "query for UF, by the word-group component for F-SpLiCE. (v_j): ranked by the full component "
            "(eq. 2; U-SLiCS uses the query's zero-shot concepts). "
-           f"{table_records[0]['n_pairs_general']} (query, concept) pairs.")
+           f"{table_records[0]['n_pairs_general']} (query, concept) pairs. Methods without atoms have no d0.")
+if fs is not None and ws.kind == "emoji":
+    st.caption("Emoji world caveat: F-SpLiCE's vocabulary here is exactly the 82 category and supercategory "
+               "names, i.e. the sub-labels themselves, which favours it on sub-label retrieval; the paper's "
+               "F-SpLiCE uses 10 000 LAION words.")
 csv_download(df, f"slics_methods_{split}_k{k}_d0{d0}.csv", key="eval_csv")
 
 st.subheader("Dictionary size d0")
