@@ -130,10 +130,9 @@ class EmojiDiffusionGenerator:
 
     def condition(self, raw_embeddings: np.ndarray) -> np.ndarray:
         """Raw large-encoder image embeddings -> centred, unit conditioning vectors."""
-        x = np.asarray(raw_embeddings, dtype=np.float32)
-        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-        x = x - self.mean
-        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+        from slics_core.emoji.generator import EmojiGenerator
+
+        return EmojiGenerator.condition(self, raw_embeddings)
 
     def generate(self, embeddings: np.ndarray, *, seed: int = 0, steps: int | None = None,
                  batch_size: int = 64) -> np.ndarray:

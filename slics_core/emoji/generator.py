@@ -10,13 +10,20 @@ grid, the decoder up-samples it to 32x32 RGB, bilinearly enlarged to 64x64. It i
 (``mean`` is stored with the weights), so an aligned component
 ``tilde v_j`` mapped into the large space can be fed as is.
 
+Training targets (:mod:`slics_core.emoji.train_generator`): single-object,
+centred renders (:func:`slics_core.emoji.scenes.make_single_object_scenes`), each
+conditioned on the large encoder's centred embedding of that same render, so a
+concept component decodes to one centred sprite of the category it encodes.
+(Trained on whole multi-object scenes, whose positions and backgrounds the large
+embedding barely encodes, the pixel-MSE optimum was a mean grey texture.)
+
 Why a decoder and not a diffusion UNet: trained with a pixel loss plus a
 consistency loss through the frozen large encoder (the generated image must
 re-embed near its conditioning embedding), it is trained in minutes and samples
 in one pass; a tiny conditional diffusion model
 (:mod:`slics_core.emoji.diffusion`, diffusers UNet + DDPM/DDIM) trained for
 twice the CPU time did not learn the conditioned concepts
-(generation_concept_accuracy 0.24 vs 0.99; docs/emoji_world.md).
+(generation_concept_accuracy 0.24; docs/emoji_world.md).
 """
 from __future__ import annotations
 
@@ -39,6 +46,8 @@ GENERATOR_CONFIG = {
     "image_size": 64,
 }
 WEIGHTS_NAME = "decoder.safetensors"
+#: :meth:`EmojiGenerator.generate` rounds the unit conditioning rows to this grid.
+CONDITION_GRID = 1e-3
 
 
 def generator_dir(root=None) -> Path:
@@ -140,7 +149,8 @@ class EmojiGenerator:
         Parameters
         ----------
         embeddings : array of shape (n, dim) or (dim,)
-            Conditioning vectors in the centred large space (see :meth:`condition`).
+            Conditioning vectors in the centred large space (see :meth:`condition`);
+            rows are re-normalised and rounded to a grid of :data:`CONDITION_GRID`.
         seed, steps : int, optional
             Accepted for the uniform generator signature (a diffusion sampler
             uses them); this decoder is deterministic and one-pass, so they
@@ -162,7 +172,10 @@ class EmojiGenerator:
         if not np.all(np.isfinite(E)):
             raise ValueError("embeddings contain NaN or inf")
         norms = np.linalg.norm(E, axis=1, keepdims=True)
-        E = np.where(norms > 1e-12, E / np.maximum(norms, 1e-12), 0.0).astype(np.float32)
+        E = np.where(norms > 1e-12, E / np.maximum(norms, 1e-12), 0.0)
+        # snap to a 1e-3 grid (far below a visible change): float-rounding differences of the same
+        # embedding (e.g. one picture embedded alone or in a batch) then give the same pixels
+        E = (np.round(E / CONDITION_GRID) * CONDITION_GRID).astype(np.float32)
         out = []
         with torch.no_grad():
             for i in range(0, len(E), batch_size):

@@ -39,6 +39,8 @@ __all__ = [
     "load_sprites",
     "render_scene",
     "make_scenes",
+    "render_single_object",
+    "make_single_object_scenes",
     "make_caption",
     "N_SUPER_PROBS",
     "ZERO_SHOT_TEMPLATE",
@@ -264,6 +266,16 @@ def make_scenes(
     progress : callable, optional
         Called as ``progress(done, n)`` every 256 scenes and at the end.
     """
+    return _scene_set(
+        n, seed, start, image_size, sprites_dir,
+        render=lambda idx, sprites: render_scene(seed, idx, image_size, sprites),
+        caption=lambda idx, cats: make_caption(cats, np.random.default_rng([int(seed), int(idx), 1])),
+        progress=progress)
+
+
+def _scene_set(n, seed, start, image_size, sprites_dir, render, caption, progress=None) -> SceneSet:
+    """Render scenes ``start .. start + n - 1`` (``render(index, sprites) -> (image, categories)``)
+    and label / caption them (``caption(index, categories) -> str``)."""
     if int(n) != n or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
     n = int(n)
@@ -273,14 +285,125 @@ def make_scenes(
     sub = np.zeros((n, len(ALL_COCO_CATEGORIES)), dtype=np.int8)
     captions, objects = [], []
     for i in range(n):
-        img, cats = render_scene(seed, start + i, image_size, sprites)
+        img, cats = render(start + i, sprites)
         images[i] = img
         for c in cats:
             general[i, _SUPER_INDEX[CATEGORY_SUPER[c]]] = 1
             sub[i, _SUB_INDEX[c]] = 1
-        cap_rng = np.random.default_rng([int(seed), int(start + i), 1])
-        captions.append(make_caption(cats, cap_rng))
+        captions.append(caption(start + i, cats))
         objects.append(cats)
         if progress is not None and ((i + 1) % 256 == 0 or i + 1 == n):
             progress(i + 1, n)
     return SceneSet(images, general, sub, captions, objects, seed=int(seed), start=int(start))
+
+
+#: Stream tag of single-object renders: ``default_rng([seed, index, SINGLE_OBJECT_STREAM])``, so they
+#: never share random numbers with the scene ``(seed, index)`` (drawn from ``default_rng([seed, index])``).
+SINGLE_OBJECT_STREAM = 7
+
+
+def _light_background(rng: np.random.Generator, size: int) -> np.ndarray:
+    """A plain light background: flat (p = 0.6) or a gentle vertical gradient of two light colours."""
+    c1 = rng.uniform(0.82, 1.0, 3)
+    if rng.random() < 0.6:
+        bg = np.broadcast_to(c1, (size, size, 3)).copy()
+    else:
+        c2 = np.clip(c1 + rng.uniform(-0.1, 0.1, 3), 0.75, 1.0)
+        y = np.linspace(0.0, 1.0, size)[:, None, None]
+        bg = c1 * (1 - y) + c2 * y + np.zeros((1, size, 1))
+    bg = bg + rng.normal(0, 0.01, (size, size, 3))
+    return np.clip(bg * 255.0, 0, 255).astype(np.uint8)
+
+
+def render_single_object(
+    seed: int, index: int, image_size: int = 64, sprites: dict | None = None, category: str | None = None,
+    scale: tuple = (0.6, 0.75), max_rotation: float = 10.0, max_shift: float = 0.03, return_mask: bool = False,
+):
+    """Render one sprite, centred, on a plain light background (the generator's training target).
+
+    Render ``index`` of ``seed`` draws, from ``numpy.random.default_rng([seed, index, 7])``, a
+    supercategory uniformly, then one of its categories uniformly (unless ``category`` is given),
+    a side of ``scale`` times the image side, a horizontal flip (p = 0.5), a rotation within
+    ``+-max_rotation`` degrees, a mild brightness/saturation/contrast jitter and a centre within
+    ``+-max_shift`` times the side of the image centre; the centre is that of the sprite's visible
+    content (the bounding box of its alpha), so every object is centred however its emoji sits
+    in its square.
+
+    Parameters
+    ----------
+    seed, index : int
+    image_size : int
+        Side of the square image (>= 32).
+    sprites : dict, optional
+        Category -> RGBA sprite (default :func:`load_sprites`).
+    category : str, optional
+        Draw this category (one of :data:`slics_core.emoji.catalog.CATEGORIES`).
+    scale : (float, float)
+        Range of the sprite's side as a fraction of the image side, within (0, 1].
+    max_rotation, max_shift : float
+        Jitter bounds (degrees; fraction of the image side).
+    return_mask : bool
+        Also return the sprite's alpha mask in the image, float (H, W) in [0, 1].
+
+    Returns
+    -------
+    image : ndarray (H, W, 3) uint8
+    category : str
+    mask : ndarray (H, W) float, only with ``return_mask``
+    """
+    if image_size < 32:
+        raise ValueError(f"image_size must be >= 32, got {image_size}")
+    lo, hi = float(scale[0]), float(scale[1])
+    if not 0 < lo <= hi <= 1:
+        raise ValueError(f"scale must satisfy 0 < low <= high <= 1, got {scale!r}")
+    sprites = sprites if sprites is not None else load_sprites()
+    if category is not None and category not in sprites:
+        raise ValueError(f"no sprite for category {category!r}")
+    rng = np.random.default_rng([int(seed), int(index), SINGLE_OBJECT_STREAM])
+    sup = SUPERCATEGORIES[int(rng.integers(len(SUPERCATEGORIES)))]
+    cat = _CATS_OF_SUPER[sup][int(rng.integers(len(_CATS_OF_SUPER[sup])))]
+    if category is not None:
+        cat = category
+    canvas = Image.fromarray(_light_background(rng, image_size)).convert("RGBA")
+    side = max(8, int(round(rng.uniform(lo, hi) * image_size)))
+    sp = sprites[cat].resize((side, side), Image.BILINEAR)
+    if rng.random() < 0.5:
+        sp = sp.transpose(Image.FLIP_LEFT_RIGHT)
+    sp = sp.rotate(float(rng.uniform(-max_rotation, max_rotation)), resample=Image.BILINEAR, expand=True)
+    alpha = sp.getchannel("A")
+    rgb = sp.convert("RGB")
+    rgb = ImageEnhance.Brightness(rgb).enhance(rng.uniform(0.85, 1.15))
+    rgb = ImageEnhance.Color(rgb).enhance(rng.uniform(0.8, 1.2))
+    rgb = ImageEnhance.Contrast(rgb).enhance(rng.uniform(0.9, 1.1))
+    sp = rgb.convert("RGBA")
+    sp.putalpha(alpha)
+    half = image_size / 2.0
+    cx = half + rng.uniform(-max_shift, max_shift) * image_size
+    cy = half + rng.uniform(-max_shift, max_shift) * image_size
+    # centre the sprite's visible content (its alpha bounding box), not its square box: some
+    # emoji sit off-centre in their box (a couch is drawn low)
+    bx0, by0, bx1, by1 = alpha.getbbox() or (0, 0, sp.width, sp.height)
+    x0, y0 = int(round(cx - (bx0 + bx1) / 2)), int(round(cy - (by0 + by1) / 2))
+    canvas.paste(sp, (x0, y0), sp)
+    image = np.asarray(canvas.convert("RGB"))
+    if not return_mask:
+        return image, cat
+    m = Image.new("L", (image_size, image_size), 0)
+    m.paste(alpha, (x0, y0))
+    return image, cat, np.asarray(m, dtype=np.float32) / 255.0
+
+
+def make_single_object_scenes(
+    n: int, seed: int = 0, start: int = 0, image_size: int = 64, sprites_dir=None, **render_kw
+) -> SceneSet:
+    """Renders ``start .. start + n - 1`` of :func:`render_single_object` as a :class:`SceneSet`.
+
+    Labels and captions are those of a one-object scene (``make_caption([category])``);
+    ``render_kw`` goes to :func:`render_single_object` (``scale``, ``max_rotation``, ...).
+    """
+    def render(idx, sprites):
+        img, c = render_single_object(seed, idx, image_size, sprites, **render_kw)
+        return img, [c]
+
+    return _scene_set(n, seed, start, image_size, sprites_dir, render=render,
+                      caption=lambda idx, cats: make_caption(cats))
