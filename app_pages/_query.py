@@ -93,8 +93,19 @@ def _handle_upload(ws, up):
     st.session_state["query"] = "upload"
 
 
-def query_picker(ws) -> Query | None:
-    """Draw the query pickers (query set, thumbnail strip, upload) and return the current query."""
+def query_picker(ws, required: bool = False) -> Query | None:
+    """Draw the query pickers (query set, thumbnail strip, upload) and return the current query.
+
+    With ``required``, a page without a query shows how to get one and stops instead of returning None.
+    """
+    q = _query_picker(ws)
+    if q is None and required:
+        st.info("Pick a query from the query set or upload an image to start.")
+        st.stop()
+    return q
+
+
+def _query_picker(ws) -> Query | None:
     rows = [int(r) for r in query_rows(ws)]
     if not rows:
         st.info("This workspace has no query split; upload an image to query it.")

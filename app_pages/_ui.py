@@ -111,10 +111,22 @@ def query_encoder(ws):
 
 # ---------------------------------------------------------------------- pickers
 def method_picker(ws, key: str = "method", methods=None, label: str = "Method"):
+    """Method selectbox; a value left by another page or workspace that is not an option here is dropped."""
     options = list(methods or ws.methods)
+    if key in st.session_state and st.session_state[key] not in options:
+        del st.session_state[key]
     default = st.session_state.get(key, "S-SLiCS")
     idx = options.index(default) if default in options else 0
     return st.selectbox(label, options, index=idx, key=key)
+
+
+COMPONENTS = {"partial": "ṽⱼ — partial (nearest point of the concept's cone)",
+              "full": "vⱼ — full (joint disentanglement, picked concepts active)"}
+
+
+def component_picker(key: str = "component"):
+    """ṽⱼ (partial) or vⱼ (full): the radio shared by the query pages; returns "partial" or "full"."""
+    return st.radio("Component", list(COMPONENTS), format_func=COMPONENTS.get, key=key)
 
 
 def d0_picker(ws, key: str = "d0", label: str = "Atoms per concept (d0)"):

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages._ui import csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, ws_id
-from slics_core.maps import (atom_heatmaps, atom_top_items, atom_top_words, group_layout, item_codes,
+from slics_core.maps import (atom_heatmaps, atom_labels, atom_top_items, atom_top_words, group_layout, item_codes,
                              matrix_table, selected_point_ids)
 from slics_core.workspace import workspace_vocabulary
 
@@ -62,11 +62,7 @@ with st.spinner("Sparse coding the validation items…"):
 lay = group_layout(model.groups_)
 order = lay["order"]
 names = ws.concept_names
-within = np.zeros(M, dtype=int)
-for g in np.unique(model.groups_):
-    idx = np.flatnonzero(model.groups_ == g)
-    within[idx] = np.arange(idx.size)
-atom_label = {int(a): f"{names[model.groups_[a]]} #{within[a]}" for a in range(M)}
+atom_label = dict(enumerate(atom_labels(model.groups_, names)))
 
 
 def heatmap(Z, title, zmin, zmax, colorscale, key):
@@ -106,14 +102,12 @@ if st.session_state.get("atom") not in range(M):
     st.session_state.pop("atom", None)
 
 C, cos, summ = mats["cooccurrence"], mats["cosine"], mats["summary"]
-same = model.groups_[:, None] == model.groups_[None, :]
-off = ~np.eye(M, dtype=bool)
 left, right = st.columns(2)
 with left:
     heatmap(np.nan_to_num(C, nan=0.0), f"Co-occurrence ({len(ws.index[code_split])} {code_split} items, "
             f"{mats['n_nonzero']} atoms each)", 0.0, 1.0, "Blues", "cooc_map")
-    st.caption(f"Mean co-occurrence within concepts {np.nanmean(C[same & off]):.3f}, between "
-               f"{np.nanmean(C[~same]):.3f}; {int(np.sum(mats['usage'] == 0))} atoms unused by OMP.")
+    st.caption(f"Mean co-occurrence within concepts {summ['cooc_within_mean']:.3f}, between "
+               f"{summ['cooc_between_mean']:.3f}; {int(np.sum(mats['usage'] == 0))} atoms unused by OMP.")
     csv_download(matrix_table(C, [atom_label[a] for a in range(M)]), f"cooccurrence_{method}_d0{d0}.csv",
                  "Download co-occurrence (CSV)", key="cooc_csv")
 with right:

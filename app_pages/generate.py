@@ -9,12 +9,11 @@ import numpy as np
 import streamlit as st
 
 from app_pages._query import concept_picker, preselection, query_picker, show_query, write_deep_link
-from app_pages._ui import d0_picker, get_workspace, method_picker, png_bytes, sidebar_workspace_note, ws_id
+from app_pages._ui import component_picker, d0_picker, get_workspace, method_picker, png_bytes, sidebar_workspace_note, ws_id
 from slics_core.explore import concept_scores, generation_rows, image_strip, query_components
 from slics_core.generators import concept_atoms, interpolate_atoms
 from slics_core.workspace import load_workspace_generator
 
-COMPONENTS = {"partial": "ṽⱼ — partial (cone projection)", "full": "vⱼ — full (picked concepts active)"}
 _MAX_CACHED = 24
 
 
@@ -24,16 +23,24 @@ def _generator(key: str, _ws):
 
 
 def _generate(gen, rows, titles, seed, steps, cache_key):
-    """Images for ``rows`` (one call per row, with a progress bar); remembered per settings in the session."""
+    """Images for ``rows`` (one call per row, with a progress bar); remembered per settings in the session.
+
+    A failure is shown in the page and gives no images.
+    """
     cache = st.session_state.setdefault("_generated", {})
     if cache_key in cache:
         return cache[cache_key]
     bar = st.progress(0.0, text="Generating…")
     images = []
-    for i, (row, title) in enumerate(zip(rows, titles)):
-        bar.progress(i / len(rows), text=f"Generating {title} ({i + 1}/{len(rows)})…")
-        images.extend(gen.generate(row[None], seed=int(seed), steps=int(steps)))
-    bar.empty()
+    try:
+        for i, (row, title) in enumerate(zip(rows, titles)):
+            bar.progress(i / len(rows), text=f"Generating {title} ({i + 1}/{len(rows)})…")
+            images.extend(gen.generate(row[None], seed=int(seed), steps=int(steps)))
+    except (ValueError, RuntimeError) as exc:
+        st.error(f"Generation failed: {exc}")
+        return []
+    finally:
+        bar.empty()
     if len(cache) >= _MAX_CACHED:
         cache.pop(next(iter(cache)))
     cache[cache_key] = images
@@ -56,18 +63,13 @@ st.caption("Each concept component of the query is mapped into the generator's c
            "Procrustes alignment fitted on paired embeddings, image-to-prompt) and drawn; the query's own "
            "embedding is drawn first for comparison.")
 
-q = query_picker(ws)
-if q is None:
-    st.info("Pick a query from the query set or upload an image to start.")
-    st.stop()
+q = query_picker(ws, required=True)
 
 with st.sidebar:
     st.subheader("Generation settings")
-    if st.session_state.get("method") not in ws.methods:
-        st.session_state.pop("method", None)
     method = method_picker(ws)
     d0 = d0_picker(ws)
-    mode = st.radio("Component", list(COMPONENTS), format_func=COMPONENTS.get, key="component")
+    mode = component_picker()
 
 gen, gen_error = None, None
 try:
@@ -122,11 +124,7 @@ if not gen.deterministic:
 if run:
     key = ("components", ws_id(ws), q.key, method, d0, mode, tuple(picked), int(seed), int(steps))
     st.session_state["_gen_last"] = key[2:]
-    try:
-        images = _generate(gen, rows, titles, seed, steps, key)
-    except (ValueError, RuntimeError) as exc:
-        st.error(f"Generation failed: {exc}")
-        images = []
+    images = _generate(gen, rows, titles, seed, steps, key)
     if images:
         _show_images(images, titles, "gen")
         st.download_button("Download all as one PNG strip", png_bytes(image_strip(images)),
@@ -162,11 +160,7 @@ run_i = gen.deterministic or st.button("Generate the strip", key="generate_inter
     st.session_state.get("_interp_last") == key
 if run_i:
     st.session_state["_interp_last"] = key
-    try:
-        strip = _generate(gen, R, R_titles, seed, steps, key)
-    except (ValueError, RuntimeError) as exc:
-        st.error(f"Generation failed: {exc}")
-        strip = []
+    strip = _generate(gen, R, R_titles, seed, steps, key)
     if strip:
         cols = st.columns(len(strip))
         for col, im, t in zip(cols, strip, R_titles):

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages._query import concept_picker, preselection, query_picker, show_query, write_deep_link
-from app_pages._ui import csv_download, d0_picker, get_workspace, image_grid, method_picker, query_encoder, \
+from app_pages._ui import component_picker, csv_download, d0_picker, get_workspace, image_grid, method_picker, query_encoder, \
     sidebar_workspace_note, ws_id
 from slics_core.explore import (
     concept_galleries,
@@ -20,8 +20,6 @@ from slics_core.explore import (
 )
 
 FSPLICE = "F-SpLiCE"
-COMPONENTS = {"partial": "ṽⱼ — partial (nearest point of the concept's cone)",
-              "full": "vⱼ — full (joint disentanglement, picked concepts active)"}
 GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"
 
 
@@ -89,10 +87,7 @@ st.caption("Pick or upload a query. SLiCS splits its embedding into one componen
            "concept retrieves the pool images closest to *its* component, beside the unfiltered search by the "
            "whole query.")
 
-q = query_picker(ws)
-if q is None:
-    st.info("Pick a query from the query set or upload an image to start.")
-    st.stop()
+q = query_picker(ws, required=True)
 
 # ---------------------------------------------------------------- settings
 with st.sidebar:
@@ -100,13 +95,11 @@ with st.sidebar:
     methods = list(ws.methods)
     if ws.concept_text is not None or ws.encoder is not None:
         methods.append(FSPLICE)
-    if st.session_state.get("method") not in methods:
-        st.session_state.pop("method", None)
     method = method_picker(ws, methods=methods)
     d0 = d0_picker(ws)
     if method == FSPLICE:
         st.caption("F-SpLiCE has no atoms: d0 and the ṽⱼ / vⱼ choice do not apply.")
-    mode = st.radio("Component", list(COMPONENTS), format_func=COMPONENTS.get, key="component")
+    mode = component_picker()
     k = st.slider("Images per gallery (k)", 1, 50, 10, key="k")
     n_cols = st.slider("Columns per gallery", 2, 8, 4, key="retrieve_cols")
 

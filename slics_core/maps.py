@@ -39,12 +39,15 @@ Choices (the paper is silent on them)
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
 from slics_core._validation import check_embeddings
 
 __all__ = [
+    "atom_labels",
     "KINDS",
     "sample_rows",
     "map_sample",
@@ -471,7 +474,9 @@ def atom_heatmaps(model, X, n_nonzero=None):
     result : dict
         ``cooccurrence`` (M, M) (:func:`slics_core.analysis.atom_cooccurrence`),
         ``cosine`` (M, M) and ``summary`` (:func:`slics_core.analysis.atom_cosine`),
-        ``codes`` (n, M), ``n_nonzero``, ``usage`` (M,) fraction of items using each atom.
+        ``codes`` (n, M), ``n_nonzero``, ``usage`` (M,) fraction of items using each atom. ``summary``
+        also holds ``cooc_within_mean`` / ``cooc_between_mean``: mean co-occurrence over pairs of
+        distinct atoms of the same concept / of different concepts (NaN entries, unused atoms, ignored).
     """
     from slics_core.analysis import atom_cooccurrence, atom_cosine
     from slics_core.sparse_coding import nn_omp
@@ -484,8 +489,25 @@ def atom_heatmaps(model, X, n_nonzero=None):
     codes = nn_omp(X, model.atoms_, n_nonzero_coefs=n_nonzero)
     C = atom_cooccurrence(codes)
     cos, summary = atom_cosine(model.atoms_, model.groups_)
+    g = np.asarray(model.groups_)
+    same = g[:, None] == g[None, :]
+    off = ~np.eye(g.size, dtype=bool)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN: no atom pair used
+        summary = dict(summary, cooc_within_mean=float(np.nanmean(C[same & off])),
+                       cooc_between_mean=float(np.nanmean(C[~same])))
     return {"cooccurrence": C, "cosine": cos, "summary": summary, "codes": codes, "n_nonzero": n_nonzero,
             "usage": (codes > 0).mean(axis=0)}
+
+
+def atom_labels(groups, concept_names):
+    """``"<concept> #<k>"`` for every atom: its concept and its rank among that concept's atoms."""
+    g = np.asarray(groups).reshape(-1)
+    rank = np.zeros(g.size, dtype=int)
+    for c in np.unique(g):
+        idx = np.flatnonzero(g == c)
+        rank[idx] = np.arange(idx.size)
+    return [f"{concept_names[c]} #{r}" for c, r in zip(g, rank)]
 
 
 def group_layout(groups):

@@ -303,3 +303,22 @@ def test_caption_table_recovers_planted_words_per_method(planted):
     with pytest.raises(ValueError, match="concepts"):
         caption_table({"A": model}, names[:2], words, W)
     assert isinstance(tab, pd.DataFrame)
+
+
+def test_atom_labels_and_cooccurrence_summary():
+    from slics_core.maps import atom_labels
+
+    assert atom_labels([1, 0, 1, 1, 0], ["a", "b"]) == ["b #0", "a #0", "b #1", "b #2", "a #1"]
+    rng = np.random.default_rng(3)
+
+    class Model:  # 3 concepts x 2 atoms
+        atoms_ = rng.standard_normal((6, 8))
+        groups_ = np.array([0, 0, 1, 1, 2, 2])
+
+    X = np.abs(rng.standard_normal((40, 6))) @ Model.atoms_
+    res = atom_heatmaps(Model, X, n_nonzero=3)
+    C = res["cooccurrence"]
+    within = [C[i, j] for i in range(6) for j in range(6) if i != j and i // 2 == j // 2]
+    between = [C[i, j] for i in range(6) for j in range(6) if i // 2 != j // 2]
+    assert res["summary"]["cooc_within_mean"] == pytest.approx(np.nanmean(within))
+    assert res["summary"]["cooc_between_mean"] == pytest.approx(np.nanmean(between))
