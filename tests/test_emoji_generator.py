@@ -158,3 +158,23 @@ def test_generate_snaps_conditioning_so_float_noise_gives_same_pixels():
     same = [np.array_equal(out[i], o) for i, o in
             enumerate(gen.generate(E + rng.normal(scale=1e-7, size=E.shape).astype(np.float32)))]
     assert sum(same) >= 18, sum(same)
+
+
+def test_unit_condition_rows_and_concept_hit_rate():
+    from slics_core.emoji.generator import concept_hit_rate, unit_condition_rows
+    from slics_core.emoji.models import encode_images, load_emoji_clip, zero_shot_scores
+    from slics_core.emoji.scenes import make_scenes
+
+    E = np.array([[3.0, 4.0], [0.0, 0.0]])
+    np.testing.assert_allclose(unit_condition_rows(E, 2), [[0.6, 0.8], [0.0, 0.0]])
+    np.testing.assert_allclose(unit_condition_rows(np.array([0.0, 2.0]), 2), [[0.0, 1.0]])
+    with pytest.raises(ValueError, match=r"shape \(n, 3\)"):
+        unit_condition_rows(E, 3)
+    with pytest.raises(ValueError, match="NaN"):
+        unit_condition_rows(np.array([[np.nan, 1.0]]), 2)
+    enc, _, tok = load_emoji_clip("large")
+    sc = make_scenes(40, seed=5)
+    S = zero_shot_scores(enc, tok, encode_images(enc, sc.images))
+    for top in (1, 2):  # independent: loop over scenes
+        hits = [sc.general[i, np.argsort(-S[i])[:top]].max() for i in range(len(sc))]
+        assert concept_hit_rate(enc, tok, sc.images, sc.general, top=top) == pytest.approx(np.mean(hits))

@@ -142,18 +142,12 @@ class EmojiDiffusionGenerator:
         """
         import torch
 
-        E = np.asarray(embeddings, dtype=np.float32)
-        if E.ndim == 1:
-            E = E[None]
-        if E.ndim != 2 or E.shape[1] != self.dim:
-            raise ValueError(f"embeddings must have shape (n, {self.dim}), got {E.shape}")
-        if not np.all(np.isfinite(E)):
-            raise ValueError("embeddings contain NaN or inf")
+        from slics_core.emoji.generator import unit_condition_rows
+
+        E = unit_condition_rows(embeddings, self.dim)
         steps = self.default_steps if steps is None else int(steps)
         if steps < 1 or int(batch_size) < 1:
             raise ValueError(f"steps and batch_size must be >= 1, got {steps}, {batch_size}")
-        norms = np.linalg.norm(E, axis=1, keepdims=True)
-        E = np.where(norms > 1e-12, E / np.maximum(norms, 1e-12), 0.0).astype(np.float32)
         s = self.config["sample_size"]
         _, ddim = _schedulers(self.config)
         out = []
@@ -196,7 +190,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from slics_core.emoji.models import encode_images, load_emoji_clip, zero_shot_scores
+    from slics_core.emoji.generator import concept_hit_rate
+    from slics_core.emoji.models import encode_images, load_emoji_clip
     from slics_core.emoji.scenes import make_scenes
     from slics_core.emoji.train_clip import TRAIN_SEED
 
@@ -246,8 +241,7 @@ def main(argv=None) -> int:
     t1 = time.time()
     gen_imgs = gen.generate(gen.condition(encode_images(enc, held.images)), seed=0)
     sample_seconds = time.time() - t1
-    top = np.argsort(-zero_shot_scores(enc, tok, encode_images(enc, gen_imgs)), axis=1)[:, :2]
-    hit = float(np.mean([held.general[i, top[i]].max() for i in range(len(held))]))
+    hit = concept_hit_rate(enc, tok, gen_imgs, held.general)
     metrics = {"seed": args.seed, "steps": steps_done, "batch_size": args.batch_size, "lr": args.lr,
                "n_train": args.n_train, "heldout_top2_hit_rate": round(hit, 4),
                "train_seconds": round(train_seconds), "sample_seconds_per_image": round(sample_seconds / max(1, args.n_eval), 4),

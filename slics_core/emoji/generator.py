@@ -35,7 +35,8 @@ import numpy as np
 
 from slics_core.emoji.catalog import MODELS_DIR
 
-__all__ = ["GENERATOR_CONFIG", "build_decoder", "EmojiGenerator", "generator_dir"]
+__all__ = ["GENERATOR_CONFIG", "build_decoder", "EmojiGenerator", "generator_dir", "unit_condition_rows",
+           "concept_hit_rate"]
 
 GENERATOR_CONFIG = {
     "embed_dim": 96,
@@ -86,6 +87,30 @@ def build_decoder(config: dict | None = None):
             return torch.tanh(y)  # in [-1, 1]
 
     return EmojiDecoder()
+
+
+def unit_condition_rows(embeddings, dim: int) -> np.ndarray:
+    """Conditioning rows checked (shape ``(n, dim)``, finite) and unit-normalised; zero rows stay zero."""
+    E = np.asarray(embeddings, dtype=np.float32)
+    if E.ndim == 1:
+        E = E[None]
+    if E.ndim != 2 or E.shape[1] != dim:
+        raise ValueError(f"embeddings must have shape (n, {dim}), got {E.shape}")
+    if not np.all(np.isfinite(E)):
+        raise ValueError("embeddings contain NaN or inf")
+    norms = np.linalg.norm(E, axis=1, keepdims=True)
+    return np.where(norms > 1e-12, E / np.maximum(norms, 1e-12), 0.0).astype(np.float32)
+
+
+def concept_hit_rate(encoder, tokenizer, images: np.ndarray, labels: np.ndarray, top: int = 2) -> float:
+    """Fraction of ``images`` whose ``top`` zero-shot supercategories (``encoder``) include a true one.
+
+    The held-out check the generator training scripts print (``labels``: (n, 12) general labels).
+    """
+    from slics_core.emoji.models import encode_images, zero_shot_scores
+
+    order = np.argsort(-zero_shot_scores(encoder, tokenizer, encode_images(encoder, images)), axis=1)[:, :top]
+    return float(np.mean(np.take_along_axis(np.asarray(labels), order, axis=1).max(axis=1)))
 
 
 class EmojiGenerator:
@@ -164,15 +189,7 @@ class EmojiGenerator:
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
         batch_size = int(batch_size)
 
-        E = np.asarray(embeddings, dtype=np.float32)
-        if E.ndim == 1:
-            E = E[None]
-        if E.ndim != 2 or E.shape[1] != self.dim:
-            raise ValueError(f"embeddings must have shape (n, {self.dim}), got {E.shape}")
-        if not np.all(np.isfinite(E)):
-            raise ValueError("embeddings contain NaN or inf")
-        norms = np.linalg.norm(E, axis=1, keepdims=True)
-        E = np.where(norms > 1e-12, E / np.maximum(norms, 1e-12), 0.0)
+        E = unit_condition_rows(embeddings, self.dim)
         # snap to a 1e-3 grid (far below a visible change): float-rounding differences of the same
         # embedding (e.g. one picture embedded alone or in a batch) then give the same pixels
         E = (np.round(E / CONDITION_GRID) * CONDITION_GRID).astype(np.float32)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slics_core.emoji.catalog import ALL_COCO_CATEGORIES, CATEGORY_SUPER, SUPERCATEGORIES
+from slics_core.emoji.catalog import ALL_COCO_CATEGORIES, SUPERCATEGORIES
 from slics_core.emoji.scenes import ZERO_SHOT_TEMPLATE, make_scenes
 
 __all__ = ["WorkspaceConfig", "Workspace", "default_cache_dir", "load_or_build_workspace", "center_unit",
