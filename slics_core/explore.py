@@ -259,7 +259,7 @@ def _precision(rel):
     return float(np.mean(rel))
 
 
-def rank_pool(vectors, X, pool_rows, k):
+def rank_pool(vectors, X, pool_rows, k, index=None):
     """Top-``k`` pool rows by cosine with each vector.
 
     Parameters
@@ -271,6 +271,9 @@ def rank_pool(vectors, X, pool_rows, k):
     pool_rows : array-like of int
         Rows of ``X`` that form the candidate pool.
     k : int
+    index : slics_core.retrieval.ExactIndex or FaissIndex, optional
+        A search index already built over ``X[pool_rows]`` (e.g. cached once per workspace by
+        the app: building it normalises the whole pool); built here when absent.
 
     Returns
     -------
@@ -282,7 +285,10 @@ def rank_pool(vectors, X, pool_rows, k):
     pool_rows = np.asarray(pool_rows, dtype=int).ravel()
     if pool_rows.size == 0:
         raise ValueError("the pool is empty")
-    index = ExactIndex(np.asarray(X)[pool_rows])
+    if index is None:
+        index = ExactIndex(np.asarray(X)[pool_rows])
+    elif index.n_pool != pool_rows.size:
+        raise ValueError(f"the index holds {index.n_pool} items but the pool has {pool_rows.size}")
     pos, sc = index.search(np.atleast_2d(np.asarray(vectors, dtype=np.float32)), int(k))
     return pool_rows[pos], sc
 
@@ -310,7 +316,8 @@ def gallery_relevance(rows, concept, Y=None, Z=None, sub_to_concept=None, query_
     return gen, sub
 
 
-def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to_concept=None, query_sub=None):
+def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to_concept=None, query_sub=None,
+                      index=None):
     """Concept-filtered and unfiltered galleries of one query.
 
     Parameters
@@ -327,6 +334,8 @@ def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to
     k : int
     Y, Z, sub_to_concept, query_sub :
         Labels for relevance (see :func:`gallery_relevance`); all optional.
+    index : optional
+        Prebuilt search index over ``X[pool_rows]`` (see :func:`rank_pool`).
 
     Returns
     -------
@@ -344,7 +353,7 @@ def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to
             raise ValueError(f"concept {j} out of range (0..{V.shape[0] - 1})")
     nonzero = [j for j in concepts if np.linalg.norm(V[j]) > 1e-12]
     vecs = [x] + [V[j] for j in nonzero]
-    rows, scores = rank_pool(np.stack(vecs), X, pool_rows, k)
+    rows, scores = rank_pool(np.stack(vecs), X, pool_rows, k, index=index)
     uf_rows, uf_scores = rows[0], scores[0]
     found = {j: (rows[i + 1], scores[i + 1]) for i, j in enumerate(nonzero)}
     out = []

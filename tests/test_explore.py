@@ -131,6 +131,14 @@ def test_rank_pool_matches_full_sort(world):
         order = np.argsort(-cos, kind="stable")[:7]
         np.testing.assert_array_equal(rows[i], pool[order])
         np.testing.assert_allclose(sc[i], cos[order], atol=1e-5)
+    # a prebuilt index over the pool (the app caches one per workspace) gives the same ranking
+    from slics_core.retrieval import ExactIndex
+
+    rows2, sc2 = rank_pool(vecs, X, pool, 7, index=ExactIndex(X[pool]))
+    np.testing.assert_array_equal(rows2, rows)
+    np.testing.assert_allclose(sc2, sc)
+    with pytest.raises(ValueError, match="index holds"):
+        rank_pool(vecs, X, pool, 7, index=ExactIndex(X[pool[:-1]]))
 
 
 def test_concept_galleries_brute_force(world):
