@@ -108,3 +108,13 @@ def test_caption_and_bad_input(tmp_path):
     with pytest.raises(ValueError):
         make_scenes(1, sprites_dir=tmp_path / "broken")
     assert len(make_scenes(0)) == 0
+
+
+@pytest.mark.skipif(not COCO_JSON.is_file(), reason="shared COCO category list not available")
+def test_sub_to_concept_matches_coco_reference():
+    import json
+
+    from slics_core.emoji.catalog import ALL_COCO_CATEGORIES, SUB_TO_CONCEPT, SUPERCATEGORIES
+
+    ref = {c["name"]: c["supercategory"] for c in json.loads(COCO_JSON.read_text())}
+    assert [SUPERCATEGORIES[j] for j in SUB_TO_CONCEPT] == [ref[c] for c in ALL_COCO_CATEGORIES]

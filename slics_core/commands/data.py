@@ -106,8 +106,7 @@ def load_dataset(args):
                                    list(scenes.sub_names), None, name="emoji")
         from slics_core.emoji import catalog
 
-        super_of = {**dict(getattr(catalog, "_COCO", ())), **catalog.CATEGORY_SUPER}
-        ds.sub_to_concept = np.array([ds.concept_names.index(super_of[c]) for c in ds.sub_names])
+        ds.sub_to_concept = np.array(catalog.SUB_TO_CONCEPT)  # sub_names are the 80 COCO categories, in order
         ds.loader = scenes.pil
         return ds
     raise _cli_error(f"unknown dataset {kind!r}")

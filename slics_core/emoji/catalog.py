@@ -153,6 +153,8 @@ CATEGORIES: tuple[str, ...] = tuple(c for c, _ in _COCO if c in EMOJI_FOR_CATEGO
 CATEGORY_SUPER: dict[str, str] = {c: s for c, s in _COCO if c in EMOJI_FOR_CATEGORY}
 MISSING_CATEGORIES: tuple[str, ...] = tuple(c for c, _ in _COCO if c not in EMOJI_FOR_CATEGORY)
 ALL_COCO_CATEGORIES: tuple[str, ...] = tuple(c for c, _ in _COCO)
+#: Supercategory index (in SUPERCATEGORIES) of every one of the 80 COCO categories, in COCO order.
+SUB_TO_CONCEPT: tuple[int, ...] = tuple(SUPERCATEGORIES.index(s) for _, s in _COCO)
 
 ASSETS_DIR = Path(__file__).resolve().parents[2] / "assets"
 SPRITES_DIR = ASSETS_DIR / "emoji" / "sprites"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slics_core.emoji.catalog import ALL_COCO_CATEGORIES, SUPERCATEGORIES
+from slics_core.emoji.catalog import ALL_COCO_CATEGORIES, SUB_TO_CONCEPT, SUPERCATEGORIES
 from slics_core.emoji.scenes import ZERO_SHOT_TEMPLATE, make_scenes
 
 __all__ = ["WorkspaceConfig", "Workspace", "default_cache_dir", "load_or_build_workspace", "center_unit",
@@ -115,13 +115,7 @@ class Workspace:
 
     @property
     def sub_to_concept(self) -> np.ndarray:
-        return np.array([SUPERCATEGORIES.index(_super_of(c)) for c in ALL_COCO_CATEGORIES])
-
-
-def _super_of(c):
-    from slics_core.emoji.catalog import _COCO
-
-    return dict(_COCO)[c]
+        return np.array(SUB_TO_CONCEPT)
 
 
 _ARRAYS = ("images", "Y", "Z", "raw_small", "raw_large", "X_small", "X_large", "mean_small", "mean_large",
