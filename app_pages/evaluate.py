@@ -31,10 +31,9 @@ def _job(key: str, method: str, d0, mode, split: str, k: int, normalization: str
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _fsplice(key: str, _ws):
-    from slics_core.workspace import workspace_vocabulary
+    from slics_core.explore import fsplice_for_workspace
 
-    words, W = workspace_vocabulary(_ws)
-    return scoring.fsplice_inputs(_ws, words, W)
+    return fsplice_for_workspace(_ws)
 
 
 def _run(ws, jobs, k, norm, title, fsplice=None):

@@ -436,8 +436,9 @@ def build_fsplice(words, W, concept_embeddings, *, alpha=0.25):
 
 def fsplice_for_workspace(ws, encoder=None, *, alpha=0.25):
     """F-SpLiCE for a workspace: its vocabulary (:func:`slics_core.workspace.workspace_vocabulary`)
-    grouped by the text embeddings of the concept *names* (from ``encoder.encode_texts``; the
-    workspace's concept prompt embeddings ``ws.concept_text`` when no encoder is given).
+    grouped by the workspace's concept prompt embeddings ``ws.concept_text`` (as the Evaluate page,
+    :func:`slics_core.scoring.fsplice_inputs` and ``slics evaluate`` do, so every page scores the
+    same baseline); by the concept *names* embedded with ``encoder`` when there are no prompts.
 
     Raises
     ------
@@ -447,10 +448,10 @@ def fsplice_for_workspace(ws, encoder=None, *, alpha=0.25):
     from slics_core.workspace import workspace_vocabulary
 
     words, W = workspace_vocabulary(ws)
-    if encoder is not None and hasattr(encoder, "encode_texts"):
-        C = np.asarray(encoder.encode_texts(list(ws.concept_names)), dtype=np.float64)
-    elif ws.concept_text is not None:
+    if ws.concept_text is not None:
         C = np.asarray(ws.concept_text, dtype=np.float64)
+    elif encoder is not None and hasattr(encoder, "encode_texts"):
+        C = np.asarray(encoder.encode_texts(list(ws.concept_names)), dtype=np.float64)
     else:
         raise FileNotFoundError(f"workspace {ws.name!r} has no text encoder and no concept text embeddings; "
                                 "F-SpLiCE needs them to group its vocabulary")

@@ -401,8 +401,7 @@ def fsplice_inputs(ws, words, W, *, alpha=0.25):
         Vocabulary and concept prompts prepared with the vocabulary's mean
         (unit, centred, unit; sec. 3.7), as in ``slics eval``.
     """
-    from slics_core.baselines import FSpLiCE
-    from slics_core.captions import prepare_text_embeddings
+    from slics_core.explore import build_fsplice
 
     if ws.concept_text is None:
         raise ValueError("F-SpLiCE groups words by the concept prompt embeddings, which this workspace lacks.")
@@ -411,6 +410,4 @@ def fsplice_inputs(ws, words, W, *, alpha=0.25):
         raise ValueError(f"vocabulary embeddings must have shape (V, {ws.X.shape[1]}); got {W.shape}.")
     if len(words) != W.shape[0]:
         raise ValueError(f"{len(words)} words for {W.shape[0]} embeddings.")
-    Vp, mu = prepare_text_embeddings(W)
-    Cp = prepare_text_embeddings(np.asarray(ws.concept_text, dtype=np.float64), mean=mu)[0]
-    return FSpLiCE(Vp, Cp, words=list(words), alpha=alpha)
+    return build_fsplice(words, W, ws.concept_text, alpha=alpha)
