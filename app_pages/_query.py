@@ -17,10 +17,10 @@ import numpy as np
 import streamlit as st
 
 from app_pages._ui import int_param, label_text, query_encoder, query_rows, ws_id
-from slics_core.explore import likely_concepts, parse_concept_param, upload_thresholds
+from slics_core.explorer.queries import likely_concepts, parse_concept_param, upload_thresholds
 from slics_core.datasets import ImageLoadError
-from slics_core.uploads import UploadError, load_upload
-from slics_core.workspace import embed_query
+from slics_core.explorer.uploads import UploadError, load_upload
+from slics_core.explorer.workspace import embed_query
 
 STRIP = 8  # thumbnails in the strip
 

@@ -5,7 +5,8 @@ Only arrangement and caching live here; every computation is in ``slics_core``.
 Conventions shared by all pages
 -------------------------------
 * The current workspace is ``st.session_state["ws_choice"]``: ``"emoji"`` or the
-  path of a dataset workspace folder; deep link ``?ws=<path>``.
+  *name* of a workspace folder under ``$SLICS_WORKSPACES``; deep link ``?ws=<name>``
+  (never a path: a link cannot make the server open an arbitrary folder).
 * The current query is ``st.session_state["query"]``: an int (a row of the
   workspace, taken from its query split) or the string ``"upload"``; deep link
   ``?q=<row>``. Picked concepts: ``?c=name1,name2``.
@@ -20,14 +21,15 @@ import io
 import numpy as np
 import streamlit as st
 
-from slics_core.workspace import (
+from slics_core.explorer.workspace import (
+    EMOJI,
     list_workspaces,
     load_query_encoder,
     load_workspace,
     open_emoji_workspace,
+    workspace_path,
 )
-
-EMOJI = "emoji"
+from slics_core.methods import get_method
 
 
 # ---------------------------------------------------------------------- workspace
@@ -47,7 +49,7 @@ def _open_workspace(choice: str, progress=None):
             if len(reg["open"]) >= 4:
                 reg["open"].pop(next(iter(reg["open"])))
             reg["open"][choice] = open_emoji_workspace(progress=progress) if choice == EMOJI \
-                else load_workspace(choice)
+                else load_workspace(workspace_path(choice))
         return reg["open"][choice]
 
 
@@ -65,7 +67,7 @@ def workspace_choices() -> dict:
     """Label -> choice of every workspace that can be opened."""
     out = {"Emoji world (offline demo)": EMOJI}
     for name, path in list_workspaces():
-        out[f"{name} — {path}"] = str(path)
+        out[f"{name} ({path.name})" if name != path.name else name] = path.name
     return out
 
 
@@ -76,21 +78,33 @@ def current_choice() -> str:
 
 
 def get_workspace():
-    """The current workspace (opened once per process; first use shows progress)."""
+    """The current workspace (opened once per process; first use shows progress).
+
+    A workspace that cannot be opened (unknown name, damaged folder, unwritable cache) shows one
+    message and the workspace picker; ``?ws=`` is dropped from the URL so a reload does not fail again.
+    """
     choice = current_choice()
     placeholder = st.empty()
     with placeholder.container():
         bar, report = _progress_bar()
         try:
             ws = _open_workspace(choice, progress=report)
-        except (FileNotFoundError, ValueError) as exc:
-            placeholder.empty()
-            st.error(f"Could not open workspace `{choice}`: {exc}")
-            if choice != EMOJI:
-                st.session_state["ws_choice"] = EMOJI
-                st.button("Back to the emoji world")
-            st.stop()
+            error = None
+        except (OSError, ValueError) as exc:
+            error = exc
     placeholder.empty()
+    if error is not None:
+        st.error(f"Could not open workspace `{choice}`: {error}")
+        st.session_state.pop("ws_choice", None)
+        if "ws" in st.query_params:
+            del st.query_params["ws"]
+        choices = workspace_choices()
+        options = [c for c in choices if choices[c] != choice]
+        picked = st.selectbox("Open another workspace", options, index=None, key="ws_recover")
+        if picked is not None:
+            st.session_state["ws_choice"] = choices[picked]
+            st.rerun()
+        st.stop()
     return ws
 
 
@@ -111,7 +125,8 @@ def query_encoder(ws):
 
 # ---------------------------------------------------------------------- pickers
 def method_picker(ws, key: str = "method", methods=None, label: str = "Method"):
-    """Method selectbox; a value left by another page or workspace that is not an option here is dropped."""
+    """Method selectbox over the workspace's fitted methods (the registry's order);
+    a value left by another page or workspace that is not an option here is dropped."""
     options = list(methods or ws.methods)
     if key in st.session_state and st.session_state[key] not in options:
         del st.session_state[key]
@@ -124,13 +139,25 @@ COMPONENTS = {"partial": "ṽⱼ — partial (nearest point of the concept's con
               "full": "vⱼ — full (joint disentanglement, picked concepts active)"}
 
 
-def component_picker(key: str = "component"):
-    """ṽⱼ (partial) or vⱼ (full): the radio shared by the query pages; returns "partial" or "full"."""
+def component_picker(key: str = "component", method: str | None = None):
+    """ṽⱼ (partial) or vⱼ (full): the radio shared by the query pages; returns "partial" or "full".
+
+    Disabled (showing the method's one kind of component) for methods that have only one."""
+    modes = get_method(method).modes if method else tuple(COMPONENTS)
+    if len(modes) == 1:
+        st.radio("Component", list(COMPONENTS), format_func=COMPONENTS.get, index=0, disabled=True,
+                 key=f"{key}_fixed", help=f"{method} has one kind of component")
+        return modes[0]
     return st.radio("Component", list(COMPONENTS), format_func=COMPONENTS.get, key=key)
 
 
-def d0_picker(ws, key: str = "d0", label: str = "Atoms per concept (d0)"):
+def d0_picker(ws, key: str = "d0", label: str = "Atoms per concept (d0)", method: str | None = None):
+    """d0 slider; disabled for a method without a dictionary (returns None then)."""
     options = ws.d0_values
+    if method and not get_method(method).dictionary:
+        st.select_slider(label, options=options or [0], disabled=True, key=f"{key}_fixed",
+                         help=f"{method} has no atoms")
+        return None
     default = st.session_state.get(key, ws.default_d0)
     if default not in options:
         default = ws.default_d0

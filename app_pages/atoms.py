@@ -7,9 +7,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages._ui import csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, ws_id
-from slics_core.maps import (atom_heatmaps, atom_labels, atom_top_items, atom_top_words, group_layout, item_codes,
+from slics_core.captions import prepare_text_embeddings
+from slics_core.explorer.maps import (atom_heatmaps, atom_labels, atom_top_items, atom_top_words, group_layout, item_codes,
                              matrix_table, selected_point_ids)
-from slics_core.workspace import workspace_vocabulary
+from slics_core.explorer.workspace import workspace_vocabulary
 
 st.title("Atoms")
 st.caption("Every concept owns a group of atoms. Left: how often atoms are active together (non-negative OMP "
@@ -21,7 +22,7 @@ ws = get_workspace()
 
 c1, c2, c3 = st.columns(3)
 with c1:
-    method = method_picker(ws)
+    method = method_picker(ws, methods=ws.dictionary_methods())
 with c2:
     d0 = d0_picker(ws)
 model = ws.model(method, d0)
@@ -50,8 +51,6 @@ def _pool_codes(key, method, d0, _ws):
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _vocabulary(key, _ws):
-    from slics_core.captions import prepare_text_embeddings
-
     words, W = workspace_vocabulary(_ws)
     return words, prepare_text_embeddings(W)[0]
 

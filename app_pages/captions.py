@@ -5,8 +5,9 @@ import time
 import streamlit as st
 
 from app_pages._ui import csv_download, d0_picker, get_workspace, ws_id
-from slics_core.maps import caption_table
-from slics_core.workspace import workspace_vocabulary
+from slics_core.captions import prepare_text_embeddings
+from slics_core.explorer.maps import caption_table
+from slics_core.explorer.workspace import workspace_vocabulary
 
 st.title("Captions")
 st.caption("For every concept j, the vocabulary words whose prepared text embedding (unit-normalised, "
@@ -19,8 +20,6 @@ ws = get_workspace()
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _vocabulary(key, _ws):
-    from slics_core.captions import prepare_text_embeddings
-
     t0 = time.perf_counter()
     words, W = workspace_vocabulary(_ws)
     return words, prepare_text_embeddings(W)[0], time.perf_counter() - t0
@@ -38,7 +37,7 @@ with c1:
 with c2:
     n_words = st.slider("Words per concept", 1, 15, 5, key="n_words")
 with c3:
-    available = list(ws.methods)
+    available = ws.dictionary_methods()
     default = [m for m in ("S-SLiCS", "U-SLiCS") if m in available] or available[:1]
     methods = st.multiselect("Methods", available, default=default, key="caption_methods")
 

@@ -1,12 +1,13 @@
 """Evaluate: the methods table (mAP@k), the d0 sweep (Fig. 7) and ṽ_j vs v_j (Fig. 8).
 
 Widget keys: "eval_k" (k of mAP@k), "eval_split" (query split for the table and Fig. 8: "query"/"val"),
-"eval_d0" (d0 of the table), "eval_norm" (AP normalisation), "eval_fsplice" (add F-SpLiCE),
+"eval_d0" (d0 of the table), "eval_norm" (AP normalisation),
 "eval_csv" / "eval_sweep_csv" (CSV downloads), "eval_sweep_html" / "eval_modes_html" (figure downloads),
 "eval_sweep_fig" / "eval_modes_fig" (charts), "eval_table" (the methods table).
-Computation: slics_core.scoring (every job cached with st.cache_data keyed by ws_id and its parameters).
+Computation: slics_core.explorer.scoring over every method fitted in the workspace (the registry,
+slics_core.methods); every job cached with st.cache_data keyed by ws_id and its parameters).
 """
-# keys: eval_k, eval_split, eval_d0, eval_norm, eval_fsplice, eval_table, eval_csv, eval_sweep_csv,
+# keys: eval_k, eval_split, eval_d0, eval_norm, eval_table, eval_csv, eval_sweep_csv,
 #       eval_sweep_fig, eval_modes_fig, eval_sweep_html, eval_modes_html
 import math
 
@@ -15,8 +16,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages._ui import csv_download, get_workspace, sidebar_workspace_note, ws_id
-from slics_core import scoring
-from slics_core.workspace import vocabulary_ready
+from slics_core.evaluation import choose_d0
+from slics_core.explorer import scoring
 
 SPLIT_LABELS = {"query": "Query set (test)", "val": "Validation set"}
 NORM_LABELS = {"retrieved": "relevant retrieved (default)", "min": "min(k, relevant in pool)"}
@@ -24,26 +25,17 @@ LABEL_COLOURS = {"general": "#1f77b4", "sub": "#d62728"}
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
-def _job(key: str, method: str, d0, mode, split: str, k: int, normalization: str, _ws, _fsplice=None):
-    return scoring.run_job(_ws, scoring.Job(method, d0, mode, split), k=k, normalization=normalization,
-                           fsplice=_fsplice)
+def _job(key: str, method: str, d0, mode, split: str, k: int, normalization: str, _ws):
+    return scoring.run_job(_ws, scoring.Job(method, d0, mode, split), k=k, normalization=normalization)
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _fsplice(key: str, _ws):
-    from slics_core.explore import fsplice_for_workspace
-
-    return fsplice_for_workspace(_ws)
-
-
-def _run(ws, jobs, k, norm, title, fsplice=None):
+def _run(ws, jobs, k, norm, title):
     """Run (or fetch from the cache) every job, with a progress bar."""
     bar = st.progress(0.0, text=title)
     out = []
     for i, job in enumerate(jobs):
         bar.progress(i / max(1, len(jobs)), text=f"{title}: {job.label()}")
-        out.append(_job(ws_id(ws), job.method, job.d0, job.mode, job.split, k, norm, ws,
-                        fsplice if job.method == "F-SpLiCE" else None))
+        out.append(_job(ws_id(ws), job.method, job.d0, job.mode, job.split, k, norm, ws))
     bar.empty()
     return out
 
@@ -109,22 +101,17 @@ if ws.Z is None:
     st.caption("This workspace has no sub-labels: only general-label scores are shown, and d0 is chosen by "
                "general-label mAP.")
 
-c1, c2, c3, c4 = st.columns([1, 2, 2, 2])
+c1, c2, c3 = st.columns([1, 2, 2])
 k = int(c1.number_input("k (mAP@k)", min_value=1, max_value=200, value=20, step=1, key="eval_k"))
 split = c2.radio("Queries", list(SPLIT_LABELS), format_func=SPLIT_LABELS.get, horizontal=True, key="eval_split")
 norm = c3.radio("AP normalisation", list(NORM_LABELS), format_func=NORM_LABELS.get, key="eval_norm")
-# F-SpLiCE is on by default where its vocabulary is cheap (emoji world) or already embedded
-vocab_ready = vocabulary_ready(ws)
-with_fsplice = c4.checkbox("Include F-SpLiCE baseline", value=vocab_ready, key="eval_fsplice",
-                           help="Filtered SpLiCE over the workspace's word vocabulary. Without a cached vocabulary "
-                                "the text encoder embeds 10,000 words first (slow on a CPU).")
 
 try:
     sweep = _run(ws, scoring.sweep_jobs(ws, "S-SLiCS", splits=("val", "query")), k, norm, "d0 sweep")
 except ValueError as exc:
     st.error(f"Cannot evaluate this workspace: {exc}")
     st.stop()
-chosen = scoring.choose_d0(sweep, mode="partial", by="sub")
+chosen = choose_d0(sweep, mode="partial", by="sub")
 
 d0_options = list(ws.d0_values)
 if st.session_state.get("eval_d0") not in d0_options:
@@ -133,15 +120,7 @@ d0 = st.select_slider("d0 of the dictionary methods in the table", options=d0_op
                       format_func=lambda v: f"{v} (chosen)" if v == chosen else str(v),
                       help="The paper uses the d0 with the best validation sub-label mAP of S-SLiCS (ṽ_j).")
 
-fs = None
-if with_fsplice:
-    try:
-        with st.spinner("Preparing the F-SpLiCE vocabulary…"):
-            fs = _fsplice(ws_id(ws), ws)
-    except (FileNotFoundError, ValueError, ImportError) as exc:
-        st.warning(f"F-SpLiCE is left out: {exc}")
-table_records = _run(ws, scoring.table_jobs(ws, d0, split=split, fsplice=fs is not None), k, norm,
-                     "Methods table", fsplice=fs)
+table_records = _run(ws, scoring.table_jobs(ws, d0, split=split), k, norm, "Methods table")
 
 st.subheader(f"Methods (mAP@{k}, {SPLIT_LABELS[split].lower()}, d0 = {d0})")
 df = _table_frame(scoring.summary_rows(table_records), k)
@@ -152,7 +131,9 @@ st.caption("Gen./Sub.: ranked by the partial component ṽ_j (eq. 3) for the dic
            "query for UF, by the word-group component for F-SpLiCE. (v_j): ranked by the full component "
            "(eq. 2; U-SLiCS uses the query's zero-shot concepts). "
            f"{table_records[0]['n_pairs_general']} (query, concept) pairs. Methods without atoms have no d0.")
-if fs is not None and ws.kind == "emoji":
+for m, why in ws.skipped.items():
+    st.caption(f"{m} is not in this workspace: {why}.")
+if "F-SpLiCE" in ws.methods and ws.kind == "emoji":
     st.caption("Emoji world caveat: F-SpLiCE's vocabulary here is exactly the 82 category and supercategory "
                "names, i.e. the sub-labels themselves, which favours it on sub-label retrieval; the paper's "
                "F-SpLiCE uses 10 000 LAION words.")

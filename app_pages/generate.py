@@ -10,9 +10,9 @@ import streamlit as st
 
 from app_pages._query import concept_picker, preselection, query_picker, show_query, write_deep_link
 from app_pages._ui import component_picker, d0_picker, get_workspace, method_picker, png_bytes, sidebar_workspace_note, ws_id
-from slics_core.explore import concept_scores, generation_rows, image_strip, query_components
+from slics_core.explorer.queries import concept_scores, generation_rows, image_strip, query_components
 from slics_core.generators import concept_atoms, interpolate_atoms
-from slics_core.workspace import load_workspace_generator
+from slics_core.explorer.workspace import load_workspace_generator
 
 _MAX_CACHED = 24
 
@@ -67,7 +67,7 @@ q = query_picker(ws, required=True)
 
 with st.sidebar:
     st.subheader("Generation settings")
-    method = method_picker(ws)
+    method = method_picker(ws, methods=ws.dictionary_methods())
     d0 = d0_picker(ws)
     mode = component_picker()
 

@@ -88,10 +88,13 @@ c4.metric("Sub-labels", s["n_sub_labels"])
 st.write(f"**{s['name']}** ({s['kind']}), encoder `{s['encoder']}`, stored in `{s['path']}`")
 st.dataframe(pd.DataFrame([{"split": k, "items": v} for k, v in s["splits"].items()]), hide_index=True)
 fitted = pd.DataFrame([{"method": m, "d0": d, "atoms": f"{int(mod.atoms_.shape[0])} atoms, {int(mod.n_iter_)} epochs"}
-                       for (m, d), mod in ws.models.items()])
-fitted = fitted.pivot(index="method", columns="d0", values="atoms").reindex(ws.methods)
+                       for (m, d), mod in ws.models.items() if d is not None])
+fitted = fitted.pivot(index="method", columns="d0", values="atoms").reindex(ws.dictionary_methods())
 fitted.columns = [f"d0 = {d}" for d in fitted.columns]
 st.markdown(f"Fitted dictionaries (default d0 = {ws.default_d0}"
             + (", chosen on the validation split)" if ws.chosen_d0 else ")"))
 st.dataframe(fitted)
+others = [m for m in ws.methods if m not in ws.dictionary_methods()]
+st.caption("Baselines fitted too: " + (", ".join(others) if others else "none")
+           + "".join(f" · {m} left out: {why}" for m, why in ws.skipped.items()))
 st.success("Ready: every page works on this workspace. Start with **Retrieve** in the sidebar.")

@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from slics_core import sphere
+from slics_core.explorer import sphere
 
 RANDOM = "Random cones"
 COLOURS = ["#2ca02c", "#d62728", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"]

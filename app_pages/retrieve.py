@@ -10,27 +10,12 @@ import streamlit as st
 
 from app_pages._query import concept_picker, preselection, query_picker, show_query, write_deep_link
 from app_pages._ui import (component_picker, csv_download, d0_picker, get_workspace, image_grid, method_picker,
-                           query_encoder, sidebar_workspace_note, ws_id)
-from slics_core.explore import (
-    concept_galleries,
-    concept_scores,
-    fsplice_for_workspace,
-    galleries_table,
-    query_components,
-)
+                           sidebar_workspace_note, ws_id)
+from slics_core.explorer.queries import concept_galleries, concept_scores, galleries_table, query_components
+from slics_core.methods import get_method
 from slics_core.retrieval import build_index
 
-FSPLICE = "F-SpLiCE"
 GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"
-
-
-@st.cache_resource(show_spinner="Preparing F-SpLiCE (embedding its vocabulary)…", max_entries=2)
-def _fsplice(key: str, _ws):
-    try:
-        enc = query_encoder(_ws)
-    except FileNotFoundError:
-        enc = None
-    return fsplice_for_workspace(_ws, enc)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
@@ -47,12 +32,6 @@ def _components(key: str, method: str, d0, qkey: str, mode: str, active: tuple, 
 @st.cache_data(show_spinner=False, max_entries=256)
 def _scores(key: str, method: str, d0, qkey: str, _model, _x):
     return concept_scores(_model, _x)
-
-
-def _model_for(ws, method, d0):
-    if method == FSPLICE:
-        return _fsplice(ws_id(ws), ws)
-    return ws.model(method, d0)
 
 
 def _mark(rel_g, rel_s, r):
@@ -99,24 +78,15 @@ q = query_picker(ws, required=True)
 # ---------------------------------------------------------------- settings
 with st.sidebar:
     st.subheader("Retrieval settings")
-    methods = list(ws.methods)
-    if ws.concept_text is not None or ws.encoder is not None:
-        methods.append(FSPLICE)
-    method = method_picker(ws, methods=methods)
-    d0 = d0_picker(ws)
-    if method == FSPLICE:
-        st.caption("F-SpLiCE has no atoms: d0 and the ṽⱼ / vⱼ choice do not apply.")
-    mode = component_picker()
+    method = method_picker(ws)
+    spec = get_method(method)
+    d0 = d0_picker(ws, method=method)
+    mode = component_picker(method=method)
     k = st.slider("Images per gallery (k)", 1, 50, 10, key="k")
     n_cols = st.slider("Columns per gallery", 2, 8, 4, key="retrieve_cols")
 
-try:
-    model = _model_for(ws, method, d0)
-except (FileNotFoundError, ValueError) as exc:
-    st.warning(f"{method} is not available for this workspace: {exc}. Using S-SLiCS.")
-    method = "S-SLiCS"
-    model = ws.model(method, d0)
-mkey = d0 if method != FSPLICE else 0
+model = ws.model(method, d0)
+mkey = d0 if d0 is not None else 0
 
 scores = _scores(ws_id(ws), method, mkey, q.key, model, q.x)
 zs = ws.zero_shot(q.raw)
@@ -138,7 +108,7 @@ with right:
     if q.Y is not None:
         table["known label"] = ["✓" if q.Y[j] else "" for j in order]
     st.markdown("**The query's concepts**, ranked by the cosine between the query and its projection on each "
-                "concept's subspace" + (" (F-SpLiCE: its concept components)" if method == FSPLICE else ""))
+                "concept's subspace" + ("" if spec.dictionary else f" ({method}: its concept components)"))
     st.dataframe(table, hide_index=True, width="stretch", height=min(460, 38 + 35 * len(table)))
     st.caption(f"Pre-selected: {rule}.")
 
@@ -148,8 +118,8 @@ if not picked:
     st.info("Pick at least one concept to see its gallery.")
     st.stop()
 
-active = tuple(sorted(picked)) if (mode == "full" and method != FSPLICE) else ()
-V = _components(ws_id(ws), method, mkey, q.key, mode if method != FSPLICE else "partial", active, model, q.x)
+active = tuple(sorted(picked)) if (mode == "full" and "full" in spec.modes) else ()
+V = _components(ws_id(ws), method, mkey, q.key, mode, active, model, q.x)
 pairs = concept_galleries(V, q.x, ws.X, ws.index["pool"], picked, k, Y=ws.Y, Z=ws.Z,
                           sub_to_concept=ws.sub_to_concept, query_sub=q.Z, index=_pool_index(ws_id(ws), ws))
 

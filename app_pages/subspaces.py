@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages._ui import csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, ws_id
-from slics_core.maps import KINDS, map_points, map_sample, selected_point_ids, tsne_layout
+from slics_core.explorer.maps import KINDS, map_points, map_sample, selected_point_ids, tsne_layout
 
 MAX_SHOWN = 40
 PALETTE = px.colors.qualitative.Dark24 + px.colors.qualitative.Light24
@@ -36,7 +36,7 @@ def _fig5_view():
 # ---------------------------------------------------------------- controls
 c1, c2, c3, c4 = st.columns(4)
 with c1:
-    method = method_picker(ws)
+    method = method_picker(ws, methods=ws.dictionary_methods())
 with c2:
     d0 = d0_picker(ws)
 with c3:

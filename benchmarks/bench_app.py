@@ -35,11 +35,11 @@ def main():
     os.environ["SLICS_EMOJI_SCALE"] = str(args.scale)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from slics_core import scoring
-    from slics_core.explore import concept_galleries, concept_scores, query_components
-    from slics_core.maps import atom_heatmaps, caption_table, subspace_map
-    from slics_core.sphere import PRESETS, decompose, direction
-    from slics_core.workspace import (
+    from slics_core.explorer import scoring
+    from slics_core.explorer.queries import concept_galleries, concept_scores, query_components
+    from slics_core.explorer.maps import atom_heatmaps, caption_table, subspace_map
+    from slics_core.explorer.sphere import PRESETS, decompose, direction
+    from slics_core.explorer.workspace import (
         embed_query,
         load_query_encoder,
         load_workspace_generator,

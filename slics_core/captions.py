@@ -20,8 +20,13 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import urllib.request
 
 import numpy as np
+
+from slics_core._validation import check_embeddings
+from slics_core.nnls import nnls_shared
+from slics_core.preprocessing import EmbeddingNormalizer
 
 __all__ = [
     "LAION_VOCAB_URL",
@@ -47,7 +52,6 @@ pussy rape raped rapist scrotum semen sex sexual sexy shit shitty slut sluts str
 threesome tit tits titties topless twat vagina vibrator whore whores xxx
 """.split())
 
-
 def prepare_text_embeddings(W, mean=None):
     """Unit-normalise, subtract the mean, re-normalise (sec. 3.7).
 
@@ -62,11 +66,9 @@ def prepare_text_embeddings(W, mean=None):
     W_prepared : ndarray of shape (n, d)
     mean : ndarray of shape (d,)
     """
-    from slics_core.preprocessing import EmbeddingNormalizer
 
     normalizer = EmbeddingNormalizer(center=True, mean=mean).fit(W)
     return normalizer.transform(W), normalizer.mean_
-
 
 def word_captions(atoms, groups, word_embeddings, words, top_k=5, *, concepts=None, ridge=0.0,
                   return_errors=False):
@@ -94,8 +96,6 @@ def word_captions(atoms, groups, word_embeddings, words, top_k=5, *, concepts=No
         ``captions[i]`` are the words of ``concepts[i]``, best first.
     errors : list of ndarray (only with ``return_errors``)
     """
-    from slics_core._validation import check_embeddings
-    from slics_core.nnls import nnls_shared
 
     B = check_embeddings(atoms, name="atoms", allow_zero_rows=True)
     groups = np.asarray(groups, dtype=int).reshape(-1)
@@ -122,10 +122,8 @@ def word_captions(atoms, groups, word_embeddings, words, top_k=5, *, concepts=No
         errs.append(err[order])
     return (captions, errs) if return_errors else captions
 
-
 def _clean_lines(lines):
     return [w.strip() for w in lines if w.strip()]
-
 
 def load_laion_vocabulary(path, top_n=10_000):
     """Read the SpLiCE LAION vocabulary: the last ``top_n`` non-empty lines.
@@ -145,10 +143,8 @@ def load_laion_vocabulary(path, top_n=10_000):
     words = words[-top_n:][::-1]
     return list(dict.fromkeys(words))
 
-
 def download_laion_vocabulary(dest, url=LAION_VOCAB_URL, timeout=60):
     """Download the SpLiCE LAION word list to ``dest`` (atomically) and return ``dest``."""
-    import urllib.request
 
     dest = os.fspath(dest)
     folder = os.path.dirname(os.path.abspath(dest))
@@ -170,7 +166,6 @@ def download_laion_vocabulary(dest, url=LAION_VOCAB_URL, timeout=60):
     os.replace(tmp, dest)
     return dest
 
-
 def filter_words(words, *, min_length=3, blocklist=NSFW_BLOCKLIST, stop_words=None):
     """Keep lower-case alphabetic words of ``min_length``+ letters, no stop-words, nothing blocked.
 
@@ -187,7 +182,6 @@ def filter_words(words, *, min_length=3, blocklist=NSFW_BLOCKLIST, stop_words=No
         seen.add(w)
         out.append(w)
     return out
-
 
 def default_vocabulary(n_words=10_000, *, language="en"):
     """Offline default vocabulary: ``n_words`` frequent words from ``wordfreq`` (filtered).

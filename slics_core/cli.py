@@ -12,11 +12,10 @@ import importlib
 import pkgutil
 import sys
 
-from slics_core import __version__
+from slics_core import __version__, commands
+from slics_core.commands import CLIError
 
-
-class CLIError(Exception):
-    """An error that is reported to the user as one line (exit code 2)."""
+__all__ = ["CLIError", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,8 +25,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"slics {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from slics_core import commands
-
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         register = getattr(module, "register", None)

@@ -25,6 +25,10 @@ MIRFlickr25K (official layout)
 Generic folder
     Images under a folder plus a CSV or JSON label file (see
     :func:`load_folder`).
+Precomputed embeddings
+    ``.npy`` / ``.parquet`` files or clip-retrieval's ``img_emb/`` + ``metadata/``
+    folders, with ids and labels (:func:`load_precomputed`); ``slics embed
+    --dataset precomputed`` turns them into an embedding cache without re-embedding.
 
 :func:`load_image` opens one image robustly (PNG named .jpg, CMYK, 16-bit,
 palette/alpha, EXIF orientation); :func:`iter_images` loads many and
@@ -35,11 +39,13 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 __all__ = [
     "ImageDataset",
@@ -51,6 +57,7 @@ __all__ = [
     "load_coco",
     "load_mirflickr",
     "load_folder",
+    "load_precomputed",
     "list_images",
 ]
 
@@ -278,6 +285,10 @@ def _read_numbers(path):
 def load_mirflickr(root, annotations=None, *, relevant_only=False):
     """MIRFlickr25K in its official layout.
 
+    Image files are matched case-insensitively (``im16.JPG``); annotation lines naming an
+    image that is absent are ignored; images no file names get no labels (the split drops
+    them).
+
     Parameters
     ----------
     root : path
@@ -299,13 +310,13 @@ def load_mirflickr(root, annotations=None, *, relevant_only=False):
     ann_dir = Path(annotations) if annotations is not None else _find_annotation_dir(root)
     if ann_dir is None or not ann_dir.is_dir():
         raise FileNotFoundError(f"no MIRFlickr annotation folder (with animals.txt, sky.txt, ...) under {str(root)!r}")
-    numbers = []
+    files = {}  # image number -> actual file (the extension's case varies: im16.JPG)
     for p in img_dir.iterdir():
-        if p.name.startswith("im") and p.suffix.lower() == ".jpg" and p.stem[2:].isdigit():
-            numbers.append(int(p.stem[2:]))
-    if not numbers:
+        if p.name.lower().startswith("im") and p.suffix.lower() in (".jpg", ".jpeg") and p.stem[2:].isdigit():
+            files.setdefault(int(p.stem[2:]), p)
+    if not files:
         raise FileNotFoundError(f"no im<N>.jpg images in {str(img_dir)!r}")
-    numbers.sort()
+    numbers = sorted(files)
     row = {n: i for i, n in enumerate(numbers)}
     concepts = list(MIRFLICKR_HIERARCHY)
     subs = [s for c in concepts for s in MIRFLICKR_HIERARCHY[c]]
@@ -327,7 +338,7 @@ def load_mirflickr(root, annotations=None, *, relevant_only=False):
     Y = np.stack([column(c) for c in concepts], axis=1)
     for k, j in enumerate(sub_to_concept):
         Y[:, j] |= Z[:, k]
-    paths = [str(img_dir / f"im{n}.jpg") for n in numbers]
+    paths = [str(files[n]) for n in numbers]
     return ImageDataset(paths, [str(n) for n in numbers], Y, concepts, Z, subs, sub_to_concept, name="mirflickr")
 
 
@@ -390,14 +401,6 @@ def load_folder(image_dir, labels=None):
     by_name = {}
     for f in files:
         by_name.setdefault(os.path.basename(f), []).append(f)
-    concepts = [c for c in declared if "/" not in c]
-    subs = []
-    for c in declared:
-        if "/" in c:
-            cs = tuple(t.strip() for t in c.split("/", 1))
-            if cs[0] not in concepts:
-                concepts.append(cs[0])
-            subs.append(cs)
     rows = []
     for rec in records:
         img = rec["image"].replace("\\", "/")
@@ -408,6 +411,28 @@ def load_folder(image_dir, labels=None):
                 raise ValueError(f"label file names image {img!r}, which is {'not' if not hits else 'not uniquely'} "
                                  f"found under {str(image_dir)!r}.")
             path = hits[0]
+        rows.append((path, img, rec))
+    Y, concepts, Z, subs, s2c = _label_arrays([r[2] for r in rows], declared)
+    return ImageDataset([r[0] for r in rows], [r[1] for r in rows], Y, concepts, Z, subs, s2c,
+                        name=image_dir.name)
+
+
+def _label_arrays(records, declared=()):
+    """``(Y, concepts, Z, sub_names, sub_to_concept)`` of label records (``None`` for a record: no labels).
+
+    Concepts are ordered as declared, then by first appearance; sub-labels are ``concept/sub``.
+    """
+    concepts = [c for c in declared if "/" not in c]
+    subs = []
+    for c in declared:
+        if "/" in c:
+            cs = tuple(t.strip() for t in c.split("/", 1))
+            if cs[0] not in concepts:
+                concepts.append(cs[0])
+            subs.append(cs)
+    for rec in records:
+        if rec is None:
+            continue
         for c in rec["labels"]:
             if c not in concepts:
                 concepts.append(c)
@@ -416,19 +441,168 @@ def load_folder(image_dir, labels=None):
                 concepts.append(c)
             if (c, s) not in subs:
                 subs.append((c, s))
-        rows.append((path, img, rec))
-    Y = np.zeros((len(rows), len(concepts)), dtype=bool)
-    Z = np.zeros((len(rows), len(subs)), dtype=bool)
-    for i, (_, _, rec) in enumerate(rows):
+    Y = np.zeros((len(records), len(concepts)), dtype=bool)
+    Z = np.zeros((len(records), len(subs)), dtype=bool)
+    for i, rec in enumerate(records):
+        if rec is None:
+            continue
         for c in rec["labels"]:
             Y[i, concepts.index(c)] = True
         for cs in rec["subs"]:
             Z[i, subs.index(cs)] = True
             Y[i, concepts.index(cs[0])] = True
     s2c = np.array([concepts.index(c) for c, _ in subs], dtype=int)
-    return ImageDataset([r[0] for r in rows], [r[1] for r in rows], Y, concepts,
-                        Z if subs else None, [f"{c}/{s}" for c, s in subs], s2c if subs else None,
-                        name=image_dir.name)
+    if not subs:
+        return Y, concepts, None, [], None
+    return Y, concepts, Z, [f"{c}/{s}" for c, s in subs], s2c
+
+
+# --------------------------------------------------------------------------- precomputed embeddings
+_ID_COLUMNS = ("image_path", "path", "image", "file", "filename", "file_name", "id", "key")
+
+
+def _numbered(folder, prefix, suffix):
+    found = []
+    for p in Path(folder).iterdir():
+        m = re.fullmatch(re.escape(prefix) + r"_?(\d+)" + re.escape(suffix), p.name)
+        if m:
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
+
+
+def _read_table(path):
+    """A metadata table (parquet, CSV or a text file of ids) as a pandas DataFrame."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no metadata file at {str(path)!r}")
+    low = path.name.lower()
+    try:
+        if low.endswith(".parquet"):
+            return pd.read_parquet(path)
+        if low.endswith(".csv"):
+            return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+        if low.endswith((".txt", ".lst")):
+            return pd.DataFrame({"id": [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
+                                        if ln.strip()]})
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"metadata file {str(path)!r} cannot be read: {exc}") from None
+    raise ValueError(f"metadata file {str(path)!r}: use .parquet, .csv or .txt (one id per line)")
+
+
+def _id_column(df, source):
+    col = next((c for c in _ID_COLUMNS if c in df.columns), None)
+    if col is None:
+        raise ValueError(f"{source}: needs an id column (one of {', '.join(_ID_COLUMNS)}); found {list(df.columns)}")
+    return col
+
+
+def _list_cell(v):
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return []
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [str(x).strip() for x in v if str(x).strip()]
+    return _split_list(v)
+
+
+def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
+    """Embeddings computed elsewhere, with their ids and labels.
+
+    Parameters
+    ----------
+    embeddings : path
+        One of: a folder in clip-retrieval's layout (``img_emb/img_emb_0.npy`` ... and
+        ``metadata/metadata_0.parquet`` ..., matched by number; the id column is
+        ``image_path``, else ``key``); a ``.npy`` file ``(n, d)`` (ids from ``metadata``); a
+        ``.parquet`` file with an ``embedding`` column (one list per row) and an id column.
+    metadata : path, optional
+        Ids for a ``.npy`` file, in row order: ``.parquet`` / ``.csv`` with an id column
+        (``image_path``, ``path``, ``image``, ``file``, ``id``, ``key``...) or ``.txt`` (one id
+        per line). Label columns ``labels`` / ``sub_labels`` (lists, or ``a|b`` strings) are read too.
+    labels : path, optional
+        A CSV / JSON label file in :func:`load_folder`'s formats, matched to the ids (exact,
+        then by file name). Items it does not name get no labels.
+    images : path, optional
+        Folder the ids are relative to, for thumbnails (ids that are existing files are used
+        as they are).
+
+    Returns
+    -------
+    E : ndarray of shape (n, d), float32
+    dataset : ImageDataset
+        ``paths`` are image files where they exist, else None.
+    """
+    src = Path(embeddings)
+    if src.is_dir():
+        emb_dir, meta_dir = src / "img_emb", src / "metadata"
+        if not emb_dir.is_dir() or not meta_dir.is_dir():
+            raise FileNotFoundError(f"{str(src)!r} is not in clip-retrieval's layout (img_emb/ and metadata/ folders)")
+        emb_files = _numbered(emb_dir, "img_emb", ".npy")
+        meta_files = _numbered(meta_dir, "metadata", ".parquet")
+        if not emb_files or len(emb_files) != len(meta_files):
+            raise ValueError(f"{str(src)!r}: {len(emb_files)} img_emb_*.npy files for {len(meta_files)} "
+                             "metadata_*.parquet files")
+        parts, tables = [], []
+        for ef, mf in zip(emb_files, meta_files):
+            e = np.load(ef, allow_pickle=False)
+            t = pd.read_parquet(mf)
+            if len(e) != len(t):
+                raise ValueError(f"{ef.name} has {len(e)} rows but {mf.name} has {len(t)}")
+            parts.append(e)
+            tables.append(t)
+        E = np.concatenate(parts)
+        meta = pd.concat(tables, ignore_index=True)
+    elif src.suffix.lower() == ".npy":
+        if metadata is None:
+            raise ValueError(f"{str(src)!r}: a .npy file needs --metadata naming the ids of its rows")
+        try:
+            E = np.load(src, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{str(src)!r} cannot be read as a .npy array: {exc}") from None
+        meta = _read_table(metadata)
+        if len(meta) != len(E):
+            raise ValueError(f"{str(src)!r} has {len(E)} rows but {metadata} names {len(meta)} ids")
+    elif src.suffix.lower() == ".parquet":
+        meta = _read_table(src)
+        if "embedding" not in meta.columns:
+            raise ValueError(f"{str(src)!r}: needs an 'embedding' column (one list of floats per row)")
+        E = np.stack([np.asarray(v, dtype=np.float32) for v in meta["embedding"]]) if len(meta) else np.zeros((0, 0))
+    elif not src.exists():
+        raise FileNotFoundError(f"no embeddings at {str(src)!r}")
+    else:
+        raise ValueError(f"{str(src)!r}: use a clip-retrieval folder, a .npy file or a .parquet file")
+    E = np.asarray(E, dtype=np.float32)
+    if E.ndim != 2 or E.shape[0] == 0:
+        raise ValueError(f"{str(src)!r}: expected a non-empty (n, d) array of embeddings, got shape {E.shape}")
+    if not np.isfinite(E).all():
+        raise ValueError(f"{str(src)!r}: embeddings contain NaN or infinite values")
+    ids = [str(x) for x in meta[_id_column(meta, str(metadata or src))]]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{str(metadata or src)!r}: ids are not unique")
+    recs = [None] * len(ids)
+    declared = []
+    if labels is not None:
+        records, declared = _read_label_records(labels)
+        by_id = {r["image"].replace("\\", "/"): r for r in records}
+        by_name = {}
+        for r in records:
+            by_name.setdefault(os.path.basename(r["image"]), []).append(r)
+        for i, x in enumerate(ids):
+            r = by_id.get(x.replace("\\", "/"))
+            if r is None:
+                hits = by_name.get(os.path.basename(x), [])
+                r = hits[0] if len(hits) == 1 else None
+            recs[i] = r
+    elif "labels" in meta.columns:
+        subs = meta["sub_labels"] if "sub_labels" in meta.columns else [None] * len(meta)
+        recs = [{"labels": _list_cell(a), "subs": _parse_sub(_list_cell(b), {})} for a, b in zip(meta["labels"], subs)]
+    Y, concepts, Z, sub_names, s2c = _label_arrays(recs, declared)
+    root = Path(images) if images is not None else None
+    paths = []
+    for x in ids:
+        cand = root / x if root is not None else Path(x)
+        paths.append(str(cand) if cand.is_file() else None)
+    name = src.stem if src.is_file() else src.name
+    return E, ImageDataset(paths, ids, Y, concepts, Z, sub_names, s2c, name=name)
 
 
 def _read_label_records(labels):

@@ -8,8 +8,9 @@
 * :func:`sweep_d0` - the dictionary-size sweep on the validation set
   (Fig. 7) for the partial (``tilde-v_j``) and full (``v_j``) components
   (Fig. 8); :func:`choose_d0` picks ``d0`` by sub-label mAP.
-* :func:`evaluate_methods` - the methods table (S-SVD, S-SLiCS, U-SLiCS, UF,
-  F-SpLiCE, SpLiCE), mean +- std over seeds for mini-batch runs (Table 2);
+* :func:`evaluate_methods` - the methods table (every method of the registry
+  :mod:`slics_core.methods`: S-SVD, S-SLiCS, U-SLiCS, UF, F-SpLiCE, SpLiCE),
+  mean +- std over seeds for mini-batch runs (Table 2);
   :func:`methods_table_markdown` formats it.
 
 AP@k normalisation
@@ -43,9 +44,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from slics_core._validation import check_embeddings, check_labels
+from slics_core.methods import NEEDS, FitInputs, active_concepts, fit_method, get_method, method_names, missing_needs
+from slics_core.retrieval import build_index
 
 __all__ = [
-    "METHODS",
     "Split",
     "EvalData",
     "make_splits",
@@ -53,6 +55,8 @@ __all__ = [
     "relevance_matrix",
     "retrieval_map",
     "evaluate_rankings",
+    "fit_inputs",
+    "rank_queries",
     "rank_method",
     "sweep_d0",
     "choose_d0",
@@ -61,8 +65,6 @@ __all__ = [
     "methods_table_rows",
 ]
 
-#: Methods of the comparison table, in the paper's order.
-METHODS = ("S-SVD", "S-SLiCS", "U-SLiCS", "UF", "F-SpLiCE", "SpLiCE")
 _NORMALIZATIONS = ("retrieved", "min")
 
 
@@ -321,13 +323,10 @@ class EvalData:
         Raw encoder embeddings, used for zero-shot pseudo-labels (U-SLiCS);
         ``X`` is used when absent.
     concept_text : ndarray of shape (S, d), optional
-        Raw text embeddings of the concept words (zero-shot labels).
-    concept_text_centered : ndarray of shape (S, d), optional
-        Concept text embeddings preprocessed like ``vocab_text`` (F-SpLiCE
-        grouping).
+        Raw text embeddings of the concept prompts (zero-shot labels, F-SpLiCE grouping).
     vocab_text : ndarray of shape (V, d), optional
-        Vocabulary text embeddings, unit-normalised, mean-centred and
-        re-normalised (SpLiCE dictionary).
+        Raw text embeddings of the vocabulary words (SpLiCE dictionary; the
+        methods prepare them, :mod:`slics_core.methods`).
     vocab_words : list of str, optional
     """
 
@@ -339,7 +338,6 @@ class EvalData:
     sub_names: list | None = None
     X_raw: np.ndarray | None = None
     concept_text: np.ndarray | None = None
-    concept_text_centered: np.ndarray | None = None
     vocab_text: np.ndarray | None = None
     vocab_words: list | None = None
 
@@ -366,104 +364,99 @@ class EvalData:
         return self.Z is not None
 
 
-def _subset(data, idx):
-    Z = None if data.Z is None else data.Z[idx]
-    return data.X[idx], data.Y[idx], Z
+def fit_inputs(data, rows, n_active=None):
+    """:class:`slics_core.methods.FitInputs` of the items ``rows`` of ``data`` (training split)."""
+
+    rows = np.asarray(rows, dtype=int)
+    return FitInputs(X=data.X[rows], Y=data.Y[rows], concept_names=list(data.concept_names),
+                     X_raw=None if data.X_raw is None else data.X_raw[rows], concept_text=data.concept_text,
+                     vocab_words=data.vocab_words, vocab_text=data.vocab_text, n_active=n_active)
 
 
-# --------------------------------------------------------------------------- methods
-def _fit_slics(method, X, Y, n_atoms, n_iter, batch_size, seed, data=None, train_idx=None, n_active=None,
-               ridge=0.0):
-    from slics_core.slics import SLiCS
-
-    if method == "S-SVD":
-        return SLiCS(n_atoms=n_atoms, n_iter=0, ridge=ridge, random_state=seed).fit(X, Y)
-    if method == "S-SLiCS":
-        return SLiCS(n_atoms=n_atoms, n_iter=n_iter, batch_size=batch_size, ridge=ridge, random_state=seed).fit(X, Y)
-    if method == "U-SLiCS":
-        from slics_core.unsupervised import zero_shot_labels
-
-        if data is None or data.concept_text is None:
-            raise ValueError("U-SLiCS needs text embeddings of the concept words (concept_text).")
-        X_zs = (data.X_raw if data.X_raw is not None else data.X)[train_idx]
-        Y_pseudo = np.asarray(zero_shot_labels(X_zs, data.concept_text, n_active=n_active,
-                                               Y_ref=data.Y[train_idx] if n_active is None else None))
-        return SLiCS(n_atoms=n_atoms, n_iter=n_iter, batch_size=batch_size, ridge=ridge,
-                     random_state=seed).fit(X, Y_pseudo)
-    raise ValueError(f"not a SLiCS method: {method!r}")
-
-
-def rank_method(method, data, split, *, queries="query", n_atoms=10, n_iter=10, batch_size=None, seed=0,
-                k=20, mode="partial", backend="auto", n_active=None, splice_alpha=0.25, ridge=0.0,
-                model=None):
-    """Top-``k`` rankings of one method for every (query, concept).
+def rank_queries(model, method, X_query, index, k=20, *, mode="partial", Y_active=None):
+    """Top-``k`` pool rankings of queries by a fitted model, one list per (query, concept).
 
     Parameters
     ----------
-    method : one of :data:`METHODS`
+    model : fitted model of ``method`` (the common interface of :mod:`slics_core.methods`)
+    method : str or slics_core.methods.Method
+    X_query : ndarray of shape (n, d)
+    index : search index over the pool (:func:`slics_core.retrieval.build_index`)
+    k : int
+    mode : {"partial", "full"}
+        ``tilde-v_j`` or ``v_j``; a method with one kind of component ignores it.
+    Y_active : ndarray of bool, shape (n, S), optional
+        Active concepts for ``mode="full"`` (:func:`slics_core.methods.active_concepts`).
+
+    Returns
+    -------
+    indices : ndarray of int64, shape (n, S, k)
+    """
+
+    m = get_method(method)
+    X_query = np.asarray(X_query, dtype=np.float64)
+    S = int(model.n_concepts_)
+    if not m.filtered:  # one vector per query, the same for every concept: rank once
+        v = np.asarray(model.project(X_query, 0))
+        idx = index.search(v, k)[0]
+        return np.repeat(idx[:, None, :], S, axis=1)
+    if mode == "full" and "full" in m.modes:
+        if Y_active is None:
+            raise ValueError("mode='full' needs the active concepts of the queries.")
+        V = np.asarray(model.components(X_query, Y_active))
+    elif mode in ("partial", "full"):
+        V = np.asarray(model.project(X_query, None))
+    else:
+        raise ValueError(f"mode must be 'partial' or 'full'; got {mode!r}.")
+    n, S, d = V.shape
+    return index.search(V.reshape(-1, d), k)[0].reshape(n, S, -1)
+
+
+def rank_method(method, data, split, *, queries="query", n_atoms=10, n_iter=10, batch_size=None, seed=0,
+                k=20, mode="partial", backend="auto", n_active=None, ridge=0.0, model=None, index=None):
+    """Top-``k`` rankings of one registered method for every (query, concept).
+
+    Parameters
+    ----------
+    method : str
+        A name in :data:`slics_core.methods.REGISTRY`.
     data : EvalData
     split : Split
     queries : {"query", "val"}
         Which split provides the queries.
     n_atoms : int
-        ``d0``.
-    n_iter, batch_size, seed : SLiCS training parameters (seed = random_state).
+        ``d0`` (dictionary methods).
+    n_iter, batch_size, seed, ridge : SLiCS training parameters (seed = random_state).
     k : int
     mode : {"partial", "full"}
-        Component used by SLiCS methods (``full`` uses the query's labels for
-        S-SLiCS / S-SVD and its zero-shot pseudo-labels for U-SLiCS).
+        Component of filtered methods (``full`` uses the query's labels, or its
+        zero-shot concepts for U-SLiCS).
     backend : search back-end (see :mod:`slics_core.retrieval`).
     n_active : int, optional
-        Active concepts per image for zero-shot pseudo-labels (U-SLiCS);
-        default: rounded mean number of labels in the training set.
-    splice_alpha : float
-        L1 penalty of SpLiCE.
-    model : fitted SLiCS, optional
-        Use this model instead of fitting one (SLiCS methods).
+        ``S~`` for zero-shot pseudo-labels (default: rounded mean labels per training item).
+    model : fitted model, optional
+        Use it instead of fitting one.
+    index : search index over the pool, optional
 
     Returns
     -------
-    indices : ndarray of int, shape (n_queries, S, k) or (n_queries, k) for unfiltered methods
-    model : the fitted model (or None)
+    indices : ndarray of int, shape (n_queries, S, k)
+    model : the fitted model
     """
-    from slics_core.retrieval import ConceptRetriever, build_index
 
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose from {METHODS}.")
+    m = get_method(method)
     q_idx = getattr(split, queries)
-    Xtr, Ytr, _ = _subset(data, split.train)
-    Xq, Yq, _ = _subset(data, q_idx)
-    Xp = data.X[split.pool]
-    if method == "UF":
-        return build_index(Xp, backend).search(Xq, k)[0], None
-    if method in ("S-SVD", "S-SLiCS", "U-SLiCS"):
-        if model is None:
-            model = _fit_slics(method, Xtr, Ytr, n_atoms, n_iter, batch_size, seed, data, split.train, n_active,
-                               ridge)
-        Yuse = Yq
-        if mode == "full" and method == "U-SLiCS":
-            from slics_core.unsupervised import zero_shot_labels
-
-            X_zs = (data.X_raw if data.X_raw is not None else data.X)[q_idx]
-            Yuse = np.asarray(zero_shot_labels(X_zs, data.concept_text, n_active=n_active,
-                                               Y_ref=Ytr if n_active is None else None))
-        r = ConceptRetriever(model, Xp, mode=mode, backend=backend)
-        return r.search(Xq, k, Y_query=Yuse if mode == "full" else None).indices, model
-    # SpLiCE baselines
-    from slics_core.baselines import FSpLiCE, SpLiCE
-
-    if data.vocab_text is None:
-        raise ValueError(f"{method} needs vocabulary text embeddings (vocab_text).")
-    index = build_index(Xp, backend)
-    if method == "SpLiCE":
-        rec = SpLiCE(data.vocab_text, alpha=splice_alpha).reconstruct(Xq)
-        return index.search(rec, k)[0], None
-    if data.concept_text_centered is None:
-        raise ValueError("F-SpLiCE needs centred concept text embeddings (concept_text_centered).")
-    V = FSpLiCE(data.vocab_text, data.concept_text_centered, alpha=splice_alpha).components(Xq)
-    n, S, d = V.shape
-    idx = index.search(V.reshape(-1, d), k)[0]
-    return idx.reshape(n, S, -1), None
+    inputs = fit_inputs(data, split.train, n_active)
+    if model is None:
+        model = fit_method(m, inputs, n_atoms if m.dictionary else None, n_iter=n_iter, batch_size=batch_size,
+                           seed=seed, ridge=ridge)
+    if index is None:
+        index = build_index(data.X[split.pool], backend)
+    Y_active = None
+    if mode == "full" and "full" in m.modes:
+        Y_active = active_concepts(m, Y=data.Y[q_idx], X_raw=None if data.X_raw is None else data.X_raw[q_idx],
+                                   concept_text=data.concept_text, n_active=inputs.active_count())
+    return rank_queries(model, m, data.X[q_idx], index, k, mode=mode, Y_active=Y_active), model
 
 
 def _score(indices, data, split, queries, k, normalization):
@@ -474,20 +467,25 @@ def _score(indices, data, split, queries, k, normalization):
                              normalization)
 
 
-def sweep_d0(data, split, d0_values=range(5, 21), *, modes=("partial", "full"), n_iter=10, batch_size=None,
-             seed=0, k=20, backend="auto", normalization="retrieved", ridge=0.0, progress=None):
-    """Dictionary-size sweep of supervised SLiCS on the validation set (Fig. 7 / Fig. 8).
+def sweep_d0(data, split, d0_values=range(5, 21), *, method="S-SLiCS", modes=("partial", "full"), n_iter=10,
+             batch_size=None, seed=0, k=20, backend="auto", normalization="retrieved", ridge=0.0, models=None,
+             progress=None):
+    """Dictionary-size sweep on the validation set (Fig. 7 / Fig. 8).
 
-    For every ``d0``, S-SLiCS is fitted on the training set and the
-    validation items are used as queries against the candidate pool.
+    For every ``d0``, ``method`` (S-SLiCS by default) is fitted on the training set
+    (or taken from ``models``) and the validation items are the queries against the pool.
 
     Parameters
     ----------
     data : EvalData
     split : Split
     d0_values : iterable of int
+    method : str
+        A dictionary method of the registry.
     modes : tuple of {"partial", "full"}
         Components to evaluate (``tilde-v_j`` and/or ``v_j``).
+    models : dict, optional
+        ``{d0: fitted model}`` to score instead of fitting (a workspace's models).
     progress : callable(str), optional
         Called with a status line after every ``d0``.
 
@@ -496,15 +494,20 @@ def sweep_d0(data, split, d0_values=range(5, 21), *, modes=("partial", "full"), 
     records : list of dict
         One per (d0, mode): ``d0``, ``mode``, ``general``, ``sub``.
     """
+
+    d0_values = [int(d) for d in d0_values]
+    if not d0_values:
+        raise ValueError("the d0 sweep needs at least one d0 value.")
+    index = build_index(data.X[split.pool], backend)
     records = []
     for d0 in d0_values:
-        model = None
+        model = None if models is None else models[d0]
         for mode in modes:
-            idx, model = rank_method("S-SLiCS", data, split, queries="val", n_atoms=int(d0), n_iter=n_iter,
+            idx, model = rank_method(method, data, split, queries="val", n_atoms=d0, n_iter=n_iter,
                                      batch_size=batch_size, seed=seed, k=k, mode=mode, backend=backend,
-                                     ridge=ridge, model=model)
+                                     ridge=ridge, model=model, index=index)
             r = _score(idx, data, split, "val", k, normalization)
-            records.append({"d0": int(d0), "mode": mode, "general": r["general"], "sub": r["sub"]})
+            records.append({"d0": d0, "mode": mode, "general": r["general"], "sub": r["sub"]})
         if progress is not None:
             progress(f"d0={d0}: " + ", ".join(f"{x['mode']} gen={x['general']:.3f} sub={x['sub']:.3f}"
                                                for x in records if x["d0"] == d0))
@@ -512,60 +515,63 @@ def sweep_d0(data, split, d0_values=range(5, 21), *, modes=("partial", "full"), 
 
 
 def choose_d0(records, mode="partial", by="sub"):
-    """The ``d0`` with the best validation mAP (sub-label by default, as in the paper).
+    """The ``d0`` with the best validation mAP: the one place that chooses ``d0``.
 
-    Falls back to the general-label mAP when no sub-label score exists.
-    Ties go to the smaller ``d0``.
+    The paper's rule: sub-label mAP@20 of S-SLiCS's partial components on the validation
+    split. Falls back to the general-label mAP when no sub-label score exists. Ties go
+    to the smaller ``d0``. ``records`` are :func:`sweep_d0`'s (records with a ``split``
+    key other than ``"val"`` are ignored).
     """
-    rows = [r for r in records if r["mode"] == mode]
+    rows = [r for r in records if r.get("mode", mode) == mode and r.get("split", "val") == "val"]
     if not rows:
-        raise ValueError(f"no sweep records for mode {mode!r}.")
+        raise ValueError(f"no validation sweep records for mode {mode!r}.")
     key = by if not all(math.isnan(r[by]) for r in rows) else "general"
     best = max(rows, key=lambda r: (-math.inf if math.isnan(r[key]) else r[key], -r["d0"]))
     return int(best["d0"])
 
 
-def evaluate_methods(data, split, methods=METHODS, *, n_atoms=10, n_iter=10, batch_size=None, seeds=(0, 1, 2, 3, 4),
-                     k=20, mode="partial", backend="auto", normalization="retrieved", n_active=None,
-                     splice_alpha=0.25, ridge=0.0, progress=None):
+def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_size=None, seeds=(0, 1, 2, 3, 4),
+                     k=20, mode="partial", backend="auto", normalization="retrieved", n_active=None, ridge=0.0,
+                     progress=None):
     """The methods table of the paper (Table 2) on the query set.
 
-    SLiCS methods trained in mini-batches (``batch_size`` set) are run once
-    per seed and reported as mean +- std; deterministic methods (full-batch
-    SLiCS, S-SVD, UF and the SpLiCE baselines) are run once. A method that
-    lacks its inputs (e.g. no vocabulary for SpLiCE) is reported with the
-    reason instead of scores.
+    Every registered method (:data:`slics_core.methods.REGISTRY`) by default.
+    Stochastic methods trained in mini-batches (``batch_size`` set) are run once per
+    seed and reported as mean ± std; the others once. A method whose needs the data
+    does not meet (e.g. no vocabulary for SpLiCE) is reported with the reason instead
+    of scores.
 
     Returns
     -------
     rows : list of dict
-        ``method``, ``general_mean``, ``general_std``, ``sub_mean``,
-        ``sub_std``, ``n_runs``, ``runs`` (per-seed scores), ``skipped``
-        (reason or None), ``k``, ``normalization``.
+        ``method``, ``general_mean``, ``general_std``, ``sub_mean``, ``sub_std``,
+        ``n_runs``, ``runs`` (per-seed scores), ``skipped`` (reason or None), ``k``,
+        ``normalization``.
     """
+    methods = method_names() if methods is None else list(methods)
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds must name at least one seed.")
+    specs = [get_method(m) for m in methods]
+    inputs = fit_inputs(data, split.train, n_active)
+    index = build_index(data.X[split.pool], backend)
     rows = []
-    for method in methods:
-        if method not in METHODS:
-            raise ValueError(f"unknown method {method!r}; choose from {METHODS}.")
-        stochastic = method in ("S-SLiCS", "U-SLiCS") and batch_size is not None
-        run_seeds = list(seeds) if stochastic else [seeds[0] if len(seeds) else 0]
-        runs, skipped = [], None
-        for seed in run_seeds:
-            try:
-                idx, _ = rank_method(method, data, split, n_atoms=n_atoms, n_iter=n_iter, batch_size=batch_size,
-                                     seed=seed, k=k, mode=mode, backend=backend, n_active=n_active,
-                                     splice_alpha=splice_alpha, ridge=ridge)
-            except (ValueError, ImportError) as exc:
-                if method in ("U-SLiCS", "SpLiCE", "F-SpLiCE"):
-                    skipped = str(exc)
-                    break
-                raise
-            r = _score(idx, data, split, "query", k, normalization)
-            runs.append({"seed": seed, "general": r["general"], "sub": r["sub"]})
+    for m in specs:
+        run_seeds = seeds if (m.stochastic and batch_size is not None) else seeds[:1]
+        missing = missing_needs(m, inputs)
+        skipped = f"needs {'; '.join(NEEDS[n] for n in missing)}" if missing else None
+        runs = []
+        if not skipped:
+            for seed in run_seeds:
+                idx, _ = rank_method(m.name, data, split, n_atoms=n_atoms, n_iter=n_iter, batch_size=batch_size,
+                                     seed=seed, k=k, mode=mode, backend=backend, n_active=n_active, ridge=ridge,
+                                     index=index)
+                r = _score(idx, data, split, "query", k, normalization)
+                runs.append({"seed": seed, "general": r["general"], "sub": r["sub"]})
         gen = np.array([r["general"] for r in runs], dtype=float)
         sub = np.array([r["sub"] for r in runs], dtype=float)
         row = {
-            "method": method,
+            "method": m.name,
             "general_mean": float(gen.mean()) if gen.size else math.nan,
             "general_std": float(gen.std()) if gen.size else math.nan,
             "sub_mean": float(sub.mean()) if sub.size else math.nan,
@@ -578,7 +584,7 @@ def evaluate_methods(data, split, methods=METHODS, *, n_atoms=10, n_iter=10, bat
         }
         rows.append(row)
         if progress is not None:
-            progress(f"{method}: " + (f"skipped ({skipped})" if skipped else _fmt(row, "general") + " / " + _fmt(row, "sub")))
+            progress(f"{m.name}: " + (f"skipped ({skipped})" if skipped else _fmt(row, "general") + " / " + _fmt(row, "sub")))
     return rows
 
 

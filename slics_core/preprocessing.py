@@ -8,6 +8,8 @@ flattened.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
@@ -130,3 +132,99 @@ class TokenNormalizer(TransformerMixin, BaseEstimator):
         if T.shape[2] != self.token_dim_:
             raise ValueError(f"tokens have {T.shape[2]} dimensions but {self.token_dim_} were fitted.")
         return normalize_tokens(T).reshape(T.shape[0], -1)
+
+
+class IdentityTransform(TransformerMixin, BaseEstimator):
+    """Embeddings used as they are (``preprocessing="none"``)."""
+
+    def fit(self, X, y=None):
+        self.n_features_in_ = check_embeddings(X, allow_zero_rows=True).shape[1]
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self, "n_features_in_")
+        return check_embeddings(X, n_features=self.n_features_in_, allow_zero_rows=True)
+
+
+#: Preprocessing kinds, recorded in embedding caches and workspaces.
+PREPROCESSING = ("clip", "unit", "token", "none")
+
+
+def make_preprocessor(kind="clip", *, mean=None, n_tokens=32):
+    """The preprocessing step named ``kind``; the one place where the switch is made.
+
+    Parameters
+    ----------
+    kind : {"clip", "unit", "token", "none"}
+        ``clip``: unit-normalise, subtract a mean, re-normalise (sec. 4.1, CLIP);
+        ``unit``: unit-normalise (DINOv2); ``token``: per-token normalisation (TiTok);
+        ``none``: as is.
+    mean : array-like of shape (d,), optional
+        ``clip`` only: the mean to subtract. Default (``None``): fitted on the data given
+        to ``fit``, which callers make the *training* split (the paper's setting with its
+        own data; ``load_mean`` reads a precomputed mean such as SpLiCE's CLIP means).
+    n_tokens : int
+        ``token`` only.
+
+    Returns
+    -------
+    transformer with ``fit`` / ``transform`` (scikit-learn API)
+    """
+    if kind == "clip":
+        return EmbeddingNormalizer(center=True, mean=mean)
+    if mean is not None:
+        raise ValueError(f"a mean is only used by 'clip' preprocessing, not {kind!r}")
+    if kind == "unit":
+        return EmbeddingNormalizer(center=False)
+    if kind == "token":
+        return TokenNormalizer(n_tokens=n_tokens)
+    if kind == "none":
+        return IdentityTransform()
+    raise ValueError(f"unknown preprocessing {kind!r}; choose from {PREPROCESSING}")
+
+
+def load_mean(path, dim=None):
+    """A precomputed mean embedding from ``.npy``, ``.npz`` (first array), ``.txt``/``.csv`` or ``.pt``.
+
+    SpLiCE publishes its CLIP image and text means as torch ``.pt`` files; they are read with
+    ``torch.load(weights_only=True)`` (no code runs). The mean is used as given: it should be
+    the mean of *unit-normalised* embeddings of the same encoder.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        Missing file; unreadable, not one vector, wrong dimension or not finite (one line
+        naming the file).
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no mean file at {path!r}")
+    low = path.lower()
+    try:
+        if low.endswith(".npy"):
+            m = np.load(path, allow_pickle=False)
+        elif low.endswith(".npz"):
+            with np.load(path, allow_pickle=False) as z:
+                if not z.files:
+                    raise ValueError("the archive is empty")
+                m = z[z.files[0]]
+        elif low.endswith((".pt", ".pth")):
+            import torch
+
+            m = torch.load(path, map_location="cpu", weights_only=True)
+            m = m.detach().float().numpy() if hasattr(m, "detach") else np.asarray(m)
+        elif low.endswith((".txt", ".csv")):
+            m = np.loadtxt(path, delimiter="," if low.endswith(".csv") else None)
+        else:
+            raise ValueError("use a .npy, .npz, .pt or .txt file")
+    except (OSError, ValueError, RuntimeError, EOFError) as exc:
+        raise ValueError(f"mean file {path!r} cannot be read: {exc}") from None
+    m = np.asarray(m, dtype=np.float64).reshape(-1) if np.ndim(m) == 2 and 1 in np.shape(m) else np.asarray(
+        m, dtype=np.float64)
+    if m.ndim != 1:
+        raise ValueError(f"mean file {path!r} holds shape {m.shape}; expected one vector")
+    if dim is not None and m.shape[0] != dim:
+        raise ValueError(f"mean file {path!r} has {m.shape[0]} dimensions but the embeddings have {dim}")
+    if not np.isfinite(m).all():
+        raise ValueError(f"mean file {path!r} contains NaN or infinite values")
+    return m

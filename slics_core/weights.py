@@ -44,6 +44,11 @@ __all__ = [
     "fetch_command",
 ]
 
+#: The project's shipped assets (emoji sprites and models; see assets/*/NOTICE).
+ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
+#: Folder of the emoji world's models (``emoji-small``, ``emoji-large``, the generator).
+EMOJI_MODELS_DIR = ASSETS_DIR / "models"
+
 #: File names open_clip uses on the Hugging Face hub, best first.
 OPEN_CLIP_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 

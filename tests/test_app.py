@@ -25,11 +25,11 @@ def test_cones_page_fits_and_reacts_to_widgets():
 def test_home_shows_workspace_and_example_reacts():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run()
     assert not at.exception and not at.error
-    from slics_core.workspace import emoji_config_from_env
+    from slics_core.emoji.world import config_from_env
 
-    cfg = emoji_config_from_env()
+    cfg = config_from_env()
     n = cfg.n_train + cfg.n_val + cfg.n_query + cfg.n_pool
-    assert [m.value for m in at.metric] == [str(n), "64", "12", "80"]
+    assert [m.value for m in at.metric] == [str(n), "64", "12", "71"]
     before = [str(im.proto) for im in at.get("image")]
     sel = at.selectbox(key="home_example")
     assert sel.value != sel.options[3]

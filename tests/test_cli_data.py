@@ -128,7 +128,10 @@ def test_reproduce_one_command(toy, capsys):
 
 
 def test_preprocessing_choices():
-    from slics_core.commands.data import preprocess
+    from slics_core.preprocessing import make_preprocessor
+
+    def preprocess(E, kind, n_tokens=32):
+        return make_preprocessor(kind, n_tokens=n_tokens).fit(E).transform(E)
 
     rng = np.random.default_rng(0)
     E = rng.standard_normal((20, 6)) + 2

@@ -48,11 +48,11 @@ def test_token_normalizer_normalises_each_token():
 def test_zero_shot_labels_pick_the_most_similar_concepts():
     W = np.eye(4, 6)
     X = np.array([[0.9, 0.5, 0.1, 0.0, 0.3, 0.0], [0.0, 0.1, 0.2, 0.8, 0.0, 0.0]])
-    Y = zero_shot_labels(X, W, n_active=2)
+    Y = zero_shot_labels(X, W, n_active=2, min_positives=0)
     assert Y.tolist() == [[True, True, False, False], [False, False, True, True]]
     ref = np.array([[1, 1, 0, 0], [1, 1, 1, 0], [0, 0, 1, 1]])  # mean 2.33 -> 2
     assert estimate_n_active(ref) == 2
-    np.testing.assert_array_equal(zero_shot_labels(X, W, Y_ref=ref), Y)
+    np.testing.assert_array_equal(zero_shot_labels(X, W, Y_ref=ref, min_positives=0), Y)
     with pytest.raises(ValueError, match="n_active"):
         zero_shot_labels(X, W)
     with pytest.raises(ValueError, match="features"):
@@ -130,3 +130,20 @@ def test_atom_recovery_against_a_hand_computed_case():
     np.testing.assert_allclose(best[:2], [0.6, 0.8])
     assert best[2] == pytest.approx(0.0)  # concept 1 atoms only: cosines -1 and 0
     assert np.isnan(atom_recovery(planted, [0, 0, 2], learned, [0, 1, 1])[2])
+
+
+def test_zero_shot_labels_keep_min_positives_per_concept():
+    """A concept that is never among an image's top-S~ keeps its best-scoring images (named in a warning)."""
+    rng = np.random.default_rng(0)
+    W = np.eye(3, 8)
+    X = np.abs(rng.standard_normal((40, 8))) * np.array([1, 1, 0.05, 0, 0, 0, 0, 0]) + 0.01
+    plain = zero_shot_labels(X, W, n_active=1, min_positives=0)
+    assert plain[:, 2].sum() == 0  # the top-1 rule alone leaves concept 2 empty
+    with pytest.warns(RuntimeWarning, match="night"):
+        Y = zero_shot_labels(X, W, n_active=1, min_positives=5, concept_names=["a", "b", "night"])
+    assert Y[:, 2].sum() == 5
+    top5 = np.argsort(-(X / np.linalg.norm(X, axis=1, keepdims=True))[:, 2], kind="stable")[:5]
+    assert set(np.flatnonzero(Y[:, 2])) == set(top5)
+    np.testing.assert_array_equal(Y[:, :2] | plain[:, :2], Y[:, :2])  # nothing removed
+    with pytest.raises(ValueError, match="min_positives"):
+        zero_shot_labels(X, W, n_active=1, min_positives=-1)

@@ -50,9 +50,9 @@ def test_encoder_loads_and_zero_shot_beats_chance(name, scenes):
 
 
 def test_loads_through_project_encoder(scenes):
-    from slics_core.emoji.models import load_emoji_encoder
+    from slics_core.encoders import create_encoder
 
-    enc = load_emoji_encoder("small", device="cpu", half=False)
+    enc = create_encoder("emoji-small", device="cpu", half=False)
     model, _, tok = load_emoji_clip("small")
     a = enc.encode_images([scenes.pil(i) for i in range(5)])
     b = encode_images(model, scenes.images[:5], normalize=False)
@@ -96,14 +96,16 @@ def test_generator_loads_and_reproduces_concepts(scenes):
         EmojiGenerator.load("/nonexistent/dir")
 
 
-def test_emoji_encoders_load_by_name_through_load_encoder():
+def test_emoji_encoders_load_by_name_through_the_resolver():
     from PIL import Image
 
-    from slics_core.emoji.models import load_emoji_encoder
-    from slics_core.encoders import load_encoder
+    from slics_core.emoji.models import encode_images as encode_arrays
+    from slics_core.encoders import create_encoder
 
     img = Image.new("RGB", (64, 64), (200, 30, 30))
-    by_name = load_encoder("emoji-small").encode_images([img])
-    direct = load_emoji_encoder("small").encode_images([img])
-    np.testing.assert_allclose(by_name, direct, rtol=1e-5, atol=1e-6)
-    assert load_encoder("emoji-large").dim != load_encoder("emoji-small").dim
+    enc = create_encoder("emoji-small")
+    assert enc.spec == "emoji-small" and create_encoder(enc.spec).id == enc.id  # the spec resolves back
+    model, _, _ = load_emoji_clip("small")
+    direct = encode_arrays(model, np.asarray(img)[None], normalize=False)
+    np.testing.assert_allclose(enc.encode_images([img]), direct, rtol=1e-4, atol=1e-4)
+    assert create_encoder("emoji-large").dim != enc.dim

@@ -1,66 +1,61 @@
-"""Emoji workspace: build, cache, reload, damaged-cache rebuild, CLI."""
+"""The emoji world through the one workspace pipeline: build, cache, reload, damaged-cache rebuild, CLI."""
 import json
 
 import numpy as np
 import pytest
 
-from slics_core.emoji.workspace import WorkspaceConfig, center_unit, load_or_build_workspace
-
-pytest.importorskip("slics_core.slics")
+from slics_core.data import eval_data, load_cache  # noqa: F401  (the same functions every source uses)
+from slics_core.emoji.world import EmojiWorldConfig, config_from_env, render_emoji_world
+from slics_core.evaluation import choose_d0, sweep_d0
+from slics_core.explorer.workspace import open_emoji_workspace
 
 CFG = dict(n_train=80, n_val=20, n_query=20, n_pool=40, d0_values=(2, 3), n_iter=2)
 
 
-def test_center_unit_independent():
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(10, 4))
-    m = rng.normal(size=4) * 0.1
-    out = center_unit(X, m)
-    for i in range(10):
-        u = X[i] / np.sqrt((X[i] ** 2).sum()) - m
-        assert np.allclose(out[i], u / np.sqrt((u ** 2).sum()))
-
-
-def test_choose_workspace_d0():
-    from slics_core.emoji.workspace import choose_workspace_d0
-
-    scores = [{"d0": 5, "general": 0.9, "sub": 0.4}, {"d0": 10, "general": 0.5, "sub": 0.6},
-              {"d0": 15, "general": 0.7, "sub": 0.6}]
-    assert choose_workspace_d0(scores) == 10  # best sub-label mAP, tie -> smaller d0
-    assert choose_workspace_d0(scores[:1]) == 5
-
-
-def test_config_validation():
+def test_config_validation_and_env(monkeypatch):
     with pytest.raises(ValueError):
-        WorkspaceConfig(n_train=0)
+        EmojiWorldConfig(n_train=0)
     with pytest.raises(ValueError):
-        WorkspaceConfig(d0_values=())
-    assert WorkspaceConfig(**CFG).key() != WorkspaceConfig(**{**CFG, "n_pool": 41}).key()
+        EmojiWorldConfig(d0_values=())
+    assert EmojiWorldConfig(**CFG).key() != EmojiWorldConfig(**{**CFG, "n_pool": 41}).key()
+    monkeypatch.setenv("SLICS_EMOJI_SCALE", "0.5")
+    cfg = config_from_env()
+    assert (cfg.n_train, cfg.n_val, cfg.n_query, cfg.n_pool) == (1500, 250, 500, 1500)
+    monkeypatch.setenv("SLICS_EMOJI_SCALE", "big")
+    with pytest.raises(ValueError, match="SLICS_EMOJI_SCALE"):
+        config_from_env()
+    monkeypatch.setenv("SLICS_EMOJI_SCALE", "0")
+    with pytest.raises(ValueError, match=r"\(0, 10\]"):
+        config_from_env()
 
 
 def test_build_cache_reload_and_repair(tmp_path):
     stages = []
-    cfg = WorkspaceConfig(**CFG)
-    ws = load_or_build_workspace(tmp_path, cfg, progress=lambda s, d, n: stages.append(s))
-    n = sum(CFG[k] for k in ("n_train", "n_val", "n_query", "n_pool"))
-    assert ws.images.shape == (n, 64, 64, 3) and ws.Y.shape == (n, 12) and ws.Z.shape == (n, 80)
-    assert ws.X_small.shape == (n, 64) and ws.X_large.shape[0] == n
-    assert np.allclose(np.linalg.norm(ws.X_small, axis=1), 1, atol=1e-5)
-    assert set(ws.models) == {(m, d) for m in ("S-SVD", "S-SLiCS", "U-SLiCS") for d in (2, 3)}
+    cfg = EmojiWorldConfig(**CFG)
+    ws = open_emoji_workspace(tmp_path, cfg, progress=lambda s, d, n: stages.append(s))
+    n = 160
+    assert ws.kind == "emoji" and ws.encoder == "emoji-small" and ws.generator == "emoji"
+    assert ws.images.shape == (n, 64, 64, 3) and ws.Y.shape == (n, 12) and ws.Z.shape == (n, 71)
+    assert {k: len(v) for k, v in ws.index.items()} == {"train": 80, "val": 20, "query": 20, "pool": 40}
+    assert ws.extras["cond"].shape[0] == n and ws.extras["cond"].shape[1] != ws.X.shape[1]
+    # every registered method is fitted (dictionary methods for every d0), nothing skipped
+    assert set(ws.models) == {(m, d) for m in ("S-SVD", "S-SLiCS", "U-SLiCS") for d in (2, 3)} | {
+        ("UF", None), ("F-SpLiCE", None), ("SpLiCE", None)}
+    assert not ws.skipped
     assert any(s.startswith("render") for s in stages) and any(s.startswith("fit") for s in stages)
     # centring: mean of the training scenes' *unit* embeddings, then unit(unit(x) - mean) (sec. 4.1)
     tr = ws.index["train"]
-    for raw, mean, X in ((ws.raw_small, ws.mean_small, ws.X_small), (ws.raw_large, ws.mean_large, ws.X_large)):
-        U = raw / np.linalg.norm(raw, axis=1, keepdims=True)
-        assert np.allclose(mean, U[tr].mean(0), atol=1e-6)
-        C = U - U[tr].mean(0)
-        assert np.allclose(X, C / np.linalg.norm(C, axis=1, keepdims=True), atol=1e-5)
-    # d0 chosen on the validation split: the best sub-label mAP of an independent sweep (refits S-SLiCS)
-    from slics_core.emoji.workspace import _eval_data
-    from slics_core.evaluation import choose_d0, sweep_d0
-
-    data, split = _eval_data(ws)
-    recs = sweep_d0(data, split, (2, 3), modes=("partial",), n_iter=CFG["n_iter"])
+    U = ws.raw / np.linalg.norm(ws.raw, axis=1, keepdims=True)
+    np.testing.assert_allclose(ws.mean, U[tr].mean(0), atol=1e-6)
+    C = U - U[tr].mean(0)
+    np.testing.assert_allclose(ws.X, C / np.linalg.norm(C, axis=1, keepdims=True), atol=1e-5)
+    # the render is the documented one: same scenes and embeddings as render_emoji_world
+    data, split = render_emoji_world(cfg)
+    np.testing.assert_array_equal(data.extras["images"], ws.images)
+    np.testing.assert_array_equal(split.train, ws.index["train"])
+    # d0 chosen on the validation split: the best sub-label mAP of an independent sweep that refits S-SLiCS
+    ed, _ = eval_data(data, split)
+    recs = sweep_d0(ed, split, (2, 3), modes=("partial",), n_iter=CFG["n_iter"])
     assert [r["d0"] for r in ws.d0_scores] == [2, 3]
     for mine, ref in zip(ws.d0_scores, recs):
         assert mine["sub"] == pytest.approx(ref["sub"], abs=1e-4)
@@ -68,23 +63,28 @@ def test_build_cache_reload_and_repair(tmp_path):
     assert ws.chosen_d0 == choose_d0(recs)
 
     stages.clear()
-    again = load_or_build_workspace(tmp_path, cfg, progress=lambda s, d, n: stages.append(s))
+    again = open_emoji_workspace(tmp_path, cfg, progress=lambda s, d, n: stages.append(s))
     assert not stages  # read from the cache, nothing rebuilt
-    assert np.array_equal(again.images, ws.images) and np.allclose(again.X_small, ws.X_small)
-    m0, m1 = ws.models[("S-SLiCS", 2)], again.models[("S-SLiCS", 2)]
-    assert np.allclose(m0.atoms_, m1.atoms_)
+    assert np.array_equal(again.images, ws.images) and np.allclose(again.X, ws.X)
+    np.testing.assert_allclose(again.model("S-SLiCS", 2).atoms_, ws.model("S-SLiCS", 2).atoms_)
     assert again.chosen_d0 == ws.chosen_d0 and again.d0_scores == ws.d0_scores
 
     # damage the cache: truncated arrays file -> rebuilt, same content
     arr = ws.path / "arrays.npz"
     arr.write_bytes(arr.read_bytes()[:1000])
     stages.clear()
-    repaired = load_or_build_workspace(tmp_path, cfg, progress=lambda s, d, n: stages.append(s))
+    repaired = open_emoji_workspace(tmp_path, cfg, progress=lambda s, d, n: stages.append(s))
     assert any("cache unusable" in s for s in stages)
     assert np.array_equal(repaired.images, ws.images)
-    # garbage manifest also rebuilt
-    (ws.path / "manifest.json").write_text("{not json")
-    assert len(load_or_build_workspace(tmp_path, cfg).images) == n
+    (ws.path / "workspace.json").write_text("{not json")
+    assert len(open_emoji_workspace(tmp_path, cfg)) == n
+
+
+def test_unwritable_emoji_cache_is_one_message(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OSError, match="SLICS_EMOJI_CACHE"):
+        open_emoji_workspace(blocker / "sub", EmojiWorldConfig(**CFG))
 
 
 def test_cli_build_and_report(tmp_path, capsys):
@@ -97,7 +97,8 @@ def test_cli_build_and_report(tmp_path, capsys):
     assert main(["emoji-report", "--json", *args]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert 0 <= rep["zero_shot_precision_at_2"] <= 1
-    assert rep["chosen_d0"] == 2 and rep["map_d0"] == 2 and len(rep["d0_validation"]) == 1
+    assert rep["chosen_d0"] == 2 and rep["map_d0"] == 2
     assert rep["n_scenes"] == {"train": 80, "val": 20, "query": 20, "pool": 40}
+    assert set(rep["map_at_20"]) == {"S-SVD", "S-SLiCS", "U-SLiCS", "UF", "F-SpLiCE", "SpLiCE"}
     assert ("generation_concept_accuracy" in rep) or ("generation_error" in rep)
     assert main(["emoji-build", "--cache-dir", str(tmp_path), "--n-train", "0"]) == 2

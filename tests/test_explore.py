@@ -6,9 +6,8 @@ from scipy.optimize import nnls
 from sklearn.metrics import f1_score
 
 from slics_core import SLiCS
-from slics_core.explore import (
+from slics_core.explorer.queries import (
     Gallery,
-    build_fsplice,
     concept_galleries,
     concept_scores,
     fit_score_thresholds,
@@ -220,28 +219,32 @@ def test_galleries_table(world):
     assert df["relevant_sub"].isna().all()
 
 
-def test_build_fsplice_groups_words_by_concept_names():
+def test_fsplice_groups_words_by_concept_prompts():
+    from slics_core.methods import FitInputs, fit_method
+
     rng = np.random.default_rng(3)
     C = rng.standard_normal((3, 16))
-    # each word is a noisy copy of one concept name
+    # each word is a noisy copy of one concept prompt
     owner = np.repeat(np.arange(3), 5)
     W = C[owner] + 0.2 * rng.standard_normal((15, 16))
     words = [f"w{i}" for i in range(15)]
-    fs = build_fsplice(words, W, C)
+    X = rng.standard_normal((10, 16))
+    fs = fit_method("F-SpLiCE", FitInputs(X=X, Y=None, concept_names=["a", "b", "c"], concept_text=C,
+                                          vocab_words=words, vocab_text=W))
     # independent: centre both with the vocabulary mean of the unit rows, then argmax cosine
     Wu = W / np.linalg.norm(W, axis=1, keepdims=True)
     mu = Wu.mean(axis=0)
     Wc = Wu - mu
     Cc = C / np.linalg.norm(C, axis=1, keepdims=True) - mu
     cos = (Wc / np.linalg.norm(Wc, axis=1, keepdims=True)) @ (Cc / np.linalg.norm(Cc, axis=1, keepdims=True)).T
-    np.testing.assert_array_equal(fs.groups, cos.argmax(axis=1))
-    assert fs.n_concepts == 3
+    np.testing.assert_array_equal(fs.fsplice.groups, cos.argmax(axis=1))
+    assert fs.n_concepts_ == 3 and fs.n_features_in_ == 16
     x = Wc[0] / np.linalg.norm(Wc[0])
-    V = query_components(fs, x, mode="full")  # mode is ignored for F-SpLiCE
-    np.testing.assert_allclose(V.sum(axis=0), fs.reconstruct(x[None])[0], atol=1e-9)
+    V = query_components(fs, x, mode="full", active=[0])  # one kind of component: mode does not matter
+    np.testing.assert_allclose(V.sum(axis=0), fs.fsplice.reconstruct(x[None])[0], atol=1e-9)
+    np.testing.assert_allclose(V, query_components(fs, x, mode="partial"), atol=1e-12)
     s = concept_scores(fs, x)
-    assert np.argmax(s) == fs.groups[0]
-
+    assert np.argmax(s) == fs.fsplice.groups[0]
 
 def test_generation_rows():
     x = np.array([1.0, 0, 0])

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 from scipy.optimize import nnls
 
-from slics_core.maps import (ATOM_SUB, SEVERAL, atom_heatmaps, atom_top_items, atom_top_words, caption_table,
+from slics_core.explorer.maps import (ATOM_SUB, SEVERAL, atom_heatmaps, atom_top_items, atom_top_words, caption_table,
                              group_layout, item_codes, map_points, map_sample, matrix_table, sample_rows,
                              selected_point_ids, subspace_map, tsne_layout)
 from slics_core.slics import SLiCS
@@ -306,7 +306,7 @@ def test_caption_table_recovers_planted_words_per_method(planted):
 
 
 def test_atom_labels_and_cooccurrence_summary():
-    from slics_core.maps import atom_labels
+    from slics_core.explorer.maps import atom_labels
 
     assert atom_labels([1, 0, 1, 1, 0], ["a", "b"]) == ["b #0", "a #0", "b #1", "b #2", "a #1"]
     rng = np.random.default_rng(3)

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from slics_core.maps import caption_table
-from slics_core.workspace import workspace_vocabulary
+from slics_core.explorer.maps import caption_table
+from slics_core.explorer.workspace import workspace_vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "captions.py")
@@ -45,13 +45,15 @@ def test_captions_table_follows_d0_words_and_methods(ws):
 
 
 @pytest.fixture
-def bare_dataset_workspace(tmp_path):
-    """A dataset workspace with no sub-labels, no encoder, no vocabulary and missing image files."""
+def bare_dataset_workspace(tmp_path, monkeypatch):
+    """A dataset workspace with no sub-labels, no encoder, no vocabulary and missing image files
+    (its name, listed under $SLICS_WORKSPACES)."""
+    monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path))
     import numpy as np
 
     from slics_core.slics import SLiCS
     from slics_core.synthetic import make_concept_cones
-    from slics_core.workspace import Workspace, save_workspace
+    from slics_core.explorer.workspace import Workspace, save_workspace
 
     data = make_concept_cones(n_samples=240, n_features=16, n_concepts=3, n_atoms=2, random_state=0)
     X = (data.X / np.linalg.norm(data.X, axis=1, keepdims=True)).astype(np.float32)
@@ -62,7 +64,8 @@ def bare_dataset_workspace(tmp_path):
     ws = Workspace(name="bare", kind="dataset", path=None, X=X, raw=X, mean=np.zeros(16), Y=data.Y,
                    concept_names=["red", "green", "blue"], index=index, models=models,
                    ids=[str(i) for i in idx], paths=[str(tmp_path / f"missing{i}.jpg") for i in idx])
-    return str(save_workspace(ws, tmp_path / "bare"))
+    save_workspace(ws, tmp_path / "bare")
+    return "bare"
 
 
 def test_pages_work_on_a_bare_dataset_workspace(bare_dataset_workspace):

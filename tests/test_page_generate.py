@@ -90,7 +90,8 @@ def test_atom_interpolation_strip(ws, multi_row):
 
 
 def test_missing_generator_keeps_the_page(monkeypatch, multi_row):
-    import slics_core.workspace as wsmod
+    import app_pages._ui  # noqa: F401  (the page reads the generator through the explorer module)
+    import slics_core.explorer.workspace as wsmod
 
     def missing(ws):
         raise FileNotFoundError("no generator here (test)")

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from slics_core.explore import concept_galleries, query_components
+from slics_core.explorer.queries import concept_galleries, query_components
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "retrieve.py")

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from slics_core.maps import map_points, map_sample
+from slics_core.explorer.maps import map_points, map_sample
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "subspaces.py")

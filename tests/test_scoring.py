@@ -5,11 +5,13 @@ import numpy as np
 import pytest
 from scipy.optimize import nnls as scipy_nnls
 
-from slics_core import scoring
+from slics_core.explorer import scoring
 from slics_core.slics import SLiCS
 from slics_core.synthetic import make_concept_cones
 from slics_core.unsupervised import zero_shot_labels
-from slics_core.workspace import Workspace
+from slics_core.evaluation import choose_d0
+from slics_core.explorer.workspace import Workspace
+from slics_core.methods import FitInputs, UnfilteredModel, fit_method
 
 S, D0_PLANTED, D = 3, 3, 16
 
@@ -39,6 +41,7 @@ def ws():
         models[("S-SVD", d0)] = SLiCS(n_atoms=d0, n_iter=0, random_state=0).fit(X[tr], data.Y[tr].astype(float))
         models[("S-SLiCS", d0)] = SLiCS(n_atoms=d0, n_iter=3, random_state=0).fit(X[tr], data.Y[tr].astype(float))
         models[("U-SLiCS", d0)] = SLiCS(n_atoms=d0, n_iter=3, random_state=0).fit(X[tr], Y_pseudo.astype(float))
+    models[("UF", None)] = UnfilteredModel().fit(X[tr], data.Y[tr])
     return Workspace(name="planted", kind="dataset", path=None, X=X, raw=X.copy(), mean=np.zeros(D),
                      Y=data.Y.astype(bool), concept_names=[f"c{j}" for j in range(S)], index=index, models=models,
                      Z=Z, sub_names=[f"s{i}" for i in range(Z.shape[1])],
@@ -138,7 +141,7 @@ def test_filtering_beats_unfiltered_on_planted_cones(ws):
 
 def test_sweep_and_choose_d0(ws):
     calls = []
-    recs = scoring.sweep_d0(ws, splits=("val", "query"), k=10, progress=lambda *a: calls.append(a))
+    recs = scoring.score_d0_sweep(ws, splits=("val", "query"), k=10, progress=lambda *a: calls.append(a))
     assert len(recs) == 2 * 2 * 2  # splits x d0 x modes
     assert calls[-1] == ("done", 8, 8)
     for r in recs:
@@ -146,12 +149,12 @@ def test_sweep_and_choose_d0(ws):
         assert again["general"] == r["general"] and again["sub"] == r["sub"]
     val = [r for r in recs if r["split"] == "val" and r["mode"] == "partial"]
     best = max(val, key=lambda r: (r["sub"], -r["d0"]))["d0"]
-    assert scoring.choose_d0(recs) == best
+    assert choose_d0(recs) == best
     # the query split does not influence the choice
     flipped = [dict(r, sub=-r["sub"]) if r["split"] == "query" else r for r in recs]
-    assert scoring.choose_d0(flipped) == best
+    assert choose_d0(flipped) == best
     with pytest.raises(ValueError):
-        scoring.choose_d0([r for r in recs if r["split"] == "query"])
+        choose_d0([r for r in recs if r["split"] == "query"])
 
 
 def test_methods_table_and_summary_rows(ws):
@@ -173,20 +176,26 @@ def test_methods_table_and_summary_rows(ws):
 
 
 def test_fsplice_row_matches_brute_force(ws):
+    import dataclasses
+
     rng = np.random.default_rng(0)
     W = unit(np.vstack([ws.concept_text + 0.3 * rng.standard_normal((S, D)), rng.standard_normal((30, D))]))
     words = [f"w{i}" for i in range(len(W))]
-    fs = scoring.fsplice_inputs(ws, words, W)
+    tr = ws.index["train"]
+    fs = fit_method("F-SpLiCE", FitInputs(X=ws.X[tr], Y=ws.Y[tr], concept_names=ws.concept_names,
+                                          concept_text=ws.concept_text, vocab_words=words, vocab_text=W))
     Wu = unit(W)
     Wc = unit(Wu - Wu.mean(0))
-    np.testing.assert_allclose(fs.dictionary, Wc, atol=1e-6)  # unit, centred, unit
-    Vq = {q: v for q, v in zip(ws.index["query"], fs.components(ws.X[ws.index["query"]]))}
+    np.testing.assert_allclose(fs.fsplice.dictionary, Wc, atol=1e-6)  # unit, centred, unit
+    Vq = {q: v for q, v in zip(ws.index["query"], fs.fsplice.components(ws.X[ws.index["query"]]))}
     g, s, _, _ = brute_map(ws, lambda q, j: Vq[q][j], "query", 10)
-    rec = scoring.run_job(ws, scoring.Job("F-SpLiCE", None, None, "query"), k=10, fsplice=fs)
+    with_fs = dataclasses.replace(ws, models={**ws.models, ("F-SpLiCE", None): fs})
+    rec = scoring.run_job(with_fs, scoring.Job("F-SpLiCE", None, None, "query"), k=10)
     assert rec["general"] == pytest.approx(g, abs=1e-9) and rec["sub"] == pytest.approx(s, abs=1e-9)
-    assert scoring.table_jobs(ws, 2, fsplice=True)[-1] == scoring.Job("F-SpLiCE", None, None, "query")
-    with pytest.raises(ValueError):
-        scoring.fsplice_inputs(ws, words[:-1], W)
+    assert scoring.table_jobs(with_fs, 2)[-1] == scoring.Job("F-SpLiCE", None, None, "query")
+    with pytest.raises(ValueError, match="vocabulary"):
+        fit_method("F-SpLiCE", FitInputs(X=ws.X[tr], Y=None, concept_names=ws.concept_names,
+                                         concept_text=ws.concept_text))
 
 
 def test_workspace_without_sub_labels_scores_general_only(ws):
@@ -196,9 +205,9 @@ def test_workspace_without_sub_labels_scores_general_only(ws):
     rec = scoring.run_job(bare, scoring.Job("S-SLiCS", 2, "partial", "val"), k=10)
     assert math.isnan(rec["sub"]) and rec["n_pairs_sub"] == 0
     assert rec["general"] == scoring.run_job(ws, scoring.Job("S-SLiCS", 2, "partial", "val"), k=10)["general"]
-    recs = scoring.sweep_d0(bare, splits=("val",), modes=("partial",), k=10)
+    recs = scoring.score_d0_sweep(bare, splits=("val",), modes=("partial",), k=10)
     best = max(recs, key=lambda r: (r["general"], -r["d0"]))["d0"]
-    assert scoring.choose_d0(recs) == best  # falls back to general-label mAP
+    assert choose_d0(recs) == best  # falls back to general-label mAP
 
 
 def test_bad_input_messages(ws):
@@ -214,7 +223,7 @@ def test_bad_input_messages(ws):
         scoring.run_job(ws, scoring.Job("S-SLiCS", 7, "partial", "query"))
     with pytest.raises(ValueError, match="mode"):
         scoring.run_job(ws, scoring.Job("S-SLiCS", 2, "both", "query"))
-    with pytest.raises(ValueError, match="FSpLiCE"):
+    with pytest.raises(ValueError, match="F-SpLiCE is not fitted"):
         scoring.run_job(ws, scoring.Job("F-SpLiCE", None, None, "query"))
     with pytest.raises(ValueError, match="concept prompt"):
         scoring.run_job(dataclasses.replace(ws, concept_text=None), scoring.Job("U-SLiCS", 2, "full", "query"))

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from scipy.optimize import nnls as scipy_nnls
 
-from slics_core import sphere
-from slics_core.sphere import ConeScene
+from slics_core.explorer import sphere
+from slics_core.explorer.sphere import ConeScene
 
 
 def unit(v):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image, features
 
-from slics_core.uploads import UploadError, load_upload
+from slics_core.explorer.uploads import UploadError, load_upload
 
 
 def _save(im, fmt, **kw):

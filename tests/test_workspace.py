@@ -7,11 +7,11 @@ from PIL import Image
 from test_cli_data import toy  # noqa: F401  (fixture)
 
 from slics_core.cli import main
+from slics_core.emoji.world import config_from_env
 from slics_core.slics import SLiCS
-from slics_core.workspace import (
-    build_dataset_workspace,
+from slics_core.explorer.workspace import (
+    build_workspace_from_cache,
     embed_query,
-    emoji_config_from_env,
     list_workspaces,
     load_query_encoder,
     load_workspace,
@@ -55,14 +55,20 @@ def test_dataset_workspace_matches_independent_fit(dataset_ws, capsys):
     ref = SLiCS(n_atoms=2, n_iter=3, random_state=0).fit(ws.X[tr].astype(np.float64), ws.Y[tr].astype(float))
     np.testing.assert_allclose(ws.model("S-SLiCS", 2).atoms_, ref.atoms_, atol=1e-5)
     assert ws.model("S-SVD", 1).n_iter_ == 0
-    assert set(ws.models) == {(m, d) for m in ("S-SLiCS", "U-SLiCS", "S-SVD") for d in (1, 2)}
+    assert set(ws.models) == {(m, d) for m in ("S-SLiCS", "U-SLiCS", "S-SVD") for d in (1, 2)} | {("UF", None)}
+    # the toy encoder is `module:factory` code: never resolved from the workspace file, so no vocabulary
+    assert set(ws.skipped) == {"F-SpLiCE", "SpLiCE"} and ws.vocab_words is None
     # images come from their files
     i = ids.index("p007.jpg")
     assert np.array_equal(np.asarray(ws.image(i)), np.asarray(Image.open(toy / "photos" / "p007.jpg").convert("RGB")))
     assert ws.labels_of(i)["concepts"] == [c for c, y in zip(["red", "green", "blue"], ws.Y[i]) if y]
-    # a query embedded with the recorded encoder lands on the stored row
-    enc = load_query_encoder(ws)
-    raw, x = embed_query(ws, enc, Image.open(toy / "photos" / "p007.jpg"))
+    # the recorded name is code (module:factory): a workspace file may not make the server run it
+    with pytest.raises(FileNotFoundError, match="module:factory"):
+        load_query_encoder(ws)
+    # a query embedded with the same encoder (given from Python) lands on the stored row
+    import toyenc
+
+    raw, x = embed_query(ws, toyenc.make(), Image.open(toy / "photos" / "p007.jpg"))
     np.testing.assert_allclose(x, ws.X[i], atol=1e-5)
     assert list_workspaces()[0] == ("toys", folder)
     assert main(["workspace", "--info", str(folder)]) == 0
@@ -87,8 +93,8 @@ def test_dataset_workspace_damage_and_errors(dataset_ws, tmp_path):
         load_workspace_generator(ws)
     ws.paths[0] = str(tmp_path / "gone.jpg")
     assert ws.thumbnail(0, 32).size == (32, 32)  # unreadable file: placeholder tile, no crash
-    with pytest.raises(ValueError, match="at least 50"):
-        build_dataset_workspace(_tiny_cache(tmp_path), tmp_path / "w")
+    with pytest.raises(ValueError, match="labelled items"):
+        build_workspace_from_cache(_tiny_cache(tmp_path), tmp_path / "w", vocabulary="none")
 
 
 def _tiny_cache(tmp_path):
@@ -111,18 +117,6 @@ def _tiny_cache(tmp_path):
     return tmp_path / "tc"
 
 
-def test_emoji_config_from_env(monkeypatch):
-    monkeypatch.setenv("SLICS_EMOJI_SCALE", "0.5")
-    cfg = emoji_config_from_env()
-    assert (cfg.n_train, cfg.n_val, cfg.n_query, cfg.n_pool) == (1500, 250, 500, 1500)
-    monkeypatch.setenv("SLICS_EMOJI_SCALE", "big")
-    with pytest.raises(ValueError, match="SLICS_EMOJI_SCALE"):
-        emoji_config_from_env()
-    monkeypatch.setenv("SLICS_EMOJI_SCALE", "0")
-    with pytest.raises(ValueError, match=r"\(0, 10\]"):
-        emoji_config_from_env()
-
-
 @pytest.fixture(scope="module")
 def emoji_ws():
     return open_emoji_workspace()  # small: tests/conftest.py sets SLICS_EMOJI_SCALE
@@ -130,16 +124,19 @@ def emoji_ws():
 
 def test_emoji_workspace_queries_round_trip(emoji_ws):
     ws = emoji_ws
-    cfg = emoji_config_from_env()
+    cfg = config_from_env()
     assert {k: len(v) for k, v in ws.index.items()} == {"train": cfg.n_train, "val": cfg.n_val,
                                                         "query": cfg.n_query, "pool": cfg.n_pool}
-    assert ws.concept_names[0] == "person" and ws.Z.shape[1] == 80
+    assert ws.concept_names[0] == "person" and ws.Z.shape[1] == 71
     np.testing.assert_allclose(ws.preprocess(ws.raw[:20]), ws.X[:20], atol=1e-5)
     q = int(ws.index["query"][3])
     raw, x = embed_query(ws, load_query_encoder(ws), ws.image(q))
-    assert float(raw @ ws.raw[q]) > 0.999 and float(x @ ws.X[q]) > 0.999
+    cos = float(raw @ ws.raw[q]) / (np.linalg.norm(raw) * np.linalg.norm(ws.raw[q]))
+    assert cos > 0.999 and float(x @ ws.X[q]) > 0.999
     zs = ws.zero_shot(ws.raw[[q]])
-    np.testing.assert_allclose(zs, ws.raw[[q]] @ ws.concept_text.T, atol=1e-6)
+    u = ws.raw[q] / np.linalg.norm(ws.raw[q])
+    T = ws.concept_text / np.linalg.norm(ws.concept_text, axis=1, keepdims=True)
+    np.testing.assert_allclose(zs[0], T @ u, atol=1e-6)
 
 
 def test_emoji_vocabulary_and_generator(emoji_ws):
@@ -147,7 +144,7 @@ def test_emoji_vocabulary_and_generator(emoji_ws):
     words, W = workspace_vocabulary(ws)
     assert {"dog", "pizza", "animal", "food", "vehicle"} <= set(words)
     np.testing.assert_allclose(np.linalg.norm(W, axis=1), 1.0, atol=1e-5)
-    words2, W2 = workspace_vocabulary(ws)  # second call reads the cached file
+    words2, W2 = workspace_vocabulary(ws)  # embedded once, at build time
     assert words2 == words and np.array_equal(W2, W)
     gen = load_workspace_generator(ws)
     tr = ws.index["train"]
@@ -175,7 +172,7 @@ def test_every_page_runs_on_a_dataset_workspace(dataset_ws, monkeypatch):
     root = Path(__file__).resolve().parent.parent
     at = AppTest.from_file(str(root / "app.py"), default_timeout=300).run()
     sel = at.selectbox(key="ws_select")
-    label = next(o for o in sel.options if str(folder) in o)
+    label = next(o for o in sel.options if o == folder.name or f"({folder.name})" in o)
     sel.select(label).run()
     assert not at.exception
     assert at.metric[0].value == "90"  # the Home page now describes the toy workspace

@@ -6,3 +6,7 @@ commands without editing a central list. A sub-command sets ``func`` (a
 callable taking the parsed ``argparse.Namespace`` and returning an exit code)
 with ``parser.set_defaults(func=...)``.
 """
+
+
+class CLIError(Exception):
+    """An error that is reported to the user as one line (exit code 2)."""

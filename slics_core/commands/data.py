@@ -4,19 +4,22 @@ Typical use::
 
     slics embed --dataset coco --annotations instances_train2017.json --images train2017 \\
         --encoder ViT-B-32/openai --cache cache/coco-vit
+    slics embed --dataset precomputed --embeddings clip-retrieval-out/ --labels labels.csv \\
+        --encoder ViT-B-32/openai --cache cache/mine          # embeddings made elsewhere
     slics fit --cache cache/coco-vit --n-atoms 10 --out coco.npz
     slics evaluate --cache cache/coco-vit --n-train 20000 --batch-size 2000 --out-dir results/
-    slics captions --model coco.npz --cache cache/coco-vit --vocab laion.txt
+    slics captions --model coco.npz --cache cache/coco-vit
     slics reproduce --dataset mirflickr --root mirflickr25k --encoder ViT-B-32/openai --out-dir run/
 
-``--encoder`` takes a preset of :func:`slics_core.encoders.load_encoder` or
-``module:factory`` (a callable returning an encoder object), e.g. your own
-encoder.
+``--encoder`` takes any name :func:`slics_core.encoders.parse_encoder_spec` reads
+(presets, ``ARCH/random@SIZE``, ``local:DIR``, ``module:factory``). Every command
+that fits or evaluates uses the same split and centring
+(:mod:`slics_core.data`: the training split's mean, or ``--mean-file``) and the
+method registry (:mod:`slics_core.methods`).
 """
 from __future__ import annotations
 
 import csv
-import importlib
 import json
 import os
 import sys
@@ -24,141 +27,154 @@ from pathlib import Path
 
 import numpy as np
 
-PREPROCESSING = ("clip", "unit", "token", "none")
+from slics_core import datasets
+from slics_core.captions import (
+    default_vocabulary,
+    download_laion_vocabulary,
+    load_laion_vocabulary,
+    prepare_text_embeddings,
+    word_captions,
+)
+from slics_core.commands import CLIError
+from slics_core.data import eval_data, load_cache, make_split, vocabulary_embeddings
+from slics_core.emoji import catalog
+from slics_core.emoji.scenes import make_scenes
+from slics_core.encoders import concept_text_embeddings, create_encoder
+from slics_core.evaluation import (
+    choose_d0,
+    evaluate_methods,
+    fit_inputs,
+    methods_table_markdown,
+    methods_table_rows,
+    sweep_d0,
+)
+from slics_core.methods import fit_method, method_names
+from slics_core.preprocessing import PREPROCESSING, load_mean
+from slics_core.slics import SLiCS
+from slics_core.store import EmbeddingStore, embed_dataset
+
+__all__ = ["register", "load_dataset", "resolve_encoder", "get_words"]
 
 
 # --------------------------------------------------------------------------- helpers
-def _cli_error(msg):
-    from slics_core.cli import CLIError
-
-    return CLIError(msg)
-
-
 def resolve_encoder(spec, device=None):
-    """Encoder from ``module:factory`` or a preset name of :mod:`slics_core.encoders`."""
-    if ":" in spec:
-        mod, _, attr = spec.partition(":")
-        try:
-            module = importlib.import_module(mod)
-        except ImportError:
-            module = None
-        if module is not None:
-            factory = getattr(module, attr, None)
-            if factory is None:
-                raise _cli_error(f"module {mod!r} has no {attr!r}")
-            return factory() if callable(factory) else factory
+    """The encoder named on the command line (trusted: ``module:factory`` allowed)."""
     try:
-        from slics_core.encoders import load_encoder
-    except ImportError as exc:
-        raise _cli_error(f"encoders are not available: {exc}") from None
-    try:
-        return load_encoder(spec, device=device)
-    except (KeyError, OSError, RuntimeError) as exc:
-        raise _cli_error(f"cannot load encoder {spec!r}: {exc}") from None
-
-
-def preprocess(E, kind, n_tokens=32):
-    """Embedding preprocessing recorded in the cache.
-
-    ``clip``: unit-normalise, subtract the mean, re-normalise (sec. 4.1);
-    ``unit``: unit-normalise; ``token``: unit-normalise each of ``n_tokens``
-    tokens (TiTok); ``none``: as is.
-    """
-    from slics_core.preprocessing import EmbeddingNormalizer, TokenNormalizer, normalize_rows
-
-    E = np.asarray(E, dtype=np.float64)
-    if kind == "none":
-        return E
-    if kind == "token":
-        return TokenNormalizer(n_tokens).fit_transform(E)
-    if kind == "unit":
-        return normalize_rows(E)
-    if kind == "clip":
-        return EmbeddingNormalizer(center=True).fit_transform(E)
-    raise ValueError(f"unknown preprocessing {kind!r}; choose from {PREPROCESSING}.")
+        return create_encoder(spec, trusted=True, device=device)
+    except (OSError, RuntimeError) as exc:
+        raise CLIError(f"cannot load encoder {spec!r}: {exc}") from None
 
 
 def load_dataset(args):
     """The dataset named by ``--dataset`` and its path options."""
-    from slics_core import datasets
-
     kind = args.dataset
     if kind == "coco":
         if not args.annotations or not args.images:
-            raise _cli_error("--dataset coco needs --annotations instances_*.json and --images DIR")
+            raise CLIError("--dataset coco needs --annotations instances_*.json and --images DIR")
         return datasets.load_coco(args.annotations, args.images)
     if kind == "mirflickr":
         if not args.root:
-            raise _cli_error("--dataset mirflickr needs --root (folder with mirflickr/ and the annotations)")
+            raise CLIError("--dataset mirflickr needs --root (folder with mirflickr/ and the annotations)")
         return datasets.load_mirflickr(args.root, args.annotations)
     if kind == "folder":
         if not args.images:
-            raise _cli_error("--dataset folder needs --images DIR (and --labels FILE.csv|json)")
+            raise CLIError("--dataset folder needs --images DIR (and --labels FILE.csv|json)")
         return datasets.load_folder(args.images, args.labels)
     if kind == "emoji":
-        try:
-            from slics_core.emoji.scenes import make_scenes
-        except ImportError as exc:
-            raise _cli_error(f"the emoji world is not available: {exc}") from None
         scenes = make_scenes(args.n_images, seed=args.seed)
         ds = datasets.ImageDataset(list(range(len(scenes))), [f"emoji-{args.seed}-{i}" for i in range(len(scenes))],
                                    scenes.general.astype(bool), list(scenes.general_names), scenes.sub.astype(bool),
-                                   list(scenes.sub_names), None, name="emoji")
-        from slics_core.emoji import catalog
-
-        ds.sub_to_concept = np.array(catalog.SUB_TO_CONCEPT)  # sub_names are the 80 COCO categories, in order
+                                   list(scenes.sub_names), np.array(catalog.SUB_TO_CONCEPT), name="emoji")
         ds.loader = scenes.pil
         return ds
-    raise _cli_error(f"unknown dataset {kind!r}")
+    raise CLIError(f"unknown dataset {kind!r}")
 
 
 def _add_dataset_args(p):
     g = p.add_argument_group("dataset")
-    g.add_argument("--dataset", choices=("coco", "mirflickr", "folder", "emoji"), required=True)
-    g.add_argument("--images", help="image folder (coco, folder)")
+    g.add_argument("--dataset", choices=("coco", "mirflickr", "folder", "precomputed", "emoji"), required=True)
+    g.add_argument("--images", help="image folder (coco, folder; precomputed: where the ids' images are)")
     g.add_argument("--annotations", help="COCO instances_*.json, or the MIRFlickr annotation folder")
     g.add_argument("--root", help="MIRFlickr25K root folder")
-    g.add_argument("--labels", help="CSV/JSON label file (folder)")
+    g.add_argument("--labels", help="CSV/JSON label file (folder, precomputed)")
+    g.add_argument("--embeddings", help="precomputed: clip-retrieval output folder (img_emb/ + metadata/), "
+                                        "a .npy file or a .parquet file with an 'embedding' column")
+    g.add_argument("--metadata", help="precomputed .npy: ids of its rows (.parquet, .csv or .txt)")
     g.add_argument("--n-images", type=int, default=4000, help="scenes of the emoji world (default 4000)")
     g.add_argument("--seed", type=int, default=0, help="seed of the emoji world / splits (default 0)")
 
 
 def _add_embed_args(p, reproduce=False):
-    p.add_argument("--encoder", required=True, help="preset name (e.g. ViT-B-32/openai) or module:factory")
+    p.add_argument("--encoder", required=False, default=None,
+                   help="encoder name (ViT-B-32/openai, emoji-small, ViT-B-32/random@64, local:DIR, module:factory); "
+                        "for --dataset precomputed: the encoder that made the embeddings (optional)")
     p.add_argument("--cache", required=not reproduce, default=None,
                    help="embedding cache directory" + (" (default OUT_DIR/cache)" if reproduce else ""))
     p.add_argument("--embed-batch-size" if reproduce else "--batch-size", dest="embed_batch_size", type=int,
                    default=64, help="images per encoder batch (64)")
     p.add_argument("--preprocessing", choices=PREPROCESSING, default="clip",
-                   help="embedding preprocessing used by fit/evaluate (clip = unit, centre, unit)")
+                   help="embedding preprocessing used by fit/evaluate/workspace (clip = unit, centre, unit)")
     p.add_argument("--overwrite", action="store_true", help="discard an existing cache")
     p.add_argument("--device", default=None)
     p.add_argument("--no-progress", action="store_true")
 
 
-def run_embed(args, encoder=None):
-    from slics_core.store import embed_dataset
+def _concept_text(encoder, store, concept_names):
+    if encoder is None or not getattr(encoder, "has_text", False) or not concept_names:
+        return
+    try:
+        W = concept_text_embeddings(encoder, [c.replace("_", " ") for c in concept_names])
+        store.save_array("concept_text", W, names=list(concept_names))
+    except (NotImplementedError, ValueError) as exc:
+        print(f"embed: no concept text embeddings ({exc})", file=sys.stderr)
 
+
+def _embed_precomputed(args, encoder):
+    if not args.embeddings:
+        raise CLIError("--dataset precomputed needs --embeddings (a clip-retrieval folder, .npy or .parquet)")
+    E, ds = datasets.load_precomputed(args.embeddings, metadata=args.metadata, labels=args.labels,
+                                      images=args.images)
+    if encoder is not None and getattr(encoder, "dim", E.shape[1]) != E.shape[1]:
+        raise CLIError(f"--encoder {args.encoder!r} gives {encoder.dim}-d embeddings but {args.embeddings} holds "
+                       f"{E.shape[1]}-d ones")
+    store = EmbeddingStore(args.cache)
+    batch = 4096
+    store.begin(ds.ids, args.encoder or "precomputed", int(E.shape[1]), batch, {"embedding": args.preprocessing},
+                {"name": ds.name, "n": len(ds), "encoder_spec": args.encoder, "source": os.path.abspath(args.embeddings),
+                 "paths": [os.path.abspath(p) if p else None for p in ds.paths]}, overwrite=args.overwrite)
+    if ds.Y.shape[1]:
+        store.save_labels(**ds.labels_dict())
+    for b, s in enumerate(range(0, len(E), batch)):
+        store.write_batch(b, list(range(s, min(len(E), s + batch))), E[s:s + batch])
+    store.finalize()
+    _concept_text(encoder, store, ds.concept_names)
+    print(f"imported {len(E)} precomputed {E.shape[1]}-d embeddings ({int(ds.Y.any(axis=1).sum())} labelled, "
+          f"{len(ds.concept_names)} concepts) into {args.cache}")
+    return store
+
+
+def run_embed(args, encoder=None):
+    if args.dataset == "precomputed":
+        if encoder is None and args.encoder:
+            encoder = resolve_encoder(args.encoder, args.device)
+        return _embed_precomputed(args, encoder)
+    if not args.encoder:
+        raise CLIError(f"--dataset {args.dataset} needs --encoder (e.g. ViT-B-32/openai or emoji-small)")
     ds = load_dataset(args)
     if len(ds) == 0:
-        raise _cli_error("the dataset has no images")
+        raise CLIError("the dataset has no images")
     encoder = encoder or resolve_encoder(args.encoder, args.device)
     labels = ds.labels_dict() if ds.Y.shape[1] else None
     store, stats = embed_dataset(ds.paths, ds.ids, encoder, args.cache, batch_size=args.embed_batch_size,
                                  preprocessing={"embedding": args.preprocessing},
-                                 dataset_info={"name": ds.name, "n": len(ds), "encoder_spec": args.encoder,
+                                 dataset_info={"name": ds.name, "n": len(ds),
+                                               "encoder_spec": getattr(encoder, "spec", args.encoder),
                                                "paths": [os.path.abspath(p) if isinstance(p, (str, os.PathLike))
                                                          else None for p in ds.paths]}, labels=labels,
                                  overwrite=args.overwrite, progress=not args.no_progress,
                                  image_loader=getattr(ds, "loader", None))
-    if labels is not None and getattr(encoder, "has_text", False):
-        try:
-            from slics_core.encoders import concept_text_embeddings
-
-            W = concept_text_embeddings(encoder, [c.replace("_", " ") for c in ds.concept_names])
-            store.save_array("concept_text", W, names=list(ds.concept_names))
-        except (ImportError, NotImplementedError, ValueError) as exc:
-            print(f"embed: no concept text embeddings ({exc})", file=sys.stderr)
+    if labels is not None:
+        _concept_text(encoder, store, ds.concept_names)
     for f in store.failed():
         print(f"embed: skipped {f['reason']}", file=sys.stderr)
     print(f"embedded {len(ds) - stats['failed']} of {len(ds)} images into {args.cache} "
@@ -166,63 +182,39 @@ def run_embed(args, encoder=None):
     return store
 
 
-def load_eval_data(cache, vocab=None, encoder=None):
-    """:class:`EvalData` from a cache (plus optional vocabulary text embeddings)."""
-    from slics_core.captions import prepare_text_embeddings
-    from slics_core.evaluation import EvalData
-    from slics_core.store import EmbeddingStore
-
-    store = EmbeddingStore(cache)
-    E, ids, meta = store.load()
-    lab = store.load_labels()
-    kind = meta.get("preprocessing", {}).get("embedding", "clip")
-    X = preprocess(E, kind)
-    keep = np.linalg.norm(X, axis=1) > 0
-    Z = lab.get("Z")
-    data = EvalData(X=X[keep], Y=lab["Y"][keep], concept_names=[str(s) for s in lab["concept_names"]],
-                    Z=None if Z is None else Z[keep],
-                    sub_to_concept=lab.get("sub_to_concept"),
-                    sub_names=[str(s) for s in lab["sub_names"]] if "sub_names" in lab else None,
-                    X_raw=E[keep])
-    W, _ = store.load_array("concept_text")
-    if W is not None:
-        data.concept_text = W
-    if vocab is not None:
-        words, V = vocab
-        Vp, mu = prepare_text_embeddings(V)
-        data.vocab_text, data.vocab_words = Vp, list(words)
-        if W is not None:
-            data.concept_text_centered = prepare_text_embeddings(W, mean=mu)[0]
-    return data, store, meta
-
-
-def vocab_embeddings(store, encoder, words, batch_size=256):
-    """Text embeddings of ``words``, cached in the store by word-list digest."""
-    import hashlib
-
-    digest = hashlib.sha256("\n".join(words).encode()).hexdigest()[:16]
-    name = f"vocab-{digest}"
-    arr, info = store.load_array(name)
-    if arr is not None and info.get("encoder_id") == getattr(encoder, "id", None):
-        return arr
-    V = np.asarray(encoder.encode_texts(list(words), batch_size=batch_size), dtype=np.float32)
-    store.save_array(name, V, encoder_id=getattr(encoder, "id", None), n=len(words))
-    return V
-
-
 def get_words(spec, n_words=10_000, download_to=None):
-    from slics_core import captions
-
+    """The vocabulary named by ``--vocab``: ``wordfreq`` (offline default), a word-list file, or ``laion-download``."""
     if spec in (None, "wordfreq", "default"):
-        try:
-            return captions.default_vocabulary(n_words)
-        except ImportError as exc:
-            raise _cli_error(str(exc)) from None
+        return default_vocabulary(n_words)
     if spec == "laion-download":
         dest = download_to or "laion.txt"
-        captions.download_laion_vocabulary(dest)
+        download_laion_vocabulary(dest)
         spec = dest
-    return captions.load_laion_vocabulary(spec, n_words)
+    return load_laion_vocabulary(spec, n_words)
+
+
+def _cache_encoder(args, data, need_text=True):
+    """The text encoder: ``--encoder`` (trusted), else the cache's recorded one (data: trusted=False)."""
+    if getattr(args, "encoder", None):
+        return resolve_encoder(args.encoder, getattr(args, "device", None))
+    if not data.encoder:
+        raise CLIError("the cache records no encoder; name one with --encoder")
+    try:
+        return create_encoder(data.encoder, trusted=False, device=getattr(args, "device", None))
+    except ValueError as exc:
+        raise CLIError(f"{exc}; name the encoder with --encoder") from None
+    except (OSError, RuntimeError) as exc:
+        raise CLIError(f"cannot load the cache's encoder {data.encoder!r}: {exc}") from None
+
+
+def _prepared(args, data, vocab=None):
+    """Split, centring and EvalData, the same for every command."""
+    split = make_split(data.Y, args.n_train, args.n_val, args.n_query, seed=args.split_seed)
+    mean = load_mean(args.mean_file, dim=data.raw.shape[1]) if getattr(args, "mean_file", None) else None
+    ed, _ = eval_data(data, split, mean=mean, vocab=vocab)
+    print(f"splits: {split.sizes()}; centring: {'mean from ' + args.mean_file if mean is not None else 'training mean'}"
+          if data.preprocessing == "clip" else f"splits: {split.sizes()}", file=sys.stderr)
+    return ed, split
 
 
 # --------------------------------------------------------------------------- commands
@@ -232,28 +224,30 @@ def cmd_embed(args):
 
 
 def cmd_fit(args):
-    from slics_core.slics import SLiCS
-
-    data, store, meta = load_eval_data(args.cache)
-    Y = data.Y
-    if args.unsupervised:
-        if data.concept_text is None:
-            raise _cli_error("--unsupervised needs concept text embeddings (embed with a CLIP encoder)")
-        from slics_core.unsupervised import zero_shot_labels
-
-        Y = np.asarray(zero_shot_labels(data.X_raw, data.concept_text, n_active=args.n_active,
-                                        Y_ref=data.Y if args.n_active is None else None))
-    model = SLiCS(n_atoms=args.n_atoms, n_iter=args.n_iter, batch_size=args.batch_size,
-                  random_state=args.seed).fit(data.X, Y, concept_names=data.concept_names)
+    data = load_cache(args.cache)
+    args.split_seed = args.seed
+    ed, split = _prepared(args, data)
+    inputs = fit_inputs(ed, split.train, args.n_active)
+    model = fit_method(args.method, inputs, args.n_atoms, n_iter=args.n_iter, batch_size=args.batch_size,
+                       seed=args.seed)
     model.save(args.out)
-    print(f"fitted SLiCS ({model.atoms_.shape[0]} atoms, {model.n_concepts_} concepts, {model.n_iter_} epochs, "
-          f"final error {model.history_[-1] if len(model.history_) else float('nan'):.4f}) -> {args.out}")
+    err = getattr(model, "history_", [])
+    print(f"fitted {args.method} on {len(split.train)} training items ({getattr(model, 'n_concepts_', '?')} concepts"
+          + (f", final error {err[-1]:.4f}" if len(err) else "") + f") -> {args.out}")
     return 0
 
 
-def _write_table(rows, out_dir, name, title):
-    from slics_core.evaluation import methods_table_markdown, methods_table_rows
+def _json_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
 
+
+def _write_table(rows, out_dir, name, title):
     md = methods_table_markdown(rows, title=title)
     print(md)
     if out_dir:
@@ -264,85 +258,80 @@ def _write_table(rows, out_dir, name, title):
             w.writeheader()
             w.writerows(flat)
         with open(os.path.join(out_dir, f"{name}.json"), "w") as fh:
-            json.dump([{k: v for k, v in r.items()} for r in rows], fh, indent=1, default=_json_default)
+            json.dump(rows, fh, indent=1, default=_json_default)
         with open(os.path.join(out_dir, f"{name}.md"), "w") as fh:
             fh.write(md + "\n")
     return md
 
 
-def _json_default(o):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
+def _check_eval_args(args):
+    if args.seeds < 1:
+        raise CLIError(f"--seeds must be at least 1; got {args.seeds}")
+    if args.sweep and args.sweep[0] > args.sweep[1]:
+        raise CLIError(f"--sweep LO HI needs LO <= HI; got {args.sweep[0]} {args.sweep[1]}")
+    if args.sweep and args.sweep[0] < 1:
+        raise CLIError(f"--sweep values must be positive; got {args.sweep[0]}")
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else method_names()
+    unknown = [m for m in methods if m not in method_names()]
+    if unknown:
+        raise CLIError(f"unknown method(s) {unknown} in --methods; registered: {', '.join(method_names())}")
+    return methods
 
 
-def _evaluate(args, data, out_dir):
-    from slics_core.evaluation import choose_d0, evaluate_methods, make_splits, sweep_d0
-
-    split = make_splits(data.Y, args.n_train, args.n_val, args.n_query, random_state=args.split_seed)
-    print(f"splits: {split.sizes()}", file=sys.stderr)
+def _evaluate(args, ed, split, out_dir):
+    methods = _check_eval_args(args)
     d0 = args.n_atoms
     if args.sweep:
         lo, hi = args.sweep
-        recs = sweep_d0(data, split, range(lo, hi + 1), n_iter=args.n_iter, batch_size=args.batch_size,
-                        k=args.k, progress=lambda s: print(s, file=sys.stderr))
+        recs = sweep_d0(ed, split, range(lo, hi + 1), n_iter=args.n_iter, batch_size=args.batch_size, k=args.k,
+                        progress=lambda s: print(s, file=sys.stderr))
         d0 = choose_d0(recs)
         print(f"chosen d0 = {d0} (best validation sub-label mAP@{args.k})", file=sys.stderr)
         if out_dir:
             os.makedirs(out_dir, exist_ok=True)
             with open(os.path.join(out_dir, "d0_sweep.json"), "w") as fh:
                 json.dump({"records": recs, "chosen_d0": d0}, fh, indent=1, default=_json_default)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    rows = evaluate_methods(data, split, methods, n_atoms=d0, n_iter=args.n_iter, batch_size=args.batch_size,
+    rows = evaluate_methods(ed, split, methods, n_atoms=d0, n_iter=args.n_iter, batch_size=args.batch_size,
                             seeds=tuple(range(args.seeds)), k=args.k, mode=args.mode,
                             normalization=args.normalization, progress=lambda s: print(s, file=sys.stderr))
     _write_table(rows, out_dir, "methods", f"mAP@{args.k} (d0={d0}, AP normalisation: {args.normalization})")
     return rows, d0
 
 
-def _maybe_vocab(args, store, meta, need):
+def _vocab(args, data, store, need):
+    """``(words, W)`` for the SpLiCE rows and captions, or None with a message saying why."""
     if not need:
-        return None, None
+        return None
     try:
-        encoder = resolve_encoder(args.encoder or meta["encoder_id"], getattr(args, "device", None))
-    except Exception as exc:  # no weights offline etc.: SpLiCE rows are skipped
-        print(f"no text encoder for the vocabulary ({exc}); SpLiCE baselines skipped", file=sys.stderr)
-        return None, None
-    if not getattr(encoder, "has_text", False):
-        return None, encoder
-    words = get_words(args.vocab, args.n_words)
-    return (words, vocab_embeddings(store, encoder, words)), encoder
+        encoder = _cache_encoder(args, data)
+        words = get_words(args.vocab, args.n_words)
+        return words, vocabulary_embeddings(encoder, words, store=store)
+    except (CLIError, ValueError, ImportError, OSError) as exc:
+        print(f"evaluate: no vocabulary ({exc}); the SpLiCE rows say so", file=sys.stderr)
+        return None
 
 
 def cmd_evaluate(args):
-    from slics_core.store import EmbeddingStore
-
-    meta = EmbeddingStore(args.cache).meta()
-    need_vocab = any(m in args.methods for m in ("SpLiCE",))
-    vocab, _ = _maybe_vocab(args, EmbeddingStore(args.cache), meta, need_vocab)
-    data, _, _ = load_eval_data(args.cache, vocab)
-    _evaluate(args, data, args.out_dir)
+    data = load_cache(args.cache)
+    methods = _check_eval_args(args)
+    vocab = _vocab(args, data, EmbeddingStore(args.cache), any(m in ("SpLiCE", "F-SpLiCE") for m in methods))
+    ed, split = _prepared(args, data, vocab)
+    _evaluate(args, ed, split, args.out_dir)
     return 0
 
 
-def cmd_captions(args):
-    from slics_core.captions import prepare_text_embeddings, word_captions
-    from slics_core.slics import SLiCS
-    from slics_core.store import EmbeddingStore
+def _captions(model, words, W, top):
+    Wp = prepare_text_embeddings(np.asarray(W, dtype=np.float64))[0]
+    return word_captions(model.atoms_, model.groups_, Wp, words, top_k=top)
 
+
+def cmd_captions(args):
     model = SLiCS.load(args.model)
-    store = EmbeddingStore(args.cache)
-    meta = store.meta()
-    encoder = resolve_encoder(args.encoder or meta["encoder_id"], getattr(args, "device", None))
-    if not getattr(encoder, "has_text", False):
-        raise _cli_error(f"encoder {getattr(encoder, 'id', '?')!r} has no text encoder; captions need CLIP")
+    data = load_cache(args.cache)
+    encoder = _cache_encoder(args, data)
     words = get_words(args.vocab, args.n_words)
-    W = prepare_text_embeddings(vocab_embeddings(store, encoder, words))[0]
-    caps = word_captions(model.atoms_, model.groups_, W, words, top_k=args.top)
+    W = vocabulary_embeddings(encoder, words, store=EmbeddingStore(args.cache))
+    caps = _captions(model, words, W, args.top)
     lines = ["| Subspace | Word caption |", "|---|---|"]
     lines += [f"| {name} | {', '.join(c)} |" for name, c in zip(model.concept_names_, caps)]
     print("\n".join(lines))
@@ -356,40 +345,48 @@ def cmd_reproduce(args):
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     args.cache = args.cache or str(out / "cache")
+    if not args.encoder:
+        raise CLIError("reproduce needs --encoder")
     encoder = resolve_encoder(args.encoder, args.device)
     store = run_embed(args, encoder)
+    data = load_cache(args.cache)
     vocab = None
     if getattr(encoder, "has_text", False):
         words = get_words(args.vocab, args.n_words)
-        vocab = (words, vocab_embeddings(store, encoder, words))
-    data, _, _ = load_eval_data(args.cache, vocab)
-    args.sweep = args.sweep or (5, 20)
-    rows, d0 = _evaluate(args, data, str(out))
-    if vocab is not None:
-        from slics_core.captions import prepare_text_embeddings, word_captions
-        from slics_core.slics import SLiCS
-
-        model = SLiCS(n_atoms=d0, n_iter=args.n_iter, batch_size=args.batch_size, random_state=0)
-        model.fit(data.X, data.Y, concept_names=data.concept_names)
+        vocab = (words, vocabulary_embeddings(encoder, words, store=store))
+    ed, split = _prepared(args, data, vocab)
+    rows, d0 = _evaluate(args, ed, split, str(out))
+    if vocab is not None:  # captions of S-SLiCS fitted on the training split only
+        model = fit_method("S-SLiCS", fit_inputs(ed, split.train), d0, n_iter=args.n_iter,
+                           batch_size=args.batch_size, seed=0)
         model.save(out / "s-slics.npz")
-        caps = word_captions(model.atoms_, model.groups_, prepare_text_embeddings(vocab[1])[0], vocab[0])
+        caps = _captions(model, vocab[0], vocab[1], 5)
         with open(out / "captions.json", "w") as fh:
-            json.dump(dict(zip(data.concept_names, caps)), fh, indent=1)
-        print("\n".join(f"{n}: {', '.join(c)}" for n, c in zip(data.concept_names, caps)))
+            json.dump(dict(zip(ed.concept_names, caps)), fh, indent=1)
+        print("\n".join(f"{n}: {', '.join(c)}" for n, c in zip(ed.concept_names, caps)))
     print(f"results in {out}")
     return 0
 
 
+def _add_split_args(p, n_train_default=2000):
+    p.add_argument("--n-train", type=int, default=n_train_default,
+                   help=f"training set size ({n_train_default or '60%% of the rest'}; paper COCO: 20000)")
+    p.add_argument("--n-val", type=int, default=None, help="validation set size (default 500, at most 10%%)")
+    p.add_argument("--n-query", type=int, default=None, help="query set size (default 1000, at most 20%%)")
+    p.add_argument("--mean-file", default=None,
+                   help="precomputed centring mean (.npy/.npz/.pt/.txt; e.g. SpLiCE's CLIP image mean); "
+                        "default: the training split's mean")
+
+
 def _add_eval_args(p, with_sweep=True):
-    p.add_argument("--n-train", type=int, default=2000, help="training set size (2000; paper COCO: 20000)")
-    p.add_argument("--n-val", type=int, default=500)
-    p.add_argument("--n-query", type=int, default=1000)
+    _add_split_args(p)
     p.add_argument("--split-seed", type=int, default=0)
     p.add_argument("--n-atoms", type=int, default=10, help="d0 when no sweep is run (10)")
     p.add_argument("--n-iter", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=None, help="SLiCS mini-batch size (e.g. 2000 for COCO)")
     p.add_argument("--seeds", type=int, default=5, help="seeds for mini-batch runs (5)")
-    p.add_argument("--methods", default="S-SVD,S-SLiCS,U-SLiCS,UF,F-SpLiCE,SpLiCE")
+    p.add_argument("--methods", default=None, help="comma-separated methods (default: every registered method: "
+                                                   + ", ".join(method_names()) + ")")
     p.add_argument("--k", type=int, default=20)
     p.add_argument("--mode", choices=("partial", "full"), default="partial")
     p.add_argument("--normalization", choices=("retrieved", "min"), default="retrieved",
@@ -397,27 +394,28 @@ def _add_eval_args(p, with_sweep=True):
     if with_sweep:
         p.add_argument("--sweep", type=int, nargs=2, metavar=("LO", "HI"), help="d0 sweep on the validation set")
     p.add_argument("--vocab", default="wordfreq",
-                   help="vocabulary: 'wordfreq' (offline default), a LAION word-list file, or 'laion-download'")
+                   help="vocabulary: 'wordfreq' (offline default), a word-list file, or 'laion-download'")
     p.add_argument("--n-words", type=int, default=10_000)
     p.add_argument("--out-dir", default=None, required=not with_sweep,
                    help="write methods.csv/.json/.md (and d0_sweep.json) here")
 
 
 def register(subparsers):
-    p = subparsers.add_parser("embed", help="embed a dataset into a resumable cache directory")
+    p = subparsers.add_parser("embed", help="embed a dataset (or import precomputed embeddings) into a resumable cache")
     _add_dataset_args(p)
     _add_embed_args(p)
     p.set_defaults(func=cmd_embed)
 
-    p = subparsers.add_parser("fit", help="fit SLiCS on a cached dataset")
+    p = subparsers.add_parser("fit", help="fit one method on the training split of a cached dataset")
     p.add_argument("--cache", required=True)
     p.add_argument("--out", required=True, help="model file (.npz)")
+    p.add_argument("--method", default="S-SLiCS", choices=method_names(dictionary=True))
     p.add_argument("--n-atoms", type=int, default=10)
     p.add_argument("--n-iter", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--unsupervised", action="store_true", help="zero-shot pseudo-labels (U-SLiCS)")
-    p.add_argument("--n-active", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0, help="seed of the split and of mini-batches")
+    p.add_argument("--n-active", type=int, default=None, help="concepts per image for U-SLiCS pseudo-labels")
+    _add_split_args(p, n_train_default=None)
     p.set_defaults(func=cmd_fit)
 
     p = subparsers.add_parser("evaluate", help="methods table (mAP@k) on a cached dataset")
@@ -428,7 +426,7 @@ def register(subparsers):
 
     p = subparsers.add_parser("captions", help="top words of every concept subspace")
     p.add_argument("--model", required=True)
-    p.add_argument("--cache", required=True, help="cache (for the encoder id and the vocabulary cache)")
+    p.add_argument("--cache", required=True, help="cache (for the encoder and the vocabulary cache)")
     p.add_argument("--encoder", default=None)
     p.add_argument("--vocab", default="wordfreq")
     p.add_argument("--n-words", type=int, default=10_000)

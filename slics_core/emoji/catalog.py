@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from slics_core.weights import ASSETS_DIR, EMOJI_MODELS_DIR
+
 __all__ = [
     "SUPERCATEGORIES",
     "CATEGORIES",
@@ -156,9 +158,8 @@ ALL_COCO_CATEGORIES: tuple[str, ...] = tuple(c for c, _ in _COCO)
 #: Supercategory index (in SUPERCATEGORIES) of every one of the 80 COCO categories, in COCO order.
 SUB_TO_CONCEPT: tuple[int, ...] = tuple(SUPERCATEGORIES.index(s) for _, s in _COCO)
 
-ASSETS_DIR = Path(__file__).resolve().parents[2] / "assets"
 SPRITES_DIR = ASSETS_DIR / "emoji" / "sprites"
-MODELS_DIR = ASSETS_DIR / "models"
+MODELS_DIR = EMOJI_MODELS_DIR
 
 
 def sprite_filename(category: str) -> str:

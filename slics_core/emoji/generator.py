@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from slics_core.emoji.catalog import MODELS_DIR
+from slics_core.emoji.models import encode_images, zero_shot_scores
 
 __all__ = ["GENERATOR_CONFIG", "build_decoder", "EmojiGenerator", "generator_dir", "unit_condition_rows",
            "concept_hit_rate"]
@@ -50,10 +51,8 @@ WEIGHTS_NAME = "decoder.safetensors"
 #: :meth:`EmojiGenerator.generate` rounds the unit conditioning rows to this grid.
 CONDITION_GRID = 1e-3
 
-
 def generator_dir(root=None) -> Path:
     return Path(root or MODELS_DIR) / "emoji-generator"
-
 
 def build_decoder(config: dict | None = None):
     """The decoder module (random weights) for ``config``."""
@@ -88,7 +87,6 @@ def build_decoder(config: dict | None = None):
 
     return EmojiDecoder()
 
-
 def unit_condition_rows(embeddings, dim: int) -> np.ndarray:
     """Conditioning rows checked (shape ``(n, dim)``, finite) and unit-normalised; zero rows stay zero."""
     E = np.asarray(embeddings, dtype=np.float32)
@@ -101,17 +99,14 @@ def unit_condition_rows(embeddings, dim: int) -> np.ndarray:
     norms = np.linalg.norm(E, axis=1, keepdims=True)
     return np.where(norms > 1e-12, E / np.maximum(norms, 1e-12), 0.0).astype(np.float32)
 
-
 def concept_hit_rate(encoder, tokenizer, images: np.ndarray, labels: np.ndarray, top: int = 2) -> float:
     """Fraction of ``images`` whose ``top`` zero-shot supercategories (``encoder``) include a true one.
 
     The held-out check the generator training scripts print (``labels``: (n, 12) general labels).
     """
-    from slics_core.emoji.models import encode_images, zero_shot_scores
 
     order = np.argsort(-zero_shot_scores(encoder, tokenizer, encode_images(encoder, images)), axis=1)[:, :top]
     return float(np.mean(np.take_along_axis(np.asarray(labels), order, axis=1).max(axis=1)))
-
 
 class EmojiGenerator:
     """Trained decoder + the centring mean of its conditioning space.

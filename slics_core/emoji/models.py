@@ -26,7 +26,6 @@ __all__ = [
     "model_dir",
     "create_emoji_clip",
     "load_emoji_clip",
-    "load_emoji_encoder",
     "save_emoji_clip",
     "images_to_tensor",
     "encode_images",
@@ -137,17 +136,6 @@ def load_emoji_clip(name: str = "small", root: str | Path | None = None, device:
     model.eval()
     tokenizer = open_clip.get_tokenizer(f"local-dir:{folder}")
     return model, preprocess, tokenizer
-
-
-def load_emoji_encoder(name: str = "small", root: str | Path | None = None, device=None, half=None):
-    """The emoji encoder wrapped as :class:`slics_core.encoders.OpenCLIPEncoder` (same API as real CLIP)."""
-    from slics_core.encoders import OpenCLIPEncoder
-
-    model, preprocess, tokenizer = load_emoji_clip(name, root)
-    folder = model_dir(name, root)
-    w = folder / WEIGHTS_NAME
-    ident = f"open_clip:emoji-{name}/file:{w.resolve()}:{w.stat().st_size}"
-    return OpenCLIPEncoder(model, preprocess, tokenizer, ident, device=device, half=half)
 
 
 def images_to_tensor(images: np.ndarray, size: int = 64):

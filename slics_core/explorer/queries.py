@@ -3,14 +3,14 @@
 Everything here is plain numpy on one query at a time:
 
 * :func:`query_components` / :func:`concept_scores` -- a query's concept
-  components (``tilde v_j`` partial, ``v_j`` full) for a fitted SLiCS model or
-  the F-SpLiCE baseline, and the ranking score ``cos(tilde v_j, x)``;
+  components (``tilde v_j`` partial, ``v_j`` full) for a fitted model of any
+  registered method (:mod:`slics_core.methods`: they share one interface), and
+  the ranking score ``cos(tilde v_j, x)``;
 * :func:`fit_score_thresholds` / :func:`likely_concepts` -- which concepts to
   pre-select for a query whose labels are unknown (an upload);
 * :func:`concept_galleries` -- top-``k`` pool items by each picked concept's
   component and by the whole query (unfiltered), with relevance marks and
   precision@k where labels are known; :func:`galleries_table` for CSV export;
-* :func:`build_fsplice` -- the F-SpLiCE baseline on a workspace vocabulary;
 * :func:`generation_rows`, :func:`image_strip` -- inputs and output layout of
   the Generate page; :func:`parse_concept_param` -- the ``?c=`` deep link.
 
@@ -32,6 +32,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
+from PIL import Image
+
+from slics_core._validation import check_embeddings
+from slics_core.retrieval import ExactIndex
 
 __all__ = [
     "query_components",
@@ -43,19 +48,11 @@ __all__ = [
     "gallery_relevance",
     "concept_galleries",
     "galleries_table",
-    "build_fsplice",
-    "fsplice_for_workspace",
     "upload_thresholds",
     "generation_rows",
     "image_strip",
     "parse_concept_param",
 ]
-
-
-def _is_fsplice(model) -> bool:
-    from slics_core.baselines import FSpLiCE
-
-    return isinstance(model, FSpLiCE)
 
 
 def _check_x(x, d=None):
@@ -72,13 +69,11 @@ def _check_x(x, d=None):
 
 
 def _model_dim(model):
-    if _is_fsplice(model):
-        return int(model.dictionary.shape[1])
     return getattr(model, "n_features_in_", None)
 
 
 def _n_concepts(model):
-    return int(model.n_concepts) if _is_fsplice(model) else int(model.n_concepts_)
+    return int(model.n_concepts_)
 
 
 def query_components(model, x, *, mode="partial", active=None) -> np.ndarray:
@@ -86,20 +81,18 @@ def query_components(model, x, *, mode="partial", active=None) -> np.ndarray:
 
     Parameters
     ----------
-    model : fitted SLiCS or :class:`slics_core.baselines.FSpLiCE`
+    model : fitted model of a registered method (:mod:`slics_core.methods`)
     x : array-like of shape (d,)
         The query, preprocessed like the model's training data.
     mode : {"partial", "full"}
         ``"partial"``: ``tilde v_j``, the nearest point of concept ``j``'s
         cone; ``"full"``: ``v_j`` from the joint NNLS over the ``active``
-        concepts (the others are zero). F-SpLiCE has one kind of component
-        (its reconstruction split by word groups); ``mode`` is ignored for it.
+        concepts (the others are zero). Methods with one kind of component
+        (UF, F-SpLiCE, SpLiCE) give it for both modes.
     active : sequence of int or bool mask of shape (S,), optional
         Active concepts for ``mode="full"`` (required there).
     """
     x = _check_x(x, _model_dim(model))
-    if _is_fsplice(model):
-        return np.asarray(model.components(x[None]))[0]
     if mode == "partial":
         return np.asarray(model.project(x[None], None))[0]
     if mode != "full":
@@ -136,8 +129,7 @@ def concept_scores(model, X) -> np.ndarray:
 
     Parameters
     ----------
-    model : fitted SLiCS or FSpLiCE
-        For F-SpLiCE, the cosine of its concept components with ``x``.
+    model : fitted model of a registered method
     X : array-like of shape (d,) or (n, d)
 
     Returns
@@ -150,10 +142,8 @@ def concept_scores(model, X) -> np.ndarray:
         return _cosines(query_components(model, x, mode="partial"), x)
     if X.ndim != 2:
         raise ValueError(f"X must be (d,) or (n, d), got shape {X.shape}")
-    from slics_core._validation import check_embeddings
-
     X = check_embeddings(X, n_features=_model_dim(model), name="queries")
-    V = np.asarray(model.components(X) if _is_fsplice(model) else model.project(X, None))
+    V = np.asarray(model.project(X, None))
     nv = np.linalg.norm(V, axis=2)
     nx = np.linalg.norm(X, axis=1, keepdims=True)
     dots = np.einsum("nsd,nd->ns", V, X)
@@ -280,8 +270,6 @@ def rank_pool(vectors, X, pool_rows, k, index=None):
     rows : ndarray of int, shape (m, min(k, n_pool))
     scores : ndarray of shape (m, min(k, n_pool))
     """
-    from slics_core.retrieval import ExactIndex
-
     pool_rows = np.asarray(pool_rows, dtype=int).ravel()
     if pool_rows.size == 0:
         raise ValueError("the pool is empty")
@@ -386,8 +374,6 @@ def galleries_table(pairs, ids=None, concept_names=None):
     -------
     pandas.DataFrame
     """
-    import pandas as pd
-
     recs = []
     for pair in pairs:
         for g in pair:
@@ -404,60 +390,7 @@ def galleries_table(pairs, ids=None, concept_names=None):
     return pd.DataFrame.from_records(recs, columns=cols)
 
 
-# ---------------------------------------------------------------------- F-SpLiCE
-def build_fsplice(words, W, concept_embeddings, *, alpha=0.25):
-    """The F-SpLiCE baseline on a vocabulary.
-
-    Both the vocabulary and the concept-name embeddings are prepared like the
-    paper's text embeddings (:func:`slics_core.captions.prepare_text_embeddings`:
-    unit, minus the vocabulary's mean, unit); the concept names are centred
-    with the *vocabulary* mean so that both live in the same space.
-
-    Parameters
-    ----------
-    words : sequence of str
-    W : array-like of shape (V, d)
-        Raw text embeddings of the words.
-    concept_embeddings : array-like of shape (S, d)
-        Raw text embeddings of the concept names (word grouping).
-    alpha : float
-
-    Returns
-    -------
-    slics_core.baselines.FSpLiCE
-    """
-    from slics_core.baselines import FSpLiCE
-    from slics_core.captions import prepare_text_embeddings
-
-    Wp, mean = prepare_text_embeddings(np.asarray(W, dtype=np.float64))
-    Cp, _ = prepare_text_embeddings(np.asarray(concept_embeddings, dtype=np.float64), mean=mean)
-    return FSpLiCE(Wp, Cp, words=list(words), alpha=alpha)
-
-
-def fsplice_for_workspace(ws, encoder=None, *, alpha=0.25):
-    """F-SpLiCE for a workspace: its vocabulary (:func:`slics_core.workspace.workspace_vocabulary`)
-    grouped by the workspace's concept prompt embeddings ``ws.concept_text`` (as the Evaluate page,
-    :func:`slics_core.scoring.fsplice_inputs` and ``slics evaluate`` do, so every page scores the
-    same baseline); by the concept *names* embedded with ``encoder`` when there are no prompts.
-
-    Raises
-    ------
-    FileNotFoundError
-        Neither a vocabulary nor concept text embeddings can be had here.
-    """
-    from slics_core.workspace import workspace_vocabulary
-
-    words, W = workspace_vocabulary(ws)
-    if ws.concept_text is not None:
-        C = np.asarray(ws.concept_text, dtype=np.float64)
-    elif encoder is not None and hasattr(encoder, "encode_texts"):
-        C = np.asarray(encoder.encode_texts(list(ws.concept_names)), dtype=np.float64)
-    else:
-        raise FileNotFoundError(f"workspace {ws.name!r} has no text encoder and no concept text embeddings; "
-                                "F-SpLiCE needs them to group its vocabulary")
-    return build_fsplice(words, W, C, alpha=alpha)
-
-
+# ---------------------------------------------------------------------- uploads
 def upload_thresholds(model, X_val, Y_val) -> np.ndarray:
     """Pre-selection thresholds of ``model``: :func:`fit_score_thresholds` of its
     :func:`concept_scores` on validation embeddings ``X_val`` with labels ``Y_val``
@@ -496,8 +429,6 @@ def generation_rows(x, V, concepts, concept_names=None):
 
 def image_strip(images, gap: int = 4, background=(255, 255, 255)):
     """The images side by side (top-aligned, ``gap`` pixels apart) as one RGB image."""
-    from PIL import Image
-
     images = [im.convert("RGB") for im in images]
     if not images:
         raise ValueError("no images to put in a strip")

@@ -1,4 +1,4 @@
-"""Retrieval scores of a :class:`~slics_core.workspace.Workspace`'s fitted models (no refitting).
+"""Retrieval scores of a :class:`~slics_core.explorer.workspace.Workspace`'s fitted models (no refitting).
 
 The app's Evaluate page and scripts use this module to score the models a
 workspace already holds, with the protocol of sec. 4.4 of the paper:
@@ -12,15 +12,18 @@ workspace already holds, with the protocol of sec. 4.4 of the paper:
   concept's cone), ``mode="full"`` by ``v_j`` (eq. 2, the NNLS over the
   atoms of the query's active concepts: its labels for S-SLiCS / S-SVD and its
   zero-shot pseudo-labels for U-SLiCS, as U-SLiCS is fitted without labels);
-* ``"UF"`` is the unfiltered baseline (the whole query embedding ranks the
-  pool, for every concept of the query); ``"F-SpLiCE"`` the filtered SpLiCE
-  baseline (optional; needs a word vocabulary, see :func:`fsplice_inputs`).
+* every method of the registry (:mod:`slics_core.methods`) fitted in the
+  workspace is scored the same way (UF, F-SpLiCE and SpLiCE included; methods
+  with one kind of component have no ``mode``); ranking is
+  :func:`slics_core.evaluation.rank_queries`, scoring
+  :func:`slics_core.evaluation.evaluate_rankings`.
 
 Work is split into small *jobs* (:class:`Job`, one method / ``d0`` / mode /
 split each; :func:`run_job`) so that a front end can cache each one and show
-progress between them; :func:`methods_table` and :func:`sweep_d0` run lists of
-jobs. :func:`choose_d0` applies the paper's rule: the ``d0`` with the best
-validation sub-label mAP of the partial components of S-SLiCS.
+progress between them; :func:`methods_table` and :func:`score_d0_sweep` run lists
+of jobs (the latter scores the fitted models of every ``d0``; it never refits).
+``d0`` is chosen from its validation records by
+:func:`slics_core.evaluation.choose_d0`, the one place that applies the paper's rule.
 
 Choices (the paper is silent): the number of zero-shot concepts per query for
 U-SLiCS's full mode is the rounded mean number of labels per training item
@@ -34,12 +37,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from slics_core.evaluation import choose_d0 as _choose_d0
-from slics_core.evaluation import evaluate_rankings
+from slics_core.evaluation import evaluate_rankings, rank_queries
+from slics_core.methods import active_concepts, get_method
+from slics_core.retrieval import build_index
 
 __all__ = [
-    "DICTIONARY_METHODS",
-    "BASELINES",
     "MODES",
     "SPLITS",
     "Job",
@@ -50,16 +52,10 @@ __all__ = [
     "table_jobs",
     "sweep_jobs",
     "methods_table",
-    "sweep_d0",
-    "choose_d0",
+    "score_d0_sweep",
     "summary_rows",
-    "fsplice_inputs",
 ]
 
-#: Methods with fitted dictionaries in a workspace.
-DICTIONARY_METHODS = ("S-SVD", "S-SLiCS", "U-SLiCS")
-#: Methods without a dictionary of the workspace.
-BASELINES = ("UF", "F-SpLiCE")
 #: Components used for ranking: tilde-v_j (eq. 3) or v_j (eq. 2).
 MODES = ("partial", "full")
 #: Splits whose items can be queries (the pool is always the candidate set).
@@ -73,11 +69,11 @@ class Job:
     Attributes
     ----------
     method : str
-        One of :data:`DICTIONARY_METHODS` or :data:`BASELINES`.
+        A registered method fitted in the workspace.
     d0 : int or None
-        Atoms per concept (None for baselines).
+        Atoms per concept (None for methods without a dictionary).
     mode : {"partial", "full"} or None
-        Component (None for baselines).
+        Component (None for methods with one kind of component).
     split : {"query", "val"}
         Split providing the queries.
     """
@@ -117,12 +113,12 @@ def _check_k(k):
 
 
 def _check_job(ws, job):
-    if job.method in DICTIONARY_METHODS:
-        if job.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}; got {job.mode!r}.")
-        ws.model(job.method, job.d0)  # raises ValueError when not fitted
-    elif job.method not in BASELINES:
-        raise ValueError(f"unknown method {job.method!r}; choose from {DICTIONARY_METHODS + BASELINES}.")
+    m = get_method(job.method)
+    if m.name not in ws.methods:
+        raise ValueError(f"{m.name} is not fitted in workspace {ws.name!r}; fitted: {ws.methods}.")
+    if len(m.modes) > 1 and job.mode not in m.modes:
+        raise ValueError(f"mode must be one of {m.modes}; got {job.mode!r}.")
+    ws.model(m.name, job.d0)  # raises ValueError when not fitted
 
 
 # ---------------------------------------------------------------------- rankings
@@ -136,77 +132,51 @@ def query_labels(ws, method, rows):
     """Active concepts of query rows used by the full decomposition (``mode="full"``).
 
     S-SLiCS and S-SVD use the items' labels; U-SLiCS, fitted without labels,
-    uses zero-shot pseudo-labels (the ``S~`` concepts whose prompt embedding
-    is closest to the item's raw embedding, ``S~`` = rounded mean number of
-    labels of the training items).
-
-    Parameters
-    ----------
-    ws : Workspace
-    method : str
-    rows : array-like of int
-        Workspace rows.
+    uses zero-shot pseudo-labels (:func:`slics_core.methods.active_concepts`: the ``S~``
+    concepts whose prompt embedding is closest to the item's raw embedding, ``S~`` =
+    rounded mean number of labels of the training items).
 
     Returns
     -------
     Y : ndarray of bool, shape (len(rows), S)
     """
     rows = np.asarray(rows, dtype=int)
-    if method != "U-SLiCS":
-        return np.asarray(ws.Y[rows], dtype=bool)
-    if ws.concept_text is None:
-        raise ValueError("U-SLiCS with full components needs the concept prompt embeddings (concept_text), "
-                         "which this workspace lacks.")
-    from slics_core.unsupervised import zero_shot_labels
-
-    return np.asarray(zero_shot_labels(ws.raw[rows], ws.concept_text, n_active=_n_active(ws)), dtype=bool)
+    return active_concepts(method, Y=ws.Y[rows], X_raw=ws.raw[rows], concept_text=ws.concept_text,
+                           n_active=_n_active(ws), concept_names=ws.concept_names)
 
 
-def rank_split(ws, method, d0=None, *, split="query", k=20, mode="partial", backend="auto", fsplice=None):
-    """Top-``k`` pool rankings of the queries of ``split`` by one method.
+def rank_split(ws, method, d0=None, *, split="query", k=20, mode="partial", backend="auto", index=None):
+    """Top-``k`` pool rankings of the queries of ``split`` by a fitted method of ``ws``.
 
     Parameters
     ----------
     ws : Workspace
     method : str
-        ``"S-SVD"``, ``"S-SLiCS"``, ``"U-SLiCS"`` (a fitted model of ``ws``),
-        ``"UF"`` or ``"F-SpLiCE"``.
+        A registered method fitted in ``ws``.
     d0 : int, optional
-        Atoms per concept of the model (default ``ws.default_d0``; ignored by baselines).
+        Atoms per concept (default ``ws.default_d0``; ignored by methods without a dictionary).
     split : {"query", "val"}
     k : int
     mode : {"partial", "full"}
-        Component of dictionary methods.
+        Component (methods with one kind of component ignore it).
     backend : search back-end of :mod:`slics_core.retrieval`.
-    fsplice : slics_core.baselines.FSpLiCE, optional
-        Required for ``"F-SpLiCE"`` (see :func:`fsplice_inputs`).
+    index : a search index over the pool rows, optional (built when absent).
 
     Returns
     -------
-    indices : ndarray of int64, shape (n_queries, S, k) or (n_queries, k) for UF
+    indices : ndarray of int64, shape (n_queries, S, k)
         Positions in ``ws.index["pool"]``, best first.
     """
-    from slics_core.retrieval import ConceptRetriever, build_index
-
     k = _check_k(k)
     rows, pool = _check_split(ws, split)
-    Xq, Xp = ws.X[rows], ws.X[pool]
-    if method == "UF":
-        return build_index(Xp, backend).search(Xq, k)[0]
-    if method == "F-SpLiCE":
-        if fsplice is None:
-            raise ValueError("F-SpLiCE needs a fitted FSpLiCE baseline (see slics_core.scoring.fsplice_inputs).")
-        V = np.asarray(fsplice.components(Xq))
-        n, S, d = V.shape
-        return build_index(Xp, backend).search(V.reshape(-1, d), k)[0].reshape(n, S, -1)
-    if method not in DICTIONARY_METHODS:
-        raise ValueError(f"unknown method {method!r}; choose from {DICTIONARY_METHODS + BASELINES}.")
+    m = get_method(method)
+    model = ws.model(m.name, d0)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
-    model = ws.model(method, d0)
-    retriever = ConceptRetriever(model, Xp, mode=mode, backend=backend)
-    Yq = query_labels(ws, method, rows) if mode == "full" else None
-    return retriever.search(Xq, k, Y_query=Yq).indices
+    if index is None:
+        index = build_index(ws.X[pool], backend)
+    Y_active = query_labels(ws, m.name, rows) if (mode == "full" and "full" in m.modes) else None
+    return rank_queries(model, m, ws.X[rows], index, k, mode=mode, Y_active=Y_active)
 
 
 def score_rankings(ws, indices, *, split="query", k=20, normalization="retrieved"):
@@ -227,7 +197,7 @@ def score_rankings(ws, indices, *, split="query", k=20, normalization="retrieved
             "n_pairs_general": int(r["n_pairs_general"]), "n_pairs_sub": int(r["n_pairs_sub"])}
 
 
-def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", fsplice=None):
+def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=None):
     """Score one :class:`Job`: rank its split's queries and compute mAP@k.
 
     Returns
@@ -238,7 +208,7 @@ def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", fsplice
     """
     _check_job(ws, job)
     idx = rank_split(ws, job.method, job.d0, split=job.split, k=k, mode=job.mode or "partial",
-                     backend=backend, fsplice=fsplice)
+                     backend=backend, index=index)
     rec = asdict(job)
     rec.update(k=int(k), normalization=normalization)
     rec.update(score_rankings(ws, idx, split=job.split, k=k, normalization=normalization))
@@ -246,8 +216,8 @@ def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", fsplice
 
 
 # ---------------------------------------------------------------------- job lists
-def table_jobs(ws, d0=None, *, split="query", modes=MODES, methods=None, fsplice=False):
-    """Jobs of the methods table: every fitted dictionary method at ``d0`` in each mode, UF, F-SpLiCE.
+def table_jobs(ws, d0=None, *, split="query", modes=MODES, methods=None):
+    """Jobs of the methods table: every fitted method (dictionary methods at ``d0``, in each mode).
 
     Parameters
     ----------
@@ -257,27 +227,28 @@ def table_jobs(ws, d0=None, *, split="query", modes=MODES, methods=None, fsplice
     split : {"query", "val"}
     modes : tuple of {"partial", "full"}
     methods : sequence of str, optional
-        Dictionary methods to include (default: those fitted in ``ws``, in the paper's order).
-    fsplice : bool
-        Add an F-SpLiCE job.
+        Methods to include (default: every method fitted in ``ws``, in registry order).
     """
     d0 = ws.default_d0 if d0 is None else int(d0)
     if d0 not in ws.d0_values:
         raise ValueError(f"no models with d0={d0} in workspace {ws.name!r}; fitted d0: {ws.d0_values}.")
     _check_split(ws, split)
-    fitted = [m for m in DICTIONARY_METHODS if (m, d0) in ws.models]
-    methods = fitted if methods is None else [m for m in methods if m in fitted]
-    jobs = [Job(m, d0, mode, split) for m in methods for mode in modes]
-    jobs.append(Job("UF", None, None, split))
-    if fsplice:
-        jobs.append(Job("F-SpLiCE", None, None, split))
+    names = ws.methods if methods is None else [m for m in methods if m in ws.methods]
+    jobs = []
+    for name in names:
+        m = get_method(name)
+        if m.dictionary:
+            if (name, d0) in ws.models:
+                jobs += [Job(name, d0, mode, split) for mode in modes if mode in m.modes]
+        else:
+            jobs.append(Job(name, None, None, split))
     return jobs
 
 
 def sweep_jobs(ws, method="S-SLiCS", *, splits=("val", "query"), modes=MODES):
     """Jobs of the ``d0`` sweep: ``method`` at every fitted ``d0``, for each split and mode."""
-    if method not in DICTIONARY_METHODS:
-        raise ValueError(f"the d0 sweep needs a dictionary method {DICTIONARY_METHODS}; got {method!r}.")
+    if not get_method(method).dictionary:
+        raise ValueError(f"the d0 sweep needs a method with a dictionary; got {method!r}.")
     for s in splits:
         _check_split(ws, s)
     d0s = [d for d in ws.d0_values if (method, d) in ws.models]
@@ -297,22 +268,20 @@ def _run_all(ws, jobs, progress, **kw):
     return out
 
 
-def methods_table(ws, d0=None, *, split="query", k=20, modes=MODES, methods=None, fsplice=None,
-                  normalization="retrieved", backend="auto", progress=None):
+def methods_table(ws, d0=None, *, split="query", k=20, modes=MODES, methods=None, normalization="retrieved",
+                  backend="auto", progress=None):
     """The methods table (Table 2 of the paper) from the workspace's fitted models.
 
     Parameters
     ----------
     ws : Workspace
     d0 : int, optional
-        Atoms per concept of the dictionary methods (default ``ws.default_d0``;
-        the paper uses the ``d0`` chosen by :func:`choose_d0`).
+        Atoms per concept of the dictionary methods (default ``ws.default_d0``, the ``d0``
+        chosen on validation).
     split : {"query", "val"}
     k : int
     modes : tuple of {"partial", "full"}
     methods : sequence of str, optional
-    fsplice : slics_core.baselines.FSpLiCE, optional
-        Adds the F-SpLiCE row when given.
     normalization : {"retrieved", "min"}
     progress : callable(str, done, total), optional
 
@@ -321,42 +290,22 @@ def methods_table(ws, d0=None, *, split="query", k=20, modes=MODES, methods=None
     records : list of dict
         One per job (see :func:`run_job`).
     """
-    jobs = table_jobs(ws, d0, split=split, modes=modes, methods=methods, fsplice=fsplice is not None)
-    return _run_all(ws, jobs, progress, k=k, normalization=normalization, backend=backend, fsplice=fsplice)
-
-
-def sweep_d0(ws, method="S-SLiCS", *, splits=("val", "query"), modes=MODES, k=20, normalization="retrieved",
-             backend="auto", progress=None):
-    """mAP@k of ``method`` for every fitted ``d0`` (Fig. 7; both modes: Fig. 8), without refitting.
-
-    Returns
-    -------
-    records : list of dict
-        One per (split, d0, mode) (see :func:`run_job`).
-    """
-    jobs = sweep_jobs(ws, method, splits=splits, modes=modes)
+    jobs = table_jobs(ws, d0, split=split, modes=modes, methods=methods)
     return _run_all(ws, jobs, progress, k=k, normalization=normalization, backend=backend)
 
 
-def choose_d0(records, mode="partial", by="sub", method="S-SLiCS"):
-    """The paper's ``d0``: best validation mAP (sub-label by default) of ``method``'s ``mode`` components.
-
-    Parameters
-    ----------
-    records : list of dict
-        From :func:`sweep_d0` (records of other splits / methods are ignored).
-    mode : {"partial", "full"}
-    by : {"sub", "general"}
-        Sub-label mAP falls back to general when no sub-label score exists; ties go to the smaller ``d0``.
+def score_d0_sweep(ws, method="S-SLiCS", *, splits=("val", "query"), modes=MODES, k=20, normalization="retrieved",
+                   backend="auto", progress=None):
+    """mAP@k of ``method``'s fitted models for every ``d0`` (Fig. 7; both modes: Fig. 8). Never refits.
 
     Returns
     -------
-    d0 : int
+    records : list of dict
+        One per (split, d0, mode) (see :func:`run_job`); choose ``d0`` from them with
+        :func:`slics_core.evaluation.choose_d0`.
     """
-    val = [r for r in records if r.get("split") == "val" and r.get("method", method) == method]
-    if not val:
-        raise ValueError(f"no validation records of {method} to choose d0 from.")
-    return _choose_d0(val, mode=mode, by=by)
+    jobs = sweep_jobs(ws, method, splits=splits, modes=modes)
+    return _run_all(ws, jobs, progress, k=k, normalization=normalization, backend=backend)
 
 
 def summary_rows(records):
@@ -378,36 +327,3 @@ def summary_rows(records):
         else:
             rows[m].update(general=r["general"], sub=r["sub"])
     return [rows[m] for m in order]
-
-
-
-# ---------------------------------------------------------------------- F-SpLiCE
-def fsplice_inputs(ws, words, W, *, alpha=0.25):
-    """An :class:`slics_core.baselines.FSpLiCE` for ``ws`` from a word vocabulary.
-
-    Parameters
-    ----------
-    ws : Workspace
-        Needs ``concept_text`` (the concept prompt embeddings) for grouping.
-    words : list of str
-    W : ndarray of shape (V, d)
-        Raw unit text embeddings of ``words`` (e.g. :func:`slics_core.workspace.workspace_vocabulary`).
-    alpha : float
-        SpLiCE's l1 penalty.
-
-    Returns
-    -------
-    FSpLiCE
-        Vocabulary and concept prompts prepared with the vocabulary's mean
-        (unit, centred, unit; sec. 3.7), as in ``slics eval``.
-    """
-    from slics_core.explore import build_fsplice
-
-    if ws.concept_text is None:
-        raise ValueError("F-SpLiCE groups words by the concept prompt embeddings, which this workspace lacks.")
-    W = np.asarray(W, dtype=np.float64)
-    if W.ndim != 2 or W.shape[1] != ws.X.shape[1]:
-        raise ValueError(f"vocabulary embeddings must have shape (V, {ws.X.shape[1]}); got {W.shape}.")
-    if len(words) != W.shape[0]:
-        raise ValueError(f"{len(words)} words for {W.shape[0]} embeddings.")
-    return build_fsplice(words, W, ws.concept_text, alpha=alpha)

@@ -43,8 +43,13 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from sklearn.manifold import TSNE
+from threadpoolctl import threadpool_limits
 
 from slics_core._validation import check_embeddings
+from slics_core.analysis import atom_cooccurrence, atom_cosine
+from slics_core.captions import prepare_text_embeddings, word_captions
+from slics_core.sparse_coding import nn_omp
 
 __all__ = [
     "atom_labels",
@@ -70,7 +75,6 @@ SEVERAL = "several"
 NONE = "none"
 ATOM_SUB = "(atom)"
 
-
 # ---------------------------------------------------------------------- t-SNE maps
 def sample_rows(rows, n_points, random_state=0):
     """At most ``n_points`` of ``rows``, drawn without replacement by a seeded generator, sorted.
@@ -93,7 +97,6 @@ def sample_rows(rows, n_points, random_state=0):
         return np.sort(rows)
     rng = np.random.default_rng(random_state)
     return np.sort(rng.choice(rows, size=int(n_points), replace=False))
-
 
 def map_sample(Y, rows, n_points, random_state=0, concepts=None, concept_names=None, include=None):
     """The items of a map: ``rows`` labelled with one of ``concepts`` (all if None), then :func:`sample_rows`.
@@ -138,12 +141,10 @@ def map_sample(Y, rows, n_points, random_state=0, concepts=None, concept_names=N
         return inc
     return np.union1d(inc, sample_rows(rest, n_points - inc.size, random_state))
 
-
 def _group_name(names):
     if len(names) == 1:
         return names[0]
     return SEVERAL if names else NONE
-
 
 def _concept_indices(concepts, n_concepts, concept_names):
     if concepts is None:
@@ -162,7 +163,6 @@ def _concept_indices(concepts, n_concepts, concept_names):
     if not out:
         raise ValueError("concepts is empty: pick at least one concept (or None for all).")
     return np.unique(out)
-
 
 def map_points(model, X, Y, rows, *, kinds=KINDS, component="partial", concepts=None, Z=None,
                sub_to_concept=None, concept_names=None, sub_names=None):
@@ -268,7 +268,6 @@ def map_points(model, X, Y, rows, *, kinds=KINDS, component="partial", concepts=
     table.insert(0, "point", np.arange(len(table)))
     return P, table
 
-
 def tsne_layout(P, *, perplexity=30.0, max_iter=500, random_state=0, n_jobs=1):
     """2-D t-SNE of the rows of ``P`` in cosine geometry (rows unit-normalised; PCA init).
 
@@ -288,8 +287,6 @@ def tsne_layout(P, *, perplexity=30.0, max_iter=500, random_state=0, n_jobs=1):
     -------
     Y2 : ndarray of shape (N, 2)
     """
-    from sklearn.manifold import TSNE
-    from threadpoolctl import threadpool_limits
 
     P = check_embeddings(P, name="points")
     if P.shape[0] < 3:
@@ -300,7 +297,6 @@ def tsne_layout(P, *, perplexity=30.0, max_iter=500, random_state=0, n_jobs=1):
                 max_iter=int(max_iter), n_jobs=n_jobs)
     with threadpool_limits(n_jobs):
         return tsne.fit_transform(U)
-
 
 def subspace_map(model, X, Y, rows, *, n_points=300, random_state=0, kinds=KINDS, component="partial",
                  concepts=None, Z=None, sub_to_concept=None, concept_names=None, sub_names=None,
@@ -340,7 +336,6 @@ def subspace_map(model, X, Y, rows, *, n_points=300, random_state=0, kinds=KINDS
     table = table.assign(x=xy[:, 0], y=xy[:, 1])
     report("done", 3)
     return table
-
 
 def selected_point_ids(selection, n_points=None):
     """Point ids (``customdata[0]``) of a plotly selection as returned by ``st.plotly_chart``.
@@ -384,12 +379,10 @@ def selected_point_ids(selection, n_points=None):
             out.append(v)
     return out
 
-
 # ---------------------------------------------------------------------- atom usage
 def item_codes(model, X, Y=None):
     """Coefficients ``(n, M)`` of items on the dictionary (``model.transform``; ``Y`` restricts concepts)."""
     return np.asarray(model.transform(X, Y))
-
 
 def atom_top_items(codes, atom, k=12, rows=None):
     """The items with the largest coefficient on one atom.
@@ -423,7 +416,6 @@ def atom_top_items(codes, atom, k=12, rows=None):
     order = order[c[order] > 0][: int(k)]
     return pd.DataFrame({"rank": np.arange(1, order.size + 1), "row": rows[order], "coefficient": c[order]})
 
-
 def atom_top_words(atom, word_embeddings, words, k=10):
     """Words closest to one atom (see the module notes: cosine == one-atom NNLS ranking).
 
@@ -456,7 +448,6 @@ def atom_top_words(atom, word_embeddings, words, k=10):
     return pd.DataFrame({"rank": np.arange(1, order.size + 1), "word": [words[i] for i in order],
                          "cosine": cos[order], "nnls_error": err})
 
-
 # ---------------------------------------------------------------------- heatmaps
 def atom_heatmaps(model, X, n_nonzero=None):
     """Fig. 6 matrices: co-occurrence of active atoms (non-negative OMP codes, no labels) and atom cosines.
@@ -478,8 +469,6 @@ def atom_heatmaps(model, X, n_nonzero=None):
         also holds ``cooc_within_mean`` / ``cooc_between_mean``: mean co-occurrence over pairs of
         distinct atoms of the same concept / of different concepts (NaN entries, unused atoms, ignored).
     """
-    from slics_core.analysis import atom_cooccurrence, atom_cosine
-    from slics_core.sparse_coding import nn_omp
 
     if n_nonzero is None:
         n_nonzero = int(np.bincount(np.asarray(model.groups_)).max())
@@ -499,7 +488,6 @@ def atom_heatmaps(model, X, n_nonzero=None):
     return {"cooccurrence": C, "cosine": cos, "summary": summary, "codes": codes, "n_nonzero": n_nonzero,
             "usage": (codes > 0).mean(axis=0)}
 
-
 def atom_labels(groups, concept_names):
     """``"<concept> #<k>"`` for every atom: its concept and its rank among that concept's atoms."""
     g = np.asarray(groups).reshape(-1)
@@ -508,7 +496,6 @@ def atom_labels(groups, concept_names):
         idx = np.flatnonzero(g == c)
         rank[idx] = np.arange(idx.size)
     return [f"{concept_names[c]} #{r}" for c, r in zip(g, rank)]
-
 
 def group_layout(groups):
     """Ordering and drawing positions of atoms grouped by concept.
@@ -536,7 +523,6 @@ def group_layout(groups):
     return {"order": order, "boundaries": change - 0.5, "centres": (starts + ends - 1) / 2.0,
             "concepts": gs[starts]}
 
-
 def matrix_table(M, labels):
     """A square matrix as a CSV-ready table: an ``atom`` column then one column per atom label."""
     M = np.asarray(M)
@@ -546,7 +532,6 @@ def matrix_table(M, labels):
     df = pd.DataFrame(M, columns=labels)
     df.insert(0, "atom", labels)
     return df
-
 
 # ---------------------------------------------------------------------- captions
 def caption_table(models, concept_names, words, word_embeddings, n_words=5, *, ridge=0.0, prepared=False):
@@ -570,7 +555,6 @@ def caption_table(models, concept_names, words, word_embeddings, n_words=5, *, r
         ``concept`` then one column per method with its words, best first,
         joined by ", ".
     """
-    from slics_core.captions import prepare_text_embeddings, word_captions
 
     if not models:
         raise ValueError("no models to caption.")

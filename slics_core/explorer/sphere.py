@@ -22,6 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import linprog
+from scipy.spatial import ConvexHull
+
+from slics_core.nnls import nnls_shared
 
 __all__ = [
     "ConeScene",
@@ -42,14 +46,12 @@ __all__ = [
 
 _EPS = 1e-9
 
-
 def _unit(v):
     v = np.asarray(v, dtype=np.float64)
     n = np.linalg.norm(v, axis=-1, keepdims=True)
     if np.any(n <= _EPS):
         raise ValueError("a zero vector has no direction.")
     return v / n
-
 
 def direction(azimuth, elevation):
     """Unit vector from angles in degrees.
@@ -75,12 +77,10 @@ def direction(azimuth, elevation):
     a, e = np.radians(az), np.radians(el)
     return np.array([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)])
 
-
 def angles_of(v):
     """``(azimuth, elevation)`` in degrees of a non-zero 3-vector (inverse of :func:`direction`)."""
     v = _unit(np.asarray(v, dtype=np.float64).reshape(3))
     return float(np.degrees(np.arctan2(v[1], v[0]))), float(np.degrees(np.arcsin(np.clip(v[2], -1, 1))))
-
 
 def great_circle_arc(a, b, n=32):
     """Points of the shorter great-circle arc from ``a`` to ``b`` (spherical interpolation).
@@ -109,7 +109,6 @@ def great_circle_arc(a, b, n=32):
         return np.repeat(a[None], int(n), axis=0)
     return (np.sin((1 - t) * theta) * a + np.sin(t * theta) * b) / np.sin(theta)
 
-
 def _check_atoms(atoms):
     B = np.asarray(atoms, dtype=np.float64)
     if B.ndim == 1:
@@ -119,7 +118,6 @@ def _check_atoms(atoms):
     if not np.isfinite(B).all():
         raise ValueError("atoms contain NaN or infinite values.")
     return _unit(B)
-
 
 def interior_direction(atoms):
     """A unit direction ``c`` with ``c . b > 0`` for every atom ``b`` (the cone is pointed).
@@ -133,7 +131,6 @@ def interior_direction(atoms):
         The atoms are not in an open half-space: the cone contains a line and
         its intersection with the sphere is not a polygon.
     """
-    from scipy.optimize import linprog
 
     B = _check_atoms(atoms)
     k = B.shape[0]
@@ -144,7 +141,6 @@ def interior_direction(atoms):
         raise ValueError("the atoms do not lie in an open half-space: the cone is not pointed "
                          "(it contains a line), so it is not a spherical polygon.")
     return _unit(res.x[:3])
-
 
 def polygon_vertices(atoms):
     """The extreme atoms of a pointed cone, in order around its boundary.
@@ -183,11 +179,9 @@ def polygon_vertices(atoms):
         direction_ = centred[np.argmax(np.linalg.norm(centred, axis=1))]
         s = centred @ direction_
         return B[[int(np.argmin(s)), int(np.argmax(s))]]
-    from scipy.spatial import ConvexHull
 
     hull = ConvexHull(uv)
     return B[hull.vertices]  # counter-clockwise in the (e1, e2) plane, i.e. seen from outside
-
 
 def cone_boundary(atoms, n_per_arc=24):
     """Closed boundary curve of a cone's spherical polygon (great-circle arcs).
@@ -212,7 +206,6 @@ def cone_boundary(atoms, n_per_arc=24):
     parts = [great_circle_arc(V[i], V[(i + 1) % len(V)], n_per_arc)[:-1] for i in range(len(V))]
     curve = np.vstack(parts)
     return np.vstack([curve, curve[:1]])
-
 
 def cone_surface(atoms, n_per_arc=16, n_rings=8):
     """Triangle mesh of a cone's spherical polygon (for a filled drawing).
@@ -250,14 +243,12 @@ def cone_surface(atoms, n_per_arc=16, n_rings=8):
             tris.append((a0 + i, b0 + j, a0 + j))
     return verts, np.asarray(tris, dtype=int)
 
-
 def sphere_mesh(n_lat=24, n_lon=48):
     """Grid of the unit sphere, ``(X, Y, Z)`` each of shape (n_lat, n_lon) (a plotly Surface)."""
     th = np.linspace(0, np.pi, int(n_lat))
     ph = np.linspace(0, 2 * np.pi, int(n_lon))
     return (np.outer(np.sin(th), np.cos(ph)), np.outer(np.sin(th), np.sin(ph)),
             np.outer(np.cos(th), np.ones_like(ph)))
-
 
 # ---------------------------------------------------------------------- scenes
 @dataclass
@@ -301,10 +292,8 @@ class ConeScene:
         """Atoms of concept ``j``, shape (M_j, 3)."""
         return self.atoms[self.groups == j]
 
-
 def _atoms_from_angles(angles):
     return np.array([direction(a, e) for a, e in angles])
-
 
 def _scene(groups_angles, names, description):
     atoms, groups = [], []
@@ -312,7 +301,6 @@ def _scene(groups_angles, names, description):
         atoms.append(_atoms_from_angles(angles))
         groups += [j] * len(angles)
     return ConeScene(np.vstack(atoms), np.array(groups), list(names), description)
-
 
 #: Built-in scenes: name -> function returning a :class:`ConeScene`.
 PRESETS = {
@@ -344,14 +332,12 @@ PRESETS = {
         "partial decompositions nearly agree."),
 }
 
-
 def preset_scene(name):
     """The built-in scene ``name`` (a key of :data:`PRESETS`)."""
     try:
         return PRESETS[name]()
     except KeyError:
         raise ValueError(f"unknown preset {name!r}; choose from {list(PRESETS)}.") from None
-
 
 def random_scene(seed=0, n_concepts=3, atoms_per_concept=(2, 3), spread=(12.0, 35.0), names=None):
     """Random pointed cones: each concept's atoms scattered around a random centre.
@@ -395,7 +381,6 @@ def random_scene(seed=0, n_concepts=3, atoms_per_concept=(2, 3), spread=(12.0, 3
             groups.append(j)
     names = list(names) if names else [f"concept {j + 1}" for j in range(int(n_concepts))]
     return ConeScene(np.array(atoms), np.array(groups), names, f"Random cones (seed {seed}).")
-
 
 # ---------------------------------------------------------------------- decomposition
 @dataclass
@@ -467,7 +452,6 @@ class Decomposition:
                  "||x* − ṽ_j||": float(self.partial_errors[j]), "||ṽ_j − v_j||":
                  float(np.linalg.norm(self.projections[j] - self.components[j]))} for j in range(S)]
 
-
 def decompose(scene, x, active=None, ridge=0.0):
     """Full (eq. 2) and partial (eq. 3) disentanglement of ``x`` by the cones of ``scene``.
 
@@ -487,7 +471,6 @@ def decompose(scene, x, active=None, ridge=0.0):
     -------
     Decomposition
     """
-    from slics_core.nnls import nnls_shared
 
     x = np.asarray(x, dtype=np.float64).reshape(-1)
     if x.shape != (3,) or not np.isfinite(x).all():

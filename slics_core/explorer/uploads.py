@@ -32,6 +32,10 @@ from __future__ import annotations
 import io
 import warnings
 
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from slics_core.datasets import _to_rgb
+
 __all__ = ["UploadError", "ACCEPTED_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "load_upload",
            "upload_bytes"]
 
@@ -49,18 +53,14 @@ _KNOWN_NON_IMAGES = (
     (b"<?xml", "an XML/SVG document"),
 )
 
-
 class UploadError(ValueError):
     """An upload that cannot be used; ``str(exc)`` is a message for the user."""
-
 
 def _name(filename) -> str:
     return f"“{filename}”" if filename else "The uploaded file"
 
-
 def _mb(n: int) -> str:
     return f"{n / 2**20:.1f} MB"
-
 
 def upload_bytes(data) -> bytes:
     """The bytes of ``data``: bytes-like, or an object with ``getvalue()`` / ``read()`` (Streamlit's UploadedFile)."""
@@ -71,7 +71,6 @@ def upload_bytes(data) -> bytes:
     if hasattr(data, "read"):
         return bytes(data.read())
     raise TypeError(f"expected bytes or a file-like object, got {type(data).__name__}")
-
 
 def _describe_non_image(head: bytes) -> str | None:
     stripped = head.lstrip()
@@ -85,7 +84,6 @@ def _describe_non_image(head: bytes) -> str | None:
     if text and all(ch.isprintable() or ch in "\r\n\t" for ch in text):
         return "a text file"
     return None
-
 
 def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
                 max_pixels: int | None = DEFAULT_MAX_PIXELS):
@@ -115,9 +113,6 @@ def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
     UploadError
         Empty, too large, not an image, truncated/corrupt, or too many pixels.
     """
-    from PIL import Image, ImageOps, UnidentifiedImageError
-
-    from slics_core.datasets import _to_rgb
 
     raw = upload_bytes(data)
     who = _name(filename)

@@ -1,0 +1,136 @@
+"""``slics workspace``, ``slics emoji-build``, ``slics emoji-report``: workspaces the app opens.
+
+Every workspace, whatever its source, is built by
+:func:`slics_core.explorer.workspace.build_workspace`.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from slics_core.commands import CLIError
+from slics_core.commands.data import get_words, resolve_encoder
+from slics_core.emoji.world import EmojiWorldConfig
+from slics_core.explorer.emoji_report import emoji_report
+from slics_core.explorer.workspace import (
+    build_workspace_from_cache,
+    check_workspace_name,
+    load_workspace,
+    open_emoji_workspace,
+    workspace_path,
+    workspaces_root,
+)
+from slics_core.methods import method_names
+
+__all__ = ["register"]
+
+
+def _progress(quiet, tag):
+    def report(stage, done, total):
+        if not quiet:
+            print(f"[{tag}] {stage}: {done}/{total}", file=sys.stderr, flush=True)
+    return report
+
+
+def cmd_workspace(args) -> int:
+    if args.info:
+        folder = Path(args.info) if Path(args.info).is_dir() else workspace_path(args.info)
+        print(json.dumps(load_workspace(folder).summary(), indent=1))
+        return 0
+    if not args.cache:
+        raise CLIError("slics workspace needs --cache (an embedding cache from `slics embed`) or --info NAME")
+    if args.out:
+        out = Path(args.out)
+    else:
+        out = workspaces_root() / check_workspace_name(args.name or Path(args.cache).resolve().name)
+    if args.name:
+        check_workspace_name(args.name)
+    if args.methods:
+        unknown = [m for m in args.methods if m not in method_names()]
+        if unknown:
+            raise CLIError(f"unknown method(s) {unknown}; registered: {', '.join(method_names())}")
+    if any(d < 1 for d in args.d0):
+        raise CLIError(f"--d0 values must be positive; got {args.d0}")
+    encoder = resolve_encoder(args.encoder) if args.encoder else None
+    vocab = "none" if args.vocab == "none" else get_words(args.vocab, args.n_words)
+    ws = build_workspace_from_cache(args.cache, out, encoder=encoder, mean_file=args.mean_file, vocabulary=vocab,
+                                    n_words=args.n_words, d0_values=tuple(args.d0), n_iter=args.n_iter,
+                                    n_train=args.n_train, n_val=args.n_val, n_query=args.n_query, seed=args.seed,
+                                    methods=args.methods, name=args.name, progress=_progress(args.quiet, "workspace"))
+    s = ws.summary()
+    print(f"workspace {s['name']!r} written to {out}: {s['n_items']} items, splits {s['splits']}, "
+          f"{len(ws.models)} fitted models ({', '.join(ws.methods)}; d0 {s['d0_values']}, default {ws.default_d0})"
+          + (f"; not fitted: {', '.join(f'{m} ({why})' for m, why in ws.skipped.items())}" if ws.skipped else ""))
+    return 0
+
+
+def _emoji_config(args):
+    d0 = tuple(args.d0) if args.d0 else EmojiWorldConfig().d0_values
+    return EmojiWorldConfig(n_train=args.n_train, n_val=args.n_val, n_query=args.n_query, n_pool=args.n_pool,
+                            d0_values=d0)
+
+
+def cmd_emoji_build(args) -> int:
+    ws = open_emoji_workspace(args.cache_dir, _emoji_config(args), _progress(args.quiet, "emoji"), rebuild=args.rebuild)
+    print(f"emoji workspace ready at {ws.path}: {len(ws)} scenes, {len(ws.models)} fitted models, "
+          f"d0 chosen on validation: {ws.chosen_d0}")
+    return 0
+
+
+def cmd_emoji_report(args) -> int:
+    prog = _progress(args.quiet, "emoji")
+    ws = open_emoji_workspace(args.cache_dir, _emoji_config(args), prog, rebuild=args.rebuild)
+    rep = emoji_report(ws, prog)
+    if args.json:
+        print(json.dumps(rep, indent=1))
+    else:
+        for k, v in rep.items():
+            print(f"{k}: {v}")
+    return 0
+
+
+def _add_emoji(p):
+    p.add_argument("--cache-dir", default=None, help="workspace cache root (default $SLICS_EMOJI_CACHE or "
+                                                     "~/.cache/slics/emoji)")
+    p.add_argument("--n-train", type=int, default=3000)
+    p.add_argument("--n-val", type=int, default=500)
+    p.add_argument("--n-query", type=int, default=1000)
+    p.add_argument("--n-pool", type=int, default=3000)
+    p.add_argument("--d0", type=int, nargs="+", default=None,
+                   help="dictionary sizes to fit (default 3 5 8 10 15 20); the best on validation is the default")
+    p.add_argument("--rebuild", action="store_true", help="ignore the cache")
+    p.add_argument("--quiet", action="store_true")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("workspace", help="split, fit every registered method for several d0 and save a "
+                                                "workspace the app can open")
+    p.add_argument("--cache", default=None, help="embedding cache directory (from `slics embed`)")
+    p.add_argument("--name", default=None, help="workspace name: the folder under $SLICS_WORKSPACES (default: the "
+                                                "cache folder's name); letters, digits, '.', '_', '-', spaces")
+    p.add_argument("--out", default=None, help="write the workspace folder here instead (the app lists only "
+                                               "$SLICS_WORKSPACES, i.e. ~/.cache/slics/workspaces)")
+    p.add_argument("--encoder", default=None, help="text encoder for the vocabulary (default: the cache's encoder)")
+    p.add_argument("--d0", type=int, nargs="+", default=[5, 10, 15], help="atoms per concept to fit (5 10 15)")
+    p.add_argument("--methods", nargs="+", default=None, help="registered methods to fit (default: all)")
+    p.add_argument("--n-iter", type=int, default=10)
+    p.add_argument("--n-train", type=int, default=None, help="training items (default 60%% of the rest)")
+    p.add_argument("--n-val", type=int, default=None, help="validation items (default 500, at most 10%%)")
+    p.add_argument("--n-query", type=int, default=None, help="query items (default 1000, at most 20%%)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mean-file", default=None, help="precomputed centring mean (default: the training mean)")
+    p.add_argument("--vocab", default="wordfreq", help="caption vocabulary: 'wordfreq' (10 000 frequent English "
+                                                       "words), a word-list file, or 'none'")
+    p.add_argument("--n-words", type=int, default=10_000)
+    p.add_argument("--info", default=None, metavar="NAME", help="print the summary of an existing workspace")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_workspace)
+
+    p = subparsers.add_parser("emoji-build", help="render, embed and fit the offline emoji workspace (cached)")
+    _add_emoji(p)
+    p.set_defaults(func=cmd_emoji_build)
+    p = subparsers.add_parser("emoji-report", help="quality numbers of the emoji world")
+    _add_emoji(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_emoji_report)

@@ -1,0 +1,231 @@
+"""Labelled embeddings, split and preprocessed the one way every tool uses.
+
+``slics evaluate``, ``slics fit``, ``slics captions``, ``slics reproduce`` and
+every workspace (:mod:`slics_core.explorer.workspace`) go through here:
+
+1. :func:`load_cache` reads an embedding cache (``slics embed``; any source:
+   COCO, MIRFlickr, a folder, precomputed embeddings, the emoji world) into a
+   :class:`LabelledEmbeddings`;
+2. :func:`split_sizes` and :func:`slics_core.evaluation.make_splits` draw the
+   train / val / query / pool split;
+3. :func:`preprocess` fits the preprocessing on the *training* split only
+   (``clip``: unit, minus the training mean of unit embeddings, unit; or a
+   precomputed mean given by the user, e.g. SpLiCE's CLIP means, sec. 4.1) and
+   applies it to every item, exactly as it will be applied to new queries;
+4. :func:`eval_data` bundles the result for :mod:`slics_core.evaluation`.
+
+Choices (the paper is silent): items whose embedding is all zero are dropped
+(they have no direction); default split sizes are the paper's validation (500)
+and query (1000) sizes, clamped to a tenth and a fifth of the labelled items
+for small collections, and a training set of 60 % of what is left.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from slics_core.encoders import encoder_spec_of
+from slics_core.evaluation import EvalData, Split, make_splits
+from slics_core.preprocessing import make_preprocessor
+from slics_core.store import EmbeddingStore
+
+__all__ = ["LabelledEmbeddings", "load_cache", "split_sizes", "make_split", "preprocess", "eval_data",
+           "vocabulary_embeddings"]
+
+
+@dataclass
+class LabelledEmbeddings:
+    """An embedded, labelled collection (rows: items).
+
+    Attributes
+    ----------
+    raw : ndarray of shape (n, d), float32
+        The encoder's embeddings, as stored.
+    ids : list of str
+    Y : ndarray of bool, shape (n, S)
+    concept_names : list of str
+    Z, sub_names, sub_to_concept : sub-labels (optional)
+    concept_text : ndarray of shape (S, d), optional
+        Raw text embeddings of the concept prompts (zero-shot, U-SLiCS, F-SpLiCE).
+    encoder : str or None
+        Encoder name that made the embeddings (:func:`slics_core.encoders.create_encoder`).
+    preprocessing : {"clip", "unit", "token", "none"}
+    n_tokens : int
+        Tokens per item for ``token`` preprocessing.
+    paths : list of str or None
+        Image files of the items (thumbnails), when known.
+    name : str
+    extras : dict
+        Other arrays aligned with the rows (e.g. the emoji world's images, captions and
+        generator-conditioning embeddings).
+    """
+
+    raw: np.ndarray
+    ids: list
+    Y: np.ndarray
+    concept_names: list
+    Z: np.ndarray | None = None
+    sub_names: list = field(default_factory=list)
+    sub_to_concept: np.ndarray | None = None
+    concept_text: np.ndarray | None = None
+    encoder: str | None = None
+    preprocessing: str = "clip"
+    n_tokens: int = 32
+    paths: list | None = None
+    name: str = "dataset"
+    extras: dict = field(default_factory=dict)
+
+    def __len__(self):
+        return int(self.raw.shape[0])
+
+    def subset(self, keep):
+        """The rows ``keep`` (bool mask or indices), every aligned field included."""
+        keep = np.flatnonzero(keep) if np.asarray(keep).dtype == bool else np.asarray(keep, dtype=int)
+        take = (lambda a: None if a is None else a[keep])
+        return LabelledEmbeddings(
+            raw=self.raw[keep], ids=[self.ids[i] for i in keep], Y=self.Y[keep], concept_names=self.concept_names,
+            Z=take(self.Z), sub_names=self.sub_names, sub_to_concept=self.sub_to_concept,
+            concept_text=self.concept_text, encoder=self.encoder, preprocessing=self.preprocessing,
+            n_tokens=self.n_tokens, paths=None if self.paths is None else [self.paths[i] for i in keep],
+            name=self.name, extras={k: (v[keep] if isinstance(v, np.ndarray) else [v[i] for i in keep])
+                                    for k, v in self.extras.items()})
+
+
+def load_cache(cache) -> LabelledEmbeddings:
+    """Read a finished embedding cache with labels (``slics embed``).
+
+    Raises
+    ------
+    FileNotFoundError
+        No cache or no labels there (the message says which command makes them).
+    ValueError
+        Unfinished or damaged cache, or labels that do not match the embeddings.
+    """
+    store = EmbeddingStore(cache)
+    if not store.exists():
+        raise FileNotFoundError(f"no embedding cache at {os.fspath(cache)!r}; make one with `slics embed`")
+    E, ids, meta = store.load()
+    lab = store.load_labels()
+    if "Y" not in lab or "concept_names" not in lab:
+        raise ValueError(f"labels of cache {os.fspath(cache)!r} lack Y / concept_names; re-embed with a label file")
+    Y = np.asarray(lab["Y"], dtype=bool)
+    if Y.shape[0] != E.shape[0]:
+        raise ValueError(f"cache {os.fspath(cache)!r}: {Y.shape[0]} label rows for {E.shape[0]} embeddings; "
+                         "re-run `slics embed --overwrite`")
+    W, _ = store.load_array("concept_text")
+    dataset = meta.get("dataset") or {}
+    prep = meta.get("preprocessing") or {}
+    paths = dataset.get("paths")
+    if paths is not None:
+        try:
+            all_ids = json.loads((store.path / "items.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            all_ids = []
+        by_id = dict(zip(all_ids, paths)) if len(paths) == len(all_ids) else {}
+        paths = [by_id.get(i) for i in ids] if by_id else None
+    extras = {}
+    for name in dataset.get("extra_arrays") or []:
+        arr, _ = store.load_array(name)
+        if arr is not None and len(arr) == len(ids):
+            extras[name] = arr
+    data = LabelledEmbeddings(
+        raw=np.asarray(E, dtype=np.float32), ids=[str(i) for i in ids], Y=Y,
+        concept_names=[str(s) for s in lab["concept_names"]],
+        Z=np.asarray(lab["Z"], dtype=bool) if "Z" in lab else None,
+        sub_names=[str(s) for s in lab.get("sub_names", [])],
+        sub_to_concept=np.asarray(lab["sub_to_concept"], dtype=int) if "sub_to_concept" in lab else None,
+        concept_text=None if W is None else np.asarray(W, dtype=np.float32), encoder=encoder_spec_of(meta),
+        preprocessing=str(prep.get("embedding", "clip")), n_tokens=int(prep.get("n_tokens", 32)), paths=paths,
+        name=str(dataset.get("name") or os.path.basename(os.path.abspath(os.fspath(cache)))), extras=extras)
+    nonzero = np.linalg.norm(data.raw, axis=1) > 0
+    return data if nonzero.all() else data.subset(nonzero)
+
+
+def split_sizes(n_labelled, n_train=None, n_val=None, n_query=None):
+    """Split sizes for ``n_labelled`` items: given sizes as they are, defaults (None) as in the module docstring.
+
+    Returns
+    -------
+    (n_train, n_val, n_query) : tuple of int
+    """
+    n_labelled = int(n_labelled)
+    n_val = min(500, n_labelled // 10) if n_val is None else int(n_val)
+    n_query = min(1000, n_labelled // 5) if n_query is None else int(n_query)
+    if n_train is None:
+        n_train = int(0.6 * (n_labelled - n_val - n_query))
+    return int(n_train), n_val, n_query
+
+
+def make_split(Y, n_train=None, n_val=None, n_query=None, seed=0) -> Split:
+    """The split of every tool: :func:`split_sizes`, then :func:`slics_core.evaluation.make_splits`."""
+    n_labelled = int(np.asarray(Y, dtype=bool).any(axis=1).sum())
+    if n_labelled < 20:
+        raise ValueError(f"only {n_labelled} labelled items; SLiCS needs at least 20 (training, validation, query "
+                         "and pool items)")
+    tr, va, qu = split_sizes(n_labelled, n_train, n_val, n_query)
+    return make_splits(Y, tr, n_val=va, n_query=qu, random_state=seed)
+
+
+def preprocess(raw, kind, train_rows, *, mean=None, n_tokens=32):
+    """Fit the preprocessing on the training rows and apply it to every row.
+
+    Returns
+    -------
+    X : ndarray of shape (n, d), float32
+    preprocessor : fitted transformer (applies the same step to new queries)
+    """
+    raw = np.asarray(raw, dtype=np.float64)
+    pre = make_preprocessor(kind, mean=mean, n_tokens=n_tokens).fit(raw[np.asarray(train_rows, dtype=int)])
+    return pre.transform(raw).astype(np.float32), pre
+
+
+def eval_data(data: LabelledEmbeddings, split: Split, *, mean=None, vocab=None):
+    """:class:`slics_core.evaluation.EvalData` of ``data`` preprocessed on ``split``'s training rows.
+
+    Parameters
+    ----------
+    vocab : (words, W), optional
+        Vocabulary and its raw text embeddings (SpLiCE baselines).
+
+    Returns
+    -------
+    EvalData, fitted preprocessor
+    """
+    X, pre = preprocess(data.raw, data.preprocessing, split.train, mean=mean, n_tokens=data.n_tokens)
+    ed = EvalData(X=X, Y=data.Y, concept_names=list(data.concept_names), Z=data.Z,
+                  sub_to_concept=data.sub_to_concept if data.Z is not None else None,
+                  sub_names=list(data.sub_names) if data.Z is not None else None, X_raw=data.raw,
+                  concept_text=data.concept_text)
+    if vocab is not None:
+        ed.vocab_words, ed.vocab_text = list(vocab[0]), np.asarray(vocab[1], dtype=np.float32)
+    return ed, pre
+
+
+def vocabulary_embeddings(encoder, words, *, store=None, batch_size=256):
+    """Raw text embeddings of ``words`` (unit rows), cached in ``store`` (an :class:`EmbeddingStore`) by word list.
+
+    Raises
+    ------
+    ValueError
+        The encoder has no text tower.
+    """
+    if not getattr(encoder, "has_text", False):
+        raise ValueError(f"encoder {getattr(encoder, 'spec', getattr(encoder, 'id', '?'))!r} has no text tower; "
+                         "vocabularies need a CLIP-like encoder")
+    words = [str(w) for w in words]
+    digest = hashlib.sha256("\n".join(words).encode()).hexdigest()[:16]
+    name = f"vocab-{digest}"
+    ident = getattr(encoder, "id", None)
+    if store is not None:
+        arr, info = store.load_array(name)
+        if arr is not None and info.get("encoder_id") == ident and arr.shape[0] == len(words):
+            return arr
+    V = np.asarray(encoder.encode_texts(words, batch_size=batch_size), dtype=np.float32)
+    V = V / np.maximum(np.linalg.norm(V, axis=1, keepdims=True), 1e-12)
+    if store is not None:
+        store.save_array(name, V, encoder_id=ident, n=len(words))
+    return V

@@ -1,0 +1,14 @@
+"""What the app computes, without Streamlit: the app-support layer of SLiCS Explorer.
+
+* :mod:`~slics_core.explorer.workspace` - workspaces: one builder for every data source
+  (the emoji world, COCO, MIRFlickr, folders, precomputed embeddings), saving, opening, listing;
+  query embedding, vocabulary, generation.
+* :mod:`~slics_core.explorer.queries` - a query's components, concept scores, galleries.
+* :mod:`~slics_core.explorer.maps` - t-SNE maps, atom heatmaps, caption tables.
+* :mod:`~slics_core.explorer.scoring` - mAP of a workspace's fitted models (Evaluate page).
+* :mod:`~slics_core.explorer.sphere` - the 3-D concept cones of the Learn page.
+* :mod:`~slics_core.explorer.uploads` - decoding untrusted uploads.
+
+Imports point down only: this package uses the library (``slics_core.*``) and is used by
+``app.py`` / ``app_pages`` and the command line; the library never imports it.
+"""

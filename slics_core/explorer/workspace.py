@@ -1,0 +1,772 @@
+"""Workspaces: what the app (and any script) explores. One builder for every data source.
+
+A :class:`Workspace` is one embedded, labelled collection with its fitted
+models: preprocessed embeddings ``X`` (rows: items), the encoder's embeddings
+``raw``, labels ``Y`` (and sub-labels ``Z``), the train / val / query / pool
+split, and ``models[(method, d0)]`` for every method of the registry
+(:mod:`slics_core.methods`) whose needs the data meets.
+
+:func:`build_workspace` makes one from :class:`slics_core.data.LabelledEmbeddings`,
+whatever the source: the emoji world (:func:`open_emoji_workspace`), or an
+embedding cache of COCO, MIRFlickr, a folder or precomputed embeddings
+(:func:`build_workspace_from_cache`, ``slics workspace``). For all of them:
+
+1. the split: :func:`slics_core.data.make_split` (the emoji world passes its own
+   sizes to the same function);
+2. centring: the preprocessing is fitted on the training split
+   (:func:`slics_core.data.preprocess`; ``clip``: the training mean, or a
+   precomputed mean file the user gives);
+3. every registered method is fitted on the training split, dictionary
+   methods for every ``d0``; a method whose needs are not met (no concept
+   prompts, no vocabulary) or whose fit fails is recorded in ``skipped`` with
+   the reason, and the others are kept;
+4. ``d0`` is chosen on the validation split by the paper's rule
+   (:func:`slics_core.evaluation.sweep_d0` of the fitted S-SLiCS models, then
+   :func:`slics_core.evaluation.choose_d0`: sub-label mAP@20 of partial components);
+5. the caption vocabulary (the emoji world: the words its text encoder knows;
+   datasets: the 10 000 most frequent English words, or a word list) is
+   embedded with the workspace's encoder when it has a text tower;
+6. the workspace is saved as a folder (``workspace.json``, ``arrays.npz``,
+   ``models/``, optional ``images.npy`` and ``extra-*.npy``) with a marker file.
+
+Safety: a folder is replaced only if it is a workspace (it holds the marker
+``.slics-workspace``), atomically (written beside, then swapped); workspace names
+are validated (no separators, no ``..``, not absolute). Encoder names read from a
+workspace are resolved with ``trusted=False``: never ``module:factory``. The app
+opens workspaces by *name* under :func:`workspaces_root` only.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from slics_core._validation import check_embeddings
+from slics_core.alignment import ProcrustesAlignment
+from slics_core.captions import default_vocabulary
+from slics_core.data import LabelledEmbeddings, eval_data, load_cache, make_split, preprocess, vocabulary_embeddings
+from slics_core.datasets import ImageLoadError, load_image
+from slics_core.emoji.generator import EmojiGenerator
+from slics_core.emoji.world import (
+    EmojiWorldConfig,
+    config_from_env,
+    default_cache_dir,
+    emoji_vocabulary,
+    models_fingerprint,
+    render_emoji_world,
+)
+from slics_core.encoders import create_encoder
+from slics_core.evaluation import Split, choose_d0, sweep_d0
+from slics_core.methods import NEEDS, REGISTRY, FitInputs, get_method, method_names, missing_needs
+from slics_core.preprocessing import load_mean, make_preprocessor
+from slics_core.store import EmbeddingStore
+
+__all__ = [
+    "Workspace",
+    "EMOJI",
+    "workspaces_root",
+    "check_workspace_name",
+    "build_workspace",
+    "build_workspace_from_cache",
+    "save_workspace",
+    "load_workspace",
+    "list_workspaces",
+    "workspace_path",
+    "open_emoji_workspace",
+    "load_query_encoder",
+    "embed_query",
+    "workspace_vocabulary",
+    "WorkspaceGenerator",
+    "load_workspace_generator",
+]
+
+FORMAT = "slics-workspace-v2"
+MARKER = ".slics-workspace"
+EMOJI = "emoji"
+_SPLITS = ("train", "val", "query", "pool")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,99}$")
+
+
+def workspaces_root() -> Path:
+    """Where dataset workspaces are listed: ``$SLICS_WORKSPACES`` or ``~/.cache/slics/workspaces``."""
+    env = os.environ.get("SLICS_WORKSPACES")
+    return Path(env) if env else Path.home() / ".cache" / "slics" / "workspaces"
+
+
+def check_workspace_name(name) -> str:
+    """``name`` if it is a safe workspace name (a folder name under :func:`workspaces_root`).
+
+    Raises
+    ------
+    ValueError
+        Empty, a path (separators, ``..``, absolute) or odd characters.
+    """
+    if not isinstance(name, str) or not _NAME.match(name) or name in (".", "..") or ".." in name:
+        raise ValueError(f"workspace name {name!r} is not allowed: use letters, digits, '.', '_', '-' or spaces "
+                         "(no '/', no '..'); to write elsewhere use --out")
+    return name
+
+
+@dataclass
+class Workspace:
+    """One explorable collection (see module docstring).
+
+    Attributes
+    ----------
+    name : str
+    kind : {"emoji", "dataset"}
+    path : Path or None
+        Folder the workspace is stored in.
+    X : ndarray of shape (n, d), float32
+        Preprocessed embeddings (what the models were fitted on).
+    raw : ndarray of shape (n, d), float32
+        The encoder's unit embeddings (zero-shot classification).
+    mean : ndarray of shape (d,)
+        Training mean of the unit embeddings (preprocessing of new queries).
+    Y : ndarray of bool, shape (n, S)
+    concept_names : list of str
+    Z : ndarray of bool, shape (n, L) or None
+    sub_names : list of str
+    sub_to_concept : ndarray of int, shape (L,) or None
+    index : dict
+        ``index[split]`` (train, val, query, pool) are row numbers.
+    models : dict
+        ``models[(method, d0)]`` -> fitted model of a registered method
+        (:mod:`slics_core.methods`; ``d0`` is None for methods without a dictionary).
+    concept_text : ndarray of shape (S, d) or None
+        Unit text embeddings of the concept prompts (zero-shot labels).
+    encoder : str or None
+        Encoder spec for embedding new queries (``"emoji-small"``, ``"ViT-B-32/openai"``...).
+    captions : list of str or None
+        A text per item (the emoji world's scene captions).
+    ids : list of str
+    images : ndarray (n, H, W, 3) uint8 or None
+        In-memory images (emoji world); else ``paths`` are read on demand.
+    paths : list of str or None
+    chosen_d0 : int or None
+        ``d0`` chosen on the validation split, when known.
+    preprocessing : {"clip", "unit", "token", "none"}
+        How ``X`` was made from the encoder output (:func:`slics_core.preprocessing.make_preprocessor`;
+        ``clip`` subtracts ``mean``).
+    n_tokens : int
+        Tokens per item (``token`` preprocessing).
+    d0_scores : list of dict
+        The validation curve ``d0`` was chosen on.
+    vocab_words, vocab_text : caption vocabulary and its raw unit text embeddings (or None).
+    generator : str or None
+        Generator of the workspace (``"emoji"``), None when it has none.
+    skipped : dict
+        Methods not fitted, with the reason (e.g. no vocabulary for SpLiCE).
+    extras : dict
+        Other arrays aligned with the items (emoji world: ``cond``, the generator's conditioning
+        embeddings).
+    """
+
+    name: str
+    kind: str
+    path: Path | None
+    X: np.ndarray
+    raw: np.ndarray
+    mean: np.ndarray
+    Y: np.ndarray
+    concept_names: list
+    index: dict
+    models: dict
+    Z: np.ndarray | None = None
+    sub_names: list = field(default_factory=list)
+    sub_to_concept: np.ndarray | None = None
+    concept_text: np.ndarray | None = None
+    encoder: str | None = None
+    captions: list | None = None
+    ids: list = field(default_factory=list)
+    images: np.ndarray | None = None
+    paths: list | None = None
+    chosen_d0: int | None = None
+    preprocessing: str = "clip"
+    n_tokens: int = 32
+    d0_scores: list = field(default_factory=list)
+    vocab_words: list | None = None
+    vocab_text: np.ndarray | None = None
+    generator: str | None = None
+    skipped: dict = field(default_factory=dict)
+    extras: dict = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ sizes
+    def __len__(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def n_concepts(self) -> int:
+        return int(self.Y.shape[1])
+
+    @property
+    def d0_values(self) -> list:
+        return sorted({d for (_, d) in self.models if d is not None})
+
+    @property
+    def methods(self) -> list:
+        """Registered methods with a fitted model here, in registry order."""
+        fitted = {m for (m, _) in self.models}
+        return [m for m in method_names() if m in fitted]
+
+    def dictionary_methods(self) -> list:
+        """The fitted methods that have atoms (one model per ``d0``)."""
+        return [m for m in self.methods if get_method(m).dictionary]
+
+    @property
+    def default_d0(self) -> int:
+        """``chosen_d0`` when known, else the middle fitted ``d0``."""
+        if self.chosen_d0 in self.d0_values:
+            return int(self.chosen_d0)
+        d = self.d0_values
+        return int(d[len(d) // 2])
+
+    def model(self, method: str = "S-SLiCS", d0: int | None = None):
+        """The fitted model of ``method`` with ``d0`` atoms per concept (default: :attr:`default_d0`;
+        ignored for methods without a dictionary)."""
+        if not get_method(method).dictionary:
+            d0 = None
+        else:
+            d0 = self.default_d0 if d0 is None else int(d0)
+        try:
+            return self.models[(method, d0)]
+        except KeyError:
+            raise ValueError(f"no {method} model with d0={d0} in workspace {self.name!r}; "
+                             f"fitted: {sorted(self.models)}") from None
+
+    def summary(self) -> dict:
+        """Sizes and settings, JSON-ready (Home page, CLI)."""
+        return {"name": self.name, "kind": self.kind, "path": str(self.path) if self.path else None,
+                "n_items": len(self), "dim": int(self.X.shape[1]), "n_concepts": self.n_concepts,
+                "n_sub_labels": 0 if self.Z is None else int(self.Z.shape[1]),
+                "splits": {k: int(len(v)) for k, v in self.index.items()},
+                "methods": self.methods, "d0_values": self.d0_values, "chosen_d0": self.chosen_d0,
+                "encoder": self.encoder, "has_concept_text": self.concept_text is not None,
+                "vocabulary": len(self.vocab_words or []), "generator": self.generator,
+                "preprocessing": self.preprocessing, "skipped": dict(self.skipped)}
+
+    # ------------------------------------------------------------------ labels
+    def labels_of(self, i: int) -> dict:
+        """General and sub-label names of item ``i``."""
+        out = {"concepts": [self.concept_names[j] for j in np.flatnonzero(self.Y[i])]}
+        if self.Z is not None:
+            out["sub_labels"] = [self.sub_names[j] for j in np.flatnonzero(self.Z[i])]
+        return out
+
+    # ------------------------------------------------------------------ images
+    def image(self, i: int):
+        """Item ``i`` as an RGB PIL image (raises :class:`slics_core.datasets.ImageLoadError` if unreadable)."""
+        i = int(i)
+        if not 0 <= i < len(self):
+            raise IndexError(f"item {i} out of range (0..{len(self) - 1})")
+        if self.images is not None:
+            return Image.fromarray(self.images[i])
+        if self.paths is None:
+            raise ImageLoadError(f"workspace {self.name!r} has no images")
+        if not self.paths[i]:
+            raise ImageLoadError(f"item {self.ids[i] if self.ids else i} has no image file")
+        return load_image(self.paths[i])
+
+    def thumbnail(self, i: int, size: int = 128):
+        """Item ``i`` fitted in a ``size`` square (a grey tile with an X if the file is unreadable)."""
+        try:
+            im = self.image(i)
+        except ImageLoadError:
+            im = Image.new("RGB", (size, size), (200, 200, 200))
+            d = ImageDraw.Draw(im)
+            d.line((0, 0, size, size), fill=(120, 120, 120), width=3)
+            d.line((0, size, size, 0), fill=(120, 120, 120), width=3)
+            return im
+        if im.width == im.height and im.width <= size:
+            return im.resize((size, size), Image.NEAREST)
+        im = im.copy()
+        im.thumbnail((size, size))
+        return im
+
+    # ------------------------------------------------------------------ queries
+    def preprocess(self, raw) -> np.ndarray:
+        """Preprocess encoder embeddings like the training data (see ``preprocessing``)."""
+        raw = np.asarray(raw, dtype=np.float64)
+        if raw.ndim == 1:
+            raw = raw[None, :]
+        raw = check_embeddings(raw, n_features=self.X.shape[1], name="query embedding")
+        mean = self.mean if self.preprocessing == "clip" else None
+        pre = make_preprocessor(self.preprocessing, mean=mean, n_tokens=self.n_tokens).fit(raw)
+        return pre.transform(raw).astype(np.float32)
+
+    def zero_shot(self, raw) -> np.ndarray | None:
+        """Cosines (n, S) between embeddings and the concept prompts (None without prompts)."""
+        if self.concept_text is None:
+            return None
+        raw = np.atleast_2d(np.asarray(raw, dtype=np.float64))
+        raw = raw / np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-12)
+        T = np.asarray(self.concept_text, dtype=np.float64)
+        return raw @ (T / np.maximum(np.linalg.norm(T, axis=1, keepdims=True), 1e-12)).T
+
+
+
+
+# ---------------------------------------------------------------------- building
+def _progress(progress, stage, done=0, total=1):
+    if progress is not None:
+        progress(stage, done, total)
+
+
+def _embed_vocabulary(encoder, words, store, progress):
+    """Raw text embeddings of the vocabulary, or None (with a warning) when the encoder cannot."""
+    if encoder is None or not words:
+        return None
+    if not getattr(encoder, "has_text", False):
+        warnings.warn("the encoder has no text tower: no caption vocabulary, SpLiCE baselines skipped",
+                      RuntimeWarning, stacklevel=3)
+        return None
+    _progress(progress, f"embed the vocabulary ({len(words)} words)", 0, 1)
+    return vocabulary_embeddings(encoder, words, store=store)
+
+
+def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None, n_train=None, n_val=None,
+                    n_query=None, seed=0, d0_values=(5, 10, 15), n_iter=10, methods=None, mean=None,
+                    vocabulary=None, encoder=None, store=None, name=None, kind="dataset", generator=None,
+                    progress=None, replace=True) -> Workspace:
+    """Build, save and return a workspace from labelled embeddings (see the module docstring).
+
+    Parameters
+    ----------
+    data : slics_core.data.LabelledEmbeddings
+    out : path
+        Folder to write. An existing folder is replaced only if it is a workspace.
+    split : Split, optional
+        Default :func:`slics_core.data.make_split` with ``n_train``, ``n_val``, ``n_query``, ``seed``.
+    d0_values : sequence of int
+        Atoms per concept fitted for every dictionary method.
+    n_iter : int
+        SLiCS epochs.
+    methods : sequence of str, optional
+        Registered methods to fit (default: all of :data:`slics_core.methods.REGISTRY`).
+    mean : array-like of shape (d,), optional
+        Precomputed centring mean (``clip`` preprocessing); default: the training mean.
+    vocabulary : list of str, optional
+        Caption / SpLiCE vocabulary, embedded with ``encoder``; None: no vocabulary.
+    encoder : encoder object, optional
+        Used for the vocabulary's text embeddings.
+    store : EmbeddingStore, optional
+        Caches the vocabulary embeddings.
+    name, kind, generator : recorded in the workspace (``kind`` is ``"emoji"`` or ``"dataset"``).
+    progress : callable ``progress(stage, done, total)``, optional
+
+    Returns
+    -------
+    Workspace
+    """
+    out = Path(out)
+    _check_target(out)
+    d0_values = sorted({int(d) for d in d0_values})
+    if not d0_values or d0_values[0] < 1:
+        raise ValueError(f"d0 values must be positive integers; got {d0_values}")
+    if split is None:
+        split = make_split(data.Y, n_train, n_val, n_query, seed)
+    X, pre = preprocess(data.raw, data.preprocessing, split.train, mean=mean, n_tokens=data.n_tokens)
+    W = _embed_vocabulary(encoder, vocabulary, store, progress)
+    inputs = FitInputs(X=X[split.train], Y=data.Y[split.train], concept_names=list(data.concept_names),
+                       X_raw=data.raw[split.train], concept_text=data.concept_text,
+                       vocab_words=list(vocabulary) if W is not None else None, vocab_text=W)
+    names = method_names() if methods is None else [get_method(m).name for m in methods]
+    jobs, skipped = [], {}
+    for m in names:
+        missing = missing_needs(m, inputs)
+        if missing:
+            skipped[m] = "needs " + "; ".join(NEEDS[n] for n in missing)
+            continue
+        jobs += [(m, d) for d in d0_values] if get_method(m).dictionary else [(m, None)]
+    models = {}
+    for i, (m, d0) in enumerate(jobs):
+        _progress(progress, f"fit {m}" + (f" d0={d0}" if d0 is not None else ""), i, len(jobs))
+        try:
+            models[(m, d0)] = get_method(m).fit(inputs, d0, n_iter=n_iter, batch_size=None, seed=seed, ridge=0.0)
+        except (ValueError, np.linalg.LinAlgError) as exc:  # one method failing never sinks the others
+            skipped[m] = f"fit failed ({exc})"
+            models = {k: v for k, v in models.items() if k[0] != m}
+            warnings.warn(f"{m} was not fitted: {exc}", RuntimeWarning, stacklevel=2)
+    _progress(progress, "fit", len(jobs), len(jobs))
+    index = {"train": split.train, "val": split.val, "query": split.query, "pool": split.pool}
+    extras = dict(data.extras)
+    images = extras.pop("images", None)
+    captions = extras.pop("captions", None)
+    ws = Workspace(name=name or data.name, kind=kind, path=out, X=X, raw=np.asarray(data.raw, np.float32),
+                   mean=np.asarray(getattr(pre, "mean_", np.zeros(X.shape[1])), dtype=np.float64), Y=data.Y,
+                   concept_names=list(data.concept_names), index=index, models=models, Z=data.Z,
+                   sub_names=list(data.sub_names), sub_to_concept=data.sub_to_concept,
+                   concept_text=data.concept_text, encoder=data.encoder, captions=captions,
+                   ids=list(data.ids), images=images, paths=data.paths, preprocessing=data.preprocessing,
+                   n_tokens=data.n_tokens, vocab_words=inputs.vocab_words, vocab_text=W, generator=generator,
+                   skipped=skipped, extras=extras)
+    d0s = [d for d in d0_values if ("S-SLiCS", d) in models]
+    if len(split.val) and len(d0s) > 1:
+        _progress(progress, "choose d0 on the validation split", 0, 1)
+        ed, _ = eval_data(data, split, mean=mean)
+        records = sweep_d0(ed, split, d0s, models={d: models[("S-SLiCS", d)] for d in d0s}, modes=("partial",))
+        ws.d0_scores = [{"d0": r["d0"], "general": round(float(r["general"]), 4), "sub": round(float(r["sub"]), 4)}
+                        for r in records]
+        ws.chosen_d0 = choose_d0(records)
+    elif d0s:
+        ws.chosen_d0 = d0s[0]
+    _progress(progress, "save the workspace", 0, 1)
+    save_workspace(ws, out)
+    return ws
+
+
+def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, vocabulary="wordfreq", n_words=10_000,
+                               **kwargs) -> Workspace:
+    """:func:`build_workspace` of an embedding cache (``slics embed``).
+
+    Parameters
+    ----------
+    cache : path
+    out : path
+    encoder : encoder object, optional
+        Text encoder for the vocabulary; default: the cache's encoder resolved with
+        ``trusted=False`` (a missing one means no vocabulary, with a warning).
+    mean_file : path, optional
+        Precomputed centring mean (:func:`slics_core.preprocessing.load_mean`).
+    vocabulary : "wordfreq", "none", or a list of words
+    n_words : int
+        Size of the ``wordfreq`` vocabulary.
+    kwargs : passed to :func:`build_workspace`.
+    """
+    data = load_cache(cache)
+    mean = load_mean(mean_file, dim=data.raw.shape[1]) if mean_file else None
+    words = None
+    if isinstance(vocabulary, (list, tuple)):
+        words = [str(w) for w in vocabulary]
+    elif vocabulary == "wordfreq":
+        words = default_vocabulary(n_words)
+    elif vocabulary not in (None, "none"):
+        raise ValueError(f"vocabulary must be 'wordfreq', 'none' or a list of words; got {vocabulary!r}")
+    if encoder is None and words and data.encoder:
+        try:
+            encoder = create_encoder(data.encoder, trusted=False)
+        except (OSError, ValueError, RuntimeError) as exc:
+            warnings.warn(f"no caption vocabulary: the cache's encoder {data.encoder!r} cannot be loaded here ({exc})",
+                          RuntimeWarning, stacklevel=2)
+    return build_workspace(data, out, mean=mean, vocabulary=words, encoder=encoder, store=EmbeddingStore(cache),
+                           **kwargs)
+
+
+# ---------------------------------------------------------------------- saving and opening
+def _is_workspace(folder: Path) -> bool:
+    return (folder / MARKER).is_file()
+
+
+def _check_target(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is a file, not a workspace folder; choose another --out")
+    if out.is_dir() and any(out.iterdir()) and not _is_workspace(out):
+        raise ValueError(f"{out} exists and is not a SLiCS workspace (no {MARKER}); it is left untouched: "
+                         "choose another name or --out")
+
+
+def save_workspace(ws: Workspace, out) -> Path:
+    """Write ``ws`` to the folder ``out``: beside it first, then swapped in (never a half-written workspace).
+
+    Raises
+    ------
+    ValueError
+        ``out`` exists and is not a workspace (nothing is deleted).
+    """
+    out = Path(out)
+    _check_target(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".new", dir=out.parent))
+    try:
+        (tmp / "models").mkdir()
+        arrays = {"X": ws.X, "raw": ws.raw, "mean": ws.mean, "Y": ws.Y}
+        if ws.Z is not None:
+            arrays.update(Z=ws.Z, sub_to_concept=np.asarray(ws.sub_to_concept))
+        if ws.concept_text is not None:
+            arrays["concept_text"] = ws.concept_text
+        if ws.vocab_text is not None:
+            arrays["vocab_text"] = ws.vocab_text
+        arrays.update({f"index_{k}": np.asarray(v) for k, v in ws.index.items()})
+        np.savez(tmp / "arrays.npz", **arrays)
+        if ws.images is not None:
+            np.save(tmp / "images.npy", np.asarray(ws.images, dtype=np.uint8), allow_pickle=False)
+        extra_names = []
+        for k, v in ws.extras.items():
+            if isinstance(v, np.ndarray) and v.dtype != object:
+                np.save(tmp / f"extra-{k}.npy", v, allow_pickle=False)
+                extra_names.append(k)
+        names = {}
+        for (method, d0), model in ws.models.items():
+            fname = f"{method}_d0{d0}.npz" if d0 is not None else f"{method}.npz"
+            model.save(tmp / "models" / fname)
+            names[f"{method}|{'' if d0 is None else d0}"] = fname
+        head = {"format": FORMAT, "name": ws.name, "kind": ws.kind, "concept_names": ws.concept_names,
+                "sub_names": ws.sub_names, "encoder": ws.encoder, "ids": ws.ids, "paths": ws.paths,
+                "captions": ws.captions, "chosen_d0": ws.chosen_d0, "d0_scores": ws.d0_scores,
+                "preprocessing": ws.preprocessing, "n_tokens": ws.n_tokens, "models": names, "n": len(ws),
+                "vocab_words": ws.vocab_words, "generator": ws.generator, "skipped": ws.skipped,
+                "extras": extra_names}
+        (tmp / "workspace.json").write_text(json.dumps(head))
+        (tmp / MARKER).write_text("SLiCS Explorer workspace folder: `slics workspace` may replace it.\n")
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+            os.rmdir(old)
+            os.replace(out, old)
+        os.replace(tmp, out)
+        if old is not None and _is_workspace(old):
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    ws.path = out
+    return out
+
+
+def _load_model(method, path):
+    m = REGISTRY.get(method)
+    if m is None:
+        raise ValueError(f"model of unknown method {method!r}")
+    return m.load(path)
+
+
+def load_workspace(path) -> Workspace:
+    """Open a workspace folder written by :func:`save_workspace`.
+
+    Raises
+    ------
+    FileNotFoundError
+        No workspace there.
+    ValueError
+        The folder is damaged (unreadable or inconsistent files); the message names it.
+    """
+    path = Path(path)
+    head_file = path / "workspace.json"
+    if not head_file.is_file():
+        raise FileNotFoundError(f"no workspace in {path} (missing workspace.json; build one with `slics workspace`)")
+    try:
+        head = json.loads(head_file.read_text())
+        if head.get("format") != FORMAT:
+            raise ValueError(f"unknown format {head.get('format')!r} (rebuild it with `slics workspace`)")
+        with np.load(path / "arrays.npz", allow_pickle=False) as z:
+            arr = {k: z[k] for k in z.files}
+        models = {}
+        for key, fname in head["models"].items():
+            method, d0 = key.split("|")
+            if method not in REGISTRY:
+                continue  # a method no longer registered here
+            if "/" in fname or "\\" in fname or fname.startswith("."):
+                raise ValueError(f"model file name {fname!r} is not allowed")
+            models[(method, int(d0) if d0 else None)] = _load_model(method, path / "models" / fname)
+        n = int(head["n"])
+        for k in ("X", "raw", "Y"):
+            if arr[k].shape[0] != n:
+                raise ValueError(f"{k} has {arr[k].shape[0]} rows, expected {n}")
+        index = {k: arr[f"index_{k}"] for k in _SPLITS}
+        images = np.load(path / "images.npy", allow_pickle=False) if (path / "images.npy").is_file() else None
+        extras = {k: np.load(path / f"extra-{k}.npy", allow_pickle=False) for k in head.get("extras", [])
+                  if re.match(r"^[A-Za-z0-9_]+$", k)}
+        if images is not None and len(images) != n:
+            raise ValueError(f"images.npy has {len(images)} images, expected {n}")
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"workspace {path} is damaged: {type(exc).__name__}: {exc}") from exc
+    return Workspace(name=head["name"], kind=head.get("kind", "dataset"), path=path, X=arr["X"], raw=arr["raw"],
+                     mean=arr["mean"], Y=arr["Y"].astype(bool), concept_names=list(head["concept_names"]),
+                     index=index, models=models, Z=arr["Z"].astype(bool) if "Z" in arr else None,
+                     sub_names=list(head.get("sub_names") or []), sub_to_concept=arr.get("sub_to_concept"),
+                     concept_text=arr.get("concept_text"), encoder=head.get("encoder"),
+                     captions=head.get("captions"), ids=list(head.get("ids") or []), images=images,
+                     paths=head.get("paths"), chosen_d0=head.get("chosen_d0"),
+                     preprocessing=head.get("preprocessing", "clip"), n_tokens=int(head.get("n_tokens", 32)),
+                     d0_scores=list(head.get("d0_scores") or []), vocab_words=head.get("vocab_words"),
+                     vocab_text=arr.get("vocab_text"), generator=head.get("generator"),
+                     skipped=dict(head.get("skipped") or {}), extras=extras)
+
+
+def list_workspaces(root=None) -> list:
+    """``[(name, folder), ...]`` of the workspaces under ``root`` (default :func:`workspaces_root`).
+
+    ``name`` is the display name (``"<folder> (damaged)"`` when its header cannot be read).
+    """
+    root = Path(root) if root is not None else workspaces_root()
+    if not root.is_dir():
+        return []
+    out = []
+    for p in sorted(root.iterdir()):
+        if p.name.startswith(".") or not (p / "workspace.json").is_file():
+            continue
+        try:
+            out.append((str(json.loads((p / "workspace.json").read_text()).get("name", p.name)), p))
+        except (OSError, ValueError):
+            out.append((f"{p.name} (damaged)", p))
+    return out
+
+
+def workspace_path(name, root=None) -> Path:
+    """The folder of the workspace called ``name`` (a folder name) under ``root``.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a plain name (a path, ``..``).
+    FileNotFoundError
+        No workspace of that name there.
+    """
+    root = Path(root) if root is not None else workspaces_root()
+    folder = root / check_workspace_name(str(name))
+    if not (folder / "workspace.json").is_file():
+        raise FileNotFoundError(f"no workspace named {name!r} under {root}")
+    return folder
+
+
+def open_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None, progress=None,
+                         rebuild: bool = False) -> Workspace:
+    """The emoji world as a workspace: opened from its cache, or rendered, embedded and built.
+
+    Parameters
+    ----------
+    cache_dir : path, optional
+        Default ``$SLICS_EMOJI_CACHE`` or ``~/.cache/slics/emoji``; the workspace is the folder
+        ``workspace-<config key>-<weights fingerprint>`` there. A damaged one is rebuilt.
+    config : slics_core.emoji.world.EmojiWorldConfig, optional
+        Default: :func:`slics_core.emoji.world.config_from_env` (``$SLICS_EMOJI_SCALE``).
+    progress : callable ``progress(stage, done, total)``, optional
+    rebuild : bool
+        Ignore the cache.
+    """
+    cfg = config or config_from_env()
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    folder = root / f"workspace-{cfg.key()}-{models_fingerprint()}"
+    if not rebuild and (folder / "workspace.json").is_file():
+        try:
+            return load_workspace(folder)
+        except ValueError as exc:  # damaged cache: rebuilt, never fatal
+            _progress(progress, f"cache unusable ({exc}); rebuilding", 0, 1)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot create the emoji cache folder {root} ({exc.strerror}); set "
+                                 "SLICS_EMOJI_CACHE to a writable folder") from None
+    data, split = render_emoji_world(cfg, progress)
+    encoder = create_encoder(data.encoder, device="cpu", half=False)
+    return build_workspace(data, folder, split=split, d0_values=cfg.d0_values, n_iter=cfg.n_iter, seed=0,
+                           vocabulary=emoji_vocabulary(), encoder=encoder, name="emoji world", kind=EMOJI,
+                           generator="emoji", progress=progress)
+
+
+# ---------------------------------------------------------------------- encoders, vocabulary
+def load_query_encoder(ws: Workspace):
+    """The encoder that embeds new queries for ``ws`` (``encode_images(list of PIL) -> (n, d)``).
+
+    The name comes from the workspace file, so it is resolved with ``trusted=False``:
+    presets and local checkpoints only, never ``module:factory``.
+
+    Raises
+    ------
+    FileNotFoundError
+        No usable encoder here (the message says what is missing and how to get it).
+    """
+    if ws.encoder is None:
+        raise FileNotFoundError(f"workspace {ws.name!r} records no encoder (precomputed embeddings?); uploads "
+                                "and text queries cannot be embedded: rebuild it from a cache made with --encoder")
+    try:
+        return create_encoder(ws.encoder, trusted=False)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise FileNotFoundError(f"encoder {ws.encoder!r} of workspace {ws.name!r} cannot be loaded here ({exc})") \
+            from exc
+
+
+def embed_query(ws: Workspace, encoder, image) -> tuple:
+    """``(raw, x)``: the encoder's embedding and the preprocessed embedding (both (d,)) of one PIL image."""
+    e = np.asarray(encoder.encode_images([image]), dtype=np.float64)
+    if e.ndim != 2 or e.shape[0] != 1:
+        raise ValueError(f"encoder returned shape {e.shape} for one image")
+    if e.shape[1] != ws.X.shape[1]:
+        raise ValueError(f"encoder gives {e.shape[1]}-d embeddings but the workspace is {ws.X.shape[1]}-d")
+    if not np.all(np.isfinite(e)) or not np.linalg.norm(e) > 0:
+        raise ValueError("the encoder returned a zero or non-finite embedding for this image")
+    return e[0].astype(np.float32), ws.preprocess(e[0])[0]
+
+
+def workspace_vocabulary(ws: Workspace) -> tuple:
+    """``(words, W)``: the caption vocabulary and its raw unit text embeddings, embedded at build time.
+
+    Raises
+    ------
+    FileNotFoundError
+        The workspace has no vocabulary (its encoder has no text tower or was not available).
+    """
+    if ws.vocab_text is None or not ws.vocab_words:
+        raise FileNotFoundError(f"workspace {ws.name!r} has no word vocabulary (it needs an encoder with a text "
+                                "tower when it is built: `slics workspace --encoder ...`)")
+    return list(ws.vocab_words), np.asarray(ws.vocab_text, dtype=np.float32)
+
+
+# ---------------------------------------------------------------------- generation
+class WorkspaceGenerator:
+    """Image generation from rows of the workspace's (preprocessed) embedding space.
+
+    The paper's image-to-prompt route (sec. 3.8): a component in the SLiCS
+    space -> orthogonal Procrustes (fitted on the training items' paired
+    embeddings) -> the generator's conditioning space -> generator.
+
+    Attributes
+    ----------
+    name : str
+    alignment : slics_core.alignment.ProcrustesAlignment
+    deterministic : bool
+        True when ``seed`` and ``steps`` have no effect (a one-pass decoder).
+    """
+
+    def __init__(self, name, alignment, generate_fn, deterministic, info=None):
+        self.name = name
+        self.alignment = alignment
+        self._generate = generate_fn
+        self.deterministic = bool(deterministic)
+        self.info = dict(info or {})
+
+    def generate(self, V, *, seed: int = 0, steps: int | None = None) -> list:
+        """PIL images, one per row of ``V`` (n, d) in the workspace space (zero rows are an error)."""
+        V = np.atleast_2d(np.asarray(V, dtype=np.float64))
+        V = check_embeddings(V, name="embeddings to generate from", allow_zero_rows=True)
+        if np.any(np.linalg.norm(V, axis=1) <= 1e-12):
+            raise ValueError("a zero component has no direction to draw (the concept is absent from this query)")
+        return self._generate(self.alignment.transform(V), int(seed), steps)
+
+
+def load_workspace_generator(ws: Workspace) -> WorkspaceGenerator:
+    """The generator of ``ws`` with its fitted alignment.
+
+    Emoji world: the shipped emoji generator conditioned on the ``emoji-large`` embeddings
+    (``extras["cond"]``); alignment: workspace space -> conditioning space, fitted on the
+    training items.
+
+    Raises
+    ------
+    FileNotFoundError
+        No generator is available for this workspace here; the message says what is missing.
+    """
+    if ws.generator != "emoji" or "cond" not in ws.extras:
+        raise FileNotFoundError(
+            f"no generator for workspace {ws.name!r} on this machine: image-to-prompt generation needs "
+            "Stable Diffusion and CLIP ViT-L/14 embeddings of the same images (`slics download sd-1.5`)")
+    gen = EmojiGenerator.load()
+    tr = ws.index["train"]
+    align = ProcrustesAlignment(normalize=True).fit(ws.X[tr], gen.condition(ws.extras["cond"][tr]))
+    stochastic = getattr(gen, "deterministic", True) is False
+
+    def run(C, seed, steps):
+        kw = {"seed": seed, "steps": steps} if stochastic else {}
+        return [Image.fromarray(a) for a in gen.generate(C, **kw)]
+
+    return WorkspaceGenerator("emoji generator", align, run, deterministic=not stochastic,
+                              info={"alignment_train_cosine": float(align.train_cosine_)})

@@ -1,0 +1,478 @@
+"""The registry of methods: every method of the comparison declared once.
+
+A :class:`Method` says what a method is called, what it needs (concept labels,
+concept prompt embeddings, a word vocabulary), how it is fitted, and how it is
+used at query time. Evaluation (:mod:`slics_core.evaluation`), workspaces
+(:mod:`slics_core.explorer.workspace`), the command line and the app's pages
+loop over :data:`REGISTRY`; adding a method is one :func:`register` call.
+
+Every fitted model, whatever the method, exposes the same interface (the
+fitted attributes of :class:`slics_core.SLiCS`), so callers never special-case
+a method:
+
+``n_concepts_``, ``n_features_in_``, ``concept_names_``
+    Sizes and names.
+``project(X, concept=None)``
+    Partial components ``tilde-v_j`` (eq. 3): ``(n, S, d)``, or ``(n, d)`` for one
+    concept.
+``components(X, Y)``
+    Full components ``v_j`` (eq. 2) with the active concepts ``Y`` ``(n, S)``.
+``save(path)`` / ``Method.load(path)``
+    Persistence (``.npz``, no pickle).
+
+Dictionary methods (``dictionary=True``) also have ``atoms_`` and ``groups_``
+and are fitted once per ``d0``. Unfiltered methods (``filtered=False``: UF,
+SpLiCE) return the same vector for every concept; evaluation then ranks once
+per query.
+
+Registered here, in the paper's order:
+
+========== ============================== ===================================================
+name       needs                          fit
+========== ============================== ===================================================
+S-SVD      labels                         ``SLiCS(n_atoms=d0, n_iter=0)``: the supervised
+                                          SVD initialisation
+S-SLiCS    labels                         ``SLiCS(n_atoms=d0, n_iter, batch_size)``
+U-SLiCS    concept_text                   SLiCS on zero-shot pseudo-labels
+                                          (:func:`slics_core.unsupervised.zero_shot_labels`);
+                                          at query time the full decomposition uses the
+                                          query's zero-shot concepts, not its labels
+UF         (nothing)                      the whole embedding, for every concept
+F-SpLiCE   vocabulary, concept_text       SpLiCE over the vocabulary, words grouped by
+                                          their closest concept prompt
+SpLiCE     vocabulary                     the SpLiCE reconstruction, unfiltered
+========== ============================== ===================================================
+
+Text embeddings (concept prompts, vocabulary) are given raw (as the encoder
+returns them); F-SpLiCE and SpLiCE prepare them as the paper does
+(:func:`slics_core.captions.prepare_text_embeddings`: unit, minus the
+vocabulary mean, unit; concept prompts centred with the *vocabulary* mean).
+"""
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from slics_core._validation import check_embeddings
+from slics_core.baselines import FSpLiCE, SpLiCE
+from slics_core.captions import prepare_text_embeddings
+from slics_core.slics import SLiCS
+from slics_core.store import atomic_save_npz
+from slics_core.unsupervised import estimate_n_active, zero_shot_labels
+
+__all__ = [
+    "NEEDS",
+    "FitInputs",
+    "Method",
+    "REGISTRY",
+    "register",
+    "unregister",
+    "get_method",
+    "method_names",
+    "missing_needs",
+    "fit_method",
+    "active_concepts",
+    "UnfilteredModel",
+    "SpLiCEModel",
+    "FSpLiCEModel",
+]
+
+#: What a method can need, and how a user gets it.
+NEEDS = {
+    "labels": "concept labels of the training items",
+    "concept_text": "text embeddings of the concept prompts (embed with a CLIP-like encoder that has a text tower)",
+    "vocabulary": "text embeddings of a word vocabulary (needs a CLIP-like encoder with a text tower)",
+}
+
+#: L1 weight of the SpLiCE baselines (SpLiCE's lambda; see :mod:`slics_core.baselines`).
+SPLICE_L1 = 0.25
+
+
+@dataclass
+class FitInputs:
+    """What methods are fitted from: the training items and the text embeddings.
+
+    Attributes
+    ----------
+    X : ndarray of shape (n, d)
+        Preprocessed training embeddings.
+    Y : ndarray of bool, shape (n, S), optional
+        Training labels.
+    concept_names : list of str
+    X_raw : ndarray of shape (n, d), optional
+        The encoder's embeddings of the same items (zero-shot pseudo-labels).
+    concept_text : ndarray of shape (S, d), optional
+        Raw text embeddings of the concept prompts.
+    vocab_words : list of str, optional
+    vocab_text : ndarray of shape (V, d), optional
+        Raw text embeddings of the vocabulary words.
+    n_active : int, optional
+        ``S~``, concepts per image for pseudo-labels (default: from ``Y``, else 2).
+    """
+
+    X: np.ndarray
+    Y: np.ndarray | None
+    concept_names: list
+    X_raw: np.ndarray | None = None
+    concept_text: np.ndarray | None = None
+    vocab_words: list | None = None
+    vocab_text: np.ndarray | None = None
+    n_active: int | None = None
+
+    def available(self) -> set:
+        """The :data:`NEEDS` these inputs satisfy."""
+        out = set()
+        if self.Y is not None:
+            out.add("labels")
+        if self.concept_text is not None:
+            out.add("concept_text")
+        if self.vocab_text is not None and self.vocab_words:
+            out.add("vocabulary")
+        return out
+
+    def active_count(self) -> int:
+        if self.n_active is not None:
+            return int(self.n_active)
+        return estimate_n_active(self.Y) if self.Y is not None and len(self.Y) else 2
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method of the comparison (see the module docstring).
+
+    Attributes
+    ----------
+    name : str
+    description : str
+    fit : callable ``fit(inputs: FitInputs, d0, *, n_iter, batch_size, seed, ridge) -> model``
+    load : callable ``load(path) -> model``
+    needs : tuple of str
+        Keys of :data:`NEEDS`.
+    dictionary : bool
+        Has atoms and is fitted for every ``d0``.
+    filtered : bool
+        Per-concept components (False: one vector for every concept).
+    stochastic : bool
+        Depends on the seed in mini-batch fits (reported as mean ± std over seeds).
+    query_concepts : {"labels", "zero-shot"}
+        Active concepts of a query in the full decomposition ``v_j``.
+    modes : tuple of {"partial", "full"}
+        Components the method has (one kind only for the baselines).
+    """
+
+    name: str
+    description: str
+    fit: Callable
+    load: Callable
+    needs: tuple = ()
+    dictionary: bool = True
+    filtered: bool = True
+    stochastic: bool = False
+    query_concepts: str = "labels"
+    modes: tuple = ("partial", "full")
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def uses_d0(self) -> bool:
+        return self.dictionary
+
+
+REGISTRY: dict = {}
+
+
+def register(method: Method, *, replace: bool = False) -> Method:
+    """Add ``method`` to :data:`REGISTRY` (``replace=True`` to redefine a name)."""
+    if not isinstance(method, Method):
+        raise TypeError(f"register() takes a Method, got {type(method).__name__}")
+    if method.name in REGISTRY and not replace:
+        raise ValueError(f"a method named {method.name!r} is already registered")
+    unknown = set(method.needs) - set(NEEDS)
+    if unknown:
+        raise ValueError(f"method {method.name!r} needs unknown inputs {sorted(unknown)}; known: {sorted(NEEDS)}")
+    REGISTRY[method.name] = method
+    return method
+
+
+def unregister(name: str) -> None:
+    """Remove a method from :data:`REGISTRY` (no error if absent)."""
+    REGISTRY.pop(name, None)
+
+
+def get_method(name) -> Method:
+    """The registered method called ``name`` (a :class:`Method` is passed through)."""
+    if isinstance(name, Method):
+        return name
+    try:
+        return REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown method {name!r}; registered: {', '.join(REGISTRY)}") from None
+
+
+def method_names(*, dictionary: bool | None = None) -> list:
+    """Registered method names in registration order (optionally only (non-)dictionary methods)."""
+    return [m.name for m in REGISTRY.values() if dictionary is None or m.dictionary == dictionary]
+
+
+def missing_needs(method, available) -> list:
+    """The needs of ``method`` that ``available`` (a set, or :class:`FitInputs`) does not satisfy."""
+    m = get_method(method)
+    have = available.available() if isinstance(available, FitInputs) else set(available)
+    return [n for n in m.needs if n not in have]
+
+
+def fit_method(method, inputs: FitInputs, d0=None, *, n_iter=10, batch_size=None, seed=0, ridge=0.0):
+    """Fit one registered method.
+
+    Parameters
+    ----------
+    method : str or Method
+    inputs : FitInputs
+    d0 : int, optional
+        Atoms per concept (dictionary methods; required there).
+    n_iter, batch_size, seed, ridge
+        SLiCS training parameters (``seed`` is ``random_state``).
+
+    Raises
+    ------
+    ValueError
+        The inputs lack what the method needs (the message says what and how to get it).
+    """
+    m = get_method(method)
+    missing = missing_needs(m, inputs)
+    if missing:
+        raise ValueError(f"{m.name} needs {'; '.join(NEEDS[n] for n in missing)}")
+    if m.dictionary and d0 is None:
+        raise ValueError(f"{m.name} needs d0 (atoms per concept)")
+    return m.fit(inputs, d0, n_iter=n_iter, batch_size=batch_size, seed=seed, ridge=ridge)
+
+
+def active_concepts(method, Y=None, X_raw=None, concept_text=None, n_active=2, concept_names=None):
+    """Active concepts of queries for the full decomposition ``v_j`` of ``method``.
+
+    Supervised methods use the queries' labels ``Y``; U-SLiCS (``query_concepts="zero-shot"``),
+    fitted without labels, uses the ``n_active`` concepts whose prompt is closest to the raw
+    embedding ``X_raw`` (without the minimum-positives rule, which is for training sets).
+    """
+    m = get_method(method)
+    if m.query_concepts == "zero-shot":
+        if X_raw is None or concept_text is None:
+            raise ValueError(f"{m.name} with full components needs the queries' raw embeddings and the concept "
+                             "prompt embeddings")
+        return np.asarray(zero_shot_labels(X_raw, concept_text, n_active=n_active, min_positives=0,
+                                           concept_names=concept_names), dtype=bool)
+    if Y is None:
+        raise ValueError(f"{m.name} with full components needs the queries' active concepts")
+    return np.asarray(Y, dtype=bool)
+
+
+# ---------------------------------------------------------------------- models without a dictionary
+def _read_npz(path, what):
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{what} file {os.fspath(path)!r} is damaged ({exc}); fit it again") from None
+
+
+class _Broadcast:
+    """Shared behaviour of the unfiltered models: one vector per query, used for every concept."""
+
+    filtered = False
+
+    def _vectors(self, X):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check(self, X):
+        return check_embeddings(X, n_features=self.n_features_in_, name="X", allow_zero_rows=True)
+
+    def project(self, X, concept=None):
+        """The model's vector for every concept: ``(n, S, d)``, or ``(n, d)`` for one concept."""
+        V = self._vectors(self._check(X))
+        if concept is not None:
+            if not 0 <= int(concept) < self.n_concepts_:
+                raise ValueError(f"concept must be in [0, {self.n_concepts_}); got {concept!r}.")
+            return V
+        return np.repeat(V[:, None, :], self.n_concepts_, axis=1)
+
+    def components(self, X, Y=None):
+        """Same as :meth:`project` (an unfiltered method has one kind of component)."""
+        return self.project(X)
+
+
+class UnfilteredModel(_Broadcast):
+    """UF: the whole query embedding ranks the pool for every concept."""
+
+    def fit(self, X, Y=None, concept_names=None, n_concepts=None):
+        X = check_embeddings(X, name="X", allow_zero_rows=True)
+        S = int(n_concepts if n_concepts is not None else np.asarray(Y).shape[1])
+        self.n_features_in_ = int(X.shape[1])
+        self.n_concepts_ = S
+        self.concept_names_ = list(concept_names) if concept_names is not None else [f"concept {j}" for j in range(S)]
+        return self
+
+    def _vectors(self, X):
+        return np.asarray(X, dtype=np.float64)
+
+    def save(self, path):
+        atomic_save_npz(path, kind=np.array("UF"), n_features=np.array(self.n_features_in_),
+                        concept_names=np.array(self.concept_names_, dtype=str))
+
+    @classmethod
+    def load(cls, path):
+        z = _read_npz(path, "UF model")
+        try:
+            names = [str(s) for s in z["concept_names"]]
+            return cls().fit(np.ones((1, int(z["n_features"]))), concept_names=names, n_concepts=len(names))
+        except KeyError as exc:
+            raise ValueError(f"UF model file {os.fspath(path)!r} lacks {exc}; fit it again") from None
+
+
+class SpLiCEModel(_Broadcast):
+    """SpLiCE, unfiltered: the query's sparse reconstruction over the vocabulary ranks the pool."""
+
+    def __init__(self, splice, concept_names):
+        self.splice = splice
+        self.words_ = list(splice.words or [])
+        self.n_features_in_ = int(splice.dictionary.shape[1])
+        self.concept_names_ = list(concept_names)
+        self.n_concepts_ = len(self.concept_names_)
+
+    def _vectors(self, X):
+        return np.asarray(self.splice.reconstruct(X))
+
+    def save(self, path):
+        atomic_save_npz(path, kind=np.array("SpLiCE"), vocabulary=self.splice.dictionary,
+                        words=np.array(self.words_, dtype=str), alpha=np.array(self.splice.alpha),
+                        concept_names=np.array(self.concept_names_, dtype=str))
+
+    @classmethod
+    def load(cls, path):
+        z = _read_npz(path, "SpLiCE model")
+        try:
+            sp = SpLiCE(z["vocabulary"], words=[str(w) for w in z["words"]], alpha=float(z["alpha"]))
+            return cls(sp, [str(s) for s in z["concept_names"]])
+        except KeyError as exc:
+            raise ValueError(f"SpLiCE model file {os.fspath(path)!r} lacks {exc}; fit it again") from None
+
+
+class FSpLiCEModel:
+    """F-SpLiCE: the SpLiCE reconstruction split by word groups (one per concept)."""
+
+    filtered = True
+
+    def __init__(self, fsplice, concepts, concept_names):
+        self.fsplice = fsplice
+        self.concepts_ = np.asarray(concepts, dtype=np.float64)
+        self.words_ = list(fsplice.words or [])
+        self.n_features_in_ = int(fsplice.dictionary.shape[1])
+        self.concept_names_ = list(concept_names)
+        self.n_concepts_ = int(fsplice.n_concepts)
+        if len(self.concept_names_) != self.n_concepts_:
+            raise ValueError(f"{len(self.concept_names_)} concept names for {self.n_concepts_} word groups")
+
+    def project(self, X, concept=None):
+        """Per-group parts of the reconstruction, ``(n, S, d)`` (or ``(n, d)`` for one concept)."""
+        X = check_embeddings(X, n_features=self.n_features_in_, name="X", allow_zero_rows=True)
+        V = np.asarray(self.fsplice.components(X))
+        if concept is None:
+            return V
+        if not 0 <= int(concept) < self.n_concepts_:
+            raise ValueError(f"concept must be in [0, {self.n_concepts_}); got {concept!r}.")
+        return V[:, int(concept)]
+
+    def components(self, X, Y=None):
+        """Same as :meth:`project` (F-SpLiCE has one kind of component)."""
+        return self.project(X)
+
+    def top_words(self, X, n=5):
+        return self.fsplice.top_words(X, n)
+
+    def save(self, path):
+        atomic_save_npz(path, kind=np.array("F-SpLiCE"), vocabulary=self.fsplice.dictionary,
+                        concepts=self.concepts_, words=np.array(self.words_, dtype=str),
+                        alpha=np.array(self.fsplice.alpha), concept_names=np.array(self.concept_names_, dtype=str))
+
+    @classmethod
+    def load(cls, path):
+        z = _read_npz(path, "F-SpLiCE model")
+        try:
+            fs = FSpLiCE(z["vocabulary"], z["concepts"], words=[str(w) for w in z["words"]], alpha=float(z["alpha"]))
+            return cls(fs, z["concepts"], [str(s) for s in z["concept_names"]])
+        except KeyError as exc:
+            raise ValueError(f"F-SpLiCE model file {os.fspath(path)!r} lacks {exc}; fit it again") from None
+
+
+def _prepared_vocabulary(inputs: FitInputs):
+    """Vocabulary and concept prompts prepared like the paper's text embeddings (one place)."""
+    Wp, mean = prepare_text_embeddings(np.asarray(inputs.vocab_text, dtype=np.float64))
+    Cp = None
+    if inputs.concept_text is not None:
+        Cp, _ = prepare_text_embeddings(np.asarray(inputs.concept_text, dtype=np.float64), mean=mean)
+    return Wp, Cp
+
+
+# ---------------------------------------------------------------------- fit functions
+def _fit_svd(inputs, d0, *, n_iter, batch_size, seed, ridge):
+    return SLiCS(n_atoms=d0, n_iter=0, ridge=ridge, random_state=seed).fit(
+        inputs.X, inputs.Y, concept_names=inputs.concept_names)
+
+
+def _fit_slics(inputs, d0, *, n_iter, batch_size, seed, ridge):
+    return SLiCS(n_atoms=d0, n_iter=n_iter, batch_size=batch_size, ridge=ridge, random_state=seed).fit(
+        inputs.X, inputs.Y, concept_names=inputs.concept_names)
+
+
+def _pseudo_labels(inputs):
+    X_zs = inputs.X_raw if inputs.X_raw is not None else inputs.X
+    return zero_shot_labels(X_zs, inputs.concept_text, n_active=inputs.active_count(),
+                            concept_names=inputs.concept_names)
+
+
+def _fit_uslics(inputs, d0, *, n_iter, batch_size, seed, ridge):
+    return SLiCS(n_atoms=d0, n_iter=n_iter, batch_size=batch_size, ridge=ridge, random_state=seed).fit(
+        inputs.X, _pseudo_labels(inputs), concept_names=inputs.concept_names)
+
+
+def _fit_uf(inputs, d0, **_):
+    S = len(inputs.concept_names)
+    return UnfilteredModel().fit(inputs.X, concept_names=inputs.concept_names, n_concepts=S)
+
+
+def _fit_splice(inputs, d0, **_):
+    Wp, _ = _prepared_vocabulary(inputs)
+    return SpLiCEModel(SpLiCE(Wp, words=list(inputs.vocab_words), alpha=SPLICE_L1), inputs.concept_names)
+
+
+def _fit_fsplice(inputs, d0, **_):
+    Wp, Cp = _prepared_vocabulary(inputs)
+    return FSpLiCEModel(FSpLiCE(Wp, Cp, words=list(inputs.vocab_words), alpha=SPLICE_L1), Cp,
+                        inputs.concept_names)
+
+
+for _m in (
+    Method("S-SVD", "supervised SVD: the top-d0 singular directions of each concept's embeddings (SLiCS "
+           "initialisation)", _fit_svd, SLiCS.load, needs=("labels",)),
+    Method("S-SLiCS", "supervised SLiCS (Algorithm 1) on the concept labels", _fit_slics, SLiCS.load,
+           needs=("labels",), stochastic=True),
+    Method("U-SLiCS", "unsupervised SLiCS: Algorithm 1 on zero-shot pseudo-labels", _fit_uslics, SLiCS.load,
+           needs=("concept_text",), stochastic=True, query_concepts="zero-shot"),
+    Method("UF", "unfiltered: the whole embedding", _fit_uf, UnfilteredModel.load, dictionary=False,
+           filtered=False, modes=("partial",)),
+    Method("F-SpLiCE", "filtered SpLiCE: sparse word decomposition split by concept word groups", _fit_fsplice,
+           FSpLiCEModel.load, needs=("vocabulary", "concept_text"), dictionary=False, modes=("partial",)),
+    Method("SpLiCE", "SpLiCE: sparse word reconstruction of the whole embedding", _fit_splice, SpLiCEModel.load,
+           needs=("vocabulary",), dictionary=False, filtered=False, modes=("partial",)),
+):
+    register(_m)
+del _m
+
+
+def describe_registry() -> str:
+    """The registry as JSON (names, needs, kinds), e.g. for ``slics evaluate --help``."""
+    return json.dumps([{"name": m.name, "needs": list(m.needs), "dictionary": m.dictionary,
+                        "filtered": m.filtered, "description": m.description} for m in REGISTRY.values()], indent=1)
