@@ -26,7 +26,7 @@ idx = next((i for i, lab in enumerate(labels) if choices[lab] == current), 0)
 picked = st.selectbox("Workspace", labels, index=idx, key="ws_select",
                       help="Dataset workspaces are built with `slics embed` then `slics workspace` "
                            "and are listed from $SLICS_WORKSPACES (default ~/.cache/slics/workspaces).")
-if choices[picked] != current:
+if current in choices.values() and choices[picked] != current:  # a user's switch (a bad link is reported below)
     st.session_state["ws_choice"] = choices[picked]
     if choices[picked] == "emoji":
         st.query_params.pop("ws", None)

@@ -15,7 +15,7 @@ every workspace (:mod:`slics_core.explorer.workspace`) go through here:
 4. :func:`eval_data` bundles the result for :mod:`slics_core.evaluation`.
 
 Choices (the paper is silent): items whose embedding is all zero are dropped
-(they have no direction); default split sizes are the paper's validation (500)
+(they have no direction); concepts no item has are dropped, with a warning; default split sizes are the paper's validation (500)
 and query (1000) sizes, clamped to a tenth and a fifth of the labelled items
 for small collections, and a training set of 60 % of what is left.
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,7 +34,7 @@ from slics_core.evaluation import EvalData, Split, make_splits
 from slics_core.preprocessing import make_preprocessor
 from slics_core.store import EmbeddingStore
 
-__all__ = ["LabelledEmbeddings", "load_cache", "split_sizes", "make_split", "preprocess", "eval_data",
+__all__ = ["LabelledEmbeddings", "load_cache", "drop_empty_concepts", "split_sizes", "make_split", "preprocess", "eval_data",
            "vocabulary_embeddings"]
 
 
@@ -142,7 +143,37 @@ def load_cache(cache) -> LabelledEmbeddings:
         preprocessing=str(prep.get("embedding", "clip")), n_tokens=int(prep.get("n_tokens", 32)), paths=paths,
         name=str(dataset.get("name") or os.path.basename(os.path.abspath(os.fspath(cache)))), extras=extras)
     nonzero = np.linalg.norm(data.raw, axis=1) > 0
-    return data if nonzero.all() else data.subset(nonzero)
+    data = data if nonzero.all() else data.subset(nonzero)
+    return drop_empty_concepts(data)
+
+
+def drop_empty_concepts(data: LabelledEmbeddings) -> LabelledEmbeddings:
+    """``data`` without the concepts no item has (e.g. COCO supercategories absent from an excerpt).
+
+    A concept with no example cannot get atoms; its label column, prompt embedding and sub-labels
+    are removed, with a ``RuntimeWarning`` naming them.
+    """
+    keep = np.flatnonzero(data.Y.any(axis=0))
+    if keep.size == data.Y.shape[1]:
+        return data
+    gone = [data.concept_names[j] for j in range(data.Y.shape[1]) if j not in set(keep.tolist())]
+    warnings.warn(f"concept(s) {', '.join(gone)} have no labelled item and are left out", RuntimeWarning,
+                  stacklevel=2)
+    new_index = {int(j): i for i, j in enumerate(keep)}
+    Z, sub_names, s2c = data.Z, data.sub_names, data.sub_to_concept
+    if Z is not None and s2c is not None:
+        ks = [i for i, c in enumerate(s2c) if int(c) in new_index]
+        Z = Z[:, ks]
+        sub_names = [sub_names[i] for i in ks]
+        s2c = np.array([new_index[int(s2c[i])] for i in ks], dtype=int)
+        if not ks:
+            Z, sub_names, s2c = None, [], None
+    return LabelledEmbeddings(
+        raw=data.raw, ids=data.ids, Y=data.Y[:, keep], concept_names=[data.concept_names[j] for j in keep], Z=Z,
+        sub_names=sub_names, sub_to_concept=s2c,
+        concept_text=None if data.concept_text is None else data.concept_text[keep], encoder=data.encoder,
+        preprocessing=data.preprocessing, n_tokens=data.n_tokens, paths=data.paths, name=data.name,
+        extras=data.extras)
 
 
 def split_sizes(n_labelled, n_train=None, n_val=None, n_query=None):

@@ -379,7 +379,7 @@ def _add_split_args(p, n_train_default=2000):
 
 
 def _add_eval_args(p, with_sweep=True):
-    _add_split_args(p)
+    _add_split_args(p, n_train_default=None)
     p.add_argument("--split-seed", type=int, default=0)
     p.add_argument("--n-atoms", type=int, default=10, help="d0 when no sweep is run (10)")
     p.add_argument("--n-iter", type=int, default=10)
