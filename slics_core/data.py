@@ -128,11 +128,6 @@ def load_cache(cache) -> LabelledEmbeddings:
             all_ids = []
         by_id = dict(zip(all_ids, paths)) if len(paths) == len(all_ids) else {}
         paths = [by_id.get(i) for i in ids] if by_id else None
-    extras = {}
-    for name in dataset.get("extra_arrays") or []:
-        arr, _ = store.load_array(name)
-        if arr is not None and len(arr) == len(ids):
-            extras[name] = arr
     data = LabelledEmbeddings(
         raw=np.asarray(E, dtype=np.float32), ids=[str(i) for i in ids], Y=Y,
         concept_names=[str(s) for s in lab["concept_names"]],
@@ -141,7 +136,7 @@ def load_cache(cache) -> LabelledEmbeddings:
         sub_to_concept=np.asarray(lab["sub_to_concept"], dtype=int) if "sub_to_concept" in lab else None,
         concept_text=None if W is None else np.asarray(W, dtype=np.float32), encoder=encoder_spec_of(meta),
         preprocessing=str(prep.get("embedding", "clip")), n_tokens=int(prep.get("n_tokens", 32)), paths=paths,
-        name=str(dataset.get("name") or os.path.basename(os.path.abspath(os.fspath(cache)))), extras=extras)
+        name=str(dataset.get("name") or os.path.basename(os.path.abspath(os.fspath(cache)))))
     nonzero = np.linalg.norm(data.raw, axis=1) > 0
     data = data if nonzero.all() else data.subset(nonzero)
     return drop_empty_concepts(data)

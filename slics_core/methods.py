@@ -50,10 +50,9 @@ vocabulary mean, unit; concept prompts centred with the *vocabulary* mean).
 """
 from __future__ import annotations
 
-import json
 import os
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -175,11 +174,6 @@ class Method:
     stochastic: bool = False
     query_concepts: str = "labels"
     modes: tuple = ("partial", "full")
-    extra: dict = field(default_factory=dict, compare=False)
-
-    @property
-    def uses_d0(self) -> bool:
-        return self.dictionary
 
 
 REGISTRY: dict = {}
@@ -389,9 +383,6 @@ class FSpLiCEModel:
         """Same as :meth:`project` (F-SpLiCE has one kind of component)."""
         return self.project(X)
 
-    def top_words(self, X, n=5):
-        return self.fsplice.top_words(X, n)
-
     def save(self, path):
         atomic_save_npz(path, kind=np.array("F-SpLiCE"), vocabulary=self.fsplice.dictionary,
                         concepts=self.concepts_, words=np.array(self.words_, dtype=str),
@@ -471,8 +462,3 @@ for _m in (
     register(_m)
 del _m
 
-
-def describe_registry() -> str:
-    """The registry as JSON (names, needs, kinds), e.g. for ``slics evaluate --help``."""
-    return json.dumps([{"name": m.name, "needs": list(m.needs), "dictionary": m.dictionary,
-                        "filtered": m.filtered, "description": m.description} for m in REGISTRY.values()], indent=1)

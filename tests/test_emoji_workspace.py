@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from slics_core.data import eval_data, load_cache  # noqa: F401  (the same functions every source uses)
+from slics_core.data import eval_data
 from slics_core.emoji.world import EmojiWorldConfig, config_from_env, render_emoji_world
 from slics_core.evaluation import choose_d0, sweep_d0
 from slics_core.explorer.workspace import open_emoji_workspace
