@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slics_core._validation import check_embeddings, check_labels
-from slics_core.methods import NEEDS, FitInputs, active_concepts, fit_method, get_method, method_names, missing_needs
+from slics_core.methods import FitInputs, active_concepts, fit_method, get_method, method_names, needs_message
 from slics_core.retrieval import build_index
 
 __all__ = [
@@ -558,8 +558,7 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
     rows = []
     for m in specs:
         run_seeds = seeds if (m.stochastic and batch_size is not None) else seeds[:1]
-        missing = missing_needs(m, inputs)
-        skipped = f"needs {'; '.join(NEEDS[n] for n in missing)}" if missing else None
+        skipped = needs_message(m, inputs)
         runs = []
         if not skipped:
             for seed in run_seeds:

@@ -74,6 +74,7 @@ __all__ = [
     "get_method",
     "method_names",
     "missing_needs",
+    "needs_message",
     "fit_method",
     "active_concepts",
     "UnfilteredModel",
@@ -219,6 +220,12 @@ def missing_needs(method, available) -> list:
     return [n for n in m.needs if n not in have]
 
 
+def needs_message(method, available) -> str | None:
+    """``"needs ..."`` naming what ``method`` lacks in ``available`` and how to get it; None when nothing is missing."""
+    missing = missing_needs(method, available)
+    return "needs " + "; ".join(NEEDS[n] for n in missing) if missing else None
+
+
 def fit_method(method, inputs: FitInputs, d0=None, *, n_iter=10, batch_size=None, seed=0, ridge=0.0):
     """Fit one registered method.
 
@@ -237,9 +244,9 @@ def fit_method(method, inputs: FitInputs, d0=None, *, n_iter=10, batch_size=None
         The inputs lack what the method needs (the message says what and how to get it).
     """
     m = get_method(method)
-    missing = missing_needs(m, inputs)
-    if missing:
-        raise ValueError(f"{m.name} needs {'; '.join(NEEDS[n] for n in missing)}")
+    why = needs_message(m, inputs)
+    if why:
+        raise ValueError(f"{m.name} {why}")
     if m.dictionary and d0 is None:
         raise ValueError(f"{m.name} needs d0 (atoms per concept)")
     return m.fit(inputs, d0, n_iter=n_iter, batch_size=batch_size, seed=seed, ridge=ridge)

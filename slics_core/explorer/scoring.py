@@ -40,6 +40,7 @@ import numpy as np
 from slics_core.evaluation import evaluate_rankings, rank_queries
 from slics_core.methods import active_concepts, get_method
 from slics_core.retrieval import build_index
+from slics_core.unsupervised import estimate_n_active
 
 __all__ = [
     "MODES",
@@ -124,8 +125,7 @@ def _check_job(ws, job):
 # ---------------------------------------------------------------------- rankings
 def _n_active(ws):
     tr = np.asarray(ws.index["train"], dtype=int)
-    Y = np.asarray(ws.Y[tr] if tr.size else ws.Y, dtype=bool)
-    return max(1, int(round(Y.sum(axis=1).mean())))
+    return estimate_n_active(ws.Y[tr] if tr.size else ws.Y)
 
 
 def query_labels(ws, method, rows):

@@ -53,7 +53,7 @@ from PIL import Image, ImageDraw
 from slics_core._validation import check_embeddings
 from slics_core.alignment import ProcrustesAlignment
 from slics_core.captions import default_vocabulary
-from slics_core.data import LabelledEmbeddings, eval_data, load_cache, make_split, preprocess, vocabulary_embeddings
+from slics_core.data import LabelledEmbeddings, eval_data, load_cache, make_split, vocabulary_embeddings
 from slics_core.datasets import ImageLoadError, load_image
 from slics_core.emoji.generator import EmojiGenerator
 from slics_core.emoji.world import (
@@ -65,8 +65,8 @@ from slics_core.emoji.world import (
     render_emoji_world,
 )
 from slics_core.encoders import create_encoder
-from slics_core.evaluation import Split, choose_d0, sweep_d0
-from slics_core.methods import NEEDS, REGISTRY, FitInputs, get_method, method_names, missing_needs
+from slics_core.evaluation import Split, choose_d0, fit_inputs, sweep_d0
+from slics_core.methods import REGISTRY, get_method, method_names, needs_message
 from slics_core.preprocessing import load_mean, make_preprocessor
 from slics_core.store import EmbeddingStore
 
@@ -374,17 +374,16 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         raise ValueError(f"d0 values must be positive integers; got {d0_values}")
     if split is None:
         split = make_split(data.Y, n_train, n_val, n_query, seed)
-    X, pre = preprocess(data.raw, data.preprocessing, split.train, mean=mean, n_tokens=data.n_tokens)
     W = _embed_vocabulary(encoder, vocabulary, store, progress)
-    inputs = FitInputs(X=X[split.train], Y=data.Y[split.train], concept_names=list(data.concept_names),
-                       X_raw=data.raw[split.train], concept_text=data.concept_text,
-                       vocab_words=list(vocabulary) if W is not None else None, vocab_text=W)
+    ed, pre = eval_data(data, split, mean=mean, vocab=None if W is None else (vocabulary, W))
+    X = ed.X
+    inputs = fit_inputs(ed, split.train)
     names = method_names() if methods is None else [get_method(m).name for m in methods]
     jobs, skipped = [], {}
     for m in names:
-        missing = missing_needs(m, inputs)
-        if missing:
-            skipped[m] = "needs " + "; ".join(NEEDS[n] for n in missing)
+        why = needs_message(m, inputs)
+        if why:
+            skipped[m] = why
             continue
         jobs += [(m, d) for d in d0_values] if get_method(m).dictionary else [(m, None)]
     models = {}
@@ -407,12 +406,11 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
                    sub_names=list(data.sub_names), sub_to_concept=data.sub_to_concept,
                    concept_text=data.concept_text, encoder=data.encoder, captions=captions,
                    ids=list(data.ids), images=images, paths=data.paths, preprocessing=data.preprocessing,
-                   n_tokens=data.n_tokens, vocab_words=inputs.vocab_words, vocab_text=W, generator=generator,
+                   n_tokens=data.n_tokens, vocab_words=inputs.vocab_words, vocab_text=inputs.vocab_text, generator=generator,
                    skipped=skipped, extras=extras)
     d0s = [d for d in d0_values if ("S-SLiCS", d) in models]
     if len(split.val) and len(d0s) > 1:
         _progress(progress, "choose d0 on the validation split", 0, 1)
-        ed, _ = eval_data(data, split, mean=mean)
         records = sweep_d0(ed, split, d0s, models={d: models[("S-SLiCS", d)] for d in d0s}, modes=("partial",))
         ws.d0_scores = [{"d0": r["d0"], "general": round(float(r["general"]), 4), "sub": round(float(r["sub"]), 4)}
                         for r in records]
