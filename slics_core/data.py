@@ -21,6 +21,7 @@ for small collections, and a training set of 60 % of what is left.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -86,14 +87,12 @@ class LabelledEmbeddings:
     def subset(self, keep):
         """The rows ``keep`` (bool mask or indices), every aligned field included."""
         keep = np.flatnonzero(keep) if np.asarray(keep).dtype == bool else np.asarray(keep, dtype=int)
-        take = (lambda a: None if a is None else a[keep])
-        return LabelledEmbeddings(
-            raw=self.raw[keep], ids=[self.ids[i] for i in keep], Y=self.Y[keep], concept_names=self.concept_names,
-            Z=take(self.Z), sub_names=self.sub_names, sub_to_concept=self.sub_to_concept,
-            concept_text=self.concept_text, encoder=self.encoder, preprocessing=self.preprocessing,
-            n_tokens=self.n_tokens, paths=None if self.paths is None else [self.paths[i] for i in keep],
-            name=self.name, extras={k: (v[keep] if isinstance(v, np.ndarray) else [v[i] for i in keep])
-                                    for k, v in self.extras.items()})
+
+        def rows(v):
+            return None if v is None else v[keep] if isinstance(v, np.ndarray) else [v[i] for i in keep]
+
+        return dataclasses.replace(self, raw=self.raw[keep], ids=rows(self.ids), Y=self.Y[keep], Z=rows(self.Z),
+                                   paths=rows(self.paths), extras={k: rows(v) for k, v in self.extras.items()})
 
 
 def load_cache(cache) -> LabelledEmbeddings:
@@ -148,10 +147,11 @@ def drop_empty_concepts(data: LabelledEmbeddings) -> LabelledEmbeddings:
     A concept with no example cannot get atoms; its label column, prompt embedding and sub-labels
     are removed, with a ``RuntimeWarning`` naming them.
     """
-    keep = np.flatnonzero(data.Y.any(axis=0))
-    if keep.size == data.Y.shape[1]:
+    present = data.Y.any(axis=0)
+    if present.all():
         return data
-    gone = [data.concept_names[j] for j in range(data.Y.shape[1]) if j not in set(keep.tolist())]
+    keep = np.flatnonzero(present)
+    gone = [name for name, p in zip(data.concept_names, present) if not p]
     warnings.warn(f"concept(s) {', '.join(gone)} have no labelled item and are left out", RuntimeWarning,
                   stacklevel=2)
     new_index = {int(j): i for i, j in enumerate(keep)}
@@ -163,12 +163,9 @@ def drop_empty_concepts(data: LabelledEmbeddings) -> LabelledEmbeddings:
         s2c = np.array([new_index[int(s2c[i])] for i in ks], dtype=int)
         if not ks:
             Z, sub_names, s2c = None, [], None
-    return LabelledEmbeddings(
-        raw=data.raw, ids=data.ids, Y=data.Y[:, keep], concept_names=[data.concept_names[j] for j in keep], Z=Z,
-        sub_names=sub_names, sub_to_concept=s2c,
-        concept_text=None if data.concept_text is None else data.concept_text[keep], encoder=data.encoder,
-        preprocessing=data.preprocessing, n_tokens=data.n_tokens, paths=data.paths, name=data.name,
-        extras=data.extras)
+    return dataclasses.replace(
+        data, Y=data.Y[:, keep], concept_names=[data.concept_names[j] for j in keep], Z=Z, sub_names=sub_names,
+        sub_to_concept=s2c, concept_text=None if data.concept_text is None else data.concept_text[keep])
 
 
 def split_sizes(n_labelled, n_train=None, n_val=None, n_query=None):

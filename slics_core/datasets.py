@@ -397,24 +397,36 @@ def load_folder(image_dir, labels=None):
         return ImageDataset(files, [os.path.relpath(f, image_dir) for f in files],
                             np.zeros((len(files), 0), dtype=bool), [], name=image_dir.name)
     records, declared = _read_label_records(labels)
-    by_rel = {os.path.relpath(f, image_dir).replace(os.sep, "/"): f for f in files}
-    by_name = {}
-    for f in files:
-        by_name.setdefault(os.path.basename(f), []).append(f)
+    find = _name_index([os.path.relpath(f, image_dir) for f in files], files)
     rows = []
     for rec in records:
         img = rec["image"].replace("\\", "/")
-        path = by_rel.get(img)
+        path, n_hits = find(img)
         if path is None:
-            hits = by_name.get(os.path.basename(img), [])
-            if len(hits) != 1:
-                raise ValueError(f"label file names image {img!r}, which is {'not' if not hits else 'not uniquely'} "
-                                 f"found under {str(image_dir)!r}.")
-            path = hits[0]
+            raise ValueError(f"label file names image {img!r}, which is {'not' if not n_hits else 'not uniquely'} "
+                             f"found under {str(image_dir)!r}.")
         rows.append((path, img, rec))
     Y, concepts, Z, subs, s2c = _label_arrays([r[2] for r in rows], declared)
     return ImageDataset([r[0] for r in rows], [r[1] for r in rows], Y, concepts, Z, subs, s2c,
                         name=image_dir.name)
+
+
+def _name_index(names, values):
+    """``find(name) -> (value, n_hits)``: the value of ``name`` matched exactly (``/`` or ``\\`` separators),
+    else by file name when exactly one entry has that file name (``value`` None otherwise)."""
+    exact = {str(n).replace("\\", "/"): v for n, v in zip(names, values)}
+    by_base = {}
+    for n, v in zip(names, values):
+        by_base.setdefault(os.path.basename(str(n).replace("\\", "/")), []).append(v)
+
+    def find(name):
+        name = str(name).replace("\\", "/")
+        if name in exact:
+            return exact[name], 1
+        hits = by_base.get(os.path.basename(name), [])
+        return (hits[0] if len(hits) == 1 else None), len(hits)
+
+    return find
 
 
 def _label_arrays(records, declared=()):
@@ -582,16 +594,8 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
     declared = []
     if labels is not None:
         records, declared = _read_label_records(labels)
-        by_id = {r["image"].replace("\\", "/"): r for r in records}
-        by_name = {}
-        for r in records:
-            by_name.setdefault(os.path.basename(r["image"]), []).append(r)
-        for i, x in enumerate(ids):
-            r = by_id.get(x.replace("\\", "/"))
-            if r is None:
-                hits = by_name.get(os.path.basename(x), [])
-                r = hits[0] if len(hits) == 1 else None
-            recs[i] = r
+        find = _name_index([r["image"] for r in records], records)
+        recs = [find(x)[0] for x in ids]
     elif "labels" in meta.columns:
         subs = meta["sub_labels"] if "sub_labels" in meta.columns else [None] * len(meta)
         recs = [{"labels": _list_cell(a), "subs": _parse_sub(_list_cell(b), {})} for a, b in zip(meta["labels"], subs)]

@@ -57,7 +57,7 @@ from typing import Callable
 
 import numpy as np
 
-from slics_core._validation import check_embeddings
+from slics_core._validation import check_concept, check_embeddings
 from slics_core.baselines import FSpLiCE, SpLiCE
 from slics_core.captions import prepare_text_embeddings
 from slics_core.slics import SLiCS
@@ -272,12 +272,26 @@ def active_concepts(method, Y=None, X_raw=None, concept_text=None, n_active=2, c
 
 
 # ---------------------------------------------------------------------- models without a dictionary
-def _read_npz(path, what):
+def _save_state(path, kind, concept_names, **arrays):
+    """Save a baseline model as ``.npz`` (no pickle)."""
+    atomic_save_npz(path, kind=np.array(kind), concept_names=np.array(list(concept_names), dtype=str), **arrays)
+
+
+def _load_state(path, kind, build):
+    """``build(arrays, concept_names)`` of a file written by :func:`_save_state`; one-line errors."""
     try:
         with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+            arrays = {k: z[k] for k in z.files}
+        return build(arrays, [str(s) for s in arrays["concept_names"]])
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{what} file {os.fspath(path)!r} is damaged ({exc}); fit it again") from None
+        raise ValueError(f"{kind} model file {os.fspath(path)!r} is damaged ({exc}); fit it again") from None
+    except KeyError as exc:
+        raise ValueError(f"{kind} model file {os.fspath(path)!r} lacks {exc}; fit it again") from None
+
+
+def _vocab_arrays(splice):
+    return {"vocabulary": splice.dictionary, "words": np.array(list(splice.words or []), dtype=str),
+            "alpha": np.array(splice.alpha)}
 
 
 class _Broadcast:
@@ -295,8 +309,7 @@ class _Broadcast:
         """The model's vector for every concept: ``(n, S, d)``, or ``(n, d)`` for one concept."""
         V = self._vectors(self._check(X))
         if concept is not None:
-            if not 0 <= int(concept) < self.n_concepts_:
-                raise ValueError(f"concept must be in [0, {self.n_concepts_}); got {concept!r}.")
+            check_concept(concept, self.n_concepts_)
             return V
         return np.repeat(V[:, None, :], self.n_concepts_, axis=1)
 
@@ -320,17 +333,12 @@ class UnfilteredModel(_Broadcast):
         return np.asarray(X, dtype=np.float64)
 
     def save(self, path):
-        atomic_save_npz(path, kind=np.array("UF"), n_features=np.array(self.n_features_in_),
-                        concept_names=np.array(self.concept_names_, dtype=str))
+        _save_state(path, "UF", self.concept_names_, n_features=np.array(self.n_features_in_))
 
     @classmethod
     def load(cls, path):
-        z = _read_npz(path, "UF model")
-        try:
-            names = [str(s) for s in z["concept_names"]]
-            return cls().fit(np.ones((1, int(z["n_features"]))), concept_names=names, n_concepts=len(names))
-        except KeyError as exc:
-            raise ValueError(f"UF model file {os.fspath(path)!r} lacks {exc}; fit it again") from None
+        return _load_state(path, "UF", lambda z, names: cls().fit(np.ones((1, int(z["n_features"]))),
+                                                                   concept_names=names, n_concepts=len(names)))
 
 
 class SpLiCEModel(_Broadcast):
@@ -338,7 +346,6 @@ class SpLiCEModel(_Broadcast):
 
     def __init__(self, splice, concept_names):
         self.splice = splice
-        self.words_ = list(splice.words or [])
         self.n_features_in_ = int(splice.dictionary.shape[1])
         self.concept_names_ = list(concept_names)
         self.n_concepts_ = len(self.concept_names_)
@@ -347,18 +354,12 @@ class SpLiCEModel(_Broadcast):
         return np.asarray(self.splice.reconstruct(X))
 
     def save(self, path):
-        atomic_save_npz(path, kind=np.array("SpLiCE"), vocabulary=self.splice.dictionary,
-                        words=np.array(self.words_, dtype=str), alpha=np.array(self.splice.alpha),
-                        concept_names=np.array(self.concept_names_, dtype=str))
+        _save_state(path, "SpLiCE", self.concept_names_, **_vocab_arrays(self.splice))
 
     @classmethod
     def load(cls, path):
-        z = _read_npz(path, "SpLiCE model")
-        try:
-            sp = SpLiCE(z["vocabulary"], words=[str(w) for w in z["words"]], alpha=float(z["alpha"]))
-            return cls(sp, [str(s) for s in z["concept_names"]])
-        except KeyError as exc:
-            raise ValueError(f"SpLiCE model file {os.fspath(path)!r} lacks {exc}; fit it again") from None
+        return _load_state(path, "SpLiCE", lambda z, names: cls(
+            SpLiCE(z["vocabulary"], words=[str(w) for w in z["words"]], alpha=float(z["alpha"])), names))
 
 
 class FSpLiCEModel:
@@ -369,7 +370,6 @@ class FSpLiCEModel:
     def __init__(self, fsplice, concepts, concept_names):
         self.fsplice = fsplice
         self.concepts_ = np.asarray(concepts, dtype=np.float64)
-        self.words_ = list(fsplice.words or [])
         self.n_features_in_ = int(fsplice.dictionary.shape[1])
         self.concept_names_ = list(concept_names)
         self.n_concepts_ = int(fsplice.n_concepts)
@@ -380,29 +380,20 @@ class FSpLiCEModel:
         """Per-group parts of the reconstruction, ``(n, S, d)`` (or ``(n, d)`` for one concept)."""
         X = check_embeddings(X, n_features=self.n_features_in_, name="X", allow_zero_rows=True)
         V = np.asarray(self.fsplice.components(X))
-        if concept is None:
-            return V
-        if not 0 <= int(concept) < self.n_concepts_:
-            raise ValueError(f"concept must be in [0, {self.n_concepts_}); got {concept!r}.")
-        return V[:, int(concept)]
+        return V if concept is None else V[:, check_concept(concept, self.n_concepts_)]
 
     def components(self, X, Y=None):
         """Same as :meth:`project` (F-SpLiCE has one kind of component)."""
         return self.project(X)
 
     def save(self, path):
-        atomic_save_npz(path, kind=np.array("F-SpLiCE"), vocabulary=self.fsplice.dictionary,
-                        concepts=self.concepts_, words=np.array(self.words_, dtype=str),
-                        alpha=np.array(self.fsplice.alpha), concept_names=np.array(self.concept_names_, dtype=str))
+        _save_state(path, "F-SpLiCE", self.concept_names_, concepts=self.concepts_, **_vocab_arrays(self.fsplice))
 
     @classmethod
     def load(cls, path):
-        z = _read_npz(path, "F-SpLiCE model")
-        try:
-            fs = FSpLiCE(z["vocabulary"], z["concepts"], words=[str(w) for w in z["words"]], alpha=float(z["alpha"]))
-            return cls(fs, z["concepts"], [str(s) for s in z["concept_names"]])
-        except KeyError as exc:
-            raise ValueError(f"F-SpLiCE model file {os.fspath(path)!r} lacks {exc}; fit it again") from None
+        return _load_state(path, "F-SpLiCE", lambda z, names: cls(
+            FSpLiCE(z["vocabulary"], z["concepts"], words=[str(w) for w in z["words"]], alpha=float(z["alpha"])),
+            z["concepts"], names))
 
 
 def _prepared_vocabulary(inputs: FitInputs):
