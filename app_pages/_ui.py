@@ -30,6 +30,7 @@ from slics_core.explorer.workspace import (
     workspace_path,
 )
 from slics_core.methods import get_method
+from slics_core.retrieval import build_index
 
 
 # ---------------------------------------------------------------------- workspace
@@ -111,6 +112,17 @@ def get_workspace():
 def ws_id(ws) -> str:
     """Explicit cache key of a workspace (kind + folder)."""
     return f"{ws.kind}:{ws.path}"
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _pool_index(key: str, _ws):
+    return build_index(_ws.X[_ws.index["pool"]], "auto")
+
+
+def pool_index(ws):
+    """Search index over the workspace's candidate pool, built (pool normalised) once per workspace and
+    shared by every page and session."""
+    return _pool_index(ws_id(ws), ws)
 
 
 @st.cache_resource(show_spinner="Loading the encoder…", max_entries=4)

@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app_pages._ui import csv_download, get_workspace, sidebar_workspace_note, ws_id
+from app_pages._ui import csv_download, get_workspace, pool_index, sidebar_workspace_note, ws_id
 from slics_core.evaluation import choose_d0
 from slics_core.explorer import scoring
 
@@ -26,7 +26,8 @@ LABEL_COLOURS = {"general": "#1f77b4", "sub": "#d62728"}
 
 @st.cache_data(show_spinner=False, max_entries=512)
 def _job(key: str, method: str, d0, mode, split: str, k: int, normalization: str, _ws):
-    return scoring.run_job(_ws, scoring.Job(method, d0, mode, split), k=k, normalization=normalization)
+    return scoring.run_job(_ws, scoring.Job(method, d0, mode, split), k=k, normalization=normalization,
+                           index=pool_index(_ws))
 
 
 def _run(ws, jobs, k, norm, title):

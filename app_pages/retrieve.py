@@ -9,19 +9,21 @@ import pandas as pd
 import streamlit as st
 
 from app_pages._query import concept_picker, preselection, query_picker, show_query, write_deep_link
-from app_pages._ui import (component_picker, csv_download, d0_picker, get_workspace, image_grid, method_picker,
-                           sidebar_workspace_note, ws_id)
+from app_pages._ui import (
+    component_picker,
+    csv_download,
+    d0_picker,
+    get_workspace,
+    image_grid,
+    method_picker,
+    pool_index,
+    sidebar_workspace_note,
+    ws_id,
+)
 from slics_core.explorer.queries import concept_galleries, concept_scores, galleries_table, query_components
 from slics_core.methods import get_method
-from slics_core.retrieval import build_index
 
 GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"
-
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _pool_index(key: str, _ws):
-    """Search index over the workspace's candidate pool, built (pool normalised) once per workspace."""
-    return build_index(_ws.X[_ws.index["pool"]], "auto")
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -121,7 +123,7 @@ if not picked:
 active = tuple(sorted(picked)) if (mode == "full" and "full" in spec.modes) else ()
 V = _components(ws_id(ws), method, mkey, q.key, mode, active, model, q.x)
 pairs = concept_galleries(V, q.x, ws.X, ws.index["pool"], picked, k, Y=ws.Y, Z=ws.Z,
-                          sub_to_concept=ws.sub_to_concept, query_sub=q.Z, index=_pool_index(ws_id(ws), ws))
+                          sub_to_concept=ws.sub_to_concept, query_sub=q.Z, index=pool_index(ws))
 
 st.divider()
 st.markdown(f"Border: <span style='color:{GREEN}'>■ relevant</span> (has the concept"

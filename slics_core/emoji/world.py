@@ -125,13 +125,15 @@ def _embed(encoder, images, progress, stage, batch=256):
     return np.concatenate(out)
 
 
-def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None):
+def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, encoder=None):
     """Render and embed the emoji world.
 
     Parameters
     ----------
     config : EmojiWorldConfig, optional
     progress : callable ``progress(stage, done, total)``, optional
+    encoder : the ``emoji-small`` encoder, optional
+        Passed by callers that use it afterwards (loaded here otherwise).
 
     Returns
     -------
@@ -145,7 +147,7 @@ def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None):
     scenes = make_scenes(cfg.n_total, seed=cfg.seed,
                          progress=(lambda d, n: progress("render scenes", d, n)) if progress else None)
     keep = [i for i, c in enumerate(ALL_COCO_CATEGORIES) if c in EMOJI_FOR_CATEGORY]
-    small = create_encoder(ENCODER, device="cpu", half=False)
+    small = encoder if encoder is not None else create_encoder(ENCODER, device="cpu", half=False)
     raw = _embed(small, scenes.images, progress, f"embed with {ENCODER}")
     prompts = [ZERO_SHOT_TEMPLATE.format(w) for w in SUPERCATEGORIES]
     concept_text = np.asarray(small.encode_texts(prompts), dtype=np.float32)

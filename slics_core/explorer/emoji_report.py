@@ -53,10 +53,12 @@ def generation_concept_accuracy(ws, d0=None, n_queries: int = 200) -> dict:
     per_concept = {}
     for j, name in enumerate(SUPERCATEGORIES):
         rows = q[ws.Y[q, j]]
-        rows = rows[np.linalg.norm(model.project(ws.X[rows], j), axis=1) > 1e-12]
+        V = model.project(ws.X[rows], j)
+        drawn = np.linalg.norm(V, axis=1) > 1e-12  # a zero component has nothing to draw
+        rows, V = rows[drawn], V[drawn]
         if len(rows) == 0:
             continue
-        imgs = np.stack([np.asarray(im) for im in gen.generate(model.project(ws.X[rows], j))])
+        imgs = np.stack([np.asarray(im) for im in gen.generate(V)])
         top2 = np.argsort(-zero_shot_scores(large, tok, encode_images(large, imgs)), axis=1)[:, :2]
         h = int((top2 == j).any(axis=1).sum())
         hits += h

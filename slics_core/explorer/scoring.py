@@ -257,12 +257,13 @@ def sweep_jobs(ws, method="S-SLiCS", *, splits=("val", "query"), modes=MODES):
     return [Job(method, d, mode, s) for s in splits for d in d0s for mode in modes]
 
 
-def _run_all(ws, jobs, progress, **kw):
+def _run_all(ws, jobs, progress, backend="auto", **kw):
+    index = build_index(ws.X[ws.index["pool"]], backend) if jobs else None  # one pool index for every job
     out = []
     for i, job in enumerate(jobs):
         if progress is not None:
             progress(job.label(), i, len(jobs))
-        out.append(run_job(ws, job, **kw))
+        out.append(run_job(ws, job, backend=backend, index=index, **kw))
     if progress is not None:
         progress("done", len(jobs), len(jobs))
     return out

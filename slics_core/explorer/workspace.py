@@ -56,6 +56,7 @@ from slics_core.captions import default_vocabulary
 from slics_core.data import LabelledEmbeddings, eval_data, load_cache, make_split, vocabulary_embeddings
 from slics_core.datasets import ImageLoadError, load_image
 from slics_core.emoji.generator import EmojiGenerator
+from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
 from slics_core.emoji.world import (
     EmojiWorldConfig,
     config_from_env,
@@ -514,7 +515,10 @@ def save_workspace(ws: Workspace, out) -> Path:
                 "vocab_words": ws.vocab_words, "generator": ws.generator, "skipped": ws.skipped,
                 "extras": extra_names}
         (tmp / "workspace.json").write_text(json.dumps(head))
-        (tmp / MARKER).write_text("SLiCS Explorer workspace folder: `slics workspace` may replace it.\n")
+        # the marker also carries the display name, so listing workspaces never parses the large header
+        (tmp / MARKER).write_text(json.dumps({"format": FORMAT, "name": ws.name,
+                                              "note": "SLiCS Explorer workspace folder: `slics workspace` may "
+                                                      "replace it"}))
         old = None
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
@@ -602,9 +606,9 @@ def list_workspaces(root=None) -> list:
     for p in sorted(root.iterdir()):
         if p.name.startswith(".") or not (p / "workspace.json").is_file():
             continue
-        try:
-            out.append((str(json.loads((p / "workspace.json").read_text()).get("name", p.name)), p))
-        except (OSError, ValueError):
+        try:  # the small marker names the workspace; the header (ids, paths of every item) is not read
+            out.append((str(json.loads((p / MARKER).read_text()).get("name", p.name)), p))
+        except (OSError, ValueError, AttributeError):
             out.append((f"{p.name} (damaged)", p))
     return out
 
@@ -654,8 +658,8 @@ def open_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None,
     except OSError as exc:
         raise OSError(exc.errno, f"cannot create the emoji cache folder {root} ({exc.strerror}); set "
                                  "SLICS_EMOJI_CACHE to a writable folder") from None
-    data, split = render_emoji_world(cfg, progress)
-    encoder = create_encoder(data.encoder, device="cpu", half=False)
+    encoder = create_encoder(EMOJI_ENCODER, device="cpu", half=False)
+    data, split = render_emoji_world(cfg, progress, encoder=encoder)
     return build_workspace(data, folder, split=split, d0_values=cfg.d0_values, n_iter=cfg.n_iter, seed=0,
                            vocabulary=emoji_vocabulary(), encoder=encoder, name="emoji world", kind=EMOJI,
                            generator="emoji", progress=progress)
