@@ -278,8 +278,7 @@ def _check_eval_args(args):
     return methods
 
 
-def _evaluate(args, ed, split, out_dir):
-    methods = _check_eval_args(args)
+def _evaluate(args, ed, split, out_dir, methods):
     d0 = args.n_atoms
     if args.sweep:
         lo, hi = args.sweep
@@ -316,7 +315,7 @@ def cmd_evaluate(args):
     methods = _check_eval_args(args)
     vocab = _vocab(args, data, EmbeddingStore(args.cache), any(m in ("SpLiCE", "F-SpLiCE") for m in methods))
     ed, split = _prepared(args, data, vocab)
-    _evaluate(args, ed, split, args.out_dir)
+    _evaluate(args, ed, split, args.out_dir, methods)
     return 0
 
 
@@ -347,6 +346,7 @@ def cmd_reproduce(args):
     args.cache = args.cache or str(out / "cache")
     if not args.encoder:
         raise CLIError("reproduce needs --encoder")
+    methods = _check_eval_args(args)
     encoder = resolve_encoder(args.encoder, args.device)
     store = run_embed(args, encoder)
     data = load_cache(args.cache)
@@ -355,7 +355,7 @@ def cmd_reproduce(args):
         words = get_words(args.vocab, args.n_words)
         vocab = (words, vocabulary_embeddings(encoder, words, store=store))
     ed, split = _prepared(args, data, vocab)
-    rows, d0 = _evaluate(args, ed, split, str(out))
+    rows, d0 = _evaluate(args, ed, split, str(out), methods)
     if vocab is not None:  # captions of S-SLiCS fitted on the training split only
         model = fit_method("S-SLiCS", fit_inputs(ed, split.train), d0, n_iter=args.n_iter,
                            batch_size=args.batch_size, seed=0)

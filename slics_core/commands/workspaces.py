@@ -40,12 +40,9 @@ def cmd_workspace(args) -> int:
         return 0
     if not args.cache:
         raise CLIError("slics workspace needs --cache (an embedding cache from `slics embed`) or --info NAME")
-    if args.out:
-        out = Path(args.out)
-    else:
-        out = workspaces_root() / check_workspace_name(args.name or Path(args.cache).resolve().name)
-    if args.name:
-        check_workspace_name(args.name)
+    name = check_workspace_name(args.name) if args.name else None
+    out = Path(args.out) if args.out else workspaces_root() / (name or check_workspace_name(
+        Path(args.cache).resolve().name))
     if args.methods:
         unknown = [m for m in args.methods if m not in method_names()]
         if unknown:
