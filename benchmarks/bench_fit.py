@@ -27,8 +27,14 @@ def unit(X):
     return X / np.linalg.norm(X, axis=1, keepdims=True)
 
 
-def reference_fit(X, Y, d0, n_iter):
-    """Algorithm 1 written plainly: per-sample scipy NNLS, full SVD per atom."""
+def reference_fit(X, Y, d0, n_iter, batch_size=None, random_state=None):
+    """Algorithm 1 written plainly: per-sample scipy NNLS, full SVD per atom.
+
+    With ``batch_size``, each epoch splits the same shuffle as ``SLiCS`` with
+    the same ``random_state`` (``RandomState.permutation`` per epoch, sorted
+    chunks) and runs the coefficient and atom steps batch by batch (sec. 3.3).
+    Atoms no sample uses are left as they are.
+    """
     n, d = X.shape
     S = Y.shape[1]
     blocks = []
@@ -42,22 +48,29 @@ def reference_fit(X, Y, d0, n_iter):
         blocks.append(block)
     B = np.vstack(blocks)
     groups = np.repeat(np.arange(S), d0)
+    rng = np.random.RandomState(random_state) if isinstance(random_state, (int, type(None))) else random_state
     for _ in range(n_iter):
-        A = np.zeros((n, B.shape[0]))
-        for i in range(n):
-            P = np.flatnonzero(Y[i, groups])
-            A[i, P], _ = nnls(B[P].T, X[i])
-        for m in range(B.shape[0]):
-            L = np.flatnonzero(A[:, m])
-            if L.size == 0:
-                continue
-            E = X[L] - A[L] @ B + np.outer(A[L, m], B[m])
-            _, s, Vt = np.linalg.svd(E, full_matrices=False)
-            b = Vt[0]
-            beta = E @ b
-            p = 1.0 if np.linalg.norm(np.maximum(beta, 0)) >= np.linalg.norm(np.maximum(-beta, 0)) else -1.0
-            B[m] = p * b
-            A[L, m] = np.maximum(p * beta, 0)
+        if batch_size is None or batch_size >= n:
+            batches = [np.arange(n)]
+        else:
+            order = rng.permutation(n)
+            batches = [np.sort(order[i:i + batch_size]) for i in range(0, n, batch_size)]
+        for idx in batches:
+            A = np.zeros((idx.size, B.shape[0]))
+            for r, i in enumerate(idx):
+                P = np.flatnonzero(Y[i, groups])
+                A[r, P], _ = nnls(B[P].T, X[i])
+            for m in range(B.shape[0]):
+                L = np.flatnonzero(A[:, m])
+                if L.size == 0:
+                    continue
+                E = X[idx[L]] - A[L] @ B + np.outer(A[L, m], B[m])
+                _, s, Vt = np.linalg.svd(E, full_matrices=False)
+                b = Vt[0]
+                beta = E @ b
+                p = 1.0 if np.linalg.norm(np.maximum(beta, 0)) >= np.linalg.norm(np.maximum(-beta, 0)) else -1.0
+                B[m] = p * b
+                A[L, m] = np.maximum(p * beta, 0)
     return B, groups
 
 

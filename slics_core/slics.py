@@ -51,6 +51,8 @@ from numbers import Integral
 
 import numpy as np
 from scipy.linalg import eigh
+from scipy.linalg.blas import dgemm, sgemm
+from scipy.linalg.lapack import dstev as _dstev
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
@@ -62,56 +64,14 @@ from slics_core.nnls import nnls_gram, nnls_shared
 FORMAT_NAME = "slics-model"
 FORMAT_VERSION = 1
 
-#: Rank-1 power iterations stop when the unit iterate moves by less than this.
-_POWER_TOL = 1e-8
-_POWER_MAX_ITER = 200
-#: Working precision of the residual in the atom step (the last epoch runs in double precision).
-_WORK_DTYPE = np.float32
-#: Power-iteration (tolerance, max iterations) per residual precision: single-precision epochs
-#: take at most 3 warm-started steps (an approximate rank-1 update, as in approximate K-SVD; the
-#: warm start carries the progress to the next epoch), the double-precision last epoch converges.
-_POWER_SETTINGS = {np.dtype(np.float32): (1e-4, 3), np.dtype(np.float64): (_POWER_TOL, _POWER_MAX_ITER)}
-
-
-# ----------------------------------------------------------------------------------------------
-# The paper's building blocks
-# ----------------------------------------------------------------------------------------------
-class _RankOneUpdated:
-    """The matrix ``E = R + a b^T`` as an operator (never formed).
-
-    Supports ``E @ v``, ``E.T @ u`` and squared norms, which is all the
-    rank-1 atom updates need; this avoids an (n_L, d) temporary per atom.
-    """
-
-    def __init__(self, R, a, b):
-        self.R, self.a, self.b = R, a, b
-        self.shape = R.shape
-
-    @property
-    def T(self):
-        return _Transposed(self)
-
-    def __matmul__(self, v):
-        return self.R @ v + self.a * (self.b @ v)
-
-    def rmatvec(self, u):
-        return u @ self.R + self.b * (self.a @ u)
-
-    def base_sq_norm(self):
-        """``||R||_F^2``."""
-        return float(self.R.ravel() @ self.R.ravel())
-
-    def sq_norm(self):
-        """``||R + a b^T||_F^2`` (with ``b`` of any norm)."""
-        return self.base_sq_norm() + 2.0 * (self.a @ (self.R @ self.b)) + (self.a @ self.a) * (self.b @ self.b)
-
-
-class _Transposed:
-    def __init__(self, op):
-        self.op = op
-
-    def __matmul__(self, u):
-        return self.op.rmatvec(u)
+#: Working precision of the residual in the atom step (see the module notes).
+_WORK_DTYPE = np.float64
+#: Relative residual at which the Lanczos rank-1 SVD of an atom update stops, per working precision:
+#: ``||E^T u - sigma v|| <= tol * sigma`` (for the unit Ritz pair ``u, v``). float32 cannot go below
+#: about 1e-6, which measured too coarse (see the module notes).
+_LANCZOS_TOL = {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-9}
+#: Most Golub-Kahan-Lanczos steps per rank-1 SVD (never reached in practice: 4-8 steps converge).
+_LANCZOS_MAX_STEPS = 100
 
 
 def majority_sign(beta):
@@ -127,45 +87,144 @@ def majority_sign(beta):
     return 1.0 if pos >= neg else -1.0
 
 
-def top_singular_vector(E, v0=None, tol=_POWER_TOL, max_iter=_POWER_MAX_ITER):
-    """Leading right singular vector of ``E`` (rows are samples) by power iteration.
+def _top_singular_triplet(R, v0, tol, max_steps=_LANCZOS_MAX_STEPS, a=None):
+    """Leading singular triplet of ``E = R + a v0^T`` by Golub-Kahan-Lanczos bidiagonalisation.
+
+    A Krylov method on ``E^T E`` started at ``v0`` (the current atom), with
+    full reorthogonalisation of both Lanczos bases; ``E`` is never formed
+    (the rank-1 term costs two small dot products per step). It stops when
+    the top Ritz triplet ``(sigma, u, v)`` of the bidiagonal matrix satisfies
+    ``||E^T u - sigma v|| <= tol * sigma`` (``E v = sigma u`` holds by
+    construction), or when the Krylov space is exhausted (the triplet is then
+    exact up to rounding).
 
     Parameters
     ----------
-    E : ndarray of shape (n, d), or an operator supporting ``E @ v`` and ``E.T @ u``
+    R : ndarray of shape (n, d), C-contiguous, float32 or float64
+    v0 : ndarray of shape (d,), same dtype, unit norm
+    tol : float
+        Relative residual.
+    max_steps : int
+    a : ndarray of shape (n,), same dtype, optional
+        Rank-1 term of ``E`` (zero if omitted).
+
+    Returns
+    -------
+    v : ndarray of shape (d,), float64
+        Unit right singular vector (sign arbitrary).
+    ev : ndarray of shape (n,), float64
+        ``E v``.
+    ev0 : ndarray of shape (n,), float64
+        ``E v0`` (the first Krylov product, returned for free).
+    """
+    n, d = R.shape
+    dt = R.dtype.type
+    # The Krylov space holds v0 plus at most rank(E) <= min(n, d) directions of E's row space.
+    steps = max(1, min(max_steps, min(n, d) + 1, d))
+    V = np.empty((steps + 1, d), dtype=R.dtype)
+    U = np.empty((steps, n), dtype=R.dtype)
+    b = v0
+    if a is None:
+        a = np.zeros(n, dtype=R.dtype)
+    alphas, betas = [], []
+    V[0] = v0
+    p = R @ v0
+    p += a
+    ev0 = p.astype(np.float64)
+    alpha = float(np.sqrt(p @ p))
+    if alpha == 0.0:  # E v0 = 0: v0 is orthogonal to E's row space; restart at E's largest row
+        rows = np.einsum("ij,ij->i", R, R)
+        row = int(np.argmax(rows))
+        if rows[row] == 0.0 and not a.any():
+            return v0.astype(np.float64), np.zeros(n), ev0
+        start = R[row] + a[row] * b
+        V[0] = start * dt(1.0 / np.sqrt(start @ start))
+        p = R @ V[0]
+        p += dt(b @ V[0]) * a
+        alpha = float(np.sqrt(p @ p))
+    alphas.append(alpha)
+    np.multiply(p, dt(1.0 / alpha), out=U[0])
+    y = np.ones(1)  # right singular vector of the bidiagonal matrix
+    sigma = alpha
+    k = 1
+    while True:
+        # r = E^T u_k - alpha_k v_k, orthogonalised against V
+        u = U[k - 1]
+        r = u @ R
+        r += dt(a @ u) * b
+        r -= dt(alphas[-1]) * V[k - 1]
+        Vk = V[:k]
+        r -= (Vk @ r) @ Vk
+        beta = float(np.sqrt(r @ r))
+        if k > 1:
+            # upper bidiagonal B_k (alphas on the diagonal, betas above): top eigenpair of B_k^T B_k
+            dg = np.square(alphas)
+            dg[1:] += np.square(betas)
+            w, z, info = _dstev(dg, np.multiply(alphas[:-1], betas), compute_v=1)
+            if info != 0:  # pragma: no cover - LAPACK failure on a tiny tridiagonal matrix
+                raise np.linalg.LinAlgError("tridiagonal eigensolver failed in the rank-1 SVD")
+            sigma = float(np.sqrt(max(w[-1], 0.0)))
+            y = z[:, -1]
+        # ||E^T u - sigma v|| = beta_k |last entry of the left vector| = beta_k alpha_k |y_k| / sigma
+        if beta * alphas[-1] * abs(y[-1]) <= tol * sigma * sigma or k >= steps or beta == 0.0:
+            break
+        np.multiply(r, dt(1.0 / beta), out=V[k])
+        betas.append(beta)
+        # p = E v_{k+1} - beta_k u_k, orthogonalised against U
+        v = V[k]
+        p = R @ v
+        p += dt(b @ v) * a
+        p -= dt(beta) * u
+        Uk = U[:k]
+        p -= (Uk @ p) @ Uk
+        alpha = float(np.sqrt(p @ p))
+        if alpha == 0.0:  # invariant subspace: the current Ritz triplet is exact
+            break
+        alphas.append(alpha)
+        np.multiply(p, dt(1.0 / alpha), out=U[k])
+        k += 1
+    k = y.size
+    v = y @ V[:k].astype(np.float64, copy=False)
+    # E v = U_k B_k y (Lanczos relation), with B_k y from the bidiagonal entries
+    By = np.multiply(alphas[:k], y)
+    By[:-1] += np.multiply(betas[:k - 1], y[1:])
+    ev = By @ U[:k].astype(np.float64, copy=False)
+    norm = float(np.sqrt(v @ v))
+    return v / norm, ev / norm, ev0
+
+
+def top_singular_vector(E, v0=None, tol=1e-10, max_iter=_LANCZOS_MAX_STEPS):
+    """Leading right singular vector of ``E`` (rows are samples).
+
+    Parameters
+    ----------
+    E : array-like of shape (n, d)
         Residual matrix.
     v0 : ndarray of shape (d,), optional
         Warm start (e.g. the atom being updated). Default: the row of ``E``
-        with the largest norm (``E`` must then be an array).
+        with the largest norm.
     tol, max_iter : float, int
-        Stop when the unit iterate moves by less than ``tol`` (Euclidean
-        norm; the singular value is then accurate to about ``tol**2``) or
-        after ``max_iter`` iterations.
+        Golub-Kahan-Lanczos stops when the Ritz residual
+        ``||E^T u - sigma v||`` is below ``tol * sigma`` or after
+        ``max_iter`` steps.
 
     Returns
     -------
     v : ndarray of shape (d,)
         Unit vector ``v`` maximising ``||E v||`` (sign arbitrary).
     """
+    E = np.ascontiguousarray(E, dtype=np.float64)
     if v0 is None or not np.any(v0):
         v0 = E[np.argmax(np.einsum("ij,ij->i", E, E))]
-    v = v0 / np.sqrt(v0 @ v0)
-    tol2 = tol * tol
-    for _ in range(max_iter):
-        w = E.T @ (E @ v)
-        s = np.sqrt(w @ w)
-        if s == 0.0:
-            break
-        w /= s
-        diff = w - v  # E^T E is positive semi-definite, so the iterate never flips sign
-        step2 = diff @ diff
-        v = w
-        if step2 <= tol2:
-            break
+    v0 = np.asarray(v0, dtype=np.float64)
+    norm = np.sqrt(v0 @ v0)
+    if norm == 0.0:
+        return np.zeros(E.shape[1])
+    v, _, _ = _top_singular_triplet(E, v0 / norm, tol, max_iter)
     return v
 
 
-def ksvd_atom_update(E, b0, tol=_POWER_TOL, max_iter=_POWER_MAX_ITER):
+def ksvd_atom_update(E, b0, tol=1e-10, max_iter=_LANCZOS_MAX_STEPS):
     """Rank-1 update of one atom with the optimal sign (Algorithm 1, inner loop).
 
     Parameters
@@ -174,9 +233,8 @@ def ksvd_atom_update(E, b0, tol=_POWER_TOL, max_iter=_POWER_MAX_ITER):
         Residual without the atom, on the samples ``L_m`` that use it.
     b0 : ndarray of shape (d,)
         The current atom (warm start for the rank-1 SVD).
-    tol : float
-        Relative tolerance of the power iteration (see
-        :func:`top_singular_vector`).
+    tol, max_iter : float, int
+        Stopping rule of the Lanczos SVD (see :func:`top_singular_vector`).
 
     Returns
     -------
@@ -185,6 +243,7 @@ def ksvd_atom_update(E, b0, tol=_POWER_TOL, max_iter=_POWER_MAX_ITER):
     beta : ndarray of shape (n_L,)
         New coefficients ``max(0, p* beta~)`` with ``beta~ = E u_1``.
     """
+    E = np.ascontiguousarray(E, dtype=np.float64)
     u = top_singular_vector(E, b0, tol=tol, max_iter=max_iter)
     beta = E @ u
     p = majority_sign(beta)
@@ -448,8 +507,11 @@ class SLiCS(BaseEstimator):
         """The loop of Algorithm 1 (lines 4-14); updates ``A``, ``B`` and ``history`` in place."""
         n = X.shape[0]
         full_batch = self.batch_size is None or self.batch_size >= n
-        for epoch in range(self.n_iter):
-            dtype = np.float64 if epoch == self.n_iter - 1 else _WORK_DTYPE  # polish in double precision
+        # Working precision of the residual: double precision where the monotone acceptance test
+        # needs it, else single precision (see the module notes).
+        dtype = np.dtype(np.float64) if self.monotone else np.dtype(_WORK_DTYPE)
+        Xw = X if dtype == X.dtype else X.astype(dtype)
+        for _ in range(self.n_iter):
             error = 0.0
             for batch in self._batches(n, rng):
                 Xb, allowed_b = X[batch], allowed[batch]
@@ -457,7 +519,7 @@ class SLiCS(BaseEstimator):
                 Ab = self._coefficients(Xb, B, allowed_b, init=A[batch])
                 # Atom step: rank-1 update of every atom on the samples that use it.
                 At = np.ascontiguousarray(Ab.T)
-                error += self._update_atoms(Xb, At, B, allowed_b, full_batch, dtype)
+                error += self._update_atoms(Xw[batch], At, B, allowed_b, full_batch)
                 A[batch] = At.T
             history.append(error / n)
             if self._converged(history):
@@ -475,27 +537,26 @@ class SLiCS(BaseEstimator):
             gram = gram + self.ridge * np.eye(B.shape[0])
         return nnls_gram(gram, X @ B.T, allowed, init=init)
 
-    def _update_atoms(self, X, At, B, allowed, full_batch, dtype=_WORK_DTYPE):
+    def _update_atoms(self, X, At, B, allowed, full_batch):
         """Update every atom in turn (in place); return the batch's squared error.
 
-        The residual is kept in ``dtype``: single precision halves the memory
-        traffic that dominates this loop; atoms and coefficients are always
-        double precision. The returned error is exact (double precision) in
-        double-precision epochs and whenever ``monotone`` or ``tol`` rely on
-        it; otherwise it is read off the single-precision residual (relative
-        accuracy about 1e-6).
+        ``X`` is the batch in the working precision. The residual ``R = X - A B``
+        is kept in that precision and updated incrementally (a rank-2 update
+        on the rows of each atom); atoms and coefficients are always double
+        precision. The returned error is the squared norm of the final
+        residual, accumulated per row in double precision.
         """
-        R = X.astype(dtype, copy=False) - At.T.astype(dtype) @ B.astype(dtype)  # kept up to date incrementally
-        self._update_each_atom(R, At, B, allowed, full_batch, dtype)
-        if dtype != np.float64 and not self.monotone and self.tol is None:
-            return float(R.ravel().astype(np.float64) @ R.ravel())
-        R = X - At.T @ B  # exact error, free of single-precision drift
-        return float(R.ravel() @ R.ravel())
+        dtype = X.dtype
+        R = np.ascontiguousarray(X - At.T.astype(dtype) @ B.astype(dtype))
+        self._update_each_atom(R, At, B, allowed, full_batch)
+        return float(np.einsum("ij,ij->i", R, R).sum(dtype=np.float64))
 
-    def _update_each_atom(self, R, At, B, allowed, full_batch, dtype):
+    def _update_each_atom(self, R, At, B, allowed, full_batch):
         """The inner loop of Algorithm 1 (lines 7-13) over atoms ``m = 1..M``."""
-        power_tol, power_iter = _POWER_SETTINGS[np.dtype(dtype)]
-        rounding = 8 * np.finfo(dtype).eps
+        dtype = R.dtype
+        gemm = sgemm if dtype == np.float32 else dgemm
+        tol = _LANCZOS_TOL[dtype]
+        eps = np.finfo(dtype).eps
         for m in range(B.shape[0]):
             L = np.flatnonzero(At[m])
             if L.size == 0:
@@ -503,28 +564,36 @@ class SLiCS(BaseEstimator):
                     self._reseed(m, R, At, B, allowed)
                 continue
             a = At[m, L]
-            R_L = R[L]
-            # E = R_L + a b_m^T is the residual without atom m (eq. 8), used implicitly.
-            E = _RankOneUpdated(R_L, a.astype(dtype), B[m].astype(dtype))
+            b_old = B[m]
+            # E = R_L + a b_m^T is the residual without atom m on the samples that use it (eq. 8);
+            # the rank-1 term stays implicit.
+            R_L = np.take(R, L, axis=0)
             if self.update == "ksvd":
-                b, beta = ksvd_atom_update(E, E.b, tol=power_tol, max_iter=power_iter)
+                v, ev, eb = _top_singular_triplet(R_L, b_old.astype(dtype), tol, a=a.astype(dtype))
+                p = majority_sign(ev)
+                b = p * v
+                beta = np.maximum(p * ev, 0.0)
             else:
-                b, beta = bcd_atom_update(E, E.a, self.n_power_steps)
+                E = R_L + np.outer(a, b_old).astype(dtype)
+                b, beta = bcd_atom_update(E, a.astype(dtype), self.n_power_steps)
                 if b is None:
                     continue
-            b = b.astype(np.float64)
-            b /= np.sqrt(b @ b)
-            beta = beta.astype(np.float64)
+                b = b.astype(np.float64)
+                b /= np.sqrt(b @ b)
+                beta = beta.astype(np.float64)
+                eb = (E @ b_old.astype(dtype)).astype(np.float64)
             if self.monotone:
-                # New error on L is ||E||^2 - ||beta||^2 (b is unit, beta optimal for b); skip the
-                # update unless it lowers the error by more than the rounding of that estimate.
-                total = E.sq_norm()
-                if total - beta @ beta > E.base_sq_norm() - rounding * total:
+                # On L the error goes from ||E - a b_old^T||^2 = ||E||^2 - 2 a.(E b_old) + ||a||^2 to
+                # ||E||^2 - ||beta||^2 (b unit, beta optimal for b): keep the update only if it lowers
+                # the error by more than the rounding of that comparison.
+                gain = beta @ beta - (2.0 * (a @ eb) - a @ a)
+                if gain <= 64 * eps * (beta @ beta + a @ a + abs(a @ eb)):
                     continue
-            # New residual E - beta b^T = R_L + a b_m^T - beta b^T, a rank-2 update.
-            coef = np.empty((L.size, 2), dtype=dtype)
-            coef[:, 0], coef[:, 1] = a, -beta
-            R[L] = R_L + coef @ np.stack([E.b, b.astype(dtype)])
+            # New residual on L: R_L + a b_old^T - beta b^T (a rank-2 update in place), written back.
+            coef = np.empty((2, L.size), dtype=dtype)
+            coef[0], coef[1] = a, -beta
+            gemm(1.0, np.stack([b_old, b]).T.astype(dtype), coef, beta=1.0, c=R_L.T, overwrite_c=True)
+            R[L] = R_L
             At[m, L] = beta
             B[m] = b
 
