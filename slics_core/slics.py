@@ -47,6 +47,7 @@ import os
 import tempfile
 import warnings
 import zipfile
+import zlib
 from numbers import Integral
 
 import numpy as np
@@ -728,6 +729,7 @@ class SLiCS(BaseEstimator):
             "n_features_in_": int(self.n_features_in_),
             "concept_names_": list(self.concept_names_),
         }
+        header["params"] = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in header["params"].items()}
         if not isinstance(header["params"]["random_state"], (int, type(None))):
             header["params"]["random_state"] = None
         if not isinstance(header["params"]["n_atoms"], int):
@@ -748,46 +750,205 @@ class SLiCS(BaseEstimator):
 
     @classmethod
     def load(cls, path):
-        """Load a model written by :meth:`save`.
+        """Load a model written by :meth:`save`, checking every part of the file first.
+
+        The header (format, version, every hyper-parameter, sizes, concept
+        names) is validated key by key, and the shapes and dtypes of the
+        arrays are read from their ``.npy`` headers inside the archive and
+        checked against it *before* any array data is read, so a damaged or
+        hostile file cannot make this allocate more than its header allows.
 
         Raises
         ------
         FileNotFoundError
             If ``path`` does not exist.
         ValueError
-            If the file is not a SLiCS model file, is damaged, or has an
-            unsupported format version.
+            One per problem, naming the file, the part at fault and what to
+            do: not a SLiCS model file, damaged file, unsupported format
+            version, a missing, unknown or ill-typed header key, or arrays
+            that do not match the header.
         """
         path = os.fspath(path)
         if not os.path.exists(path):
             raise FileNotFoundError(f"no SLiCS model file at {path!r}")
+        return _ModelFile(path).load(cls)
+
+
+#: Members of a saved model and the numpy dtype kinds they may have.
+_MEMBERS = {"header": "U", "atoms": "f", "groups": "iu", "history": "f"}
+#: The header keys written by :meth:`SLiCS.save`.
+_HEADER_KEYS = ("format", "version", "params", "n_iter_", "n_concepts_", "n_features_in_", "concept_names_")
+#: Largest header accepted (characters of JSON); concept names are the only variable part.
+_MAX_HEADER_CHARS = 16_000_000
+#: deflate never compresses by more than about 1032:1, so a member declaring more is damaged.
+_DEFLATE_MAX_RATIO = 1100
+#: Atoms are dense double-precision unit vectors, which deflate shrinks by a few percent at most; an
+#: atoms member declaring more than this ratio of uncompressed to stored bytes is rejected unread.
+_ATOMS_MAX_RATIO = 50
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+#: Checks of the saved hyper-parameters: (test, what is expected).
+_PARAM_CHECKS = {
+    "n_atoms": (lambda x: (_is_int(x) and x >= 1)
+                or (isinstance(x, list) and len(x) > 0 and all(_is_int(m) and m >= 1 for m in x)),
+                "a positive int or a list of positive ints"),
+    "n_iter": (lambda x: _is_int(x) and x >= 0, "a non-negative int"),
+    "batch_size": (lambda x: x is None or (_is_int(x) and x >= 1), "null or a positive int"),
+    "update": (lambda x: x in ("ksvd", "bcd"), "'ksvd' or 'bcd'"),
+    "monotone": (lambda x: isinstance(x, bool), "true or false"),
+    "tol": (lambda x: x is None or (_is_number(x) and x >= 0), "null or a non-negative number"),
+    "ridge": (lambda x: _is_number(x) and x >= 0, "a non-negative number"),
+    "n_power_steps": (lambda x: _is_int(x) and x >= 0, "a non-negative int"),
+    "random_state": (lambda x: x is None or _is_int(x), "null or an int"),
+}
+
+
+class _ModelFile:
+    """Strict reader of the ``.npz`` files written by :meth:`SLiCS.save`."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def fail(self, problem):
+        raise ValueError(f"{self.path!r} cannot be loaded as a SLiCS model: {problem}. "
+                         "Load a file written by SLiCS.save, or re-fit and save the model again.")
+
+    def load(self, cls):
         try:
-            with np.load(path, allow_pickle=False) as data:
-                arrays = {key: data[key] for key in data.files}
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"{path!r} is not a readable SLiCS model file (damaged or another format): {exc}") from None
-        missing = {"header", "atoms", "groups", "history"} - set(arrays)
+            with zipfile.ZipFile(self.path) as archive:
+                return self._load(archive, cls)
+        except zipfile.BadZipFile as exc:
+            self.fail(f"it is not a readable SLiCS model file (damaged or another format: {exc})")
+        except (OSError, EOFError, zlib.error) as exc:
+            self.fail(f"it is damaged (reading it failed: {exc})")
+
+    def _load(self, archive, cls):
+        infos = {}
+        for info in archive.infolist():
+            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            infos[name] = info
+        missing = [name for name in _MEMBERS if name not in infos]
         if missing:
-            raise ValueError(f"{path!r} is not a SLiCS model file: missing {sorted(missing)}.")
-        try:
-            header = json.loads(str(arrays["header"]))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path!r} has a damaged header: {exc}") from None
-        if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
-            raise ValueError(f"{path!r} is not a SLiCS model file (format {header.get('format') if isinstance(header, dict) else None!r}).")
-        if header.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{path!r} has SLiCS format version {header.get('version')!r}; this library reads version {FORMAT_VERSION}.")
-        atoms, groups = arrays["atoms"], arrays["groups"]
+            self.fail(f"it is not a SLiCS model file (missing array(s) {missing})")
+        unknown = sorted(set(infos) - set(_MEMBERS))
+        if unknown:
+            self.fail(f"it holds unexpected member(s) {unknown}")
+        shapes = {name: self._array_header(archive, infos[name], kinds) for name, kinds in _MEMBERS.items()}
+        header = self._header(archive, infos["header"], shapes["header"])
         S, d = header["n_concepts_"], header["n_features_in_"]
-        if (atoms.ndim != 2 or atoms.shape[1] != d or groups.shape != (atoms.shape[0],)
-                or not np.isfinite(atoms).all() or groups.min() < 0 or groups.max() >= S):
-            raise ValueError(f"{path!r} is damaged: its arrays do not match its header.")
+        n_atoms = header["params"]["n_atoms"]
+        counts = [n_atoms] * S if _is_int(n_atoms) else n_atoms
+        if len(counts) != S:
+            self.fail(f"header param 'n_atoms' has {len(counts)} entries for n_concepts_={S} concepts")
+        expected = {"atoms": (sum(counts), d), "groups": (sum(counts),), "history": (header["n_iter_"],)}
+        for name, shape in expected.items():
+            if shapes[name][0] != shape:
+                self.fail(f"array '{name}' has shape {shapes[name][0]} but the header implies {shape}")
+        atoms = self._read(archive, infos["atoms"]).astype(np.float64)
+        groups = self._read(archive, infos["groups"]).astype(np.int64)
+        history = self._read(archive, infos["history"]).astype(np.float64)
+        if not np.isfinite(atoms).all():
+            self.fail("array 'atoms' contains NaN or infinite values")
+        if not np.allclose(np.linalg.norm(atoms, axis=1), 1.0, atol=1e-6):
+            self.fail("array 'atoms' has rows that are not unit vectors")
+        if not np.array_equal(groups, np.repeat(np.arange(S), counts)):
+            self.fail("array 'groups' does not assign n_atoms atoms to each concept in order")
+        if not np.isfinite(history).all():
+            self.fail("array 'history' contains NaN or infinite values")
         model = cls(**header["params"])
-        model.atoms_ = atoms.astype(np.float64)
-        model.groups_ = groups.astype(np.int64)
-        model.history_ = arrays["history"].astype(np.float64)
-        model.n_iter_ = int(header["n_iter_"])
-        model.n_concepts_ = int(S)
-        model.n_features_in_ = int(d)
+        model.atoms_ = atoms
+        model.groups_ = groups
+        model.history_ = history
+        model.n_iter_ = header["n_iter_"]
+        model.n_concepts_ = S
+        model.n_features_in_ = d
         model.concept_names_ = list(header["concept_names_"])
         return model
+
+    def _array_header(self, archive, info, kinds):
+        """Shape and dtype of a member from its ``.npy`` header, checked against its stored size."""
+        name = info.filename
+        with archive.open(info) as fh:
+            try:
+                version = np.lib.format.read_magic(fh)
+                if version == (1, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+                elif version == (2, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+                else:
+                    self.fail(f"member '{name}' has unsupported .npy version {version}")
+            except ValueError as exc:
+                if str(exc).startswith(repr(self.path)):
+                    raise
+                self.fail(f"member '{name}' is not a valid .npy array ({exc})")
+            offset = fh.tell()
+        if dtype.hasobject or dtype.kind not in kinds:
+            self.fail(f"array '{name[:-4]}' has dtype {dtype}, expected kind {kinds!r}")
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if info.file_size != offset + nbytes:
+            self.fail(f"member '{name}' declares {nbytes} bytes of data for shape {shape} but stores "
+                      f"{info.file_size - offset}")
+        ratio = _ATOMS_MAX_RATIO if name == "atoms.npy" else _DEFLATE_MAX_RATIO
+        if info.compress_type != zipfile.ZIP_STORED and info.file_size > ratio * max(info.compress_size, 1):
+            self.fail(f"member '{name}' declares {info.file_size} bytes from only {info.compress_size} "
+                      f"compressed bytes (more than {ratio}:1, impossible for this member)")
+        return shape, dtype
+
+    def _read(self, archive, info):
+        with archive.open(info) as fh:
+            try:
+                return np.lib.format.read_array(fh, allow_pickle=False)
+            except ValueError as exc:
+                self.fail(f"array '{info.filename[:-4]}' is damaged ({exc})")
+
+    def _header(self, archive, info, shape_dtype):
+        shape, dtype = shape_dtype
+        if shape != () or dtype.itemsize // 4 > _MAX_HEADER_CHARS:
+            self.fail(f"the header is not one JSON string of at most {_MAX_HEADER_CHARS} characters")
+        try:
+            header = json.loads(str(self._read(archive, info)))
+        except json.JSONDecodeError as exc:
+            self.fail(f"the header is not valid JSON ({exc})")
+        if not isinstance(header, dict):
+            self.fail("the header is not a JSON object")
+        if header.get("format") != FORMAT_NAME:
+            self.fail(f"it is not a SLiCS model file (header format {header.get('format')!r}, "
+                      f"expected {FORMAT_NAME!r})")
+        if header.get("version") != FORMAT_VERSION or not _is_int(header.get("version")):
+            self.fail(f"it has SLiCS format version {header.get('version')!r}; this library reads "
+                      f"version {FORMAT_VERSION}")
+        for key in _HEADER_KEYS:
+            if key not in header:
+                self.fail(f"header key '{key}' is missing")
+        for key in header:
+            if key not in _HEADER_KEYS:
+                self.fail(f"header key '{key}' is unknown")
+        params = header["params"]
+        if not isinstance(params, dict):
+            self.fail("header key 'params' must be an object of hyper-parameters")
+        for key, (ok, expected) in _PARAM_CHECKS.items():
+            if key not in params:
+                self.fail(f"header param '{key}' is missing")
+            if not ok(params[key]):
+                self.fail(f"header param '{key}' must be {expected}; got {params[key]!r}")
+        for key in params:
+            if key not in _PARAM_CHECKS:
+                self.fail(f"header param '{key}' is unknown to this version of SLiCS")
+        for key, minimum in (("n_iter_", 0), ("n_concepts_", 1), ("n_features_in_", 1)):
+            if not _is_int(header[key]) or header[key] < minimum:
+                self.fail(f"header key '{key}' must be an int >= {minimum}; got {header[key]!r}")
+        names = header["concept_names_"]
+        if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+            self.fail("header key 'concept_names_' must be a list of strings")
+        if len(names) != header["n_concepts_"]:
+            self.fail(f"header key 'concept_names_' has {len(names)} names for n_concepts_="
+                      f"{header['n_concepts_']} concepts")
+        return header
