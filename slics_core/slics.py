@@ -31,12 +31,28 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   :meth:`SLiCS.transform`, :meth:`SLiCS.project`); the atom step is unchanged.
 * Samples with no positive label are ignored by :meth:`SLiCS.fit` (with a
   warning), as the paper removes them.
-* The rank-1 SVD is a power iteration warm-started at the current atom, on
-  the implicit residual ``R_L + a b^T``. All epochs but the last keep the
-  residual in single precision (memory traffic dominates this loop) and take
-  at most 3 power steps per atom (an approximate rank-1 update; the warm
-  start carries the progress into the next epoch); the last epoch runs in
-  double precision, to convergence.
+* The rank-1 SVD of every atom update is computed to a relative residual
+  ``||E^T u - sigma v|| <= 1e-9 sigma`` by Golub-Kahan-Lanczos
+  bidiagonalisation, warm-started at the current atom, on the implicit
+  residual ``R_L + a b^T`` in double precision, in every epoch (4-10 Lanczos
+  steps; the paper only asks for "the rank-1 SVD"). SLiCS thus reproduces
+  Algorithm 1 with exact SVDs up to rounding: final errors agree with a plain
+  reference (full LAPACK SVD per atom, scipy NNLS per sample) to about 1e-10
+  relative on held-out data (``tests/test_slics_quality.py``). Looser updates
+  measured worse: a relative residual of 1e-3 ended 1e-5 to 1e-4 above the
+  reference, and single precision (whose rounding floor is about 1e-6 here)
+  ended up to 1.5e-4 off on noisy small mini-batches, where the fit amplifies
+  early perturbations. Because every epoch is exact, stopping early with
+  ``tol`` returns the atoms of a complete exact epoch.
+* ``monotone=True`` (the cyclic-minimiser variant of sec. 3.3.2) keeps an atom
+  update only if it lowers the error on the samples that use the atom
+  (decided in double precision). In full-batch mode the coefficient step is
+  an exact NNLS, so the epoch error (``history_``) never increases. In
+  mini-batch mode the guarantee is per batch: the batch's error with optimal
+  coefficients never increases through its update,
+  ``min_A ||X_b - A B_new||^2 <= min_A ||X_b - A B_old||^2``; the error of
+  the other samples, and hence ``history_``, can rise, because an update fitted
+  to one batch is not checked against the rest of the data.
 * BLAS is limited to one thread inside ``fit``: the products are small or
   medium and OpenBLAS threads measured slower on a 2-core machine.
 """
@@ -361,11 +377,15 @@ class SLiCS(BaseEstimator):
         Atom step: the paper's rank-1 SVD with optimal sign and thresholding,
         or the block-coordinate update of Appendix A.
     monotone : bool, default=False
-        Skip an atom update that would raise the error (the cyclic-minimiser
-        variant, sec. 3.3.2); the error then never increases.
+        Skip an atom update that would raise the error on the samples that
+        use the atom (the cyclic-minimiser variant, sec. 3.3.2). Full batch:
+        the epoch error never increases. Mini-batch: each batch's own error
+        (with optimal coefficients) never increases through its update, but
+        the error over all samples can (see the module notes).
     tol : float, optional
         Stop early when the relative decrease of the epoch error is below
-        ``tol``.
+        ``tol`` (every epoch is exact, so the result is that of a complete
+        epoch).
     ridge : float, default=0.0
         Ridge penalty ``ridge * ||a||^2`` added to every NNLS; ``> 0`` makes
         every coefficient problem strictly convex (unique solution).
