@@ -68,7 +68,7 @@ from numbers import Integral
 
 import numpy as np
 from scipy.linalg import eigh
-from scipy.linalg.blas import dgemm, sgemm
+from scipy.linalg.blas import dgemm, dsyrk, sgemm
 from scipy.linalg.lapack import dstev as _dstev
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
@@ -140,62 +140,47 @@ def _top_singular_triplet(R, v0, tol, max_steps=_LANCZOS_MAX_STEPS, a=None):
     steps = max(1, min(max_steps, min(n, d) + 1, d))
     V = np.empty((steps + 1, d), dtype=R.dtype)
     U = np.empty((steps, n), dtype=R.dtype)
-    b = v0
-    if a is None:
-        a = np.zeros(n, dtype=R.dtype)
-    alphas, betas = [], []
     V[0] = v0
     p = R @ v0
-    p += a
+    if a is not None:
+        p += a
     ev0 = p.astype(np.float64)
     alpha = float(np.sqrt(p @ p))
     if alpha == 0.0:  # E v0 = 0: v0 is orthogonal to E's row space; restart at E's largest row
+        if a is not None:
+            R = R + np.outer(a, v0).astype(R.dtype)  # a copy: the caller's R is left as it is
         rows = np.einsum("ij,ij->i", R, R)
         row = int(np.argmax(rows))
-        if rows[row] == 0.0 and not a.any():
+        if rows[row] == 0.0:
             return v0.astype(np.float64), np.zeros(n), ev0
-        start = R[row] + a[row] * b
-        V[0] = start * dt(1.0 / np.sqrt(start @ start))
+        V[0] = R[row] * dt(1.0 / np.sqrt(rows[row]))
         p = R @ V[0]
-        p += dt(b @ V[0]) * a
         alpha = float(np.sqrt(p @ p))
-    alphas.append(alpha)
+    # From here on the rank-1 term a v0^T never needs to be applied: E^T u = R^T u + v0 (a.u)
+    # differs from R^T u only along v0 = V[0], which the reorthogonalisation removes, and
+    # E v_k = R v_k for k >= 1 because v_k is orthogonal to v0.
+    alphas, betas = [alpha], []
     np.multiply(p, dt(1.0 / alpha), out=U[0])
     y = np.ones(1)  # right singular vector of the bidiagonal matrix
-    sigma = alpha
     k = 1
     while True:
-        # r = E^T u_k - alpha_k v_k, orthogonalised against V
-        u = U[k - 1]
-        r = u @ R
-        r += dt(a @ u) * b
-        r -= dt(alphas[-1]) * V[k - 1]
-        Vk = V[:k]
-        r -= (Vk @ r) @ Vk
-        beta = float(np.sqrt(r @ r))
-        if k > 1:
-            # upper bidiagonal B_k (alphas on the diagonal, betas above): top eigenpair of B_k^T B_k
-            dg = np.square(alphas)
-            dg[1:] += np.square(betas)
-            w, z, info = _dstev(dg, np.multiply(alphas[:-1], betas), compute_v=1)
-            if info != 0:  # pragma: no cover - LAPACK failure on a tiny tridiagonal matrix
-                raise np.linalg.LinAlgError("tridiagonal eigensolver failed in the rank-1 SVD")
-            sigma = float(np.sqrt(max(w[-1], 0.0)))
-            y = z[:, -1]
-        # ||E^T u - sigma v|| = beta_k |last entry of the left vector| = beta_k alpha_k |y_k| / sigma
-        if beta * alphas[-1] * abs(y[-1]) <= tol * sigma * sigma or k >= steps or beta == 0.0:
-            break
+        # r = E^T u_k - alpha_k v_k, orthogonal to V (classical Gram-Schmidt, repeated when it
+        # cancelled most of the vector)
+        r = U[k - 1] @ R
+        beta = _orthogonalise(r, V[:k])
+        if k > 2 or k >= steps or beta == 0.0:
+            sigma, y = _top_ritz(alphas, betas)
+            # ||E^T u - sigma v|| = beta_k |last entry of the left vector| = beta_k alpha_k |y_k| / sigma
+            if beta * alphas[-1] * abs(y[-1]) <= tol * sigma * sigma or k >= steps:
+                break
         np.multiply(r, dt(1.0 / beta), out=V[k])
         betas.append(beta)
-        # p = E v_{k+1} - beta_k u_k, orthogonalised against U
-        v = V[k]
-        p = R @ v
-        p += dt(b @ v) * a
-        p -= dt(beta) * u
-        Uk = U[:k]
-        p -= (Uk @ p) @ Uk
-        alpha = float(np.sqrt(p @ p))
-        if alpha == 0.0:  # invariant subspace: the current Ritz triplet is exact
+        # p = E v_{k+1} - beta_k u_k, orthogonal to U
+        p = R @ V[k]
+        alpha = _orthogonalise(p, U[:k])
+        if alpha == 0.0:  # invariant subspace: the Ritz triplet of the current B_k is exact
+            betas.pop()
+            sigma, y = _top_ritz(alphas, betas)
             break
         alphas.append(alpha)
         np.multiply(p, dt(1.0 / alpha), out=U[k])
@@ -208,6 +193,39 @@ def _top_singular_triplet(R, v0, tol, max_steps=_LANCZOS_MAX_STEPS, a=None):
     ev = By @ U[:k].astype(np.float64, copy=False)
     norm = float(np.sqrt(v @ v))
     return v / norm, ev / norm, ev0
+
+
+def _top_ritz(alphas, betas):
+    """Top singular value and right singular vector of the upper bidiagonal matrix B_k.
+
+    ``alphas`` (k) are its diagonal and ``betas`` (k - 1) its superdiagonal;
+    computed as the top eigenpair of the tridiagonal ``B_k^T B_k``.
+    """
+    if len(alphas) == 1:
+        return alphas[0], np.ones(1)
+    dg = np.square(alphas)
+    dg[1:] += np.square(betas)
+    w, z, info = _dstev(dg, np.multiply(alphas[:-1], betas), compute_v=1)
+    if info != 0:  # pragma: no cover - LAPACK failure on a tiny tridiagonal matrix
+        raise np.linalg.LinAlgError("tridiagonal eigensolver failed in the rank-1 SVD")
+    return float(np.sqrt(max(w[-1], 0.0))), z[:, -1]
+
+
+def _orthogonalise(x, Q):
+    """Remove from ``x`` (in place) its components along the orthonormal rows of ``Q``; return ``||x||``.
+
+    Classical Gram-Schmidt, repeated once when the first pass removed more
+    than half of the norm (the "twice is enough" rule of Daniel, Gragg,
+    Kaufman and Stewart), which keeps the Lanczos bases orthogonal to
+    working precision.
+    """
+    before = float(np.sqrt(x @ x))
+    x -= (Q @ x) @ Q
+    after = float(np.sqrt(x @ x))
+    if after < 0.5 * before:
+        x -= (Q @ x) @ Q
+        after = float(np.sqrt(x @ x))
+    return after
 
 
 def top_singular_vector(E, v0=None, tol=1e-10, max_iter=_LANCZOS_MAX_STEPS):
@@ -323,11 +341,12 @@ def initial_atoms(X, Y, n_atoms, random_state=None):
         n_j = Xj.shape[0]
         top = min(m_j, n_j, d)
         if n_j < d:  # eigenvectors of the small n_j x n_j Gram give the left singular vectors
-            s2, U = eigh(Xj @ Xj.T, subset_by_index=[n_j - top, n_j - 1])
+            # dsyrk fills the upper triangle of Xj Xj^T at half the cost of a full product
+            s2, U = eigh(dsyrk(1.0, Xj.T, trans=1), lower=False, subset_by_index=[n_j - top, n_j - 1])
             s2, U = s2[::-1], U[:, ::-1]
             V = Xj.T @ U / np.sqrt(np.maximum(s2, 1e-300))
         else:  # eigenvectors of the d x d Gram matrix are the right singular vectors
-            s2, V = eigh(Xj.T @ Xj, subset_by_index=[d - top, d - 1])
+            s2, V = eigh(dsyrk(1.0, Xj.T, trans=0), lower=False, subset_by_index=[d - top, d - 1])
             s2, V = s2[::-1], V[:, ::-1]
         rank = int(np.sum(s2 > 1e-12 * max(s2[0], 1e-300)))
         take = min(m_j, rank)
