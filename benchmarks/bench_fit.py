@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.optimize import nnls
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -140,7 +141,8 @@ def main():
     walls, cpus = [r[1] for r in runs], [r[2] for r in runs]
     t_ours, c_ours = float(np.median(walls)), float(np.median(cpus))
     print(f"slics_core runs    : wall {', '.join(f'{t:.3f}' for t in walls)} s; CPU {', '.join(f'{t:.3f}' for t in cpus)} s")
-    (B_ref, groups_ref), t_ref, c_ref = timed(lambda: reference_fit(X, Y, d0, T))
+    with threadpool_limits(limits=1, user_api="blas"):  # like SLiCS.fit: one BLAS thread (stable timings)
+        (B_ref, groups_ref), t_ref, c_ref = timed(lambda: reference_fit(X, Y, d0, T))
     err_ours = model.reconstruction_error(X, Y)
     err_ref = reference_error(X, Y, B_ref, groups_ref)
     print(f"slics_core fit     : {t_ours:8.3f} s wall  {c_ours:8.3f} s CPU (median of 3)   final error {err_ours:.9f}")

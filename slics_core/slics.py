@@ -139,7 +139,7 @@ def _top_singular_triplet(R, v0, tol, max_steps=_LANCZOS_MAX_STEPS, a=None):
     # The Krylov space holds v0 plus at most rank(E) <= min(n, d) directions of E's row space.
     steps = max(1, min(max_steps, min(n, d) + 1, d))
     V = np.empty((steps + 1, d), dtype=R.dtype)
-    U = np.empty((steps, n), dtype=R.dtype)
+    U = np.empty((steps + 1, n), dtype=R.dtype)
     V[0] = v0
     p = R @ v0
     if a is not None:
@@ -162,24 +162,30 @@ def _top_singular_triplet(R, v0, tol, max_steps=_LANCZOS_MAX_STEPS, a=None):
     alphas, betas = [alpha], []
     np.multiply(p, dt(1.0 / alpha), out=U[0])
     y = np.ones(1)  # right singular vector of the bidiagonal matrix
+    rounding = 8 * np.finfo(R.dtype).eps
     k = 1
     while True:
         # r = E^T u_k - alpha_k v_k, orthogonal to V (classical Gram-Schmidt, repeated when it
         # cancelled most of the vector)
         r = U[k - 1] @ R
         beta = _orthogonalise(r, V[:k])
-        if k > 2 or k >= steps or beta == 0.0:
+        # beta at rounding level: E^T u_k lies in span(V_k), an invariant subspace of E^T E
+        invariant = beta <= rounding * max(alphas)
+        if k > 2 or k >= steps or invariant:
             sigma, y = _top_ritz(alphas, betas)
             # ||E^T u - sigma v|| = beta_k |last entry of the left vector| = beta_k alpha_k |y_k| / sigma
-            if beta * alphas[-1] * abs(y[-1]) <= tol * sigma * sigma or k >= steps:
+            if invariant or beta * alphas[-1] * abs(y[-1]) <= tol * sigma * sigma or k >= steps:
                 break
         np.multiply(r, dt(1.0 / beta), out=V[k])
         betas.append(beta)
         # p = E v_{k+1} - beta_k u_k, orthogonal to U
         p = R @ V[k]
         alpha = _orthogonalise(p, U[:k])
-        if alpha == 0.0:  # invariant subspace: the Ritz triplet of the current B_k is exact
-            betas.pop()
+        if alpha <= rounding * max(alphas[0], beta):
+            # E v_{k+1} lies in span(U_k): V_{k+1} spans an invariant subspace of E^T E, and the
+            # top Ritz triplet of the k x (k+1) bidiagonal matrix (alpha_{k+1} = 0) is exact.
+            alphas.append(0.0)
+            U[k] = 0.0
             sigma, y = _top_ritz(alphas, betas)
             break
         alphas.append(alpha)
@@ -621,7 +627,7 @@ class SLiCS(BaseEstimator):
                 b = b.astype(np.float64)
                 b /= np.sqrt(b @ b)
                 beta = beta.astype(np.float64)
-                eb = (E @ b_old.astype(dtype)).astype(np.float64)
+                eb = (E @ b_old.astype(dtype)).astype(np.float64) if self.monotone else None
             if self.monotone:
                 # On L the error goes from ||E - a b_old^T||^2 = ||E||^2 - 2 a.(E b_old) + ||a||^2 to
                 # ||E||^2 - ||beta||^2 (b unit, beta optimal for b): keep the update only if it lowers
@@ -632,8 +638,8 @@ class SLiCS(BaseEstimator):
             # New residual on L: R_L + a b_old^T - beta b^T (a rank-2 update in place), written back.
             coef = np.empty((2, L.size), dtype=dtype)
             coef[0], coef[1] = a, -beta
-            gemm(1.0, np.stack([b_old, b]).T.astype(dtype), coef, beta=1.0, c=R_L.T, overwrite_c=True)
-            R[L] = R_L
+            out = gemm(1.0, np.stack([b_old, b]).T.astype(dtype), coef, beta=1.0, c=R_L.T, overwrite_c=True)
+            R[L] = R_L if np.may_share_memory(out, R_L) else out.T
             At[m, L] = beta
             B[m] = b
 
