@@ -16,17 +16,38 @@ All inputs are expected to be preprocessed already: image embeddings
 unit-normalised, centred and re-normalised, vocabulary and concept text
 embeddings likewise with the text mean (see :mod:`slics_core.preprocessing`).
 
-The lasso objective per embedding ``x`` is
-``0.5 ||x - w C||^2 + alpha ||w||_1`` subject to ``w >= 0`` with the
-vocabulary embeddings ``C`` in rows; ``alpha = 0.25`` is SpLiCE's default
-l1 penalty written in that form.
+SpLiCE's objective, as the official code (``AI4LIFE-GROUP/SpLiCE``,
+``splice/model.py``) defines it, is, per centred embedding ``x`` and with the
+vocabulary embeddings ``C`` in rows,
+
+    minimise_w  ||x - w C||^2 + lam ||w||_1   subject to  w >= 0,
+
+which that code hands to scikit-learn's lasso (objective
+``(1 / (2 n)) ||y - A w||^2 + a ||w||_1`` with the ``n = d`` embedding
+dimensions as samples) as ``a = lam / (2 d)``, with ``tol=1e-6`` and
+``max_iter=10000``. :class:`SpLiCE` does the same: its ``alpha`` *is*
+SpLiCE's ``lam``, and the default ``alpha=0.25`` is the l1 penalty the SpLiCE
+README recommends. (An earlier version of this module passed ``alpha / d``,
+i.e. solved the problem with ``lam = 2 alpha``: twice as sparse as SpLiCE.)
+
+Recomposition. SpLiCE's ``recompose_image`` maps the sparse code back to the
+(uncentred) CLIP space: ``normalise(normalise(w C) + image_mean)``.
+:meth:`SpLiCE.reconstruct` returns ``w C`` in the centred space by default -
+that is what the project's retrieval ranks by (cosine similarity against
+centred, re-normalised pool embeddings) - and SpLiCE's recomposition with
+``recompose=True`` when the model was given ``image_mean``.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import Lasso
 
 from slics_core._validation import check_embeddings
+from slics_core.slics import SLiCS
 
 __all__ = ["SpLiCE", "FSpLiCE", "group_vocabulary", "supervised_svd"]
 
@@ -38,8 +59,6 @@ def supervised_svd(n_atoms=5, **kwargs):
     top-``d0`` right singular vectors of every concept's embeddings, with the
     optimal sign) without any dictionary-learning epoch.
     """
-    from slics_core.slics import SLiCS
-
     kwargs.pop("n_iter", None)
     return SLiCS(n_atoms=n_atoms, n_iter=0, **kwargs)
 
@@ -50,7 +69,7 @@ def _unit_rows(A):
 
 
 class SpLiCE:
-    """Sparse non-negative decomposition over vocabulary text embeddings.
+    """Sparse non-negative decomposition over vocabulary text embeddings (SpLiCE).
 
     Parameters
     ----------
@@ -60,40 +79,57 @@ class SpLiCE:
     words : sequence of str, optional
         The words (for :meth:`top_words`).
     alpha : float, default=0.25
-        L1 penalty (see module docstring).
-    max_iter : int, default=1000
-        Coordinate-descent iterations.
+        SpLiCE's l1 penalty ``lam`` in ``||x - w C||^2 + lam ||w||_1``
+        (``w >= 0``); 0.25 is the value the SpLiCE README recommends. Larger
+        is sparser.
+    max_iter : int, default=10000
+        Coordinate-descent iterations (the official code's value).
+    image_mean : array-like of shape (d,), optional
+        Mean of the unit-normalised image embeddings (the mean the inputs
+        were centred with). Only needed for ``reconstruct(X, recompose=True)``.
+    tol : float, default=1e-6
+        Coordinate-descent tolerance (scikit-learn's duality-gap criterion;
+        the official code's value).
     """
 
-    def __init__(self, vocabulary, words=None, alpha=0.25, max_iter=1000):
+    def __init__(self, vocabulary, words=None, alpha=0.25, max_iter=10000, *, image_mean=None, tol=1e-6):
         C = check_embeddings(vocabulary, name="vocabulary")
         if not alpha > 0:
-            raise ValueError(f"alpha must be > 0; got {alpha!r}.")
+            raise ValueError(f"alpha must be > 0 (SpLiCE's l1 penalty, e.g. 0.25); got {alpha!r}.")
+        if not tol > 0:
+            raise ValueError(f"tol must be > 0; got {tol!r}.")
+        if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+            raise ValueError(f"max_iter must be a positive int; got {max_iter!r}.")
         if words is not None and len(words) != C.shape[0]:
             raise ValueError(f"{len(words)} words for {C.shape[0]} vocabulary embeddings.")
+        if image_mean is not None:
+            image_mean = check_embeddings(np.reshape(image_mean, (1, -1)), n_features=C.shape[1],
+                                          name="image_mean", allow_zero_rows=True)[0]
         self.dictionary = _unit_rows(C)
         self.words = None if words is None else list(words)
         self.alpha = float(alpha)
         self.max_iter = int(max_iter)
+        self.tol = float(tol)
+        self.image_mean = image_mean
 
     @property
     def n_words(self):
         return self.dictionary.shape[0]
 
     def decompose(self, X):
-        """Non-negative sparse codes of ``X``, a CSR matrix of shape (n, V)."""
-        import warnings
+        """Non-negative sparse codes of ``X``, a CSR matrix of shape (n, V).
 
-        from sklearn.exceptions import ConvergenceWarning
-        from sklearn.linear_model import Lasso
-
+        Row ``i`` minimises ``||x_i - w C||^2 + alpha ||w||_1`` over
+        ``w >= 0`` (see the module docstring).
+        """
         X = check_embeddings(X, n_features=self.dictionary.shape[1], name="X", allow_zero_rows=True)
         d = X.shape[1]
-        # sklearn's lasso minimises (1 / (2 n_samples)) ||y - A w||^2 + a ||w||_1 with the d embedding
-        # dimensions as samples, so a = alpha / d. Without a precomputed Gram matrix every
-        # coordinate-descent sweep costs O(d V) instead of O(V^2) (and no V x V matrix is stored).
-        lasso = Lasso(alpha=self.alpha / d, fit_intercept=False, positive=True, precompute=False,
-                      max_iter=self.max_iter, tol=1e-4)
+        # scikit-learn's lasso minimises (1 / (2 d)) ||x - w C||^2 + a ||w||_1 here (the d embedding
+        # dimensions are its samples); a = alpha / (2 d) gives SpLiCE's ||x - w C||^2 + alpha ||w||_1.
+        # Without a precomputed Gram matrix every coordinate-descent sweep costs O(d V) instead of
+        # O(V^2) (and no V x V matrix is stored).
+        lasso = Lasso(alpha=self.alpha / (2 * d), fit_intercept=False, positive=True, precompute=False,
+                      max_iter=self.max_iter, tol=self.tol)
         A = np.asfortranarray(self.dictionary.T)
         rows = []
         with warnings.catch_warnings():
@@ -104,9 +140,26 @@ class SpLiCE:
                 rows.append(sparse.csr_matrix(np.maximum(lasso.coef_.reshape(Xb.shape[0], -1), 0.0)))
         return sparse.vstack(rows).tocsr()
 
-    def reconstruct(self, X):
-        """Sparse reconstruction ``w C`` of every row of ``X``, shape (n, d)."""
-        return np.asarray(self.decompose(X) @ self.dictionary)
+    def reconstruct(self, X, recompose=False):
+        """Sparse reconstruction of every row of ``X``, shape (n, d).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+            Centred, re-normalised image embeddings.
+        recompose : bool, default=False
+            ``False``: ``w C`` in the centred space (what the project's
+            retrieval ranks by). ``True``: SpLiCE's ``recompose_image``,
+            ``normalise(normalise(w C) + image_mean)`` (needs ``image_mean``;
+            a row whose code is all zero recomposes to the normalised mean).
+        """
+        R = np.asarray(self.decompose(X) @ self.dictionary)
+        if not recompose:
+            return R
+        if self.image_mean is None:
+            raise ValueError("reconstruct(recompose=True) needs the image mean: build the SpLiCE with "
+                             "image_mean=<mean of the unit-normalised image embeddings>.")
+        return _unit_rows(_unit_rows(R) + self.image_mean)
 
     def top_words(self, X, n=5):
         """The ``n`` words with the largest weights for every row of ``X``."""
@@ -143,11 +196,12 @@ class FSpLiCE(SpLiCE):
     vocabulary : array-like of shape (V, d)
     concepts : array-like of shape (S, d)
         Concept word embeddings used for grouping (:func:`group_vocabulary`).
-    words, alpha, max_iter : see :class:`SpLiCE`.
+    words, alpha, max_iter, image_mean, tol : see :class:`SpLiCE`.
     """
 
-    def __init__(self, vocabulary, concepts, words=None, alpha=0.25, max_iter=1000):
-        super().__init__(vocabulary, words=words, alpha=alpha, max_iter=max_iter)
+    def __init__(self, vocabulary, concepts, words=None, alpha=0.25, max_iter=10000, *, image_mean=None,
+                 tol=1e-6):
+        super().__init__(vocabulary, words=words, alpha=alpha, max_iter=max_iter, image_mean=image_mean, tol=tol)
         self.groups = group_vocabulary(self.dictionary, concepts)
         self.n_concepts = int(np.asarray(concepts).shape[0])
 

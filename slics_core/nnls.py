@@ -173,6 +173,7 @@ def nnls_gram(gram, rhs, allowed=None, init=None):
             F0 = None
             if init is not None:
                 F0 = np.take_along_axis(init[rows], idx, axis=1) > 0
+                F0[~F0.any(axis=1)] = True  # no previous support: start from the unconstrained solution
             coef[rows[:, None], idx] = bpp_gram(Gs, cs, F0)
     return coef
 

@@ -5,8 +5,8 @@ from hypothesis import strategies as st
 from scipy.optimize import nnls
 
 from slics_core import SLiCS
-from slics_core.slics import (bcd_atom_update, initial_atoms, ksvd_atom_update, majority_sign,
-                              top_singular_vector)
+from slics_core.slics import (_top_singular_triplet, bcd_atom_update, initial_atoms, ksvd_atom_update,
+                              majority_sign, top_singular_vector)
 from slics_core.synthetic import atom_recovery, make_concept_cones
 
 
@@ -42,6 +42,24 @@ def test_top_singular_vector_matches_svd():
     v = top_singular_vector(E, rng.normal(size=20))
     _, _, Vt = np.linalg.svd(E)
     assert abs(v @ Vt[0]) > 1 - 1e-8
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 6, 40, 200])
+def test_lanczos_triplet_of_implicit_rank1_update_matches_lapack_svd(n):
+    """E = R + a v0^T with fewer, as many or more rows than Lanczos steps (incl. d > n)."""
+    rng = np.random.default_rng(n)
+    d = 64
+    R = rng.normal(size=(n, d)) + 2 * np.outer(rng.random(n), rng.normal(size=d))
+    v0 = rng.normal(size=d)
+    v0 /= np.linalg.norm(v0)
+    a = rng.random(n)
+    E = R + np.outer(a, v0)
+    v, ev, ev0 = _top_singular_triplet(R.copy(), v0, 1e-12, a=a)
+    _, s, Vt = np.linalg.svd(E)
+    assert abs(v @ Vt[0]) > 1 - 1e-12
+    np.testing.assert_allclose(ev, E @ v, atol=1e-10)
+    np.testing.assert_allclose(ev0, E @ v0, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(ev), s[0], rtol=1e-12)
 
 
 def test_ksvd_atom_update_equals_full_svd_reference():
