@@ -644,7 +644,11 @@ def embed_dataset(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessin
                                      f"for {len(pos)} images.")
             else:
                 E = np.zeros((0, max(int(getattr(encoder, "dim", 0) or 0), 0)), dtype=np.float32)
-            store.write_batch(b, pos, E, fpos, freason)
+            try:
+                store.write_batch(b, pos, E, fpos, freason)
+            except FileSystemError as exc:
+                raise FileSystemError(f"{exc} The batches already written are kept: the same command resumes.",
+                                      path=exc.path, errno=exc.errno) from exc
             if bar is not None:
                 bar.update(1)
             elif progress:
