@@ -228,7 +228,7 @@ def test_bad_worker_and_draft_arguments(folder, tmp_path):
     with pytest.raises(ValueError, match="draft"):
         embed_dataset(folder, _ids(folder), CountingTensorEncoder(), tmp_path / "x", draft="yes")
     n = default_workers()
-    assert isinstance(n, int) and 0 <= n <= 8 and n <= max(len(os.sched_getaffinity(0)) - 1, 0)
+    assert isinstance(n, int) and 0 <= n <= 16 and n <= max(len(os.sched_getaffinity(0)) - 1, 0)
 
 
 # ------------------------------------------------------------------ 15.4: a batch with no readable image
@@ -372,3 +372,22 @@ def test_interruption_stops_workers_and_keeps_finished_batches(folder, tmp_path)
     enc = CountingTensorEncoder()
     _, stats = embed_dataset(folder, _ids(folder), enc, tmp_path / "c", batch_size=4, workers=2, progress=False)
     assert stats["computed"] == 4 and stats["reused"] == 1 and len(enc.shapes) == 3
+
+
+def test_image_transforms_pickle_without_the_model(tiny_clip, folder):
+    """Worker processes started by 'spawn' (macOS, Windows) receive the transform pickled."""
+    import pickle
+
+    from transformers import Dinov2Config
+
+    dino = DINOv2Encoder.random(Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                             mlp_ratio=2, image_size=28, patch_size=14), device="cpu")
+    titok = TiTokEncoder(_FakeTiTok(), image_size=16, device="cpu")
+    image = load_image(folder[0])
+    for enc in (tiny_clip, dino, titok):
+        transform = enc.image_transform()
+        blob = pickle.dumps(transform)
+        assert b"_rebuild_parameter" not in blob and len(blob) < 50_000  # no model weights shipped
+        x = pickle.loads(blob)(image)
+        torch.testing.assert_close(x, transform(image), rtol=0, atol=0)
+        np.testing.assert_allclose(enc.encode_tensors(x[None]), enc.encode_images([image]), rtol=1e-5, atol=1e-6)
