@@ -2,8 +2,11 @@
 
 Sub-commands live in :mod:`slics_core.commands`; each module there registers
 its own. Errors a user can fix (bad paths, bad files, missing weights) are
-raised as :class:`CLIError` or ``ValueError``/``FileNotFoundError`` and
-printed as one line, without a traceback.
+raised as :class:`CLIError`, :class:`slics_core.errors.UserError` or
+``ValueError``; they, file-system errors (``OSError``: disk full, read-only,
+permissions, ...) and damaged files are printed as one line naming the file
+and what to do (:func:`slics_core.errors.user_message`), without a
+traceback, and the exit code is 2.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import sys
 
 from slics_core import __version__, commands
 from slics_core.commands import CLIError
+from slics_core.errors import DAMAGED_FILE_ERRORS, UserError, user_message
 
 __all__ = ["CLIError", "build_parser", "main"]
 
@@ -42,8 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return int(func(args) or 0)
-    except (CLIError, ValueError, FileNotFoundError, PermissionError) as exc:
-        print(f"slics {args.command}: error: {exc}", file=sys.stderr)
+    except (CLIError, UserError, ValueError, OSError, *DAMAGED_FILE_ERRORS) as exc:
+        # one line (file and what to do) for user errors, file-system errors and damaged files
+        print(f"slics {args.command}: error: {user_message(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"slics {args.command}: interrupted", file=sys.stderr)

@@ -122,13 +122,26 @@ class ImageDataset:
 
 
 # --------------------------------------------------------------------------- images
-def load_image(path, *, max_pixels=200_000_000):
+def load_image(path, *, max_pixels=200_000_000, draft=None):
     """Open an image as 8-bit RGB, whatever its format quirks.
 
     Handles files whose extension lies about the format (PIL reads the
     content), CMYK / YCbCr / palette / grey / alpha images, 16-bit and
     32-bit integer or float images (scaled to 8 bit), and the EXIF
     orientation tag (the pixels are rotated and the tag is dropped).
+
+    Parameters
+    ----------
+    path : path-like
+    max_pixels : int
+        Larger images are refused (decompression bombs).
+    draft : int, optional
+        Smallest side the caller needs (e.g. the model's resize target). A
+        JPEG is then decoded at 1/2, 1/4 or 1/8 scale (PIL's
+        :meth:`~PIL.Image.Image.draft`: the JPEG decoder skips the fine
+        detail, so decoding and the later resize cost less) as long as both
+        sides stay at least ``draft`` pixels; other formats are decoded at
+        full size.
 
     Raises
     ------
@@ -146,6 +159,8 @@ def load_image(path, *, max_pixels=200_000_000):
                 w, h = im.size
                 if w * h > max_pixels:
                     raise ImageLoadError(f"{path}: {w}x{h} pixels is larger than the limit of {max_pixels}.")
+                if draft and im.format == "JPEG":
+                    im.draft("RGB", (int(draft), int(draft)))
                 im.load()
                 im = ImageOps.exif_transpose(im)
                 return _to_rgb(im)
@@ -193,6 +208,8 @@ def iter_images(paths, *, on_error=None, **kwargs):
     paths : sequence of path-like
     on_error : callable(position, path, message), optional
         Called for every file that cannot be loaded (default: a warning).
+    **kwargs
+        Passed to :func:`load_image` (``max_pixels``, ``draft``).
     """
     for i, p in enumerate(paths):
         try:

@@ -159,6 +159,45 @@ def _to_numpy(t) -> np.ndarray:
     return arr
 
 
+def _to_device(pixels, device, dtype):
+    """Move a (pinned) CPU batch to ``device`` without blocking, then cast it there."""
+    return pixels.to(device, non_blocking=True).to(dtype)
+
+
+class PILTransform:
+    """Picklable ``PIL image -> (3, H, W) float tensor`` of one encoder.
+
+    Checks the image like ``encode_images`` does (PIL, non-empty, converted
+    to RGB) and applies the encoder's own preprocessing. It holds only the
+    preprocessing (never the model), so DataLoader workers can run it.
+
+    Parameters
+    ----------
+    transform : callable
+        RGB PIL image -> tensor.
+    """
+
+    def __init__(self, transform):
+        self.transform = transform
+
+    def __call__(self, image):
+        return self.transform(_check_images([image])[0])
+
+
+def _resize_size(transform):
+    """Largest target side of the first resize step of a torchvision-style transform, else None."""
+    for step in getattr(transform, "transforms", ()):
+        if "resize" not in type(step).__name__.lower():
+            continue
+        size = getattr(step, "size", None)
+        if isinstance(size, (int, np.integer)):
+            return int(size)
+        if isinstance(size, (tuple, list)) and size and all(isinstance(v, (int, np.integer)) for v in size):
+            return int(max(size))
+        return None
+    return None
+
+
 # ------------------------------------------------------------------ open_clip
 class OpenCLIPEncoder:
     """A CLIP model from open_clip.
@@ -313,6 +352,37 @@ class OpenCLIPEncoder:
                    device=device, half=half)
 
     # encoding
+    @property
+    def draft_size(self) -> int | None:
+        """Smallest side a decoded image needs (the preprocessing's resize target), or None.
+
+        :func:`slics_core.datasets.load_image` decodes JPEGs at 1/2, 1/4 or
+        1/8 scale when both sides stay at least this large.
+        """
+        size = _resize_size(self.preprocess)
+        if size is None:
+            image_size = getattr(getattr(self.model, "visual", None), "image_size", None)
+            if isinstance(image_size, (int, np.integer)):
+                size = int(image_size)
+            elif isinstance(image_size, (tuple, list)) and image_size:
+                size = int(max(image_size))
+        return size
+
+    def image_transform(self) -> PILTransform:
+        """The per-image preprocessing, ``PIL image -> (3, H, W)`` tensor (picklable, no model)."""
+        return PILTransform(self.preprocess)
+
+    def encode_tensors(self, pixels) -> np.ndarray:
+        """Embeddings ``(n, dim)`` float32 of a preprocessed batch ``(n, 3, H, W)`` (one forward pass).
+
+        ``pixels`` is a CPU tensor (pinned for a fast copy to the GPU) or
+        already on the encoder's device.
+        """
+        import torch
+
+        with torch.inference_mode():
+            return _to_numpy(self.model.encode_image(_to_device(pixels, self.device, self.dtype)))
+
     def encode_images(self, images, batch_size: int = 32) -> np.ndarray:
         """Image embeddings, ``(n, dim)`` float32 (not normalised)."""
         import torch
@@ -320,10 +390,8 @@ class OpenCLIPEncoder:
         images = _check_images(images)
         batch_size = _check_batch_size(batch_size)
         out = []
-        with torch.inference_mode():
-            for start in range(0, len(images), batch_size):
-                batch = torch.stack([self.preprocess(im) for im in images[start:start + batch_size]])
-                out.append(_to_numpy(self.model.encode_image(batch.to(self.device, dtype=self.dtype))))
+        for start in range(0, len(images), batch_size):
+            out.append(self.encode_tensors(torch.stack([self.preprocess(im) for im in images[start:start + batch_size]])))
         return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
 
     def encode_texts(self, texts, batch_size: int = 256) -> np.ndarray:
@@ -405,6 +473,16 @@ def concept_text_embeddings(encoder, concepts: Sequence[str], templates="paper",
 
 
 # ---------------------------------------------------------------------- DINOv2
+class _ProcessorTransform:
+    """A transformers image processor applied to one image: ``(3, H, W)`` tensor."""
+
+    def __init__(self, processor):
+        self.processor = processor
+
+    def __call__(self, image):
+        return self.processor(images=[image], return_tensors="pt")["pixel_values"][0]
+
+
 class DINOv2Encoder:
     """DINOv2 through transformers; the embedding is the (layer-normed) CLS token.
 
@@ -467,18 +545,37 @@ class DINOv2Encoder:
         return cls(model_, processor, f"dinov2:random-h{config.hidden_size}-seed{int(seed)}",
                    device=device, half=half)
 
-    def encode_images(self, images, batch_size: int = 32) -> np.ndarray:
-        """CLS embeddings ``(n, dim)`` float32."""
+    @property
+    def draft_size(self) -> int | None:
+        """Smallest side a decoded image needs (the processor's resize target), or None."""
+        if not getattr(self.processor, "do_resize", True):
+            return None
+        size = getattr(self.processor, "size", None) or {}
+        if "shortest_edge" in size:
+            return int(size["shortest_edge"])
+        sides = [int(size[k]) for k in ("height", "width") if k in size]
+        return max(sides) if sides else None
+
+    def image_transform(self) -> PILTransform:
+        """The per-image preprocessing, ``PIL image -> (3, H, W)`` tensor (picklable, no model)."""
+        return PILTransform(_ProcessorTransform(self.processor))
+
+    def encode_tensors(self, pixels) -> np.ndarray:
+        """CLS embeddings ``(n, dim)`` float32 of a preprocessed batch ``(n, 3, H, W)``."""
         import torch
 
+        with torch.inference_mode():
+            res = self.model(pixel_values=_to_device(pixels, self.device, self.dtype))
+            return _to_numpy(res.last_hidden_state[:, 0])
+
+    def encode_images(self, images, batch_size: int = 32) -> np.ndarray:
+        """CLS embeddings ``(n, dim)`` float32."""
         images = _check_images(images)
         batch_size = _check_batch_size(batch_size)
         out = []
-        with torch.inference_mode():
-            for start in range(0, len(images), batch_size):
-                pix = self.processor(images=images[start:start + batch_size], return_tensors="pt")["pixel_values"]
-                res = self.model(pixel_values=pix.to(self.device, dtype=self.dtype))
-                out.append(_to_numpy(res.last_hidden_state[:, 0]))
+        for start in range(0, len(images), batch_size):
+            pix = self.processor(images=images[start:start + batch_size], return_tensors="pt")["pixel_values"]
+            out.append(self.encode_tensors(pix))
         return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
 
     def encode_texts(self, texts, batch_size: int = 256) -> np.ndarray:
@@ -587,6 +684,19 @@ def load_titok_codebook(path, key: str | None = None, token_dim: int = 12, norma
     return C.astype(np.float32)
 
 
+class _ResizeToUnit:
+    """PIL image -> ``(3, size, size)`` float tensor in ``[0, 1]`` (bicubic resize, TiTok's input)."""
+
+    def __init__(self, size):
+        self.size = int(size)
+
+    def __call__(self, image):
+        import torch
+
+        arr = np.asarray(image.resize((self.size, self.size), resample=3), dtype=np.float32) / 255.0
+        return torch.from_numpy(arr).permute(2, 0, 1)
+
+
 class TiTokEncoder:
     """Adapter computing TiTok pre-quantisation tokens with a TiTok model object.
 
@@ -617,18 +727,31 @@ class TiTokEncoder:
         self.token_dim = probe.shape[2]
         self.dim = self.n_tokens * self.token_dim
 
-    def _raw_tokens(self, images) -> np.ndarray:
+    @property
+    def draft_size(self) -> int:
+        """Smallest side a decoded image needs (``image_size``)."""
+        return self.image_size
+
+    def image_transform(self) -> PILTransform:
+        """The per-image preprocessing, ``PIL image -> (3, S, S)`` tensor in ``[0, 1]`` (picklable)."""
+        return PILTransform(_ResizeToUnit(self.image_size))
+
+    def _tokens_from_pixels(self, pixels) -> np.ndarray:
         import torch
 
-        arrs = [np.asarray(im.resize((self.image_size, self.image_size), resample=3), dtype=np.float32) / 255.0
-                for im in images]
-        x = torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).to(self.device, dtype=self.dtype)
         with torch.inference_mode():
-            z = self.titok.encoder(pixel_values=x, latent_tokens=self.titok.latent_tokens)
+            z = self.titok.encoder(pixel_values=_to_device(pixels, self.device, self.dtype),
+                                   latent_tokens=self.titok.latent_tokens)
         z = _to_numpy(z)
         if z.ndim != 4 or z.shape[2] != 1 or z.shape[3] != self.n_tokens:
             raise ValueError(f"TiTok encoder returned shape {z.shape}, expected (B, d, 1, {self.n_tokens})")
         return z[:, :, 0, :].transpose(0, 2, 1)  # (B, n_tokens, token_dim)
+
+    def _raw_tokens(self, images) -> np.ndarray:
+        import torch
+
+        resize = _ResizeToUnit(self.image_size)
+        return self._tokens_from_pixels(torch.stack([resize(im) for im in images]))
 
     def encode_tokens(self, images, batch_size: int = 32) -> np.ndarray:
         """Raw pre-quantisation tokens ``(n, n_tokens, token_dim)``."""
@@ -637,11 +760,17 @@ class TiTokEncoder:
         out = [self._raw_tokens(images[s:s + batch_size]) for s in range(0, len(images), batch_size)]
         return np.concatenate(out) if out else np.zeros((0, self.n_tokens, self.token_dim), np.float32)
 
-    def encode_images(self, images, batch_size: int = 32) -> np.ndarray:
-        """Per-token-normalised, concatenated tokens ``(n, dim)``."""
-        tokens = self.encode_tokens(images, batch_size)
+    def _normalised(self, tokens) -> np.ndarray:
         normed = np.asarray(_per_token_normalise(tokens.astype(np.float64)))
         return normed.reshape(len(tokens), -1).astype(np.float32)
+
+    def encode_tensors(self, pixels) -> np.ndarray:
+        """Per-token-normalised, concatenated tokens ``(n, dim)`` of a batch from :meth:`image_transform`."""
+        return self._normalised(self._tokens_from_pixels(pixels))
+
+    def encode_images(self, images, batch_size: int = 32) -> np.ndarray:
+        """Per-token-normalised, concatenated tokens ``(n, dim)``."""
+        return self._normalised(self.encode_tokens(images, batch_size))
 
     def encode_texts(self, texts, batch_size: int = 256) -> np.ndarray:
         raise NotImplementedError("TiTok is an image tokenizer; it has no text encoder")

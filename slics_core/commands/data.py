@@ -114,6 +114,11 @@ def _add_embed_args(p, reproduce=False):
                    default=64, help="images per encoder batch (64)")
     p.add_argument("--preprocessing", choices=PREPROCESSING, default="clip",
                    help="embedding preprocessing used by fit/evaluate/workspace (clip = unit, centre, unit)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="image decoding processes (default: one per core less one, up to 16; 0 decodes in the main process)")
+    p.add_argument("--no-draft", action="store_true",
+                   help="decode JPEGs at full size (default: reduced-size JPEG decoding, never below the encoder's "
+                        "input size; a cache is always resumed the way it was begun)")
     p.add_argument("--overwrite", action="store_true", help="discard an existing cache")
     p.add_argument("--device", default=None)
     p.add_argument("--no-progress", action="store_true")
@@ -172,7 +177,8 @@ def run_embed(args, encoder=None):
                                                "paths": [os.path.abspath(p) if isinstance(p, (str, os.PathLike))
                                                          else None for p in ds.paths]}, labels=labels,
                                  overwrite=args.overwrite, progress=not args.no_progress,
-                                 image_loader=getattr(ds, "loader", None))
+                                 image_loader=getattr(ds, "loader", None), workers=args.workers,
+                                 draft=False if args.no_draft else None)
     if labels is not None:
         _concept_text(encoder, store, ds.concept_names)
     for f in store.failed():

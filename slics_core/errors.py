@@ -1,0 +1,203 @@
+"""Errors a user can fix, and the one-line messages that say how.
+
+File-system failures (disk full, read-only file system, permissions, a file
+where a folder was expected) and damaged files (a truncated ``.npz``, a
+``.json`` cut in half) otherwise surface as tracebacks that name a temporary
+file, or no file at all. This module is the one place that turns them into a
+single line naming the file and what to do:
+
+:func:`user_message`
+    ``exception -> str`` for any exception (known OS errors and damaged-file
+    errors get a specific message; others their own text).
+:class:`UserError`
+    Base of the errors raised with such a message; the ``slics`` command line
+    prints them without a traceback (exit code 2).
+:class:`FileSystemError`
+    A :class:`UserError` that is also an :class:`OSError` (``errno`` kept).
+:class:`DamagedFileError`
+    A :class:`UserError` that is also a :class:`ValueError`.
+:func:`reading` / :func:`writing`
+    Context managers that convert the errors raised while reading or
+    writing one file into the two classes above.
+"""
+from __future__ import annotations
+
+import errno as _errno
+import json
+import os
+import zipfile
+from contextlib import contextmanager
+
+__all__ = [
+    "UserError",
+    "FileSystemError",
+    "DamagedFileError",
+    "DAMAGED_FILE_ERRORS",
+    "user_message",
+    "file_system_error",
+    "damaged_file_error",
+    "reading",
+    "writing",
+]
+
+#: Exceptions that mean "this file's content cannot be read back" (as raised by
+#: :func:`numpy.load`, :mod:`zipfile` and :mod:`json`); ``ValueError`` and
+#: ``OSError`` without an ``errno`` are treated the same way by :func:`reading`.
+DAMAGED_FILE_ERRORS = (zipfile.BadZipFile, EOFError, json.JSONDecodeError, UnicodeDecodeError)
+
+_NO_SPACE = {_errno.ENOSPC, getattr(_errno, "EDQUOT", _errno.ENOSPC)}
+_NO_PERMISSION = {_errno.EACCES, _errno.EPERM}
+
+
+class UserError(Exception):
+    """An error the user can fix; ``str(exc)`` is one line saying what and how.
+
+    Parameters
+    ----------
+    message : str
+    path : str, optional
+        The file or folder concerned.
+    """
+
+    def __init__(self, message, path=None):
+        super().__init__(message)
+        self.path = None if path is None else os.fspath(path)
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
+class FileSystemError(UserError, OSError):
+    """An :class:`OSError` (disk full, read-only, permissions, ...) with a one-line message.
+
+    ``errno`` is that of the original error, so ``except OSError`` and
+    ``exc.errno == errno.ENOSPC`` keep working.
+    """
+
+    def __init__(self, message, path=None, errno=None):
+        OSError.__init__(self, errno, message)
+        self.path = None if path is None else os.fspath(path)
+
+    def __str__(self):
+        return str(self.strerror if self.strerror is not None else self.args[0])
+
+
+class DamagedFileError(UserError, ValueError):
+    """A file that exists but whose content cannot be read back."""
+
+
+def _name(path):
+    return repr(os.fspath(path)) if path is not None else "a file"
+
+
+def _os_error_message(exc, path):
+    code = exc.errno
+    where = _name(path)
+    if code in _NO_SPACE:
+        return (f"no space left on the disk holding {where} (disk full or quota reached); "
+                "free some space or choose a location on another disk, then run again.")
+    if code == _errno.EROFS:
+        return f"{where} is on a read-only file system; choose a writable location."
+    if code in _NO_PERMISSION:
+        return (f"permission denied for {where}; check its permissions (and its folder's) "
+                "or choose another location.")
+    if code == _errno.ENOTDIR:
+        return f"{where}: part of this path is a file, not a folder; choose a path made of folders."
+    if code == _errno.EEXIST:
+        return f"{where} already exists and is not a folder; choose a folder path."
+    if code == _errno.EISDIR:
+        return f"{where} is a folder, but a file was expected; give the path of a file."
+    if code == _errno.ENOENT:
+        return f"{where} does not exist; check the path."
+    reason = exc.strerror or os.strerror(code)
+    return f"{where}: {reason}."
+
+
+def user_message(exc, path=None) -> str:
+    """One line telling the user what went wrong with which file and what to do.
+
+    Parameters
+    ----------
+    exc : BaseException
+    path : path-like, optional
+        The file concerned; default: the exception's own (``exc.path`` or
+        ``exc.filename``).
+
+    Returns
+    -------
+    str
+        For :class:`UserError`, its message; for an :class:`OSError` with an
+        ``errno`` (ENOSPC, EROFS, EACCES/EPERM, ENOTDIR, EEXIST, EISDIR,
+        ENOENT, others), a message naming the file; for damaged-file errors
+        (:data:`DAMAGED_FILE_ERRORS`), a message naming the file and saying
+        to delete or re-create it; otherwise ``str(exc)`` (or the exception's
+        class name when that is empty).
+    """
+    if isinstance(exc, UserError):
+        return str(exc)
+    if path is None:
+        path = getattr(exc, "path", None) or getattr(exc, "filename", None)
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return _os_error_message(exc, path)
+    if isinstance(exc, DAMAGED_FILE_ERRORS):
+        return _damaged_message(path, exc)
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _damaged_message(path, exc, fix=None):
+    detail = str(exc).strip().splitlines()
+    detail = f"{type(exc).__name__}: {detail[0]}" if detail else type(exc).__name__
+    fix = fix or "delete it (or restore it) and run again"
+    return f"{_name(path)} is damaged or incomplete ({detail}); {fix}."
+
+
+def file_system_error(exc, path=None) -> FileSystemError:
+    """The :class:`FileSystemError` for ``exc`` (an :class:`OSError`) about ``path``."""
+    if isinstance(exc, FileSystemError):
+        return exc
+    path = path if path is not None else exc.filename
+    return FileSystemError(user_message(exc, path), path=path, errno=exc.errno)
+
+
+def damaged_file_error(path, exc, fix=None) -> DamagedFileError:
+    """The :class:`DamagedFileError` for a file whose content raised ``exc`` when read."""
+    return DamagedFileError(_damaged_message(path, exc, fix), path=path)
+
+
+@contextmanager
+def writing(path):
+    """Convert :class:`OSError` raised inside the block into :class:`FileSystemError` about ``path``.
+
+    Use it around the writing of one file (``path`` is the file the user
+    knows, not the temporary file it is written through).
+    """
+    try:
+        yield
+    except FileSystemError:
+        raise
+    except OSError as exc:
+        raise file_system_error(exc, path) from exc
+
+
+@contextmanager
+def reading(path, fix=None):
+    """Convert errors raised while reading ``path`` into one-line errors.
+
+    An :class:`OSError` with an ``errno`` becomes :class:`FileSystemError`;
+    a damaged-file error (:data:`DAMAGED_FILE_ERRORS`, ``ValueError``,
+    ``KeyError`` of a missing array, or an ``OSError`` without ``errno`` as
+    :func:`numpy.load` raises for a file that is not an array) becomes
+    :class:`DamagedFileError`. ``fix`` replaces the default advice ("delete
+    it (or restore it) and run again").
+    """
+    try:
+        yield
+    except UserError:
+        raise
+    except OSError as exc:
+        if exc.errno is not None:
+            raise file_system_error(exc, path) from exc
+        raise damaged_file_error(path, exc, fix) from exc
+    except (*DAMAGED_FILE_ERRORS, ValueError, KeyError) as exc:
+        raise damaged_file_error(path, exc, fix) from exc

@@ -1,0 +1,393 @@
+"""`embed_dataset`'s image pipeline: parallel decoding, batch sizes, draft decoding, resuming.
+
+Real encoder classes run on tiny randomly initialised models (no weights are
+downloaded); the fake encoders below count calls and batch shapes.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from slics_core.datasets import load_image
+from slics_core.encoders import DINOv2Encoder, OpenCLIPEncoder, TiTokEncoder
+from slics_core.store import EmbeddingStore, default_workers, embed_dataset
+
+from fixtures_models import register_tiny_open_clip
+
+ROOT = Path(__file__).resolve().parents[1]
+BROKEN = (4, 8, 9, 10, 11)  # 8..11 is a whole batch of 4 with no readable image
+
+
+def _smooth(rng, w, h):
+    """A photo-like image: smooth colour fields plus a little noise."""
+    small = rng.integers(0, 256, (6, 8, 3), dtype=np.uint8)
+    base = np.asarray(Image.fromarray(small).resize((w, h), Image.BICUBIC), dtype=np.float64)
+    return Image.fromarray(np.clip(base + rng.normal(0, 6, base.shape), 0, 255).astype(np.uint8))
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """19 images: JPEGs of several sizes, a PNG, a grey JPEG, unreadable files at BROKEN."""
+    d = tmp_path_factory.mktemp("imgs")
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(19):
+        p = d / f"im{i:02d}.jpg"
+        if i in BROKEN:
+            p.write_bytes(b"not an image" if i % 2 else b"")
+        elif i == 5:
+            _smooth(rng, 90, 70).save(d / "im05.png")
+            p = d / "im05.png"
+        elif i == 6:
+            _smooth(rng, 120, 100).convert("L").save(p, quality=90)
+        else:
+            _smooth(rng, 160 + 8 * i, 120).save(p, quality=90)
+        paths.append(str(p))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def tiny_clip(tmp_path_factory):
+    name = register_tiny_open_clip(tmp_path_factory.mktemp("oc"))
+    return OpenCLIPEncoder.random(name, seed=0, device="cpu")
+
+
+def _ids(paths):
+    return [f"id{i}" for i in range(len(paths))]
+
+
+class CountingTensorEncoder:
+    """Tensor-level fake: records the shape of every batch given to ``encode_tensors``."""
+
+    id = "test:tensor-colour"
+    dim = 6
+    has_text = False
+    draft_size = None
+
+    def __init__(self, log=None):
+        self.shapes = []
+        self.log = log
+
+    def image_transform(self):
+        return _Resize8(self.log)
+
+    def encode_tensors(self, x):
+        self.shapes.append(tuple(x.shape))
+        return torch.cat([x.mean((2, 3)), x.std((2, 3))], 1).numpy() + 0.01
+
+
+class _Resize8:
+    def __init__(self, log=None):
+        self.log = log
+
+    def __call__(self, im):
+        if self.log is not None:
+            with open(self.log, "a") as fh:
+                fh.write(f"{os.getpid()}\n")
+        return torch.from_numpy(np.asarray(im.convert("RGB").resize((8, 8)), np.float32) / 255).permute(2, 0, 1)
+
+
+class CountingImageEncoder:
+    """``encode_images``-only fake (like a user's module:factory encoder)."""
+
+    id = "test:image-colour"
+    dim = 6
+    has_text = False
+
+    def __init__(self):
+        self.calls = []
+
+    def encode_images(self, images, batch_size=32):
+        self.calls.append((len(images), batch_size))
+        x = torch.stack([_Resize8()(im) for im in images])
+        return torch.cat([x.mean((2, 3)), x.std((2, 3))], 1).numpy() + 0.01
+
+
+class _FakeTiTok(torch.nn.Module):
+    """TiTok's interface: encoder(pixel_values=, latent_tokens=) -> (B, 12, 1, 32)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.latent_tokens = torch.nn.Parameter(torch.randn(32, 12))
+        self.conv = torch.nn.Conv2d(3, 12, 3)
+
+    def encoder(self, pixel_values, latent_tokens):
+        pooled = self.conv(pixel_values).mean(dim=(2, 3))  # (B, 12)
+        return (pooled[:, None, :] + latent_tokens[None]).permute(0, 2, 1)[:, :, None, :]
+
+
+class NoBatchSizeEncoder(CountingImageEncoder):
+    def encode_images(self, images):  # no batch_size parameter: must still be called
+        return super().encode_images(images)
+
+
+# ------------------------------------------------------------------ parallel == serial
+@pytest.mark.parametrize("draft", [True, False])
+def test_parallel_path_equals_serial_path(folder, tiny_clip, tmp_path, draft):
+    ids = _ids(folder)
+    runs = {}
+    for w in (0, 2):
+        store, stats = embed_dataset(folder, ids, tiny_clip, tmp_path / f"w{w}", batch_size=4, workers=w,
+                                     draft=draft, progress=False)
+        runs[w] = store.load() + (store.failed(), stats)
+    (E0, ids0, meta0, f0, s0), (E2, ids2, meta2, f2, s2) = runs[0], runs[2]
+    np.testing.assert_array_equal(E0, E2)
+    assert ids0 == ids2 == [i for k, i in enumerate(ids) if k not in BROKEN]
+    assert [f["position"] for f in f0] == [f["position"] for f in f2] == list(BROKEN)
+    assert [f["reason"] for f in f0] == [f["reason"] for f in f2]
+    assert s0 == s2 == {"computed": 5, "reused": 0, "failed": len(BROKEN)}
+    assert meta0["decode"] == {"draft_size": 32 if draft else None} == meta2["decode"]
+    # an independent computation: decode each file, run the encoder's own encode_images
+    ok = [p for k, p in enumerate(folder) if k not in BROKEN]
+    ref = tiny_clip.encode_images([load_image(p, draft=32 if draft else None) for p in ok], batch_size=1)
+    np.testing.assert_allclose(E2, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_tensor_path_equals_the_encode_images_path(folder, tiny_clip, tmp_path):
+    """Without draft decoding, an encoder seen only through encode_images gives the same cache."""
+
+    class ImagesOnly:
+        id, dim, has_text = tiny_clip.id, tiny_clip.dim, False
+
+        def encode_images(self, images, batch_size=32):
+            return tiny_clip.encode_images(images, batch_size=batch_size)
+
+    ids = _ids(folder)
+    a, _ = embed_dataset(folder, ids, tiny_clip, tmp_path / "a", batch_size=4, workers=2, draft=False,
+                         progress=False)
+    b, _ = embed_dataset(folder, ids, ImagesOnly(), tmp_path / "b", batch_size=4, workers=2, progress=False)
+    np.testing.assert_array_equal(a.load()[0], b.load()[0])
+    assert a.failed() == b.failed()
+
+
+@pytest.mark.parametrize("kind", ["dinov2", "titok"])
+def test_other_encoders_through_workers(folder, tmp_path, kind):
+    from transformers import Dinov2Config
+
+    if kind == "dinov2":
+        enc = DINOv2Encoder.random(Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                mlp_ratio=2, image_size=28, patch_size=14), device="cpu")
+        assert enc.draft_size == 28
+    else:
+        from slics_core import preprocessing
+
+        if not hasattr(preprocessing, "normalize_tokens"):
+            pytest.skip("slics_core.preprocessing.normalize_tokens not written yet")
+        enc = TiTokEncoder(_FakeTiTok(), image_size=16, device="cpu")
+        assert enc.draft_size == 16
+    store, _ = embed_dataset(folder, _ids(folder), enc, tmp_path / kind, batch_size=3, workers=2, progress=False)
+    E, _, meta = store.load()
+    ok = [p for k, p in enumerate(folder) if k not in BROKEN]
+    ref = enc.encode_images([load_image(p, draft=meta["decode"]["draft_size"]) for p in ok])
+    np.testing.assert_allclose(E, ref, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------ batch size
+@pytest.mark.parametrize("workers", [0, 2])
+def test_batch_size_is_the_encoder_batch(folder, tmp_path, workers):
+    enc = CountingTensorEncoder(log=tmp_path / "pids.txt")
+    embed_dataset(folder, _ids(folder), enc, tmp_path / "t", batch_size=4, workers=workers, progress=False)
+    # batches 0..4 = items 0-3, 4-7 (item 4 broken), 8-11 (all broken: no call), 12-15, 16-18
+    assert enc.shapes == [(4, 3, 8, 8), (3, 3, 8, 8), (4, 3, 8, 8), (3, 3, 8, 8)]
+    pids = set((tmp_path / "pids.txt").read_text().split())
+    assert (pids == {str(os.getpid())}) == (workers == 0)  # preprocessing ran in the worker processes
+    assert len(pids) <= max(workers, 1)
+
+    img = CountingImageEncoder()
+    embed_dataset(folder, _ids(folder), img, tmp_path / "i", batch_size=7, workers=workers, progress=False)
+    # batches: 0-6 (item 4 broken), 7-13 (8..11 broken), 14-18
+    assert img.calls == [(6, 7), (3, 7), (5, 7)]
+
+    plain = NoBatchSizeEncoder()
+    store, _ = embed_dataset(folder, _ids(folder), plain, tmp_path / "n", batch_size=7, progress=False)
+    assert plain.calls == [(6, 32), (3, 32), (5, 32)] and store.load()[0].shape == (14, 6)
+
+
+def test_open_clip_encode_images_honours_batch_size(tiny_clip, monkeypatch):
+    seen = []
+    forward = tiny_clip.model.encode_image
+    monkeypatch.setattr(tiny_clip.model, "encode_image", lambda x: seen.append(x.shape[0]) or forward(x))
+    rng = np.random.default_rng(1)
+    images = [_smooth(rng, 50, 40) for _ in range(7)]
+    tiny_clip.encode_images(images, batch_size=3)
+    assert seen == [3, 3, 1]
+
+
+def test_bad_worker_and_draft_arguments(folder, tmp_path):
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="workers"):
+            embed_dataset(folder, _ids(folder), CountingTensorEncoder(), tmp_path / "x", workers=bad)
+    with pytest.raises(ValueError, match="draft"):
+        embed_dataset(folder, _ids(folder), CountingTensorEncoder(), tmp_path / "x", draft="yes")
+    n = default_workers()
+    assert isinstance(n, int) and 0 <= n <= 16 and n <= max(len(os.sched_getaffinity(0)) - 1, 0)
+
+
+# ------------------------------------------------------------------ 15.4: a batch with no readable image
+@pytest.mark.parametrize("encoder", [CountingTensorEncoder, CountingImageEncoder])
+def test_a_batch_without_readable_images_completes(folder, tmp_path, encoder):
+    ids = _ids(folder)
+    store, stats = embed_dataset(folder, ids, encoder(), tmp_path / "c", batch_size=4, workers=1, progress=False)
+    E, got, meta = store.load()
+    assert meta["complete"] and E.shape == (19 - len(BROKEN), 6)
+    assert [f["id"] for f in store.failed()] == [ids[k] for k in BROKEN]
+    with np.load(store.batch_path(2)) as z:
+        assert z["positions"].size == 0 and z["embeddings"].shape == (0, 6)
+        assert list(z["failed_positions"]) == [8, 9, 10, 11]
+    _, again = embed_dataset(folder, ids, encoder(), tmp_path / "c", batch_size=4, workers=1, progress=False)
+    assert again == {"computed": 0, "reused": 5, "failed": len(BROKEN)}
+
+
+def test_all_images_unreadable(tmp_path):
+    paths = [str(tmp_path / f"missing{i}.jpg") for i in range(3)]
+    store, stats = embed_dataset(paths, ["a", "b", "c"], CountingTensorEncoder(), tmp_path / "c", batch_size=2,
+                                 progress=False)
+    E, ids, meta = store.load()
+    assert E.shape == (0, 6) and ids == [] and stats["failed"] == 3 and meta["n_embedded"] == 0
+
+
+def test_write_batch_accepts_empty_embeddings(tmp_path):
+    store = EmbeddingStore(tmp_path / "c")
+    store.begin(["a", "b", "c"], "enc", 5, 2)
+    store.write_batch(0, [], np.zeros((0, 5)), [0, 1], ["x", "y"])  # was: cannot reshape array of size 0
+    store.write_batch(1, [2], np.ones((1, 5)))
+    store.finalize()
+    E, ids, _ = store.load()
+    assert E.shape == (1, 5) and ids == ["c"] and [f["id"] for f in store.failed()] == ["a", "b"]
+    with pytest.raises(ValueError, match="2 positions"):
+        store.write_batch(1, [2, 3], np.ones((1, 5)))
+
+
+# ------------------------------------------------------------------ draft decoding
+def test_load_image_draft_decodes_jpegs_at_reduced_scale(tmp_path):
+    rng = np.random.default_rng(3)
+    im = _smooth(rng, 640, 480)
+    im.save(tmp_path / "a.jpg", quality=92)
+    im.save(tmp_path / "a.png")
+    assert load_image(tmp_path / "a.jpg").size == (640, 480)
+    assert load_image(tmp_path / "a.jpg", draft=224).size == (320, 240)  # both sides stay >= 224
+    assert load_image(tmp_path / "a.jpg", draft=100).size == (160, 120)
+    assert load_image(tmp_path / "a.jpg", draft=300).size == (640, 480)  # 1/2 would be below 300
+    assert load_image(tmp_path / "a.png", draft=100).size == (640, 480)  # not a JPEG: full size
+    full = np.asarray(load_image(tmp_path / "a.jpg").resize((320, 240), Image.BOX), np.float64)
+    half = np.asarray(load_image(tmp_path / "a.jpg", draft=224), np.float64)
+    assert np.abs(full - half).mean() < 2.0  # the same picture, at half scale
+
+
+def test_draft_changes_embeddings_little(tmp_path, tiny_clip):
+    """Draft decoding moves an embedding much less than a different image does."""
+    rng = np.random.default_rng(4)
+    paths = []
+    for i in range(6):
+        p = tmp_path / f"{i}.jpg"
+        _smooth(rng, 256, 192).save(p, quality=90)  # 8x / 6x the tiny model's 32 pixels: decoded at 1/4
+        paths.append(p)
+    full = tiny_clip.encode_images([load_image(p) for p in paths])
+    draft = tiny_clip.encode_images([load_image(p, draft=tiny_clip.draft_size) for p in paths])
+    assert not np.array_equal(full, draft)
+    moved = np.linalg.norm(full - draft, axis=1)
+    apart = np.linalg.norm(full - np.roll(full, 1, axis=0), axis=1)  # distance to another image's embedding
+    assert moved.max() < 0.05 * apart.min()  # measured: about 0.012 here
+
+
+def test_cache_is_resumed_the_way_it_was_begun(folder, tiny_clip, tmp_path):
+    ids = _ids(folder)
+    cache = tmp_path / "c"
+    embed_dataset(folder, ids, tiny_clip, cache, batch_size=4, draft=False, progress=False)
+    with pytest.raises(ValueError, match="decode"):
+        embed_dataset(folder, ids, tiny_clip, cache, batch_size=4, draft=True, progress=False)
+    _, stats = embed_dataset(folder, ids, tiny_clip, cache, batch_size=4, progress=False)  # draft=None: as begun
+    assert stats["reused"] == 5 and EmbeddingStore(cache).meta()["decode"] == {"draft_size": None}
+
+
+# ------------------------------------------------------------------ SIGKILL and resume
+KILLER = """
+import os, signal, sys
+sys.path[:0] = [{root!r}, {tests!r}]
+from fixtures_models import register_tiny_open_clip
+from slics_core.encoders import OpenCLIPEncoder
+from slics_core.store import embed_dataset
+import json
+
+enc = OpenCLIPEncoder.random(register_tiny_open_clip({tmp!r}), seed=0, device="cpu")
+forward = enc.encode_tensors
+calls = []
+
+def encode_tensors(x):
+    if len(calls) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # no clean-up of any kind
+    calls.append(1)
+    return forward(x)
+
+enc.encode_tensors = encode_tensors
+paths = json.loads(open({paths!r}).read())
+embed_dataset(paths, [str(i) for i in range(len(paths))], enc, {cache!r}, batch_size=4, workers=2,
+              progress=False)
+"""
+
+
+def test_sigkill_mid_embed_resumes_bit_identically(folder, tiny_clip, tmp_path):
+    import json
+
+    (tmp_path / "paths.json").write_text(json.dumps(folder))
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER.format(root=str(ROOT), tests=str(ROOT / "tests"), tmp=str(tmp_path),
+                                    paths=str(tmp_path / "paths.json"), cache=str(tmp_path / "c")))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    store = EmbeddingStore(tmp_path / "c")
+    # killed in the third encoder call (batch 3: batch 2 has no readable image and needs none)
+    assert store.finished_batches() == {0, 1, 2} and not store.meta()["complete"]
+    ids = [str(i) for i in range(len(folder))]
+    _, stats = embed_dataset(folder, ids, tiny_clip, tmp_path / "c", batch_size=4, workers=2, progress=False)
+    assert stats == {"computed": 2, "reused": 3, "failed": len(BROKEN)}
+    clean, _ = embed_dataset(folder, ids, tiny_clip, tmp_path / "clean", batch_size=4, workers=0, progress=False)
+    E, got, _ = store.load()
+    E2, got2, _ = clean.load()
+    np.testing.assert_array_equal(E, E2)
+    assert got == got2 and store.failed() == clean.failed()
+
+
+def test_interruption_stops_workers_and_keeps_finished_batches(folder, tmp_path):
+    class Interrupted(CountingTensorEncoder):
+        def encode_tensors(self, x):
+            if len(self.shapes) == 1:
+                raise KeyboardInterrupt
+            return super().encode_tensors(x)
+
+    with pytest.raises(KeyboardInterrupt):
+        embed_dataset(folder, _ids(folder), Interrupted(), tmp_path / "c", batch_size=4, workers=2, progress=False)
+    import multiprocessing
+
+    assert multiprocessing.active_children() == []  # the DataLoader workers were shut down
+    assert EmbeddingStore(tmp_path / "c").finished_batches() == {0}
+    enc = CountingTensorEncoder()
+    _, stats = embed_dataset(folder, _ids(folder), enc, tmp_path / "c", batch_size=4, workers=2, progress=False)
+    assert stats["computed"] == 4 and stats["reused"] == 1 and len(enc.shapes) == 3
+
+
+def test_image_transforms_pickle_without_the_model(tiny_clip, folder):
+    """Worker processes started by 'spawn' (macOS, Windows) receive the transform pickled."""
+    import pickle
+
+    from transformers import Dinov2Config
+
+    dino = DINOv2Encoder.random(Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                             mlp_ratio=2, image_size=28, patch_size=14), device="cpu")
+    titok = TiTokEncoder(_FakeTiTok(), image_size=16, device="cpu")
+    image = load_image(folder[0])
+    for enc in (tiny_clip, dino, titok):
+        transform = enc.image_transform()
+        blob = pickle.dumps(transform)
+        assert b"_rebuild_parameter" not in blob and len(blob) < 50_000  # no model weights shipped
+        x = pickle.loads(blob)(image)
+        torch.testing.assert_close(x, transform(image), rtol=0, atol=0)
+        np.testing.assert_allclose(enc.encode_tensors(x[None]), enc.encode_images([image]), rtol=1e-5, atol=1e-6)
