@@ -1,8 +1,12 @@
 """SLiCS Explorer: Streamlit front end (``streamlit run app.py``).
 
-Pages only arrange and draw; all computation is in :mod:`slics_core`.
+This file is the frame: page navigation, the glossary link on every page, and the shared state
+(app_pages/_state.py) read from the URL on a session's first run and written back to it after
+every run. Pages only arrange and draw; all computation is in :mod:`slics_core`.
 """
 import streamlit as st
+
+from app_pages import _state as state
 
 st.set_page_config(page_title="SLiCS Explorer", page_icon="🧩", layout="wide")
 
@@ -10,6 +14,7 @@ pages = {
     "Explore": [
         st.Page("app_pages/home.py", title="Home", icon="🏠", default=True),
         st.Page("app_pages/retrieve.py", title="Retrieve", icon="🔎", url_path="retrieve"),
+        st.Page("app_pages/mix.py", title="Mix concepts", icon="🧪", url_path="mix"),
         st.Page("app_pages/subspaces.py", title="Subspaces", icon="🗺️", url_path="subspaces"),
         st.Page("app_pages/atoms.py", title="Atoms", icon="🧱", url_path="atoms"),
         st.Page("app_pages/captions.py", title="Captions", icon="🏷️", url_path="captions"),
@@ -19,6 +24,13 @@ pages = {
     "Learn": [
         st.Page("app_pages/learn.py", title="Learn: concept cones", icon="🎓", url_path="learn"),
         st.Page("app_pages/cones.py", title="Planted cones", icon="📐", url_path="cones"),
+        st.Page("app_pages/glossary.py", title="Glossary", icon="📖", url_path="glossary"),
     ],
 }
-st.navigation(pages).run()
+page = st.navigation(pages)
+state.capture_link()
+st.sidebar.page_link("app_pages/glossary.py", label="Glossary: the words used here", icon="📖")
+try:
+    page.run()
+finally:
+    state.sync_url()

@@ -1,12 +1,13 @@
-"""Query picking shared by the Retrieve and Generate pages (arrangement only).
+"""Query picking shared by the Retrieve, Generate and Mix pages (arrangement only).
 
 Widget keys: query_pick (selectbox of query-set rows), query_upload (file uploader),
-query_strip_prev / query_strip_next / query_thumb_<i> (thumbnail strip), query_use_upload,
-concepts (concept multiselect).
+query_text (text query box), query_strip_prev / query_strip_next / query_thumb_<i> (thumbnail
+strip), query_use_upload, concepts (concept multiselect).
 
-State: ``st.session_state["query"]`` is a workspace row (int) or ``"upload"``;
+State (see :mod:`app_pages._state`): ``st.session_state["query"]`` is a workspace row (int: any
+row, e.g. a gallery image or a map point made the query), ``"text:<phrase>"`` or ``"upload"``;
 ``["upload_query"]`` holds the last good upload (image + embeddings);
-``["picked_concepts"]`` keeps the concept picks across pages; URL ``?q=<row>&c=<names>``.
+``["picked_concepts"]`` keeps the concept picks across pages. All but uploads are in the URL.
 """
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from app_pages._ui import int_param, label_text, query_encoder, query_rows, ws_id
-from slics_core.explorer.queries import likely_concepts, parse_concept_param, upload_thresholds
+from app_pages import _state as state
+from app_pages._ui import label_text, query_encoder, query_rows, ws_id
 from slics_core.datasets import ImageLoadError
+from slics_core.explorer.queries import likely_concepts, upload_thresholds
 from slics_core.explorer.uploads import UploadError, load_upload
-from slics_core.explorer.workspace import embed_query
+from slics_core.explorer.workspace import embed_query, embed_text_query
 
 STRIP = 8  # thumbnails in the strip
 
@@ -37,19 +39,30 @@ class Query:
     Y: np.ndarray | None
     Z: np.ndarray | None
     title: str
+    text: str | None = None
 
     @property
     def is_upload(self) -> bool:
-        return self.row is None
+        return self.row is None and self.text is None
 
 
 def _set_query(row):
-    st.session_state["query"] = int(row)
-    st.session_state["query_pick"] = int(row)
+    state.set_query(int(row))
 
 
 def _on_pick():
-    st.session_state["query"] = int(st.session_state["query_pick"])
+    state.set_query(int(st.session_state["query_pick"]))
+
+
+def _on_text():
+    phrase = " ".join(str(st.session_state.get("query_text") or "").split())
+    if phrase:
+        state.set_query(state.TEXT_PREFIX + phrase)
+
+
+@st.cache_data(show_spinner="Embedding the text…", max_entries=256)
+def _text_embedding(key: str, phrase: str, _ws):
+    return embed_text_query(_ws, query_encoder(_ws), phrase)
 
 
 def _on_concepts():
@@ -57,7 +70,7 @@ def _on_concepts():
 
 
 def _use_upload():
-    st.session_state["query"] = "upload"
+    state.set_query("upload")
 
 
 def _shift_strip(step, n):
@@ -90,7 +103,7 @@ def _handle_upload(ws, up):
     shown.thumbnail((512, 512))  # only a display copy is kept in the session
     st.session_state["upload_query"] = {"sha": sha, "name": up.name, "image": shown, "raw": raw, "x": x,
                                         "ws": ws_id(ws)}
-    st.session_state["query"] = "upload"
+    state.set_query("upload")
 
 
 def query_picker(ws, required: bool = False) -> Query | None:
@@ -105,45 +118,53 @@ def query_picker(ws, required: bool = False) -> Query | None:
     return q
 
 
+def _valid(ws, cur) -> bool:
+    if cur == "upload":
+        return st.session_state.get("upload_query") is not None
+    if isinstance(cur, str):
+        return cur.startswith(state.TEXT_PREFIX)
+    return isinstance(cur, (int, np.integer)) and 0 <= int(cur) < len(ws)
+
+
 def _query_picker(ws) -> Query | None:
     rows = [int(r) for r in query_rows(ws)]
     if not rows:
-        st.info("This workspace has no query split; upload an image to query it.")
-    if "query" not in st.session_state:
-        q = int_param("q")
+        st.info("This workspace has no query split; upload an image or type a text query.")
+    up_state = st.session_state.get("upload_query")
+    if up_state is not None and up_state.get("ws") != ws_id(ws):  # an upload embedded for another workspace
+        st.session_state.pop("upload_query", None)
+    # a new upload becomes the query before anything is drawn (so the strip highlights it at once)
+    up = st.session_state.get("query_upload")
+    if up is None:
+        st.session_state["upload_seen"] = None  # the same file uploaded again is a new upload
+    else:
+        _handle_upload(ws, up)
+    if "query" not in st.session_state or not _valid(ws, st.session_state["query"]):
         # default: the first query with several concepts (the interesting case for concept filtering)
         multi = [r for r in rows if int(np.count_nonzero(ws.Y[r])) >= 2]
-        st.session_state["query"] = q if q in rows else (multi or rows or ["upload"])[0]
+        st.session_state["query"] = (multi or rows or ["upload"])[0]
     cur = st.session_state["query"]
-    if cur != "upload" and cur not in rows:  # e.g. the workspace changed
-        cur = st.session_state["query"] = rows[0] if rows else "upload"
-    up_state = st.session_state.get("upload_query")
-    if up_state is not None and up_state.get("ws") != ws_id(ws):
-        st.session_state.pop("upload_query", None)
-        up_state = None
-        if cur == "upload":
-            cur = st.session_state["query"] = rows[0] if rows else "upload"
 
     pick_col, up_col = st.columns([3, 2])
     with pick_col:
         if rows:
             # widget state does not survive a page switch (widget ids differ per page): re-seed it each run
-            # from "query", which the callbacks keep up to date
-            if cur in rows:
-                st.session_state["query_pick"] = cur
-            elif st.session_state.get("query_pick") not in rows:
-                st.session_state["query_pick"] = rows[0]
-            st.selectbox("Query from the query set", rows, key="query_pick", on_change=_on_pick,
-                         format_func=lambda r: f"#{r} · {label_text(ws, r)}")
+            # from "query", which the callbacks keep up to date; a row outside the query split (a gallery
+            # image or a map point made the query) is offered too
+            options = rows if not isinstance(cur, (int, np.integer)) or cur in rows else [int(cur)] + rows
+            st.session_state["query_pick"] = int(cur) if isinstance(cur, (int, np.integer)) else \
+                (st.session_state.get("query_pick") if st.session_state.get("query_pick") in options else options[0])
+            st.selectbox("Query from the query set", options, key="query_pick", on_change=_on_pick,
+                         format_func=lambda r: f"#{r} · {label_text(ws, r)}" + ("" if r in rows else " (pool)"))
             n = len(rows)
             start = int(st.session_state.get("query_strip_start", 0)) % n
             shown = [rows[(start + i) % n] for i in range(min(STRIP, n))]
             cols = st.columns(len(shown))
             for i, r in enumerate(shown):
                 with cols[i]:
-                    st.image(ws.thumbnail(r, 96), width="stretch")
-                    st.button(f"#{r}", key=f"query_thumb_{i}", on_click=_set_query, args=(r,),
-                              type="primary" if r == cur else "secondary", width="stretch",
+                    st.image(ws.thumbnail(r, 96), caption=f"#{r}", width="stretch")
+                    st.button("● current" if r == cur else "Use", key=f"query_thumb_{i}", on_click=_set_query,
+                              args=(r,), type="primary" if r == cur else "secondary", width="stretch",
                               help=f"Use query #{r}: {label_text(ws, r)}")
             nav = st.columns([1, 1, 4])
             nav[0].button("◀ previous", key="query_strip_prev", on_click=_shift_strip, args=(-STRIP, n),
@@ -151,12 +172,16 @@ def _query_picker(ws) -> Query | None:
             nav[1].button("next ▶", key="query_strip_next", on_click=_shift_strip, args=(STRIP, n),
                           help="Next query images", width="stretch")
     with up_col:
-        up = st.file_uploader("…or upload a query image", key="query_upload",
-                              help="PNG, JPEG, GIF, WebP, BMP or TIFF up to 20 MB (first frame of animations).")
-        if up is None:
-            st.session_state["upload_seen"] = None  # the same file uploaded again is a new upload
-        else:
-            _handle_upload(ws, up)
+        cur_text = cur[len(state.TEXT_PREFIX):] if isinstance(cur, str) and cur.startswith(state.TEXT_PREFIX) else ""
+        st.session_state["query_text"] = cur_text
+        st.text_input("…or describe the query in words (press Enter)", key="query_text", on_change=_on_text,
+                      placeholder="e.g. a cat next to a pizza",
+                      help="Embedded with the workspace's text encoder and prepared like the caption vocabulary "
+                           "(centred on the text mean), then split into concept components like an image.")
+        st.file_uploader("…or upload a query image", key="query_upload",
+                         help="PNG, JPEG, GIF, WebP, BMP or TIFF up to 20 MB (first frame of animations; large "
+                              "photos are scaled down).")
+        if up is not None:
             err = st.session_state.get("upload_error")
             if err:
                 (st.error if err[0] == "error" else st.warning)(err[1])
@@ -174,7 +199,20 @@ def _query_picker(ws) -> Query | None:
             return None
         return Query(key=f"upload:{u['sha']}", row=None, image=u["image"], raw=u["raw"], x=u["x"], Y=None,
                      Z=None, title=f"Upload “{u['name']}”")
-    r = int(cur)
+    if isinstance(cur, str):
+        phrase = cur[len(state.TEXT_PREFIX):]
+        try:
+            raw, x = _text_embedding(ws_id(ws), phrase, ws)
+        except (FileNotFoundError, ValueError) as exc:
+            st.warning(f"Text queries cannot be used here: {exc}")
+            return None
+        return Query(key=cur, row=None, image=None, raw=raw, x=x, Y=None, Z=None, title=f"Text “{phrase}”",
+                     text=phrase)
+    return row_query(ws, int(cur))
+
+
+def row_query(ws, r: int) -> Query:
+    """The query made of workspace row ``r``."""
     try:
         image = ws.image(r)
     except ImageLoadError:
@@ -195,6 +233,8 @@ def preselection(ws, q: Query, model, method: str, d0, scores):
     names = list(ws.concept_names)
     if q.Y is not None:
         return [names[j] for j in np.flatnonzero(q.Y)], "its known labels"
+    if q.text is not None:
+        return [names[int(np.argmax(scores))]], "the best-scoring concept of the text"
     t = _thresholds(ws_id(ws), method, d0, ws, model)
     return ([names[j] for j in likely_concepts(scores, t)],
             "concepts whose score passes a per-concept threshold (best F1 on the validation split), "
@@ -202,7 +242,11 @@ def preselection(ws, q: Query, model, method: str, d0, scores):
 
 
 def show_query(ws, q: Query, width: int = 220):
-    """The query image and its known labels."""
+    """The query image (or phrase) and its known labels."""
+    if q.text is not None:
+        st.markdown(f"### “{q.text}”")
+        st.caption("Text query: labels unknown.")
+        return
     st.image(q.image, caption=q.title, width=width)
     if q.row is not None:
         lab = ws.labels_of(q.row)
@@ -219,10 +263,6 @@ def concept_picker(ws, q: Query, preselect, label: str = "Concepts") -> list:
     On the first run a ``?c=`` deep link wins over ``preselect``. Returns concept indices.
     """
     names = list(ws.concept_names)
-    if "picked_concepts" not in st.session_state:
-        from_url = parse_concept_param(st.query_params.get("c"), names)
-        st.session_state["picked_concepts"] = from_url or None
-        st.session_state["concepts_for"] = q.key if from_url else None
     if st.session_state.get("concepts_for") != q.key:
         st.session_state["concepts_for"] = q.key
         st.session_state["picked_concepts"] = [n for n in preselect if n in names]
@@ -230,15 +270,3 @@ def concept_picker(ws, q: Query, preselect, label: str = "Concepts") -> list:
     st.session_state["concepts"] = [n for n in (st.session_state["picked_concepts"] or []) if n in names]
     picked = st.multiselect(label, names, key="concepts", on_change=_on_concepts)
     return [names.index(n) for n in picked]
-
-
-def write_deep_link(q: Query | None, concept_names_picked):
-    """Keep ``?q=<row>&c=<names>`` in the URL in step with the page."""
-    if q is not None and q.row is not None:
-        st.query_params["q"] = str(q.row)
-    elif "q" in st.query_params:
-        del st.query_params["q"]
-    if concept_names_picked:
-        st.query_params["c"] = ",".join(concept_names_picked)
-    elif "c" in st.query_params:
-        del st.query_params["c"]

@@ -4,13 +4,10 @@ Only arrangement and caching live here; every computation is in ``slics_core``.
 
 Conventions shared by all pages
 -------------------------------
-* The current workspace is ``st.session_state["ws_choice"]``: ``"emoji"`` or the
-  *name* of a workspace folder under ``$SLICS_WORKSPACES``; deep link ``?ws=<name>``
-  (never a path: a link cannot make the server open an arbitrary folder).
-* The current query is ``st.session_state["query"]``: an int (a row of the
-  workspace, taken from its query split) or the string ``"upload"``; deep link
-  ``?q=<row>``. Picked concepts: ``?c=name1,name2``.
-* Method and d0 pickers write ``st.session_state["method"]`` / ``["d0"]``.
+* The shared state (workspace, query, concepts, method, d0, component mode, k) and its URL
+  form are described in :mod:`app_pages._state`. ``?ws=`` is a workspace *name* under
+  ``$SLICS_WORKSPACES``, never a path: a link cannot make the server open an arbitrary folder.
+* Pickers (method, d0, component, k) show and change the shared values.
 * Cached arrays use ``st.cache_data`` with an explicit workspace id
   (:func:`ws_id`) as argument and the workspace itself as ``_ws`` (not hashed).
 """
@@ -29,6 +26,8 @@ from slics_core.explorer.workspace import (
     open_emoji_workspace,
     workspace_path,
 )
+from app_pages import _state as state
+from app_pages._state import apply_link, capture_link, link_problems
 from slics_core.methods import get_method
 from slics_core.retrieval import build_index
 
@@ -73,8 +72,9 @@ def workspace_choices() -> dict:
 
 
 def current_choice() -> str:
+    capture_link()
     if "ws_choice" not in st.session_state:
-        st.session_state["ws_choice"] = st.query_params.get("ws", EMOJI)
+        st.session_state["ws_choice"] = EMOJI
     return st.session_state["ws_choice"]
 
 
@@ -97,6 +97,7 @@ def get_workspace():
     if error is not None:
         st.error(f"Could not open workspace `{choice}`: {error}")
         st.session_state.pop("ws_choice", None)
+        st.session_state.pop("_link", None)  # the rest of the link was for that workspace
         if "ws" in st.query_params:
             del st.query_params["ws"]
         choices = workspace_choices()
@@ -106,6 +107,11 @@ def get_workspace():
             st.session_state["ws_choice"] = choices[picked]
             st.rerun()
         st.stop()
+    apply_link(ws)
+    problems = link_problems()
+    if problems:
+        st.warning("This link asked for things this workspace does not have, so they were left out: "
+                   + "; ".join(problems) + ".")
     return ws
 
 
@@ -136,15 +142,21 @@ def query_encoder(ws):
 
 
 # ---------------------------------------------------------------------- pickers
+# Each picker seeds its widget from the shared value (app_pages/_state.py) and copies changes
+# back in on_change: the value survives page switches and is in the URL.
+def _seed(widget_key: str, value) -> None:
+    st.session_state[widget_key] = value
+
+
 def method_picker(ws, key: str = "method", methods=None, label: str = "Method"):
-    """Method selectbox over the workspace's fitted methods (the registry's order);
-    a value left by another page or workspace that is not an option here is dropped."""
+    """Method selectbox over the workspace's fitted methods (the registry's order).
+
+    The shared method is shown when it is an option here; otherwise (e.g. UF on a page of
+    dictionary methods) the page shows S-SLiCS without changing the shared choice."""
     options = list(methods or ws.methods)
-    if key in st.session_state and st.session_state[key] not in options:
-        del st.session_state[key]
-    default = st.session_state.get(key, "S-SLiCS")
-    idx = options.index(default) if default in options else 0
-    return st.selectbox(label, options, index=idx, key=key)
+    cur = state.get("method", "S-SLiCS")
+    _seed(key, cur if cur in options else ("S-SLiCS" if "S-SLiCS" in options else options[0]))
+    return st.selectbox(label, options, key=key, on_change=state.copy_widget, args=(key, "method"))
 
 
 COMPONENTS = {"partial": "ṽⱼ — partial (nearest point of the concept's cone)",
@@ -157,28 +169,43 @@ def component_picker(key: str = "component", method: str | None = None):
     Disabled (showing the method's one kind of component) for methods that have only one."""
     modes = get_method(method).modes if method else tuple(COMPONENTS)
     if len(modes) == 1:
-        st.radio("Component", list(COMPONENTS), format_func=COMPONENTS.get, index=0, disabled=True,
+        _seed(f"{key}_fixed", modes[0])
+        st.radio("Component", list(COMPONENTS), format_func=COMPONENTS.get, disabled=True,
                  key=f"{key}_fixed", help=f"{method} has one kind of component")
         return modes[0]
-    return st.radio("Component", list(COMPONENTS), format_func=COMPONENTS.get, key=key)
+    cur = state.get("mode", "partial")
+    _seed(key, cur if cur in modes else modes[0])
+    return st.radio("Component", list(COMPONENTS), format_func=COMPONENTS.get, key=key,
+                    on_change=state.copy_widget, args=(key, "mode"))
 
 
 def d0_picker(ws, key: str = "d0", label: str = "Atoms per concept (d0)", method: str | None = None):
-    """d0 slider; disabled for a method without a dictionary (returns None then)."""
-    options = ws.d0_values
+    """d0 slider over the fitted d0 values; disabled for a method without a dictionary (returns None then)."""
+    options = list(ws.d0_values) or [0]
+    cur = state.get("d0", ws.default_d0)
+    if cur not in options:
+        cur = ws.default_d0 if ws.default_d0 in options else options[0]
     if method and not get_method(method).dictionary:
-        st.select_slider(label, options=options or [0], disabled=True, key=f"{key}_fixed",
-                         help=f"{method} has no atoms")
+        _seed(f"{key}_fixed", cur)
+        st.select_slider(label, options=options, disabled=True, key=f"{key}_fixed", help=f"{method} has no atoms")
         return None
-    default = st.session_state.get(key, ws.default_d0)
-    if default not in options:
-        default = ws.default_d0
-    return st.select_slider(label, options=options, value=default, key=key)
+    _seed(key, cur)
+    return st.select_slider(label, options=options, key=key, on_change=state.copy_widget, args=(key, "d0"),
+                            format_func=lambda v: f"{v} (chosen)" if v == ws.default_d0 and ws.chosen_d0 else str(v))
+
+
+def k_picker(key: str = "k", label: str = "Images per gallery (k)", max_k: int = state.K_RANGE[1]) -> int:
+    """The shared k (gallery size on Retrieve, k of mAP@k on Evaluate)."""
+    cur = int(state.get("k", state.DEFAULT_K))
+    _seed(key, min(max(cur, state.K_RANGE[0]), max_k))
+    return int(st.slider(label, state.K_RANGE[0], max_k, key=key, on_change=state.copy_widget, args=(key, "k")))
 
 
 # ---------------------------------------------------------------------- images
-def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None):
-    """Thumbnails of workspace rows in a grid. ``borders``: per-image colour or None (relevance marks)."""
+def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None, pick_key: str | None = None):
+    """Thumbnails of workspace rows in a grid. ``borders``: per-image colour or None (relevance marks).
+
+    With ``pick_key``, a "Query this" button under each image makes it the query (keys ``<pick_key>_<i>``)."""
     rows = [int(r) for r in rows]
     if not rows:
         st.caption("No images.")
@@ -192,6 +219,9 @@ def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, border
 
                 im = ImageOps.expand(im, border=4, fill=borders[k])
             st.image(im, caption=None if captions is None else captions[k], width="stretch")
+            if pick_key is not None:
+                st.button("Query this", key=f"{pick_key}_{k}", on_click=state.set_query, args=(r,),
+                          help=f"Make item #{r} the query", width="stretch")
 
 
 def png_bytes(img) -> bytes:
@@ -216,13 +246,21 @@ def label_text(ws, i: int) -> str:
     return s
 
 
-def int_param(name: str, default=None):
-    """An int from the URL query parameters (None/default when absent or malformed)."""
-    v = st.query_params.get(name)
+def nav_link(page: str, label: str, icon: str | None = None) -> None:
+    """A link to another page of the app (nothing when the page runs on its own, e.g. in a unit test)."""
+    from streamlit.errors import StreamlitPageNotFoundError
+
     try:
-        return int(v) if v is not None else default
-    except ValueError:
-        return default
+        st.page_link(page, label=label, icon=icon)
+    except StreamlitPageNotFoundError:
+        pass
+
+
+def page_intro(look_at: str, more: str | None = None) -> None:
+    """A page's opening: one sentence on what to look at, optional detail, and the glossary link."""
+    st.markdown(f"**What to look at:** {look_at}")
+    if more:
+        st.caption(more)
 
 
 def sidebar_workspace_note(ws):

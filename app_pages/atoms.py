@@ -1,18 +1,22 @@
 # Widget keys: "method", "d0", "n_nonzero" (OMP atoms per item), "cooc_map", "cos_map" (heatmap selections),
-#   "atom" (selectbox, fed by clicks on either heatmap), "atom_k" (images shown), "cooc_csv", "cos_csv",
+#   "atom_<method>_d0<d0>" (atom selectbox, one per dictionary so its labels are never those of another
+#   dictionary; fed by clicks on either heatmap through "_atom"), "atom_k" (images shown), "cooc_csv", "cos_csv",
 #   "atom_items_csv", "atom_words_csv" (downloads)
 """Atoms: co-occurrence and cosine matrices of the dictionary (paper Fig. 6); what each atom stands for."""
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app_pages._ui import csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, ws_id
+from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, page_intro,
+                          ws_id)
 from slics_core.captions import prepare_text_embeddings
 from slics_core.explorer.maps import (atom_heatmaps, atom_labels, atom_top_items, atom_top_words, group_layout, item_codes,
                              matrix_table, selected_point_ids)
 from slics_core.explorer.workspace import workspace_vocabulary
 
 st.title("Atoms")
+page_intro("Look at the blocks on the diagonal: atoms of one concept are used together and point alike, "
+           "atoms of different concepts much less.")
 st.caption("Every concept owns a group of atoms. Left: how often atoms are active together (non-negative OMP "
            "codes of the validation items, no labels used; each row divided by its diagonal). Right: cosine "
            "similarity of the atoms. Click a cell (or pick below) to see the images that use its row's atom "
@@ -96,9 +100,9 @@ for key in ("cooc_map", "cos_map"):
     if sig != st.session_state.get(f"_{key}_last", ()):
         st.session_state[f"_{key}_last"] = sig
         if ids and 0 <= ids[0] < M:
-            st.session_state["atom"] = int(ids[0])
-if st.session_state.get("atom") not in range(M):
-    st.session_state.pop("atom", None)
+            st.session_state["_atom"] = int(ids[0])
+if st.session_state.get("_atom") not in range(M):
+    st.session_state["_atom"] = int(order[0])
 
 C, cos, summ = mats["cooccurrence"], mats["cosine"], mats["summary"]
 left, right = st.columns(2)
@@ -121,8 +125,10 @@ with right:
 st.subheader("One atom")
 a1, a2 = st.columns([3, 1])
 with a1:
+    atom_key = f"atom_{method}_d0{d0}"
+    st.session_state[atom_key] = st.session_state["_atom"]
     atom = st.selectbox("Atom", [int(a) for a in order], format_func=lambda a: f"{atom_label[int(a)]} (atom {int(a)})",
-                        key="atom")
+                        key=atom_key, on_change=lambda: st.session_state.update(_atom=st.session_state[atom_key]))
 with a2:
     k = st.number_input("Images", min_value=1, max_value=60, value=12, key="atom_k")
 atom = int(atom)

@@ -4,12 +4,14 @@ import time
 
 import streamlit as st
 
-from app_pages._ui import csv_download, d0_picker, get_workspace, ws_id
+from app_pages._ui import csv_download, d0_picker, get_workspace, page_intro, ws_id
 from slics_core.captions import prepare_text_embeddings
 from slics_core.explorer.maps import caption_table
 from slics_core.explorer.workspace import workspace_vocabulary
 
 st.title("Captions")
+page_intro("Look at whether each concept's words name that concept (and its kinds), and where the "
+           "unsupervised U-SLiCS words drift from the supervised ones.")
 st.caption("For every concept j, the vocabulary words whose prepared text embedding (unit-normalised, "
            "mean-centred, re-normalised) has the smallest non-negative reconstruction error with the concept's "
            "atoms B_j (sec. 3.7). Words are ordered by ascending error. S-SLiCS learns from the labels; "

@@ -17,14 +17,16 @@ def fitted(n_samples, n_features, n_concepts, d0, noise, n_iter, update, seed):
 
 
 st.title("Planted cones")
+st.markdown("**What to look at:** how close each learned atom comes to a planted one (cosine near 1), "
+            "and how that changes with noise and epochs.")
 st.caption("Data made from known concept cones (ground truth), so you can watch SLiCS recover them.")
 with st.sidebar:
-    n_concepts = st.slider("Concepts S", 2, 12, 5, key="S")
-    d0 = st.slider("Atoms per concept d0", 1, 8, 3, key="d0")
-    noise = st.slider("Noise", 0.0, 1.0, 0.05, 0.05, key="noise")
-    n_iter = st.slider("Epochs T", 0, 30, 10, key="T")
-    update = st.radio("Atom update", ["ksvd", "bcd"], horizontal=True, key="update")
-    seed = st.number_input("Seed", 0, 10_000, 0, key="seed")
+    n_concepts = st.slider("Concepts S", 2, 12, 5, key="cones_S")
+    d0 = st.slider("Atoms per concept d0", 1, 8, 3, key="cones_d0")
+    noise = st.slider("Noise", 0.0, 1.0, 0.05, 0.05, key="cones_noise")
+    n_iter = st.slider("Epochs T", 0, 30, 10, key="cones_T")
+    update = st.radio("Atom update", ["ksvd", "bcd"], horizontal=True, key="cones_update")
+    seed = st.number_input("Seed", 0, 10_000, 0, key="cones_seed")
 
 with st.spinner("Fitting SLiCS…"):
     data, init, model = fitted(1500, 48, n_concepts, d0, noise, n_iter, update, int(seed))

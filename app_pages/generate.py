@@ -8,8 +8,9 @@ atom_a, atom_b, interp_n, interp_png.
 import numpy as np
 import streamlit as st
 
-from app_pages._query import concept_picker, preselection, query_picker, show_query, write_deep_link
-from app_pages._ui import component_picker, d0_picker, get_workspace, method_picker, png_bytes, sidebar_workspace_note, ws_id
+from app_pages._query import concept_picker, preselection, query_picker, show_query
+from app_pages._ui import (component_picker, d0_picker, get_workspace, method_picker, page_intro, png_bytes,
+                          sidebar_workspace_note, ws_id)
 from slics_core.explorer.queries import concept_scores, generation_rows, image_strip, query_components
 from slics_core.generators import concept_atoms, interpolate_atoms
 from slics_core.explorer.workspace import load_workspace_generator
@@ -59,7 +60,9 @@ def _show_images(images, titles, key_prefix, n_cols=6):
 st.title("🎨 Generate from concept components")
 ws = get_workspace()
 sidebar_workspace_note(ws)
-st.caption("Each concept component of the query is mapped into the generator's conditioning space (orthogonal "
+page_intro("Look at whether each component's picture shows its concept of the query and nothing else, next "
+           "to the picture of the whole query.",
+           "Each concept component of the query is mapped into the generator's conditioning space (orthogonal "
            "Procrustes alignment fitted on paired embeddings, image-to-prompt) and drawn; the query's own "
            "embedding is drawn first for comparison.")
 
@@ -68,8 +71,8 @@ q = query_picker(ws, required=True)
 with st.sidebar:
     st.subheader("Generation settings")
     method = method_picker(ws, methods=ws.dictionary_methods())
-    d0 = d0_picker(ws)
-    mode = component_picker()
+    d0 = d0_picker(ws, method=method)
+    mode = component_picker(method=method)
 
 gen, gen_error = None, None
 try:
@@ -94,7 +97,6 @@ with left:
     show_query(ws, q, width=180)
 with right:
     picked = concept_picker(ws, q, preselect, label="Concepts to draw")
-    write_deep_link(q, [names[j] for j in picked])
     if gen is not None:
         st.caption(f"Generator: {gen.name}"
                    + (f" · alignment cosine on training pairs {gen.info['alignment_train_cosine']:.2f}"

@@ -7,6 +7,8 @@ from app_pages._ui import current_choice, get_workspace, workspace_choices, ws_i
 from slics_core.retrieval import ConceptRetriever
 
 st.title("SLiCS Explorer")
+st.markdown("**What to look at:** the picture below: each concept's part of one query finds images sharing "
+            "*that* concept, the whole embedding finds look-alikes of the whole scene.")
 st.markdown(
     """
 **Sparse Linear Concept Subspaces** split an image embedding (CLIP, DINOv2, TiTok…) into
@@ -28,11 +30,8 @@ picked = st.selectbox("Workspace", labels, index=idx, key="ws_select",
                            "and are listed from $SLICS_WORKSPACES (default ~/.cache/slics/workspaces).")
 if current in choices.values() and choices[picked] != current:  # a user's switch (a bad link is reported below)
     st.session_state["ws_choice"] = choices[picked]
-    if choices[picked] == "emoji":
-        st.query_params.pop("ws", None)
-    else:
-        st.query_params["ws"] = choices[picked]
-    st.session_state.pop("query", None)
+    for key in ("query", "picked_concepts", "concepts_for", "_s_history", "_s_q2", "_s_c1", "_s_c2", "_link"):
+        st.session_state.pop(key, None)  # rows and concept names of the old workspace mean nothing here
     st.rerun()
 
 ws = get_workspace()

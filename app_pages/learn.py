@@ -107,6 +107,8 @@ def _figure(sc, drawings, d, show_full, show_partial, fill):
 
 # ---------------------------------------------------------------------- page
 st.title("Learn: concept cones")
+st.markdown("**What to look at:** as you move x*, the partial component ṽⱼ (its shadow on one cone) and the "
+            "full component vⱼ (its share in the joint decomposition) part ways when x* sits between cones.")
 st.caption("The paper's Fig. 2a in your hands: three concepts, each a cone of non-negative combinations of a "
            "few atoms, seen on the unit sphere of a 3-D embedding space.")
 

@@ -1,21 +1,24 @@
 """Retrieve: a query's concepts, and per concept the top-k pool images by its component.
 
-Widget keys: query_pick, query_upload, query_strip_prev, query_strip_next, query_thumb_<i>,
+Widget keys: query_pick, query_upload, query_text, query_strip_prev, query_strip_next, query_thumb_<i>,
 query_use_upload (app_pages/_query.py); concepts (multiselect); method; d0; component; k; retrieve_cols;
-retrieve_csv (download).
+retrieve_csv (download); pick_<concept>_<i> / pick_uf_<concept>_<i> (make a gallery image the query).
 """
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages._query import concept_picker, preselection, query_picker, show_query, write_deep_link
+from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import (
     component_picker,
     csv_download,
     d0_picker,
     get_workspace,
     image_grid,
+    k_picker,
     method_picker,
+    nav_link,
+    page_intro,
     pool_index,
     sidebar_workspace_note,
     ws_id,
@@ -46,7 +49,7 @@ def _mark(rel_g, rel_s, r):
     return colour, text
 
 
-def _draw_gallery(ws, g, n_cols):
+def _draw_gallery(ws, g, n_cols, pick_key):
     if not len(g.rows):
         st.caption(f"Empty: {g.note}.")
         return
@@ -55,7 +58,7 @@ def _draw_gallery(ws, g, n_cols):
         colour, text = _mark(g.relevant_general, g.relevant_sub, r)
         borders.append(colour)
         caps.append(f"#{r + 1} · {g.scores[r]:.2f}" + (f" · {text}" if text else ""))
-    image_grid(ws, g.rows, captions=caps, n_cols=n_cols, size=96, borders=borders)
+    image_grid(ws, g.rows, captions=caps, n_cols=n_cols, size=96, borders=borders, pick_key=pick_key)
 
 
 def _pct(v):
@@ -71,9 +74,11 @@ def _delta(a, b):
 st.title("🔎 Retrieve by concept")
 ws = get_workspace()
 sidebar_workspace_note(ws)
-st.caption("Pick or upload a query. SLiCS splits its embedding into one component per concept; each picked "
-           "concept retrieves the pool images closest to *its* component, beside the unfiltered search by the "
-           "whole query.")
+page_intro("Look at how each concept's gallery keeps that concept of the query and drops the rest, while "
+           "the unfiltered gallery beside it follows the whole scene.",
+           "Pick, upload or describe a query. SLiCS splits its embedding into one component per concept; each "
+           "picked concept retrieves the pool images closest to *its* component. Click “Query this” under any "
+           "image to explore from there.")
 
 q = query_picker(ws, required=True)
 
@@ -84,7 +89,7 @@ with st.sidebar:
     spec = get_method(method)
     d0 = d0_picker(ws, method=method)
     mode = component_picker(method=method)
-    k = st.slider("Images per gallery (k)", 1, 50, 10, key="k")
+    k = k_picker()
     n_cols = st.slider("Columns per gallery", 2, 8, 4, key="retrieve_cols")
 
 model = ws.model(method, d0)
@@ -115,7 +120,6 @@ with right:
     st.caption(f"Pre-selected: {rule}.")
 
 picked = concept_picker(ws, q, preselect, label="Concepts to retrieve by")
-write_deep_link(q, [names[j] for j in picked])
 if not picked:
     st.info("Pick at least one concept to see its gallery.")
     st.stop()
@@ -142,13 +146,19 @@ for cg, uf in pairs:
     a, b = st.columns(2)
     with a:
         st.markdown(f"**By the {name} component** ({'ṽ' if mode == 'partial' else 'v'}ⱼ, {method})")
-        _draw_gallery(ws, cg, n_cols)
+        _draw_gallery(ws, cg, n_cols, pick_key=f"pick_{cg.concept}")
     with b:
         st.markdown("**Unfiltered** (whole query)")
-        _draw_gallery(ws, uf, n_cols)
+        _draw_gallery(ws, uf, n_cols, pick_key=f"pick_uf_{cg.concept}")
 
 df = galleries_table(pairs, ws.ids, names)
 with st.expander("Table of the galleries"):
     st.dataframe(df, hide_index=True, width="stretch")
-csv_download(df, f"galleries-{q.key.replace(':', '-')}-{method}.csv", label="Download the galleries (CSV)",
-             key="retrieve_csv")
+# the settings that produced the table travel with it (one column each, the same on every row)
+settings = {"workspace": ws.name, "query": q.key, "method": method, "d0": "" if d0 is None else d0,
+            "component": mode, "k": k}
+export = df.assign(**settings)[list(settings) + list(df.columns)]
+safe_key = "".join(ch if ch.isalnum() else "-" for ch in q.key)[:60]
+csv_download(export, f"galleries-{safe_key}-{method}-d0{d0 or 'none'}-{mode}-k{k}.csv",
+             label="Download the galleries (CSV)", key="retrieve_csv")
+nav_link("app_pages/mix.py", label="Mix this query's concepts with another query's →", icon="🧪")

@@ -16,7 +16,7 @@ def test_cones_page_fits_and_reacts_to_widgets():
     assert not at.exception
     first = at.metric[0].value
     assert float(first) > 0.5
-    at.slider(key="T").set_value(0).run()
+    at.slider(key="cones_T").set_value(0).run()
     assert not at.exception
     # with zero epochs the learned atoms are the S-SVD initialisation
     assert at.metric[0].value == at.metric[1].value

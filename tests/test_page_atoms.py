@@ -74,7 +74,7 @@ def test_selecting_an_atom_changes_images_and_words(ws, vocab):
     words, Wp = vocab
     shown = {}
     for atom in (0, int(model.groups_.size - 1)):
-        at.selectbox(key="atom").set_value(atom).run()
+        at.selectbox(key=f"atom_{at.session_state['method']}_d0{at.session_state['d0']}").set_value(atom).run()
         assert not at.exception
         expected = atom_top_words(model.atoms_[atom], Wp, words, k=10).word.tolist()
         assert _words(at) == expected

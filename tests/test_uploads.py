@@ -259,7 +259,7 @@ def _png_header_only(width, height):
 
 
 def test_max_pixels_checked_before_decoding():
-    data = _png_header_only(8_000, 8_000)  # 64 MP declared in a file of ~60 bytes (under Pillow's guard)
+    data = _png_header_only(12_000, 12_000)  # 144 MP declared in a file of ~60 bytes (under Pillow's hard guard)
     assert len(data) < 200
     with pytest.raises(UploadError, match="megapixels"):
         load_upload(data, "bomb.png")
@@ -287,3 +287,42 @@ def test_upload_error_is_value_error():
     assert issubclass(UploadError, ValueError)
     with pytest.raises(TypeError):
         load_upload(12345)
+
+
+def test_hundred_megapixel_jpeg_is_decoded_small(monkeypatch):
+    """A ~100 MP phone photo is accepted and decoded at a reduced DCT scale (memory stays bounded)."""
+    from PIL import ImageDraw, JpegImagePlugin
+
+    w, h = 11_000, 9_000  # 99 MP
+    im = Image.new("RGB", (w, h), (200, 30, 30))
+    ImageDraw.Draw(im).rectangle([w // 2, 0, w - 1, h - 1], fill=(30, 30, 200))  # right half blue
+    buf = io.BytesIO()
+    im.save(buf, format="JPEG", quality=80)
+    del im
+    drafts = []
+    real = JpegImagePlugin.JpegImageFile.draft
+
+    def spy(self, mode, size):
+        out = real(self, mode, size)
+        drafts.append((size, self.size))
+        return out
+
+    monkeypatch.setattr(JpegImagePlugin.JpegImageFile, "draft", spy)
+    out = load_upload(buf.getvalue(), "phone.jpg")
+    assert max(out.size) == 2048 and abs(out.size[0] / out.size[1] - w / h) < 0.01
+    # decoded at 1/4 scale (2750 x 2250): the smallest DCT scale whose longer side is >= 2048
+    assert drafts and drafts[-1][1] == (w // 4, h // 4)
+    a = np.asarray(out)
+    assert np.abs(a[100, 100].astype(int) - (200, 30, 30)).max() < 12
+    assert np.abs(a[100, -100].astype(int) - (30, 30, 200)).max() < 12
+
+
+def test_large_png_is_scaled_down_to_max_side():
+    arr = np.zeros((2000, 3000, 3), np.uint8)
+    arr[:, :1500] = (250, 200, 0)
+    data = _save(Image.fromarray(arr), "PNG")
+    out = load_upload(data, "wide.png", max_side=500)
+    assert out.size == (500, 333)
+    a = np.asarray(out)
+    assert tuple(a[10, 10]) == (250, 200, 0) and tuple(a[10, -10]) == (0, 0, 0)
+    assert load_upload(data, "wide.png", max_side=None).size == (3000, 2000)

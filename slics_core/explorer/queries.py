@@ -47,6 +47,7 @@ __all__ = [
     "rank_pool",
     "gallery_relevance",
     "concept_galleries",
+    "mix_components",
     "galleries_table",
     "upload_thresholds",
     "generation_rows",
@@ -358,6 +359,49 @@ def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to
                          None, note="this query has no component along the concept (it is zero)")
         out.append((cg, uf))
     return out
+
+
+def mix_components(model, parts, *, mode="partial"):
+    """Concept mixing: the sum of one concept's component from each of several queries.
+
+    "This query's animal with that query's background": ``parts`` is a sequence of
+    ``(x, concept, active)``: a preprocessed query ``x`` (d,), the concept whose component
+    is taken from it, and, for ``mode="full"``, the concepts active in its joint
+    decomposition (``None`` = just ``concept``). Components of different concepts lie in
+    different cones, so their sum is what a scene with both parts would decompose into.
+
+    Returns
+    -------
+    mixed : ndarray of shape (d,)
+        The sum of the components.
+    components : ndarray of shape (len(parts), d)
+        Each query's component.
+
+    Raises
+    ------
+    ValueError
+        Fewer than two parts, or a query whose component along its concept is zero (the message
+        names the part and the concept number).
+    """
+    parts = list(parts)
+    if len(parts) < 2:
+        raise ValueError("concept mixing needs two (query, concept) parts")
+    comps = []
+    for i, (x, concept, active) in enumerate(parts):
+        concept = int(concept)
+        act = None
+        if mode == "full":
+            act = sorted({concept, *(int(a) for a in (active if active is not None else ()))})
+        V = query_components(model, x, mode=mode, active=act)
+        if not 0 <= concept < V.shape[0]:
+            raise ValueError(f"concept {concept} out of range (0..{V.shape[0] - 1})")
+        v = V[concept]
+        if not np.linalg.norm(v) > 1e-12:
+            raise ValueError(f"part {i + 1}: the query has no component along concept {concept} (it is zero); "
+                             "pick a concept the query shows")
+        comps.append(v)
+    comps = np.stack(comps)
+    return comps.sum(axis=0), comps
 
 
 def galleries_table(pairs, ids=None, concept_names=None):

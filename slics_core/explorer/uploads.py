@@ -22,10 +22,18 @@ alpha (LA, RGBA, palette with transparency) composited on white, 16/32-bit
 integer and float images scaled to 8 bit, greyscale and bilevel, and the
 first frame of animated GIF / WebP / APNG.
 
+Large photos are scaled down while they are decoded: a JPEG is decoded at a
+reduced DCT scale (``Image.draft``: 1/2, 1/4 or 1/8, never below ``max_side``
+on its longer side), so a 100-megapixel phone photo never occupies more than
+a few tens of megabytes; other formats are decoded whole and then reduced.
+The result's longer side is at most ``max_side`` (2048 px; encoders look at
+224-518 px).
+
 Choices: an EXIF block that Pillow cannot interpret leaves the pixels as
-stored (the image itself is fine); the default ``max_pixels`` of 50
-megapixels accepts phone photos (<= 48 MP) and is well under Pillow's own
-limit (about 89 MP).
+stored (the image itself is fine); the default ``max_pixels`` of 120
+megapixels accepts every phone camera (108-MP sensors: 12000×9000) and stays
+under Pillow's own hard limit (about 179 MP); between Pillow's warning level
+(about 89 MP) and ``max_pixels`` the header check here is the guard.
 """
 from __future__ import annotations
 
@@ -36,13 +44,14 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from slics_core.datasets import _to_rgb
 
-__all__ = ["UploadError", "ACCEPTED_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "load_upload",
-           "upload_bytes"]
+__all__ = ["UploadError", "ACCEPTED_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "DEFAULT_MAX_SIDE",
+           "load_upload", "upload_bytes"]
 
 #: Pillow format names tried when decoding an upload.
 ACCEPTED_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")  # JPEG covers MPO (multi-picture phone JPEGs)
 DEFAULT_MAX_BYTES = 20 * 2**20
-DEFAULT_MAX_PIXELS = 50_000_000
+DEFAULT_MAX_PIXELS = 120_000_000
+DEFAULT_MAX_SIDE = 2048
 
 # magic numbers of common non-image uploads, for a more helpful message
 _KNOWN_NON_IMAGES = (
@@ -86,7 +95,7 @@ def _describe_non_image(head: bytes) -> str | None:
     return None
 
 def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
-                max_pixels: int | None = DEFAULT_MAX_PIXELS):
+                max_pixels: int | None = DEFAULT_MAX_PIXELS, max_side: int | None = DEFAULT_MAX_SIDE):
     """Decode an untrusted upload into an 8-bit RGB image.
 
     Parameters
@@ -97,16 +106,20 @@ def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
         Only used in messages.
     max_bytes : int, default 20 MiB
         Larger files are refused before decoding.
-    max_pixels : int or None, default 50 000 000
+    max_pixels : int or None, default 120 000 000
         Largest accepted ``width * height``; checked from the header, before
         decoding. ``None`` leaves only Pillow's own decompression-bomb guard
-        (which is always active and also raises :class:`UploadError`).
+        (which then also raises :class:`UploadError`).
+    max_side : int or None, default 2048
+        Longest side of the returned image; larger images are scaled down
+        (JPEGs while decoding). ``None`` keeps the full size.
 
     Returns
     -------
     image : PIL.Image.Image
         Mode ``"RGB"``, upright (EXIF orientation applied), first frame of an
-        animation, transparency composited on white.
+        animation, transparency composited on white, longest side at most
+        ``max_side``.
 
     Raises
     ------
@@ -126,7 +139,8 @@ def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
     fmt = "image"
     with warnings.catch_warnings():
         # Pillow's decompression-bomb *warning* (between 1x and 2x MAX_IMAGE_PIXELS) becomes an error
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        # unless our own header check (max_pixels) is the guard
+        warnings.simplefilter("error" if max_pixels is None else "ignore", Image.DecompressionBombWarning)
         try:
             # 1) header + checksums (verify() leaves the image unusable, so it is reopened below)
             with Image.open(io.BytesIO(raw), formats=formats) as probe:
@@ -142,6 +156,11 @@ def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
             with Image.open(io.BytesIO(raw), formats=formats) as im:
                 if getattr(im, "n_frames", 1) > 1:
                     im.seek(0)
+                if max_side is not None and im.format == "JPEG" and max(im.size) > max_side:
+                    # decode at the smallest DCT scale that keeps the longer side >= max_side
+                    w, h = im.size
+                    scale = max_side / max(w, h)
+                    im.draft(None, (max(1, int(w * scale + 0.999)), max(1, int(h * scale + 0.999))))
                 im.load()
                 try:
                     upright = ImageOps.exif_transpose(im)
@@ -167,4 +186,6 @@ def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
                               f"decoding failed: {detail}).") from None
     if out.mode != "RGB":  # _to_rgb always returns RGB; keep the contract explicit
         out = out.convert("RGB")
+    if max_side is not None and max(out.size) > max_side:
+        out.thumbnail((max_side, max_side), Image.Resampling.LANCZOS, reducing_gap=3.0)
     return out

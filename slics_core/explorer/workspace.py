@@ -52,7 +52,7 @@ from PIL import Image, ImageDraw
 
 from slics_core._validation import check_embeddings
 from slics_core.alignment import ProcrustesAlignment
-from slics_core.captions import default_vocabulary
+from slics_core.captions import default_vocabulary, prepare_text_embeddings
 from slics_core.data import LabelledEmbeddings, eval_data, load_cache, make_split, vocabulary_embeddings
 from slics_core.datasets import ImageLoadError, load_image
 from slics_core.emoji.generator import EmojiGenerator
@@ -85,6 +85,8 @@ __all__ = [
     "open_emoji_workspace",
     "load_query_encoder",
     "embed_query",
+    "embed_text_query",
+    "text_mean",
     "workspace_vocabulary",
     "WorkspaceGenerator",
     "load_workspace_generator",
@@ -697,6 +699,47 @@ def embed_query(ws: Workspace, encoder, image) -> tuple:
     if not np.all(np.isfinite(e)) or not np.linalg.norm(e) > 0:
         raise ValueError("the encoder returned a zero or non-finite embedding for this image")
     return e[0].astype(np.float32), ws.preprocess(e[0])[0]
+
+
+def embed_text_query(ws: Workspace, encoder, text: str) -> tuple:
+    """``(raw, x)`` of a text query: the encoder's unit text embedding and its preprocessed form, both (d,).
+
+    The paper is silent on text queries; the choice here follows its caption step (sec. 3.7) and
+    SpLiCE: a text embedding is unit-normalised, centred on the *text* mean and re-normalised, while
+    images are centred on the image mean. The text mean is that of the workspace's caption vocabulary
+    (its raw text embeddings); a workspace without a vocabulary centres with the image mean instead.
+    Centring each modality on its own mean removes most of CLIP's modality gap, so the prepared text
+    lands among the images it describes and can be projected on the concept cones like an image.
+
+    Raises
+    ------
+    ValueError
+        Empty text, an encoder without a text tower, or an embedding of the wrong size.
+    """
+    text = " ".join(str(text).split())
+    if not text:
+        raise ValueError("the text query is empty: type a phrase, e.g. 'a dog on a beach'")
+    if not getattr(encoder, "has_text", False):
+        raise ValueError(f"the encoder of workspace {ws.name!r} has no text tower, so it cannot embed text")
+    e = np.asarray(encoder.encode_texts([text]), dtype=np.float64)
+    if e.ndim != 2 or e.shape[0] != 1 or e.shape[1] != ws.X.shape[1]:
+        raise ValueError(f"the text encoder returned shape {e.shape}; the workspace is {ws.X.shape[1]}-d")
+    n = np.linalg.norm(e[0])
+    if not np.all(np.isfinite(e)) or not n > 0:
+        raise ValueError("the encoder returned a zero or non-finite embedding for this text")
+    raw = e[0] / n
+    if ws.vocab_text is not None and len(ws.vocab_text) and ws.preprocessing == "clip":
+        x = prepare_text_embeddings(raw[None], mean=text_mean(ws))[0][0]
+    else:
+        x = ws.preprocess(raw)[0]
+    return raw.astype(np.float32), np.asarray(x, dtype=np.float32)
+
+
+def text_mean(ws: Workspace) -> np.ndarray:
+    """Mean of the unit-normalised vocabulary text embeddings (the centre of text queries)."""
+    W = np.asarray(ws.vocab_text, dtype=np.float64)
+    W = W / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-12)
+    return W.mean(axis=0)
 
 
 def workspace_vocabulary(ws: Workspace) -> tuple:

@@ -39,8 +39,10 @@ PAGES = {
     "captions": "captions",
     "generate": "generate",
     "evaluate": "evaluate",
+    "mix": "mix",
     "learn": "learn",
     "cones": "cones",
+    "glossary": "glossary",
 }
 
 

@@ -1,0 +1,207 @@
+"""The explorer's one shared state: kept in ``st.session_state``, mirrored to the URL.
+
+Every page reads and writes the same few values, so a choice made on one page holds on the
+others, and the URL always reopens the same view (``app.py`` calls :func:`sync_url` after
+every run):
+
+=================  =============  ==========================================================
+session key        URL            value
+=================  =============  ==========================================================
+``ws_choice``      ``ws``         workspace name under ``$SLICS_WORKSPACES`` (absent: emoji)
+``query``          ``q``          a workspace row (int), ``"text:<phrase>"``, or ``"upload"``
+                                  (an upload stays in its session: it is not put in the URL)
+``picked_concepts`` ``c``         concept names, comma-separated
+``_s_method``      ``method``     method name (the registry's)
+``_s_d0``          ``d0``         atoms per concept
+``_s_mode``        ``mode``       ``partial`` (ṽⱼ) or ``full`` (vⱼ)
+``_s_k``           ``k``          images per gallery on Retrieve, k of mAP@k on Evaluate
+``_s_q2``, ...     ``q2``, ...    page extras registered with :func:`set_extra` (Mix page)
+=================  =============  ==========================================================
+
+Widgets never own these values: each picker seeds its widget from the shared value before
+drawing it and copies the widget's value back in its ``on_change`` callback (widget state is
+dropped by Streamlit when a page that does not draw the widget runs).
+
+A link is read once per session (:func:`capture_link`, first run) and applied when the
+workspace is open (:func:`apply_link`), because only then can it be checked: a value the
+workspace cannot honour (unknown row, method, d0 or concept) is left out and listed by
+:func:`link_problems`, which the pages show as one warning.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from slics_core.explorer.queries import parse_concept_param
+
+EMOJI = "emoji"
+SHARED = ("method", "d0", "mode", "k")
+MODES = ("partial", "full")
+K_RANGE = (1, 50)
+DEFAULT_K = 20
+TEXT_PREFIX = "text:"
+_EXTRA_KEYS = ("q2", "c1", "c2")
+
+
+# ---------------------------------------------------------------------- reading
+def capture_link() -> None:
+    """On a session's first run, keep the URL's parameters to apply once the workspace is open."""
+    ss = st.session_state
+    if "_link_seen" in ss:
+        return
+    ss["_link_seen"] = True
+    ss["_link"] = {k: st.query_params.get(k) for k in ("ws", "q", "c", *SHARED, *_EXTRA_KEYS)
+                   if st.query_params.get(k) is not None}
+    if "ws" in ss["_link"] and "ws_choice" not in ss:
+        ss["ws_choice"] = ss["_link"]["ws"]
+
+
+def link_pending() -> bool:
+    return bool(st.session_state.get("_link"))
+
+
+def _int(v):
+    try:
+        return int(str(v).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def apply_link(ws) -> None:
+    """Apply the captured link to the open workspace ``ws`` (once); what it cannot honour is listed."""
+    ss = st.session_state
+    link = ss.pop("_link", None)
+    if not link:
+        return
+    problems = []
+    q = link.get("q")
+    if q is not None:
+        if str(q).startswith(TEXT_PREFIX) and str(q)[len(TEXT_PREFIX):].strip():
+            ss["query"] = f"{TEXT_PREFIX}{' '.join(str(q)[len(TEXT_PREFIX):].split())}"
+        else:
+            r = _int(q)
+            if r is not None and 0 <= r < len(ws):
+                ss["query"] = r
+            else:
+                problems.append(f"query q={q!r} is not an item of this workspace (0…{len(ws) - 1})")
+    if "c" in link:
+        names = list(ws.concept_names)
+        asked = [n.strip() for n in str(link["c"]).split(",") if n.strip()]
+        known = parse_concept_param(link["c"], names)
+        unknown = [n for n in asked if n not in names]
+        if known:
+            ss["picked_concepts"] = known
+            ss["concepts_for"] = _query_key(ss.get("query"))
+        if unknown:
+            problems.append("unknown concept(s) " + ", ".join(repr(n) for n in unknown))
+    if "method" in link:
+        if link["method"] in ws.methods:
+            ss["_s_method"] = link["method"]
+        else:
+            problems.append(f"method {link['method']!r} is not fitted here ({', '.join(ws.methods)})")
+    if "d0" in link:
+        d0 = _int(link["d0"])
+        if d0 in ws.d0_values:
+            ss["_s_d0"] = d0
+        else:
+            problems.append(f"d0={link['d0']!r} is not fitted here ({', '.join(map(str, ws.d0_values))})")
+    if "mode" in link:
+        if link["mode"] in MODES:
+            ss["_s_mode"] = link["mode"]
+        else:
+            problems.append(f"mode={link['mode']!r} is not 'partial' or 'full'")
+    if "k" in link:
+        k = _int(link["k"])
+        if k is not None and K_RANGE[0] <= k <= K_RANGE[1]:
+            ss["_s_k"] = k
+        else:
+            problems.append(f"k={link['k']!r} is not a whole number from {K_RANGE[0]} to {K_RANGE[1]}")
+    if "q2" in link:
+        r = _int(link["q2"])
+        if r is not None and 0 <= r < len(ws):
+            ss["_s_q2"] = r
+        else:
+            problems.append(f"second query q2={link['q2']!r} is not an item of this workspace")
+    for key in ("c1", "c2"):
+        if key in link:
+            if link[key] in ws.concept_names:
+                ss[f"_s_{key}"] = link[key]
+            else:
+                problems.append(f"{key}={link[key]!r} is not a concept of this workspace")
+    ss["_link_problems"] = problems
+
+
+def link_problems() -> list:
+    """What the opening link asked for and this workspace could not honour (shown once)."""
+    return st.session_state.pop("_link_problems", [])
+
+
+# ---------------------------------------------------------------------- values
+def _query_key(q) -> str | None:
+    if isinstance(q, int):
+        return f"row:{q}"
+    if isinstance(q, str) and q.startswith(TEXT_PREFIX):
+        return q
+    return None
+
+
+def get(name: str, default=None):
+    """A shared value (``method``, ``d0``, ``mode``, ``k``, or an extra)."""
+    return st.session_state.get(f"_s_{name}", default)
+
+
+def put(name: str, value) -> None:
+    st.session_state[f"_s_{name}"] = value
+
+
+def copy_widget(widget_key: str, name: str) -> None:
+    """``on_change`` callback: a picker's widget value becomes the shared value."""
+    st.session_state[f"_s_{name}"] = st.session_state[widget_key]
+
+
+def set_query(q) -> None:
+    """Make ``q`` (a row, ``"text:…"`` or ``"upload"``) the current query, remembered in the history."""
+    ss = st.session_state
+    ss["query"] = int(q) if isinstance(q, int) or (isinstance(q, str) and q.isdigit()) else q
+    hist = [h for h in ss.get("_s_history", []) if h != ss["query"]]
+    if ss["query"] != "upload":
+        ss["_s_history"] = ([ss["query"]] + hist)[:12]
+
+
+def history() -> list:
+    """Recent queries (rows and text queries), newest first."""
+    return list(st.session_state.get("_s_history", []))
+
+
+# ---------------------------------------------------------------------- writing
+def sync_url() -> None:
+    """Write the shared state to the URL (only what is set; nothing while a link is still pending)."""
+    ss = st.session_state
+    if link_pending():
+        return
+    want = {}
+    ch = ss.get("ws_choice")
+    if ch and ch != EMOJI:
+        want["ws"] = str(ch)
+    q = ss.get("query")
+    if isinstance(q, int) or (isinstance(q, str) and q.startswith(TEXT_PREFIX)):
+        want["q"] = str(q)
+    c = ss.get("picked_concepts")
+    if c:
+        want["c"] = ",".join(c)
+    for name in SHARED:
+        v = ss.get(f"_s_{name}")
+        if v is not None:
+            want[name] = str(v)
+    if ss.get("_page_extras"):
+        for name in _EXTRA_KEYS:
+            v = ss.get(f"_s_{name}")
+            if v is not None:
+                want[name] = str(v)
+    ss["_page_extras"] = False
+    if {k: st.query_params.get(k) for k in st.query_params} != want:
+        st.query_params.from_dict(want)
+
+
+def use_extras() -> None:
+    """The current page keeps its extras (``q2``, ``c1``, ``c2``) in the URL on this run."""
+    st.session_state["_page_extras"] = True

@@ -1,0 +1,169 @@
+"""Mix concepts: one concept's component from the current query plus another concept's from a second query.
+
+Widget keys: query_pick, query_upload, query_text, query_strip_prev, query_strip_next, query_thumb_<i>,
+query_use_upload (app_pages/_query.py); method; d0; component; k; mix_c1 (concept from the query);
+mix_q2 (second query); mix_c2 (concept from the second query); mix_pick_<i> (make a result the query);
+mix_csv (download).
+Shared state and URL: ``q`` (first query), ``q2``, ``c1``, ``c2``, method, d0, mode, k (app_pages/_state.py).
+"""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app_pages import _state as state
+from app_pages._query import query_picker, row_query, show_query
+from app_pages._ui import (
+    component_picker,
+    csv_download,
+    d0_picker,
+    get_workspace,
+    image_grid,
+    k_picker,
+    label_text,
+    method_picker,
+    page_intro,
+    pool_index,
+    png_bytes,
+    query_rows,
+    sidebar_workspace_note,
+    ws_id,
+)
+from slics_core.explorer.queries import concept_scores, gallery_relevance, mix_components, rank_pool
+from slics_core.explorer.workspace import load_workspace_generator
+from slics_core.methods import get_method
+
+
+@st.cache_resource(show_spinner="Loading the generator…", max_entries=2)
+def _generator(key: str, _ws):
+    return load_workspace_generator(_ws)
+
+
+def _seed(key, value, options):
+    st.session_state[key] = value if value in options else options[0]
+
+
+st.title("🧪 Mix concepts across queries")
+ws = get_workspace()
+sidebar_workspace_note(ws)
+state.use_extras()
+page_intro("Look at whether the mixed gallery shows the first query's concept *and* the second query's "
+           "concept together, in the kinds each query has.",
+           "“This query's animal with that query's background”: the component of one concept from the query "
+           "plus the component of another concept from a second query is a new embedding; it retrieves pool "
+           "images (and, where the workspace has a generator, is drawn).")
+
+q = query_picker(ws, required=True)
+names = list(ws.concept_names)
+
+with st.sidebar:
+    st.subheader("Mixing settings")
+    method = method_picker(ws, methods=[m for m in ws.methods if get_method(m).filtered])
+    d0 = d0_picker(ws, method=method)
+    mode = component_picker(method=method)
+    k = k_picker()
+model = ws.model(method, d0)
+
+# ---------------------------------------------------------------- the two parts
+scores_a = concept_scores(model, q.x)
+order_a = [names[j] for j in np.argsort(-scores_a, kind="stable") if scores_a[j] > 0]
+if not order_a:
+    st.info("This query has no non-zero concept component; pick another query.")
+    st.stop()
+
+candidates = [h for h in state.history() if isinstance(h, int) and h != q.row] + \
+    [int(r) for r in query_rows(ws) if int(r) != q.row]
+candidates = list(dict.fromkeys(candidates))
+if not candidates:
+    st.info("The workspace has no other item to mix with.")
+    st.stop()
+q2_default = state.get("q2")
+if q2_default not in candidates:  # default: a query whose best concept differs from the first query's
+    best_a = names.index(order_a[0])
+    q2_default = next((r for r in candidates if int(np.argmax(concept_scores(model, ws.X[r]))) != best_a),
+                      candidates[0])
+
+left, mid, right = st.columns([2, 2, 3])
+with left:
+    st.markdown("**From this query**")
+    show_query(ws, q, width=160)
+    _seed("mix_c1", state.get("c1"), order_a)
+    c1 = st.selectbox("take the component of", order_a, key="mix_c1", on_change=state.copy_widget,
+                      args=("mix_c1", "c1"))
+with mid:
+    st.markdown("**…plus, from this query**")
+    _seed("mix_q2", q2_default, candidates)
+    r2 = st.selectbox("second query", candidates, key="mix_q2", on_change=state.copy_widget, args=("mix_q2", "q2"),
+                      format_func=lambda r: f"#{r} · {label_text(ws, r)}"
+                      + (" (recent)" if r in state.history() else ""))
+    q2 = row_query(ws, int(r2))
+    show_query(ws, q2, width=160)
+    scores_b = concept_scores(model, q2.x)
+    order_b = [names[j] for j in np.argsort(-scores_b, kind="stable") if scores_b[j] > 0]
+    if not order_b:
+        st.info("The second query has no non-zero concept component; pick another.")
+        st.stop()
+    default_c2 = state.get("c2")
+    if default_c2 not in order_b:
+        default_c2 = next((c for c in order_b if c != c1), order_b[0])
+    _seed("mix_c2", default_c2, order_b)
+    c2 = st.selectbox("the component of", order_b, key="mix_c2", on_change=state.copy_widget, args=("mix_c2", "c2"))
+j1, j2 = names.index(c1), names.index(c2)
+state.put("q2", int(r2))
+state.put("c1", c1)
+state.put("c2", c2)
+
+try:
+    mixed, parts = mix_components(model, [(q.x, j1, None if q.Y is None else np.flatnonzero(q.Y)),
+                                          (q2.x, j2, np.flatnonzero(q2.Y))], mode=mode)
+except ValueError as exc:
+    st.error(str(exc))
+    st.stop()
+
+with right:
+    st.markdown(f"**= {c1} of the first + {c2} of the second**")
+    n = np.linalg.norm(parts, axis=1)
+    st.caption(f"Component norms: {c1} {n[0]:.2f}, {c2} {n[1]:.2f}; cosine between them "
+               f"{float(parts[0] @ parts[1] / max(n[0] * n[1], 1e-12)):.2f}.")
+    gen, gen_error = None, None
+    try:
+        gen = _generator(ws_id(ws), ws)
+    except (FileNotFoundError, ValueError) as exc:
+        gen_error = str(exc)
+    if gen is not None and gen.deterministic:
+        imgs = gen.generate(np.stack([parts[0], parts[1], mixed]), seed=0)
+        cols = st.columns(3)
+        for col, im, t in zip(cols, imgs, (c1, c2, "mix")):
+            col.image(im.resize((128, 128), resample=0) if im.width < 128 else im, caption=t, width="stretch")
+        st.download_button("Download the mix image (PNG)", png_bytes(imgs[2]), file_name=f"mix-{c1}-{c2}.png",
+                           mime="image/png", key="mix_png")
+    elif gen is not None:
+        st.caption(f"Draw it on the Generate page's generator ({gen.name}) — sampling is slow, so it is not run here.")
+    else:
+        st.caption(f"No generator for this workspace: {gen_error}")
+
+# ---------------------------------------------------------------- retrieval by the mix
+rows, sc = rank_pool(mixed[None], ws.X, ws.index["pool"], k, index=pool_index(ws))
+rows, sc = rows[0], sc[0]
+g1, _ = gallery_relevance(rows, j1, ws.Y, ws.Z, ws.sub_to_concept, q.Z)
+g2, _ = gallery_relevance(rows, j2, ws.Y, ws.Z, ws.sub_to_concept, q2.Z)
+st.divider()
+st.subheader(f"Pool images closest to the mix ({method}{'' if d0 is None else f', d0 = {d0}'})")
+if g1 is not None:
+    both = g1 & g2
+    m = st.columns(3)
+    m[0].metric(f"P@{len(rows)} · has {c1} and {c2}", f"{100 * both.mean():.0f}%")
+    m[1].metric(f"has {c1}", f"{100 * g1.mean():.0f}%")
+    m[2].metric(f"has {c2}", f"{100 * g2.mean():.0f}%")
+borders = None if g1 is None else ["#2e9d4f" if a and b else ("#e69500" if a or b else "#d0342c")
+                                   for a, b in zip(g1, g2)]
+st.caption("Border: green has both concepts, orange one of them, red neither.")
+image_grid(ws, rows, captions=[f"#{i + 1} · {s:.2f}" for i, s in enumerate(sc)], n_cols=5, size=96,
+           borders=borders, pick_key="mix_pick")
+df = pd.DataFrame({"rank": np.arange(1, len(rows) + 1), "row": rows, "score": np.round(sc, 4),
+                   "labels": [label_text(ws, int(r)) for r in rows]})
+if ws.ids:
+    df.insert(2, "id", [ws.ids[int(r)] for r in rows])
+settings = {"workspace": ws.name, "query": q.key, "concept_1": c1, "query_2": f"row:{int(r2)}", "concept_2": c2,
+            "method": method, "d0": "" if d0 is None else d0, "component": mode, "k": k}
+csv_download(df.assign(**settings)[list(settings) + list(df.columns)], f"mix-{c1}-{c2}-{method}-k{k}.csv",
+             label="Download the mixed gallery (CSV)", key="mix_csv")
