@@ -14,7 +14,8 @@ session key        URL            value
 ``_s_method``      ``method``     method name (the registry's)
 ``_s_d0``          ``d0``         atoms per concept
 ``_s_mode``        ``mode``       ``partial`` (ṽⱼ) or ``full`` (vⱼ)
-``_s_k``           ``k``          images per gallery on Retrieve, k of mAP@k on Evaluate
+``_s_k``           ``k``          k of mAP@k on Evaluate (1-200), images per gallery on
+                                  Retrieve / Mix (shown at most 50)
 ``_s_q2``, ...     ``q2``, ...    page extras registered with :func:`set_extra` (Mix page)
 =================  =============  ==========================================================
 
@@ -36,7 +37,7 @@ from slics_core.explorer.queries import parse_concept_param
 EMOJI = "emoji"
 SHARED = ("method", "d0", "mode", "k")
 MODES = ("partial", "full")
-K_RANGE = (1, 50)
+K_RANGE = (1, 200)
 DEFAULT_K = 20
 TEXT_PREFIX = "text:"
 _EXTRA_KEYS = ("q2", "c1", "c2")

@@ -194,7 +194,7 @@ def d0_picker(ws, key: str = "d0", label: str = "Atoms per concept (d0)", method
                             format_func=lambda v: f"{v} (chosen)" if v == ws.default_d0 and ws.chosen_d0 else str(v))
 
 
-def k_picker(key: str = "k", label: str = "Images per gallery (k)", max_k: int = state.K_RANGE[1]) -> int:
+def k_picker(key: str = "k", label: str = "Images per gallery (k)", max_k: int = 50) -> int:
     """The shared k (gallery size on Retrieve, k of mAP@k on Evaluate)."""
     cur = int(state.get("k", state.DEFAULT_K))
     _seed(key, min(max(cur, state.K_RANGE[0]), max_k))

@@ -34,7 +34,7 @@ def url_params(page) -> dict:
     return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(page.url).query))
 
 
-def wait_for_param(page, name: str, value: str, timeout_ms: int = 30_000):
+def wait_for_param(page, name: str, value: str, timeout_ms: int = 120_000):
     """The URL is written at the end of a run: wait until it carries ``name=value``."""
     page.wait_for_function(
         "([n, v]) => new URLSearchParams(window.location.search).get(n) === v", arg=[name, value],
@@ -87,7 +87,7 @@ def test_concept_mixing_gives_a_gallery(page, screenshot_dir):
     images = wait_for_images(page, body, 10)
     assert len(images) >= 10
     # a mixed result becomes the query
-    pick = by_key(page, "mix_pick_0").locator("button")
+    pick = by_key(page, "mix_pick_0").locator("button").first
     pick.click()
     wait_for_app(page)
     assert url_params(page)["q"] != p["q"]
