@@ -18,11 +18,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["COMMANDS", "CLIError", "Command"]
+__all__ = ["COMMANDS", "CLIError", "Command", "check_at_least"]
 
 
 class CLIError(Exception):
     """An error that is reported to the user as one line (exit code 2)."""
+
+
+def check_at_least(args, low: int, *options: str) -> None:
+    """Refuse, naming the option, any of ``options`` (``"--n-train"``...) given below ``low``.
+
+    Options left at ``None`` (not given, no default) are not checked.
+    """
+    for option in options:
+        value = getattr(args, option.lstrip("-").replace("-", "_"), None)
+        if value is not None and value < low:
+            raise CLIError(f"{option} must be at least {low}; got {value}")
 
 
 @dataclass(frozen=True)
