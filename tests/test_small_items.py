@@ -19,7 +19,7 @@ def photos(tmp_path):
 # ----------------------------------------------------------------------------- CSV files
 def test_label_csv_not_utf8_names_file_line_and_fix(photos, tmp_path):
     bad = tmp_path / "labels.csv"
-    bad.write_bytes("image,animal\na.jpg,1\nb.jpg,0\n".encode() + "caf\u00e9.jpg,1\n".encode("latin-1"))
+    bad.write_bytes(b"image,animal\na.jpg,1\nb.jpg,0\n" + "caf\u00e9.jpg,1\n".encode("latin-1"))
     with pytest.raises(ValueError) as info:
         load_folder(photos, bad)
     msg = str(info.value)
