@@ -25,7 +25,7 @@ from slics_core.commands import COMMANDS, CLIError
 from slics_core.encoders import parse_encoder_spec
 from slics_core.errors import DAMAGED_FILE_ERRORS, UserError, user_message
 
-__all__ = ["CLIError", "build_parser", "main"]
+__all__ = ["CLIError", "build_parser", "check_encoder_weights", "main"]
 
 _HELP = {"-h", "--help"}
 
@@ -95,16 +95,24 @@ def check_encoder_weights(spec: str | None) -> None:
         raise CLIError(f"cannot load encoder {spec!r}: {exc}") from None
 
 
+#: Errors printed as one line (exit code 2): user errors, file-system errors and damaged files.
+_USER_ERRORS = (CLIError, UserError, ValueError, OSError, *DAMAGED_FILE_ERRORS)
+
+
+def _fail(command, exc) -> int:
+    print(f"slics {command}: error: {user_message(exc)}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     name = _command_name(argv)
     command = COMMANDS.get(name)
-    try:
-        if command is not None and command.loads_encoder and not _HELP & set(argv):
+    if command is not None and command.loads_encoder and not _HELP & set(argv):
+        try:
             check_encoder_weights(_option_value(argv, "--encoder"))
-    except CLIError as exc:
-        print(f"slics {name}: error: {user_message(exc)}", file=sys.stderr)
-        return 2
+        except _USER_ERRORS as exc:
+            return _fail(name, exc)
     parser = build_parser(_modules_for(argv))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
@@ -113,10 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return int(func(args) or 0)
-    except (CLIError, UserError, ValueError, OSError, *DAMAGED_FILE_ERRORS) as exc:
-        # one line (file and what to do) for user errors, file-system errors and damaged files
-        print(f"slics {args.command}: error: {user_message(exc)}", file=sys.stderr)
-        return 2
+    except _USER_ERRORS as exc:
+        return _fail(args.command, exc)
     except KeyboardInterrupt:
         print(f"slics {args.command}: interrupted", file=sys.stderr)
         return 130

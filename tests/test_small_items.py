@@ -134,3 +134,44 @@ def test_valid_options_reach_the_cache(extra, tmp_path, capsys):
     assert main(["evaluate", "--cache", str(tmp_path / "none"), *extra]) == 2
     err = capsys.readouterr().err
     assert "none" in err and "must be at least" not in err and "--sweep" not in err
+
+
+# ----------------------------------------------------------------------------- Streamlit settings
+def _streamlit_config(*overrides, env=None):
+    """Options as Streamlit itself reads them from .streamlit/config.toml (plus overrides), from the repository root."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "streamlit", "config", "show", *overrides], cwd=root,
+                          env={**os.environ, **(env or {})}, capture_output=True, text=True, check=True, timeout=120)
+    out = {}
+    section = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif "=" in line and not line.startswith("#"):
+            key, value = (s.strip() for s in line.split("=", 1))
+            out[f"{section}.{key}"] = value.strip('"')
+    return out
+
+
+def test_laptop_settings_open_a_tab_without_deploy_button():
+    cfg = _streamlit_config()
+    assert cfg["server.headless"] == "false"  # a browser tab opens on a laptop
+    assert cfg["server.showEmailPrompt"] == "false"  # ... without asking for an e-mail address first
+    assert cfg["client.toolbarMode"] == "viewer"  # no Deploy button, no developer menu
+    assert cfg["server.maxUploadSize"] == "20"
+
+
+@pytest.mark.parametrize("how", ["flags", "env"])
+def test_classroom_switch_hides_error_details(how):
+    """The documented classroom switch (README) is accepted by Streamlit and overrides the laptop settings."""
+    if how == "flags":
+        cfg = _streamlit_config("--server.headless", "true", "--client.showErrorDetails", "none")
+    else:
+        cfg = _streamlit_config(env={"STREAMLIT_SERVER_HEADLESS": "true", "STREAMLIT_CLIENT_SHOW_ERROR_DETAILS": "none"})
+    assert cfg["server.headless"] == "true" and cfg["client.showErrorDetails"] == "none"
+    assert cfg["client.toolbarMode"] == "viewer"
