@@ -83,6 +83,7 @@ def word_captions(atoms, groups, word_embeddings, words, top_k=5, *, concepts=No
     word_embeddings : array-like of shape (V, d)
         Prepared word embeddings (:func:`prepare_text_embeddings`).
     words : sequence of str, length V
+        Blank entries (``""``, spaces) are never chosen: they name nothing.
     top_k : int
     concepts : sequence of int, optional
         Concepts to caption (default: all).
@@ -93,7 +94,8 @@ def word_captions(atoms, groups, word_embeddings, words, top_k=5, *, concepts=No
     Returns
     -------
     captions : list of list of str
-        ``captions[i]`` are the words of ``concepts[i]``, best first.
+        ``captions[i]`` are the words of ``concepts[i]``, best first
+        (fewer than ``top_k`` when the vocabulary has fewer non-blank words).
     errors : list of ndarray (only with ``return_errors``)
     """
 
@@ -105,6 +107,14 @@ def word_captions(atoms, groups, word_embeddings, words, top_k=5, *, concepts=No
     words = list(words)
     if len(words) != W.shape[0]:
         raise ValueError(f"{len(words)} words for {W.shape[0]} word embeddings.")
+    bad = next((i for i, w in enumerate(words) if not isinstance(w, str)), None)
+    if bad is not None:
+        raise ValueError(f"words must be strings; entry {bad} is {words[bad]!r}.")
+    keep = np.flatnonzero([bool(w.strip()) for w in words])
+    if keep.size == 0:
+        raise ValueError("the vocabulary has no non-blank words.")
+    if keep.size < len(words):  # blank words are never captions
+        W, words = W[keep], [words[i] for i in keep]
     if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
         raise ValueError(f"top_k must be a positive int; got {top_k!r}.")
     if concepts is None:

@@ -1,44 +1,119 @@
 """The ``slics`` command line (also ``python -m slics_core``).
 
-Sub-commands live in :mod:`slics_core.commands`; each module there registers
-its own. Errors a user can fix (bad paths, bad files, missing weights) are
-raised as :class:`CLIError`, :class:`slics_core.errors.UserError` or
-``ValueError``; they, file-system errors (``OSError``: disk full, read-only,
-permissions, ...) and damaged files are printed as one line naming the file
-and what to do (:func:`slics_core.errors.user_message`), without a
-traceback, and the exit code is 2.
+Sub-commands live in :mod:`slics_core.commands`; :data:`slics_core.commands.COMMANDS`
+names the module of each, and only the module of the command being run is
+imported, so ``slics --version``, ``slics models`` and ``slics download``
+answer without importing scikit-learn, SciPy, torch or open_clip. For a
+command that needs the encoder named by ``--encoder``, a preset whose weights
+are not on disk is reported before the command's module is imported.
+
+Errors a user can fix (bad paths, bad files, missing weights) are raised as
+:class:`CLIError`, :class:`slics_core.errors.UserError` or ``ValueError``;
+they, file-system errors (``OSError``: disk full, read-only, permissions, ...)
+and damaged files are printed as one line naming the file and what to do
+(:func:`slics_core.errors.user_message`), without a traceback, and the exit
+code is 2.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import sys
 
-from slics_core import __version__, commands
-from slics_core.commands import CLIError
+from slics_core import __version__, commands, weights
+from slics_core.commands import COMMANDS, CLIError
+from slics_core.encoders import parse_encoder_spec
 from slics_core.errors import DAMAGED_FILE_ERRORS, UserError, user_message
 
-__all__ = ["CLIError", "build_parser", "main"]
+__all__ = ["CLIError", "build_parser", "check_encoder_weights", "main"]
+
+_HELP = {"-h", "--help"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules=None) -> argparse.ArgumentParser:
+    """The ``slics`` parser with the sub-commands of ``modules`` (names in :mod:`slics_core.commands`).
+
+    ``modules=None`` registers every sub-command (the full parser).
+    """
+    if modules is None:
+        modules = sorted({c.module for c in COMMANDS.values()})
     parser = argparse.ArgumentParser(
         prog="slics",
         description="Sparse Linear Concept Subspaces: fit, evaluate and explore concept dictionaries.",
     )
     parser.add_argument("--version", action="version", version=f"slics {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(subparsers)
+    for name in modules:
+        importlib.import_module(f"{commands.__name__}.{name}").register(subparsers)
     return parser
 
 
+def _command_name(argv: list[str]) -> str | None:
+    """The sub-command named in ``argv`` (the first word that is not an option: ``slics`` has no option with a value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _modules_for(argv: list[str]) -> list[str]:
+    """Command modules needed to parse ``argv``: the named command's only, none for ``--version``, else all."""
+    name = _command_name(argv)
+    if name in COMMANDS:
+        return [COMMANDS[name].module]
+    if name is None and argv and not _HELP & set(argv):
+        return []  # --version, or an unknown option that the top-level parser reports
+    return sorted({c.module for c in COMMANDS.values()})  # help, or an unknown command: list them all
+
+
+def _option_value(argv: list[str], option: str) -> str | None:
+    value = None
+    for i, a in enumerate(argv):
+        if a == option and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif a.startswith(option + "="):
+            value = a[len(option) + 1:]
+    return value
+
+
+def check_encoder_weights(spec: str | None) -> None:
+    """Report missing weights of the encoder preset ``spec`` at once (no torch, no scikit-learn).
+
+    Does nothing for other names (and for ``None``); the command itself then
+    reports what is wrong. Raises :class:`CLIError` with the message the
+    command would give after importing everything.
+    """
+    if not spec:
+        return
+    try:
+        parsed = parse_encoder_spec(spec)
+    except ValueError:
+        return  # the command says which names are accepted
+    preset = weights.find_preset(parsed.text) if parsed.kind == "preset" else None
+    if preset is None or preset.kind not in ("open_clip", "transformers"):
+        return  # an open_clip ARCH/TAG beyond the presets needs open_clip's table; generators are refused later
+    try:
+        weights.resolve(preset)
+    except weights.MissingWeightsError as exc:
+        raise CLIError(f"cannot load encoder {spec!r}: {exc}") from None
+
+
+#: Errors printed as one line (exit code 2): user errors, file-system errors and damaged files.
+_USER_ERRORS = (CLIError, UserError, ValueError, OSError, *DAMAGED_FILE_ERRORS)
+
+
+def _fail(command, exc) -> int:
+    print(f"slics {command}: error: {user_message(exc)}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    name = _command_name(argv)
+    command = COMMANDS.get(name)
+    if command is not None and command.loads_encoder and not _HELP & set(argv):
+        try:
+            check_encoder_weights(_option_value(argv, "--encoder"))
+        except _USER_ERRORS as exc:
+            return _fail(name, exc)
+    parser = build_parser(_modules_for(argv))
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:
@@ -46,10 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return int(func(args) or 0)
-    except (CLIError, UserError, ValueError, OSError, *DAMAGED_FILE_ERRORS) as exc:
-        # one line (file and what to do) for user errors, file-system errors and damaged files
-        print(f"slics {args.command}: error: {user_message(exc)}", file=sys.stderr)
-        return 2
+    except _USER_ERRORS as exc:
+        return _fail(args.command, exc)
     except KeyboardInterrupt:
         print(f"slics {args.command}: interrupted", file=sys.stderr)
         return 130

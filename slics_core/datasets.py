@@ -37,6 +37,7 @@ reports the ones that cannot be read instead of aborting.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
@@ -499,21 +500,62 @@ def _numbered(folder, prefix, suffix):
     return [p for _, p in sorted(found)]
 
 
+def _read_csv(path, what):
+    """``(header, rows)`` of a CSV file; ``rows`` are ``(line number, fields)``, blank lines skipped.
+
+    The one place CSV files are read (label files, metadata). The file must
+    be UTF-8 (a byte-order mark is allowed) and every row must have as many
+    fields as the header; otherwise a ``ValueError`` names the file, the
+    line and what to do.
+    """
+    path = os.fspath(path)
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"{what} {path!r} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); "
+                         "save it as UTF-8 (in a spreadsheet: 'CSV UTF-8') and run again.") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+        if not header or not any(f.strip() for f in header):
+            raise ValueError(f"{what} {path!r} is empty (no header line).")
+        header = [f.strip() for f in header]
+        dup = next((f for i, f in enumerate(header) if f and f in header[:i]), None)
+        if dup is not None:
+            raise ValueError(f"{what} {path!r}: column {dup!r} appears twice in the header; rename one.")
+        rows = []
+        for row in reader:
+            if not any(f.strip() for f in row):
+                continue
+            if len(row) != len(header):
+                raise ValueError(f"{what} {path!r} line {reader.line_num}: {len(row)} fields where the header has "
+                                 f"{len(header)}; fix that line (quote values that contain commas) and run again.")
+            rows.append((reader.line_num, row))
+    except csv.Error as exc:
+        raise ValueError(f"{what} {path!r} line {reader.line_num}: {exc}; fix that line and run again.") from None
+    return header, rows
+
+
 def _read_table(path):
     """A metadata table (parquet, CSV or a text file of ids) as a pandas DataFrame."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no metadata file at {str(path)!r}")
     low = path.name.lower()
+    if low.endswith(".csv"):
+        header, rows = _read_csv(path, "metadata file")
+        return pd.DataFrame([r for _, r in rows], columns=header, dtype=object)
     try:
         if low.endswith(".parquet"):
             return pd.read_parquet(path)
-        if low.endswith(".csv"):
-            return pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
         if low.endswith((".txt", ".lst")):
             return pd.DataFrame({"id": [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
                                         if ln.strip()]})
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError:
+        raise ValueError(f"metadata file {str(path)!r} is not UTF-8 text; save it as UTF-8 and run again.") from None
+    except (OSError, ValueError) as exc:
         raise ValueError(f"metadata file {str(path)!r} cannot be read: {exc}") from None
     raise ValueError(f"metadata file {str(path)!r}: use .parquet, .csv or .txt (one id per line)")
 
@@ -646,35 +688,31 @@ def _read_label_records(labels):
                 subs = [f"{c}/{s}" for c, ss in subs.items() for s in _split_list(ss)]
             recs.append({"image": img, "labels": _split_list(rec.get("labels", [])), "subs": _split_list(subs)})
     else:
-        with open(labels, newline="", encoding="utf-8-sig") as fh:
-            reader = csv.DictReader(fh)
-            if not reader.fieldnames:
-                raise ValueError(f"{labels!r} is empty.")
-            fields = [f.strip() for f in reader.fieldnames]
-            key = next((f for f in fields if f.lower() in _IMAGE_KEYS), None)
-            if key is None:
-                raise ValueError(f"{labels!r}: needs an image column (one of {_IMAGE_KEYS}); found {fields}.")
-            wide = "labels" not in [f.lower() for f in fields]
+        fields, rows = _read_csv(labels, "label file")
+        key = next((f for f in fields if f.lower() in _IMAGE_KEYS), None)
+        if key is None:
+            raise ValueError(f"{labels!r}: needs an image column (one of {_IMAGE_KEYS}); found {fields}.")
+        wide = "labels" not in [f.lower() for f in fields]
+        if wide:
+            declared = [f for f in fields if f != key]
+        for line_no, values in rows:
+            row = {k: v.strip() for k, v in zip(fields, values)}
             if wide:
-                declared = [f for f in fields if f != key]
-            for line_no, raw in enumerate(reader, start=2):
-                row = {k.strip(): (v or "").strip() for k, v in raw.items() if k is not None}
-                if wide:
-                    lab, sub = [], []
-                    for f in fields:
-                        if f == key:
-                            continue
-                        v = row.get(f, "")
-                        if v not in ("", "0", "1", "0.0", "1.0"):
-                            raise ValueError(f"{labels!r} line {line_no}: column {f!r} must be 0/1; got {v!r}.")
-                        if v in ("1", "1.0"):
-                            (sub if "/" in f else lab).append(f)
-                    recs.append({"image": row[key], "labels": lab, "subs": sub})
-                else:
-                    lk = next(f for f in fields if f.lower() == "labels")
-                    sk = next((f for f in fields if f.lower() in ("sub_labels", "sublabels")), None)
-                    recs.append({"image": row[key], "labels": _split_list(row.get(lk)),
-                                 "subs": _split_list(row.get(sk)) if sk else []})
+                lab, sub = [], []
+                for f in fields:
+                    if f == key:
+                        continue
+                    v = row.get(f, "")
+                    if v not in ("", "0", "1", "0.0", "1.0"):
+                        raise ValueError(f"{labels!r} line {line_no}: column {f!r} must be 0/1; got {v!r}.")
+                    if v in ("1", "1.0"):
+                        (sub if "/" in f else lab).append(f)
+                recs.append({"image": row[key], "labels": lab, "subs": sub})
+            else:
+                lk = next(f for f in fields if f.lower() == "labels")
+                sk = next((f for f in fields if f.lower() in ("sub_labels", "sublabels")), None)
+                recs.append({"image": row[key], "labels": _split_list(row.get(lk)),
+                             "subs": _split_list(row.get(sk)) if sk else []})
     for rec in recs:
         rec["subs"] = _parse_sub(rec["subs"], {})
     return recs, declared

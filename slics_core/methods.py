@@ -60,6 +60,7 @@ import numpy as np
 from slics_core._validation import check_concept, check_embeddings
 from slics_core.baselines import FSpLiCE, SpLiCE
 from slics_core.captions import prepare_text_embeddings
+from slics_core.errors import check_npz
 from slics_core.slics import SLiCS
 from slics_core.store import atomic_save_npz
 from slics_core.unsupervised import estimate_n_active, zero_shot_labels
@@ -277,11 +278,26 @@ def _save_state(path, kind, concept_names, **arrays):
     atomic_save_npz(path, kind=np.array(kind), concept_names=np.array(list(concept_names), dtype=str), **arrays)
 
 
+#: The arrays :func:`_save_state` writes for each kind of model, and their dtype kinds.
+_STATE_MEMBERS = {
+    "UF": {"n_features": "iu"},
+    "SpLiCE": {"vocabulary": "f", "words": "U", "alpha": "f"},
+    "F-SpLiCE": {"vocabulary": "f", "words": "U", "alpha": "f", "concepts": "f"},
+}
+
+
 def _load_state(path, kind, build):
-    """``build(arrays, concept_names)`` of a file written by :func:`_save_state`; one-line errors."""
+    """``build(arrays, concept_names)`` of a file written by :func:`_save_state`; one-line errors.
+
+    Members, shapes and sizes are checked (:func:`slics_core.errors.check_npz`) before any array is read.
+    """
+    check_npz(path, {"kind": "U", "concept_names": "U", **_STATE_MEMBERS[kind]}, dense=("vocabulary",),
+              fix="fit it again")
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
+        if str(arrays["kind"]) != kind:
+            raise ValueError(f"it holds a {str(arrays['kind'])!r} model, not {kind}")
         return build(arrays, [str(s) for s in arrays["concept_names"]])
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"{kind} model file {os.fspath(path)!r} is damaged ({exc}); fit it again") from None

@@ -34,6 +34,7 @@ __all__ = [
     "ModelPreset",
     "PRESETS",
     "get_preset",
+    "find_preset",
     "list_presets",
     "find_local",
     "is_available",
@@ -102,23 +103,31 @@ class ModelPreset:
     quick_gelu: bool = False
 
 
-def _open_clip_preset(name: str, arch: str, tag: str, repo_id: str) -> ModelPreset:
+def _open_clip_preset(name: str, arch: str, tag: str, repo_id: str, url: str) -> ModelPreset:
     return ModelPreset(
         name=name, kind="open_clip", repo_id=repo_id,
         description=f"CLIP {arch} ({tag})", arch=arch, tag=tag,
-        files=OPEN_CLIP_FILES, quick_gelu=True,
+        files=OPEN_CLIP_FILES, url=url, quick_gelu=True,
     )
+
+
+#: Where OpenAI published its CLIP weights (open_clip's table; a copy in ``~/.cache/clip`` is used).
+#: Written here so that looking a preset up never imports open_clip (and torch).
+_OPENAI_CLIP_URL = "https://openaipublic.azureedge.net/clip/models/{}/{}.pt"
 
 #: The presets known to the project (sec. 4 of the paper, plus generators).
 PRESETS: dict[str, ModelPreset] = {
     p.name: p
     for p in (
         _open_clip_preset(
-            "RN50/openai", "RN50", "openai", "timm/resnet50_clip.openai"),
+            "RN50/openai", "RN50", "openai", "timm/resnet50_clip.openai",
+            _OPENAI_CLIP_URL.format("afeb0e10f9e5a86da6080e35cf09123aca3b358a0c3e3b6c78a7b63bc04b6762", "RN50")),
         _open_clip_preset(
-            "ViT-B-32/openai", "ViT-B-32", "openai", "timm/vit_base_patch32_clip_224.openai"),
+            "ViT-B-32/openai", "ViT-B-32", "openai", "timm/vit_base_patch32_clip_224.openai",
+            _OPENAI_CLIP_URL.format("40d365715913c9da98579312b702a82c18be219cc2a73407c4526f58eba950af", "ViT-B-32")),
         _open_clip_preset(
-            "ViT-L-14/openai", "ViT-L-14", "openai", "timm/vit_large_patch14_clip_224.openai"),
+            "ViT-L-14/openai", "ViT-L-14", "openai", "timm/vit_large_patch14_clip_224.openai",
+            _OPENAI_CLIP_URL.format("b8cca3fd41ae0c99ba7e8951adf17d267cdb84cd88be6f7c2e0eca1737a03836", "ViT-L-14")),
         ModelPreset(
             name="dinov2-base", kind="transformers", repo_id="facebook/dinov2-base",
             description="DINOv2 ViT-B/14", files=("config.json",)),
@@ -156,11 +165,9 @@ def get_preset(name: str | ModelPreset) -> ModelPreset:
         return name
     if not isinstance(name, str) or not name:
         raise ValueError(f"model name must be a non-empty string, got {name!r}")
-    if name in PRESETS:
-        return PRESETS[name]
-    lowered = {k.lower(): v for k, v in PRESETS.items()}
-    if name.lower() in lowered:
-        return lowered[name.lower()]
+    preset = find_preset(name)
+    if preset is not None:
+        return preset
     if "/" in name:
         arch, tag = name.split("/", 1)
         cfg = _open_clip_pretrained_cfg(arch, tag)
@@ -176,6 +183,19 @@ def get_preset(name: str | ModelPreset) -> ModelPreset:
                 url=cfg.get("url") or None, quick_gelu=bool(cfg.get("quick_gelu", False)))
     known = ", ".join(PRESETS)
     raise ValueError(f"unknown model {name!r}; known presets: {known} (or any open_clip ARCH/TAG)")
+
+
+def find_preset(name: str) -> ModelPreset | None:
+    """The preset of :data:`PRESETS` called ``name`` (any case), or None.
+
+    Unlike :func:`get_preset` it never consults open_clip's table of
+    pretrained tags, so it never imports open_clip (and torch).
+    """
+    if not isinstance(name, str):
+        return None
+    if name in PRESETS:
+        return PRESETS[name]
+    return {k.lower(): v for k, v in PRESETS.items()}.get(name.lower())
 
 
 def _open_clip_pretrained_cfg(arch: str, tag: str) -> dict:
@@ -213,17 +233,18 @@ def _clip_url_cache(preset: ModelPreset) -> Path | None:
     return path if path.is_file() else None
 
 
-def _snapshot_dir(repo_id: str, cache_dir: str) -> Path | None:
-    """Snapshot folder of ``repo_id`` in the hub cache, without any network."""
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+def _snapshot_dir(preset: ModelPreset, cache_dir: str) -> Path | None:
+    """Snapshot folder of ``preset`` in the hub cache (the one holding its first file), without any network.
 
-    try:
-        folder = snapshot_download(repo_id, cache_dir=cache_dir, local_files_only=True)
-    except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
+    Uses the hub's cache lookup (``try_to_load_from_cache``), which is much
+    lighter to import than ``snapshot_download``.
+    """
+    from huggingface_hub import try_to_load_from_cache
+
+    hit = try_to_load_from_cache(preset.repo_id, preset.files[0], cache_dir=cache_dir)
+    if not isinstance(hit, str) or not os.path.isfile(hit):
         return None
-    folder = Path(folder)
-    return folder if folder.is_dir() else None
+    return Path(hit).parent
 
 
 def _complete_transformers_dir(folder: Path) -> bool:
@@ -280,7 +301,7 @@ def find_local(preset: str | ModelPreset, cache_dir: str | os.PathLike | None = 
         if cache_dir is None:
             return _clip_url_cache(preset)
         return None
-    folder = _snapshot_dir(preset.repo_id, cache)
+    folder = _snapshot_dir(preset, cache)
     if folder is None:
         return None
     ok = _complete_diffusers_dir(folder) if preset.kind == "diffusers" else _complete_transformers_dir(folder)

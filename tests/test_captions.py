@@ -72,3 +72,29 @@ def test_filter_words_and_default_vocabulary():
     assert "the" not in v and "and" not in v
     assert all(w.isalpha() and w.islower() and len(w) >= 3 for w in v)
     assert "dog" in default_vocabulary(5000)
+
+
+def test_word_captions_never_returns_blank_words():
+    """A blank entry placed exactly on a concept's cone (the best word there) is skipped, not returned."""
+    rng = np.random.default_rng(1)
+    d, S, d0 = 16, 2, 2
+    atoms = _unit(rng.standard_normal((S * d0, d)))
+    groups = np.repeat(np.arange(S), d0)
+    W = _unit(rng.standard_normal((6, d)))
+    W[0] = _unit(atoms[0] + atoms[1])  # zero error for concept 0
+    W[1] = _unit(atoms[2] + 0.5 * atoms[3])  # zero error for concept 1
+    W[2] = _unit(atoms[0] + 0.3 * atoms[1] + 0.05 * rng.standard_normal(d))  # near concept 0
+    words = ["", "  ", "near0", "a", "b", "c"]
+    caps, errs = word_captions(atoms, groups, W, words, top_k=10, return_errors=True)
+    assert all(w.strip() for c in caps for w in c)
+    assert caps[0][0] == "near0"
+    assert [len(c) for c in caps] == [4, 4]  # top_k larger than the 4 non-blank words
+    # the same words without the blank rows give the same captions and errors
+    caps2, errs2 = word_captions(atoms, groups, W[2:], words[2:], top_k=10, return_errors=True)
+    assert caps == caps2
+    for e, e2 in zip(errs, errs2):
+        np.testing.assert_allclose(e, e2)
+    with pytest.raises(ValueError, match="no non-blank words"):
+        word_captions(atoms, groups, W[:2], ["", " "])
+    with pytest.raises(ValueError, match="entry 1"):
+        word_captions(atoms, groups, W[:2], ["ok", None])

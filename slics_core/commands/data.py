@@ -35,7 +35,7 @@ from slics_core.captions import (
     prepare_text_embeddings,
     word_captions,
 )
-from slics_core.commands import CLIError
+from slics_core.commands import CLIError, check_at_least
 from slics_core.data import eval_data, load_cache, make_split, vocabulary_embeddings
 from slics_core.emoji import catalog
 from slics_core.emoji.scenes import make_scenes
@@ -230,6 +230,8 @@ def cmd_embed(args):
 
 
 def cmd_fit(args):
+    check_at_least(args, 1, "--n-atoms", "--n-train", "--n-query")
+    check_at_least(args, 0, "--n-val")
     data = load_cache(args.cache)
     args.split_seed = args.seed
     ed, split = _prepared(args, data)
@@ -271,13 +273,16 @@ def _write_table(rows, out_dir, name, title):
 
 
 def _check_eval_args(args):
-    if args.seeds < 1:
-        raise CLIError(f"--seeds must be at least 1; got {args.seeds}")
+    """Refuse, in one line naming the option, what would give an empty or meaningless table."""
+    check_at_least(args, 1, "--seeds", "--k", "--n-atoms", "--n-train", "--n-query", "--n-words")
+    check_at_least(args, 1 if args.sweep else 0, "--n-val")  # the sweep chooses d0 on the validation set
     if args.sweep and args.sweep[0] > args.sweep[1]:
         raise CLIError(f"--sweep LO HI needs LO <= HI; got {args.sweep[0]} {args.sweep[1]}")
     if args.sweep and args.sweep[0] < 1:
         raise CLIError(f"--sweep values must be positive; got {args.sweep[0]}")
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()] if args.methods else method_names()
+    methods = method_names() if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods:
+        raise CLIError(f"--methods names no method; give a comma-separated list of {', '.join(method_names())}")
     unknown = [m for m in methods if m not in method_names()]
     if unknown:
         raise CLIError(f"unknown method(s) {unknown} in --methods; registered: {', '.join(method_names())}")
@@ -317,8 +322,8 @@ def _vocab(args, data, store, need):
 
 
 def cmd_evaluate(args):
-    data = load_cache(args.cache)
     methods = _check_eval_args(args)
+    data = load_cache(args.cache)
     vocab = _vocab(args, data, EmbeddingStore(args.cache), any(m in ("SpLiCE", "F-SpLiCE") for m in methods))
     ed, split = _prepared(args, data, vocab)
     _evaluate(args, ed, split, args.out_dir, methods)
@@ -331,6 +336,7 @@ def _captions(model, words, W, top):
 
 
 def cmd_captions(args):
+    check_at_least(args, 1, "--top", "--n-words")
     model = SLiCS.load(args.model)
     data = load_cache(args.cache)
     encoder = _cache_encoder(args, data)
@@ -347,12 +353,12 @@ def cmd_captions(args):
 
 
 def cmd_reproduce(args):
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    args.cache = args.cache or str(out / "cache")
     if not args.encoder:
         raise CLIError("reproduce needs --encoder")
     methods = _check_eval_args(args)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    args.cache = args.cache or str(out / "cache")
     encoder = resolve_encoder(args.encoder, args.device)
     store = run_embed(args, encoder)
     data = load_cache(args.cache)

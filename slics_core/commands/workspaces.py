@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from slics_core.commands import CLIError
+from slics_core.commands import CLIError, check_at_least
 from slics_core.commands.data import get_words, resolve_encoder
 from slics_core.emoji.world import EmojiWorldConfig
 from slics_core.explorer.emoji_report import emoji_report
@@ -49,6 +49,8 @@ def cmd_workspace(args) -> int:
             raise CLIError(f"unknown method(s) {unknown}; registered: {', '.join(method_names())}")
     if any(d < 1 for d in args.d0):
         raise CLIError(f"--d0 values must be positive; got {args.d0}")
+    check_at_least(args, 1, "--n-train", "--n-query", "--n-words")
+    check_at_least(args, 1 if len(set(args.d0)) > 1 else 0, "--n-val")  # the default d0 is chosen on validation
     encoder = resolve_encoder(args.encoder) if args.encoder else None
     vocab = "none" if args.vocab == "none" else get_words(args.vocab, args.n_words)
     ws = build_workspace_from_cache(args.cache, out, encoder=encoder, mean_file=args.mean_file, vocabulary=vocab,

@@ -1,0 +1,167 @@
+"""``slics --version``, ``models``, ``download`` and missing weights answer without heavy imports.
+
+Each case runs the real command line in a fresh interpreter with
+``python -X importtime`` and reads, from that report, which modules were
+imported: torch, open_clip, transformers, scikit-learn, SciPy and pandas must
+not be among them. No timing is asserted (speed is measured in the README).
+"""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slics_core import weights
+from slics_core.cli import _modules_for, build_parser, check_encoder_weights, main
+from slics_core.commands import COMMANDS, CLIError
+
+from fixtures_models import fake_hub_file
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "open_clip", "transformers", "sklearn", "scipy", "pandas", "diffusers")
+_IMPORT_LINE = re.compile(r"^import time:\s+\d+\s+\|\s+\d+\s+\|\s*(\S+)\s*$")
+
+
+def _run_cli(args, tmp_path):
+    """Run ``python -X importtime -m slics_core ARGS`` offline with an empty weight cache.
+
+    Returns (exit code, stdout, stderr without the import report, imported top-level packages).
+    """
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HOME=str(home), HF_HOME=str(home / "hf"),
+               HF_HUB_CACHE=str(home / "hf" / "hub"), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "slics_core", *args], cwd=ROOT, env=env,
+                          check=False, capture_output=True, text=True, timeout=300)
+    imported, other = set(), []
+    for line in proc.stderr.splitlines():
+        m = _IMPORT_LINE.match(line)
+        if m:
+            imported.add(m.group(1).split(".")[0])
+        elif not line.startswith("import time:"):
+            other.append(line)
+    return proc.returncode, proc.stdout, "\n".join(other), imported
+
+
+def test_importtime_report_is_read(tmp_path):
+    """The parser of ``-X importtime`` sees heavy imports when there are some (so the tests below can fail)."""
+    code, _, _, imported = _run_cli(["align", "--help"], tmp_path)  # align imports SciPy
+    assert code == 0
+    assert "slics_core" in imported and "numpy" in imported and "scipy" in imported
+
+
+def test_version_imports_nothing_heavy(tmp_path):
+    code, out, err, imported = _run_cli(["--version"], tmp_path)
+    assert code == 0 and out.strip() == "slics 0.1.0", (out, err)
+    assert not set(HEAVY) & imported, sorted(set(HEAVY) & imported)
+
+
+def test_models_imports_nothing_heavy(tmp_path):
+    code, out, err, imported = _run_cli(["models"], tmp_path)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["MODEL", "LIBRARY"]
+    assert {line.split()[0] for line in lines[1:]} == set(weights.PRESETS)
+    assert all(line.split()[2] == "no" for line in lines[1:])  # the empty cache of _run_cli
+    assert not set(HEAVY) & imported, sorted(set(HEAVY) & imported)
+
+
+@pytest.mark.parametrize("name", ["ViT-B-32/openai", "dinov2-base", "sd-1.5"])
+def test_download_missing_offline_imports_nothing_heavy(name, tmp_path):
+    code, _, err, imported = _run_cli(["download", name], tmp_path)
+    assert code == 2
+    assert err.count("\n") == 0 and err.startswith("slics download: error: Cannot download"), err
+    assert weights.PRESETS[name].repo_id in err
+    assert not set(HEAVY) & imported, sorted(set(HEAVY) & imported)
+
+
+@pytest.mark.parametrize("command", ["embed", "workspace", "captions", "reproduce"])
+def test_missing_encoder_weights_reported_before_heavy_imports(command, tmp_path):
+    args = {"embed": ["--dataset", "folder", "--images", str(tmp_path), "--cache", str(tmp_path / "c")],
+            "workspace": ["--cache", str(tmp_path / "c")],
+            "captions": ["--model", str(tmp_path / "m.npz"), "--cache", str(tmp_path / "c")],
+            "reproduce": ["--dataset", "folder", "--images", str(tmp_path), "--out-dir", str(tmp_path / "o")]}
+    code, _, err, imported = _run_cli([command, *args[command], "--encoder", "ViT-B-32/openai"], tmp_path)
+    assert code == 2
+    assert err.startswith(f"slics {command}: error: cannot load encoder 'ViT-B-32/openai': ") and "\n" not in err
+    assert "`slics download ViT-B-32/openai`" in err
+    assert not set(HEAVY) & imported, sorted(set(HEAVY) & imported)
+
+
+def test_unknown_command_lists_all(tmp_path):
+    code, _, err, _ = _run_cli(["no-such-command"], tmp_path)
+    assert code == 2
+    assert "invalid choice" in err and all(name in err for name in COMMANDS)
+
+
+def test_commands_table_matches_the_modules():
+    """COMMANDS names every registered sub-command with the module that registers it."""
+    full = build_parser()
+    sub = next(a for a in full._actions if a.dest == "command")
+    assert set(sub.choices) == set(COMMANDS)
+    for module in {c.module for c in COMMANDS.values()}:
+        p = build_parser([module])
+        names = set(next(a for a in p._actions if a.dest == "command").choices)
+        assert names == {n for n, c in COMMANDS.items() if c.module == module}
+
+
+def test_modules_for_argv():
+    assert _modules_for(["--version"]) == []
+    assert _modules_for(["models", "--cache-dir", "x"]) == ["models"]
+    assert _modules_for(["download", "ViT-B-32/openai"]) == ["models"]
+    assert _modules_for(["embed", "--dataset", "coco"]) == ["data"]
+    everything = sorted({c.module for c in COMMANDS.values()})
+    assert _modules_for([]) == everything and _modules_for(["-h"]) == everything
+    assert _modules_for(["bogus"]) == everything
+
+
+def test_no_arguments_prints_full_help(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in COMMANDS)
+
+
+def test_preset_urls_are_open_clips():
+    """The OpenAI URLs written into the presets (so open_clip is not imported to find them) are open_clip's."""
+    open_clip = pytest.importorskip("open_clip")
+    openai = [p for p in weights.list_presets() if p.kind == "open_clip"]
+    assert openai
+    for p in openai:
+        assert p.url == open_clip.get_pretrained_cfg(p.arch, p.tag)["url"], p.name
+
+
+def test_check_encoder_weights_same_message_as_the_command(tmp_path, monkeypatch):
+    """The early check raises exactly what loading the encoder in the command would raise."""
+    from slics_core.commands.data import resolve_encoder
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(weights, "_clip_url_cache", lambda preset: None)  # ignore a ~/.cache/clip copy
+    for spec in ("ViT-B-32/openai", "vit-b-32/openai", "dinov2-base"):
+        with pytest.raises(CLIError) as early:
+            check_encoder_weights(spec)
+        with pytest.raises(CLIError) as late:
+            resolve_encoder(spec)
+        assert str(early.value) == str(late.value)
+        assert "not on this machine" in str(early.value)
+    # names the early check leaves to the command: not presets, generators, unknown forms, nothing
+    for spec in ("ViT-B-32/random@32", "emoji-small", "sd-1.5", "no such encoder", None, "local:/nowhere"):
+        check_encoder_weights(spec)
+
+
+def test_check_encoder_weights_passes_when_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
+    preset = weights.PRESETS["RN50/openai"]
+    fake_hub_file(tmp_path, preset.repo_id, "open_clip_model.safetensors", data=b"w")
+    check_encoder_weights("RN50/openai")  # no error: the command goes on to load it
+
+
+def test_find_preset_never_guesses():
+    assert weights.find_preset("ViT-B-32/openai") is weights.PRESETS["ViT-B-32/openai"]
+    assert weights.find_preset("DINOV2-BASE") is weights.PRESETS["dinov2-base"]
+    assert weights.find_preset("ViT-B-16/laion2b_s34b_b88k") is None  # open_clip knows it; find_preset does not look
+    assert weights.find_preset(None) is None
