@@ -68,7 +68,7 @@ from numbers import Integral
 
 import numpy as np
 from scipy.linalg import eigh
-from scipy.linalg.blas import dgemm, dsyrk, sgemm
+from scipy.linalg.blas import daxpy, dgemv, dger, dnrm2, dscal, dsyrk
 from scipy.linalg.lapack import dstev as _dstev
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
@@ -81,13 +81,10 @@ from slics_core.nnls import nnls_gram, nnls_shared
 FORMAT_NAME = "slics-model"
 FORMAT_VERSION = 1
 
-#: Working precision of the residual in the atom step (see the module notes).
-_WORK_DTYPE = np.float64
-#: Relative residual at which the Lanczos rank-1 SVD of an atom update stops, per working precision:
-#: ``||E^T u - sigma v|| <= tol * sigma`` (for the unit Ritz pair ``u, v``). float32 cannot go below
-#: about 1e-6, which measured too coarse (see the module notes).
-_LANCZOS_TOL = {np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-9}
-#: Most Golub-Kahan-Lanczos steps per rank-1 SVD (never reached in practice: 4-8 steps converge).
+#: Relative residual at which the Lanczos rank-1 SVD of an atom update stops:
+#: ``||E^T u - sigma v|| <= tol * sigma`` (for the unit Ritz pair ``u, v``); see the module notes.
+_LANCZOS_TOL = 1e-9
+#: Most Golub-Kahan-Lanczos steps per rank-1 SVD (never reached in practice: 4-16 steps converge).
 _LANCZOS_MAX_STEPS = 100
 
 
@@ -104,26 +101,31 @@ def majority_sign(beta):
     return 1.0 if pos >= neg else -1.0
 
 
-def _top_singular_triplet(R, v0, tol, max_steps=_LANCZOS_MAX_STEPS, a=None):
+def _top_singular_triplet(R, v0, tol, max_steps=_LANCZOS_MAX_STEPS, a=None, check_from=3):
     """Leading singular triplet of ``E = R + a v0^T`` by Golub-Kahan-Lanczos bidiagonalisation.
 
     A Krylov method on ``E^T E`` started at ``v0`` (the current atom), with
     full reorthogonalisation of both Lanczos bases; ``E`` is never formed
-    (the rank-1 term costs two small dot products per step). It stops when
-    the top Ritz triplet ``(sigma, u, v)`` of the bidiagonal matrix satisfies
+    (the rank-1 term costs one vector addition). It stops when the top Ritz
+    triplet ``(sigma, u, v)`` of the bidiagonal matrix satisfies
     ``||E^T u - sigma v|| <= tol * sigma`` (``E v = sigma u`` holds by
     construction), or when the Krylov space is exhausted (the triplet is then
-    exact up to rounding).
+    exact up to rounding). All products are double-precision BLAS level-2
+    calls on ``R`` in place (no copies), which dominate the cost.
 
     Parameters
     ----------
-    R : ndarray of shape (n, d), C-contiguous, float32 or float64
-    v0 : ndarray of shape (d,), same dtype, unit norm
+    R : ndarray of shape (n, d), C-contiguous float64
+    v0 : ndarray of shape (d,), float64, unit norm
     tol : float
         Relative residual.
     max_steps : int
-    a : ndarray of shape (n,), same dtype, optional
+    a : ndarray of shape (n,), float64, optional
         Rank-1 term of ``E`` (zero if omitted).
+    check_from : int, default=3
+        First step at which the stopping rule is evaluated (it costs a small
+        tridiagonal eigenproblem); later checks happen at every step, so a
+        larger value can only add steps, never stop earlier or looser.
 
     Returns
     -------
@@ -133,54 +135,66 @@ def _top_singular_triplet(R, v0, tol, max_steps=_LANCZOS_MAX_STEPS, a=None):
         ``E v``.
     ev0 : ndarray of shape (n,), float64
         ``E v0`` (the first Krylov product, returned for free).
+    steps : int
+        Lanczos steps taken (the dimension of the final Krylov space).
     """
     n, d = R.shape
-    dt = R.dtype.type
     # The Krylov space holds v0 plus at most rank(E) <= min(n, d) directions of E's row space.
     steps = max(1, min(max_steps, min(n, d) + 1, d))
-    V = np.empty((steps + 1, d), dtype=R.dtype)
-    U = np.empty((steps + 1, n), dtype=R.dtype)
+    V = np.empty((steps + 1, d))
+    U = np.empty((steps + 1, n))
     V[0] = v0
-    p = R @ v0
+    RT = R.T  # Fortran-ordered view: the BLAS wrappers take it without a copy
+    p = dgemv(1.0, RT, v0, trans=1)  # R v0
     if a is not None:
         p += a
-    ev0 = p.astype(np.float64)
-    alpha = float(np.sqrt(p @ p))
+    ev0 = p.copy()
+    alpha = dnrm2(p)
     if alpha == 0.0:  # E v0 = 0: v0 is orthogonal to E's row space; restart at E's largest row
         if a is not None:
-            R = R + np.outer(a, v0).astype(R.dtype)  # a copy: the caller's R is left as it is
+            R = R + np.outer(a, v0)  # a copy: the caller's R is left as it is
+            RT = R.T
+            a = None  # R is now E itself
         rows = np.einsum("ij,ij->i", R, R)
         row = int(np.argmax(rows))
         if rows[row] == 0.0:
-            return v0.astype(np.float64), np.zeros(n), ev0
-        V[0] = R[row] * dt(1.0 / np.sqrt(rows[row]))
-        p = R @ V[0]
-        alpha = float(np.sqrt(p @ p))
+            return v0.astype(np.float64), np.zeros(n), ev0, 1
+        V[0] = R[row] / np.sqrt(rows[row])
+        p = dgemv(1.0, RT, V[0], trans=1)
+        alpha = dnrm2(p)
     # From here on the rank-1 term a v0^T never needs to be applied: E^T u = R^T u + v0 (a.u)
     # differs from R^T u only along v0 = V[0], which the reorthogonalisation removes, and
     # E v_k = R v_k for k >= 1 because v_k is orthogonal to v0.
     alphas, betas = [alpha], []
-    np.multiply(p, dt(1.0 / alpha), out=U[0])
+    U[0] = dscal(1.0 / alpha, p)
     y = np.ones(1)  # right singular vector of the bidiagonal matrix
-    rounding = 8 * np.finfo(R.dtype).eps
+    rounding = 8 * np.finfo(np.float64).eps
+    top = alpha
     k = 1
     while True:
-        # r = E^T u_k - alpha_k v_k, orthogonal to V (classical Gram-Schmidt, repeated when it
-        # cancelled most of the vector)
-        r = U[k - 1] @ R
-        beta = _orthogonalise(r, V[:k])
+        # r = E^T u_k - alpha_k v_k (the three-term recurrence), then one classical Gram-Schmidt
+        # pass against all of V: the recurrence has removed the large component, so what is left
+        # along V is at rounding level and one pass makes r orthogonal to working precision.
+        # (for k = 1, E^T u_1 = R^T u_1 + v0 (a.u_1): the rank-1 term is added along v_1 = v0 here)
+        along = alpha - float(a @ U[0]) if k == 1 and a is not None else alpha
+        r = daxpy(V[k - 1], dgemv(1.0, RT, U[k - 1]), a=-along)
+        Vk = V[:k].T
+        r = dgemv(-1.0, Vk, dgemv(1.0, Vk, r, trans=1), beta=1.0, y=r, overwrite_y=1)
+        beta = dnrm2(r)
         # beta at rounding level: E^T u_k lies in span(V_k), an invariant subspace of E^T E
-        invariant = beta <= rounding * max(alphas)
-        if k > 2 or k >= steps or invariant:
+        invariant = beta <= rounding * top
+        if k >= check_from or k >= steps or invariant:
             sigma, y = _top_ritz(alphas, betas)
             # ||E^T u - sigma v|| = beta_k |last entry of the left vector| = beta_k alpha_k |y_k| / sigma
             if invariant or beta * alphas[-1] * abs(y[-1]) <= tol * sigma * sigma or k >= steps:
                 break
-        np.multiply(r, dt(1.0 / beta), out=V[k])
+        V[k] = dscal(1.0 / beta, r)
         betas.append(beta)
-        # p = E v_{k+1} - beta_k u_k, orthogonal to U
-        p = R @ V[k]
-        alpha = _orthogonalise(p, U[:k])
+        # p = E v_{k+1} - beta_k u_k, then one Gram-Schmidt pass against U
+        p = daxpy(U[k - 1], dgemv(1.0, RT, V[k], trans=1), a=-beta)
+        Uk = U[:k].T
+        p = dgemv(-1.0, Uk, dgemv(1.0, Uk, p, trans=1), beta=1.0, y=p, overwrite_y=1)
+        alpha = dnrm2(p)
         if alpha <= rounding * max(alphas[0], beta):
             # E v_{k+1} lies in span(U_k): V_{k+1} spans an invariant subspace of E^T E, and the
             # top Ritz triplet of the k x (k+1) bidiagonal matrix (alpha_{k+1} = 0) is exact.
@@ -189,16 +203,17 @@ def _top_singular_triplet(R, v0, tol, max_steps=_LANCZOS_MAX_STEPS, a=None):
             sigma, y = _top_ritz(alphas, betas)
             break
         alphas.append(alpha)
-        np.multiply(p, dt(1.0 / alpha), out=U[k])
+        top = max(top, alpha, beta)
+        U[k] = dscal(1.0 / alpha, p)
         k += 1
     k = y.size
-    v = y @ V[:k].astype(np.float64, copy=False)
+    v = dgemv(1.0, V[:k].T, y)
     # E v = U_k B_k y (Lanczos relation), with B_k y from the bidiagonal entries
     By = np.multiply(alphas[:k], y)
     By[:-1] += np.multiply(betas[:k - 1], y[1:])
-    ev = By @ U[:k].astype(np.float64, copy=False)
-    norm = float(np.sqrt(v @ v))
-    return v / norm, ev / norm, ev0
+    ev = dgemv(1.0, U[:k].T, By)
+    norm = dnrm2(v)
+    return v / norm, ev / norm, ev0, k
 
 
 def _top_ritz(alphas, betas):
@@ -209,29 +224,14 @@ def _top_ritz(alphas, betas):
     """
     if len(alphas) == 1:
         return alphas[0], np.ones(1)
-    dg = np.square(alphas)
-    dg[1:] += np.square(betas)
-    w, z, info = _dstev(dg, np.multiply(alphas[:-1], betas), compute_v=1)
+    al = np.asarray(alphas)
+    be = np.asarray(betas)
+    dg = al * al
+    dg[1:] += be * be
+    w, z, info = _dstev(dg, al[:-1] * be, compute_v=1)
     if info != 0:  # pragma: no cover - LAPACK failure on a tiny tridiagonal matrix
         raise np.linalg.LinAlgError("tridiagonal eigensolver failed in the rank-1 SVD")
     return float(np.sqrt(max(w[-1], 0.0))), z[:, -1]
-
-
-def _orthogonalise(x, Q):
-    """Remove from ``x`` (in place) its components along the orthonormal rows of ``Q``; return ``||x||``.
-
-    Classical Gram-Schmidt, repeated once when the first pass removed more
-    than half of the norm (the "twice is enough" rule of Daniel, Gragg,
-    Kaufman and Stewart), which keeps the Lanczos bases orthogonal to
-    working precision.
-    """
-    before = float(np.sqrt(x @ x))
-    x -= (Q @ x) @ Q
-    after = float(np.sqrt(x @ x))
-    if after < 0.5 * before:
-        x -= (Q @ x) @ Q
-        after = float(np.sqrt(x @ x))
-    return after
 
 
 def top_singular_vector(E, v0=None, tol=1e-10, max_iter=_LANCZOS_MAX_STEPS):
@@ -261,7 +261,7 @@ def top_singular_vector(E, v0=None, tol=1e-10, max_iter=_LANCZOS_MAX_STEPS):
     norm = np.sqrt(v0 @ v0)
     if norm == 0.0:
         return np.zeros(E.shape[1])
-    v, _, _ = _top_singular_triplet(E, v0 / norm, tol, max_iter)
+    v, _, _, _ = _top_singular_triplet(E, v0 / norm, tol, max_iter)
     return v
 
 
@@ -538,7 +538,10 @@ class SLiCS(BaseEstimator):
             B, groups = initial_atoms(X, Y, sizes, random_state=rng)
             allowed = Y[:, groups]  # which atoms each sample may use
             A = np.zeros((X.shape[0], B.shape[0]))
-            self._epochs(X, A, B, groups, allowed, rng, history)
+            try:
+                self._epochs(X, A, B, groups, allowed, rng, history)
+            finally:
+                self.__dict__.pop("_lanczos_steps", None)
 
         self.atoms_ = B
         self.groups_ = groups
@@ -553,10 +556,9 @@ class SLiCS(BaseEstimator):
         """The loop of Algorithm 1 (lines 4-14); updates ``A``, ``B`` and ``history`` in place."""
         n = X.shape[0]
         full_batch = self.batch_size is None or self.batch_size >= n
-        # Working precision of the residual: double precision where the monotone acceptance test
-        # needs it, else single precision (see the module notes).
-        dtype = np.dtype(np.float64) if self.monotone else np.dtype(_WORK_DTYPE)
-        Xw = X if dtype == X.dtype else X.astype(dtype)
+        # Lanczos steps of each atom's last rank-1 SVD: the next one starts checking convergence
+        # one step earlier (checking costs a small eigenproblem; it never changes the stopping rule).
+        self._lanczos_steps = np.full(B.shape[0], 3)
         for _ in range(self.n_iter):
             error = 0.0
             for batch in self._batches(n, rng):
@@ -565,7 +567,7 @@ class SLiCS(BaseEstimator):
                 Ab = self._coefficients(Xb, B, allowed_b, init=A[batch])
                 # Atom step: rank-1 update of every atom on the samples that use it.
                 At = np.ascontiguousarray(Ab.T)
-                error += self._update_atoms(Xw[batch], At, B, allowed_b, full_batch)
+                error += self._update_atoms(Xb, At, B, allowed_b, full_batch)
                 A[batch] = At.T
             history.append(error / n)
             if self._converged(history):
@@ -586,23 +588,19 @@ class SLiCS(BaseEstimator):
     def _update_atoms(self, X, At, B, allowed, full_batch):
         """Update every atom in turn (in place); return the batch's squared error.
 
-        ``X`` is the batch in the working precision. The residual ``R = X - A B``
-        is kept in that precision and updated incrementally (a rank-2 update
-        on the rows of each atom); atoms and coefficients are always double
-        precision. The returned error is the squared norm of the final
-        residual, accumulated per row in double precision.
+        The residual ``R = X - A B`` (double precision) is formed once and then
+        updated incrementally: a rank-2 update on the rows of each atom.
         """
-        dtype = X.dtype
-        R = np.ascontiguousarray(X - At.T.astype(dtype) @ B.astype(dtype))
+        R = X - At.T @ B
         self._update_each_atom(R, At, B, allowed, full_batch)
-        return float(np.einsum("ij,ij->i", R, R).sum(dtype=np.float64))
+        return float(np.einsum("ij,ij->", R, R))
 
     def _update_each_atom(self, R, At, B, allowed, full_batch):
         """The inner loop of Algorithm 1 (lines 7-13) over atoms ``m = 1..M``."""
-        dtype = R.dtype
-        gemm = sgemm if dtype == np.float32 else dgemm
-        tol = _LANCZOS_TOL[dtype]
-        eps = np.finfo(dtype).eps
+        eps = np.finfo(np.float64).eps
+        steps = getattr(self, "_lanczos_steps", None)
+        if steps is None or steps.size != B.shape[0]:
+            steps = self._lanczos_steps = np.full(B.shape[0], 3)
         for m in range(B.shape[0]):
             L = np.flatnonzero(At[m])
             if L.size == 0:
@@ -615,19 +613,21 @@ class SLiCS(BaseEstimator):
             # the rank-1 term stays implicit.
             R_L = np.take(R, L, axis=0)
             if self.update == "ksvd":
-                v, ev, eb = _top_singular_triplet(R_L, b_old.astype(dtype), tol, a=a.astype(dtype))
-                p = majority_sign(ev)
-                b = p * v
-                beta = np.maximum(p * ev, 0.0)
+                v, ev, eb, steps[m] = _top_singular_triplet(R_L, b_old, _LANCZOS_TOL, a=a,
+                                                            check_from=max(3, steps[m] - 1))
+                pos = np.maximum(ev, 0.0)
+                neg = np.minimum(ev, 0.0)
+                if pos @ pos >= neg @ neg:  # the majority sign (sec. 3.3.1)
+                    b, beta = v, pos
+                else:
+                    b, beta = -v, np.negative(neg, out=neg)
             else:
-                E = R_L + np.outer(a, b_old).astype(dtype)
-                b, beta = bcd_atom_update(E, a.astype(dtype), self.n_power_steps)
+                E = R_L + np.outer(a, b_old)
+                b, beta = bcd_atom_update(E, a, self.n_power_steps)
                 if b is None:
                     continue
-                b = b.astype(np.float64)
                 b /= np.sqrt(b @ b)
-                beta = beta.astype(np.float64)
-                eb = (E @ b_old.astype(dtype)).astype(np.float64) if self.monotone else None
+                eb = E @ b_old if self.monotone else None
             if self.monotone:
                 # On L the error goes from ||E - a b_old^T||^2 = ||E||^2 - 2 a.(E b_old) + ||a||^2 to
                 # ||E||^2 - ||beta||^2 (b unit, beta optimal for b): keep the update only if it lowers
@@ -635,11 +635,10 @@ class SLiCS(BaseEstimator):
                 gain = beta @ beta - (2.0 * (a @ eb) - a @ a)
                 if gain <= 64 * eps * (beta @ beta + a @ a + abs(a @ eb)):
                     continue
-            # New residual on L: R_L + a b_old^T - beta b^T (a rank-2 update in place), written back.
-            coef = np.empty((2, L.size), dtype=dtype)
-            coef[0], coef[1] = a, -beta
-            out = gemm(1.0, np.stack([b_old, b]).T.astype(dtype), coef, beta=1.0, c=R_L.T, overwrite_c=True)
-            R[L] = R_L if np.may_share_memory(out, R_L) else out.T
+            # New residual on L: R_L + a b_old^T - beta b^T (two rank-1 updates in place on the
+            # Fortran view of R_L), written back.
+            RT = dger(1.0, b_old, a, a=R_L.T, overwrite_a=1)
+            R[L] = dger(-1.0, b, beta, a=RT, overwrite_a=1).T
             At[m, L] = beta
             B[m] = b
 
