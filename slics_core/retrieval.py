@@ -33,6 +33,11 @@ Quantized pools (sec. 4.4.1)
 (product quantization with a shared codebook, as for TiTok). Scores are
 computed from per-query look-up tables ``G^j[t, k] = <v_j^t, c_k>`` and are
 equal to the cosine against the de-quantized candidate vectors.
+:meth:`QuantizedPool.search` is the look-up-table search of the paper (the pool
+is held as ``n_pool x n_tokens`` indices); :meth:`QuantizedPool.float_index`
+gives an :class:`ExactIndex` over the de-quantized pool, with the same cosines,
+for scoring thousands of query vectors at once (evaluation), where one BLAS
+product beats ``n_tokens`` gathers per query vector in numpy.
 
 Conventions: rows are samples; a query component that is exactly zero (the
 query has no positive projection on a concept's cone) has no direction, and
@@ -57,6 +62,7 @@ __all__ = [
     "RetrievalResult",
     "ConceptRetriever",
     "unfiltered_search",
+    "token_count",
     "quantize_tokens",
     "QuantizedPool",
 ]
@@ -387,6 +393,23 @@ def _split_tokens(X, n_tokens):
     return X.reshape(X.shape[0], n_tokens, X.shape[1] // n_tokens)
 
 
+def token_count(dim, codebook):
+    """Tokens per embedding of width ``dim`` for a codebook of shape (K, token_dim).
+
+    Raises
+    ------
+    ValueError
+        ``dim`` is not a multiple of the codebook's token dimension.
+    """
+    C = np.asarray(codebook)
+    if C.ndim != 2 or C.shape[0] < 1 or C.shape[1] < 1:
+        raise ValueError(f"codebook must be 2-D (K, token_dim); got shape {C.shape}.")
+    if int(dim) % C.shape[1]:
+        raise ValueError(f"embedding width {dim} is not a multiple of the codebook's token dimension {C.shape[1]}; "
+                         "the codebook does not belong to these embeddings.")
+    return int(dim) // C.shape[1]
+
+
 def quantize_tokens(X, codebook, n_tokens):
     """Nearest codebook entry (L2) of every token, as in product quantization.
 
@@ -431,6 +454,8 @@ class QuantizedPool:
     codebook : array-like of shape (K, token_dim)
     """
 
+    backend = "quantized"
+
     def __init__(self, codes, codebook):
         C = np.asarray(codebook, dtype=np.float32)
         if C.ndim != 2 or not np.isfinite(C).all():
@@ -446,13 +471,27 @@ class QuantizedPool:
         self.dim = self.n_tokens * C.shape[1]
         sq = np.einsum("kd,kd->k", C, C)
         self._norms = np.sqrt(sq[self.codes].sum(axis=1)).astype(np.float32)
-        # flat gather positions into a (n_tokens * K) table
-        self._flat = (self.codes + np.arange(self.n_tokens, dtype=np.int32) * C.shape[0]).astype(np.int64)
+        # token-major copy of the codes: one contiguous gather per token
+        self._codes_t = np.ascontiguousarray(self.codes.T)
 
     @classmethod
-    def from_embeddings(cls, X, codebook, n_tokens):
-        """Quantize ``X`` token by token with :func:`quantize_tokens`."""
+    def from_embeddings(cls, X, codebook, n_tokens=None):
+        """Quantize ``X`` token by token with :func:`quantize_tokens`.
+
+        ``n_tokens`` defaults to ``X``'s width over the codebook's token dimension
+        (:func:`token_count`).
+        """
+        if n_tokens is None:
+            n_tokens = token_count(np.shape(X)[1] if np.ndim(X) == 2 else -1, codebook)
         return cls(quantize_tokens(X, codebook, n_tokens), codebook)
+
+    def float_index(self):
+        """An :class:`ExactIndex` over the de-quantized pool: the same cosines as :meth:`scores`.
+
+        Holds ``n_pool x dim`` floats (the LUT search holds only the codes); faster
+        in numpy when thousands of query vectors are scored at once.
+        """
+        return ExactIndex(self.dequantize())
 
     def dequantize(self):
         """The de-quantized pool ``[c_{k_t}]_t``, shape (n_pool, n_tokens * token_dim)."""
@@ -467,10 +506,10 @@ class QuantizedPool:
     def scores(self, V):
         """Cosine of every query row with every de-quantized candidate, (q, n_pool)."""
         V = _check_queries(V, self.dim)
-        G = self.lookup_tables(V).reshape(V.shape[0], -1)
-        raw = np.empty((V.shape[0], self.n_pool), dtype=np.float32)
-        for q in range(V.shape[0]):
-            raw[q] = G[q][self._flat].sum(axis=1)
+        G = self.lookup_tables(V).astype(np.float32)  # (q, n_tokens, K)
+        raw = np.zeros((V.shape[0], self.n_pool), dtype=np.float32)
+        for t in range(self.n_tokens):  # sum_t G[q, t, k_t]: one gather per token for all query rows
+            raw += np.take(G[:, t, :], self._codes_t[t], axis=1)
         qn = np.linalg.norm(V, axis=1, keepdims=True)
         denom = qn * self._norms[None, :]
         return np.divide(raw, denom, out=np.zeros_like(raw), where=denom > 0)
