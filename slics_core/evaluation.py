@@ -47,6 +47,7 @@ import json
 import math
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -607,9 +608,11 @@ def sweep_d0(data, split, d0_values=range(5, 21), *, method="S-SLiCS", modes=("p
         else:
             if index is None:
                 index = build_index(data.X[split.pool], backend)
+            clock = (time.perf_counter(), time.process_time())
             model = None if models is None else models[d0]
             if model is None:
                 model = _fit_model(m, fit_inputs(data, split.train), d0, seed, n_iter, batch_size, ridge, results)
+            fit_cpu = time.process_time() - clock[1]
             new = []
             for mode in modes:
                 idx, model = rank_method(method, data, split, queries="val", n_atoms=d0, n_iter=n_iter,
@@ -619,7 +622,8 @@ def sweep_d0(data, split, d0_values=range(5, 21), *, method="S-SLiCS", modes=("p
                 new.append({"d0": d0, "mode": mode, "general": r["general"], "sub": r["sub"]})
             records += new
             if results is not None:
-                results.put(key, {"records": new})
+                results.put(key, {"records": new, "wall_s": time.perf_counter() - clock[0],
+                                  "cpu_s": time.process_time() - clock[1], "fit_cpu_s": fit_cpu})
         if progress is not None:
             progress(f"d0={d0}: " + ", ".join(f"{x['mode']} gen={x['general']:.3f} sub={x['sub']:.3f}"
                                                for x in records if x["d0"] == d0))
@@ -733,7 +737,9 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
                 key = table_key(m.name, n_atoms, seed, mode, n_active, pools)
                 done = None if results is None else results.get(key)
                 if done is None:
+                    clock = (time.perf_counter(), time.process_time())
                     model = _fit_model(m, inputs, n_atoms, seed, n_iter, batch_size, ridge, results)
+                    fit_cpu = time.process_time() - clock[1]
                     done = {}
                     for p in pools:
                         idx, _ = rank_method(m.name, data, split, n_atoms=n_atoms, seed=seed, k=k, mode=mode,
@@ -741,7 +747,8 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
                         r = _score(idx, data, split, "query", k, normalization)
                         done[p] = {"seed": seed, "general": r["general"], "sub": r["sub"]}
                     if results is not None:
-                        results.put(key, done)
+                        results.put(key, dict(done, wall_s=time.perf_counter() - clock[0],
+                                              cpu_s=time.process_time() - clock[1], fit_cpu_s=fit_cpu))
                 for p in pools:
                     runs[p].append(done[p])
                 if progress is not None:

@@ -20,6 +20,13 @@ Search back-ends
     exact (brute-force) search -- it returns the same top-k as ``"exact"`` up
     to float32 ties -- but uses FAISS's multi-threaded kernels and a heap
     instead of a full partition, which pays off on large pools.
+``"ivf"``
+    an approximate search: a FAISS inverted-file index (``IndexIVFFlat``,
+    inner product on unit vectors; k-means lists) that scans only the
+    ``nprobe`` lists nearest to each query (:class:`FaissIVFIndex`). For
+    pools of a million items and more; its recall@k against the exact search
+    is what ``benchmarks/bench_retrieval.py --million`` prints. Never chosen
+    by ``"auto"``.
 ``"auto"``
     ``"faiss"`` when the pool has at least ``faiss_min_pool`` rows (default
     :data:`FAISS_MIN_POOL` = 1 000 000), else ``"exact"``. On the 2-core
@@ -57,6 +64,7 @@ __all__ = [
     "top_k",
     "ExactIndex",
     "FaissIndex",
+    "FaissIVFIndex",
     "build_index",
     "query_components",
     "RetrievalResult",
@@ -208,6 +216,73 @@ class FaissIndex:
                 np.take_along_axis(scores, order, axis=1))
 
 
+class FaissIVFIndex:
+    """Approximate cosine search with a FAISS ``IndexIVFFlat`` over unit-normalised vectors.
+
+    The pool is cut into ``nlist`` k-means cells (trained on a sample); a query
+    scans the ``nprobe`` cells whose centroids are nearest to it. With
+    ``nprobe == nlist`` the search is exact.
+
+    Parameters
+    ----------
+    pool : array-like of shape (n_pool, d)
+    nlist : int, optional
+        Cells; default ``min(1024, max(1, round(sqrt(n_pool))))``.
+    nprobe : int, optional
+        Cells scanned per query; default ``min(nlist, max(8, nlist // 32))`` (32 of 1024 cells).
+    train_size : int, optional
+        Rows used to train the k-means (a seeded sample); default ``min(n_pool, 64 * nlist)``.
+    random_state : int
+        Seed of the sample and of the k-means.
+    """
+
+    backend = "ivf"
+
+    def __init__(self, pool, *, nlist=None, nprobe=None, train_size=None, random_state=0):
+        import faiss
+
+        pool = check_embeddings(pool, name="pool", dtype=np.float32)
+        vectors = np.ascontiguousarray(normalize_rows(pool))
+        self.n_pool, self.dim = vectors.shape
+        self.nlist = int(nlist) if nlist is not None else int(min(1024, max(1, round(np.sqrt(self.n_pool)))))
+        if self.nlist < 1 or self.nlist > self.n_pool:
+            raise ValueError(f"nlist must be in [1, {self.n_pool}] (the pool size); got {nlist!r}.")
+        self.nprobe = int(nprobe) if nprobe is not None else min(self.nlist, max(8, self.nlist // 32))
+        if not 1 <= self.nprobe <= self.nlist:
+            raise ValueError(f"nprobe must be in [1, nlist={self.nlist}]; got {nprobe!r}.")
+        n_train = int(min(self.n_pool, train_size or 64 * self.nlist))
+        rng = np.random.default_rng(random_state)
+        sample = vectors[np.sort(rng.choice(self.n_pool, size=n_train, replace=False))]
+        self._quantizer = faiss.IndexFlatIP(self.dim)
+        self.index = faiss.IndexIVFFlat(self._quantizer, self.dim, self.nlist, faiss.METRIC_INNER_PRODUCT)
+        self.index.cp.niter = 10
+        self.index.cp.seed = int(random_state)
+        self.index.cp.max_points_per_centroid = max(64, -(-n_train // self.nlist))
+        self.index.train(sample)
+        self.index.add(vectors)
+        self.index.nprobe = self.nprobe
+
+    def search(self, queries, k):
+        """Approximate top-``k`` pool indices and cosines for every query row (see :meth:`ExactIndex.search`).
+
+        A query whose scanned cells hold fewer than ``k`` items is searched again over
+        every cell, so every row has ``k`` real results.
+        """
+        k = min(_check_k(k), self.n_pool)
+        Q = np.ascontiguousarray(normalize_rows(_check_queries(queries, self.dim)))
+        scores, idx = self.index.search(Q, k)
+        short = np.flatnonzero((idx < 0).any(axis=1))
+        if short.size:  # a query whose cells hold fewer than k items: scan every cell for it
+            self.index.nprobe = self.nlist
+            try:
+                scores[short], idx[short] = self.index.search(Q[short], k)
+            finally:
+                self.index.nprobe = self.nprobe
+        order = np.lexsort((idx, -scores), axis=1)
+        return (np.take_along_axis(idx, order, axis=1).astype(np.int64),
+                np.take_along_axis(scores, order, axis=1))
+
+
 def _check_queries(queries, dim):
     Q = np.asarray(queries, dtype=np.float32)
     if Q.ndim == 1:
@@ -225,19 +300,22 @@ def build_index(pool, backend="auto", *, faiss_min_pool=FAISS_MIN_POOL):
     Parameters
     ----------
     pool : array-like of shape (n_pool, d)
-    backend : {"auto", "exact", "faiss"}
+    backend : {"auto", "exact", "faiss", "ivf"}
+        ``"ivf"`` is approximate (:class:`FaissIVFIndex` with its defaults).
     faiss_min_pool : int
         Pool size from which ``"auto"`` uses FAISS.
 
     Returns
     -------
-    index : ExactIndex or FaissIndex
+    index : ExactIndex, FaissIndex or FaissIVFIndex
     """
-    if backend not in ("auto", "exact", "faiss"):
-        raise ValueError(f"backend must be 'auto', 'exact' or 'faiss'; got {backend!r}.")
+    if backend not in ("auto", "exact", "faiss", "ivf"):
+        raise ValueError(f"backend must be 'auto', 'exact', 'faiss' or 'ivf'; got {backend!r}.")
     if backend == "auto":
         n = np.shape(pool)[0] if np.ndim(pool) >= 1 else 0
         backend = "faiss" if n >= faiss_min_pool else "exact"
+    if backend == "ivf":
+        return FaissIVFIndex(pool)
     return FaissIndex(pool) if backend == "faiss" else ExactIndex(pool)
 
 
