@@ -665,8 +665,8 @@ def _titok_layout(arr: np.ndarray, n_tokens: int, token_dim: int, source: str) -
     return arr
 
 
-def load_titok_codebook(path, key: str | None = None, token_dim: int = 12, normalize: bool = True) -> np.ndarray:
-    """Import the TiTok codebook ``(K, token_dim)`` (rows L2-normalised by default)."""
+def load_titok_codebook(path, key: str | None = None, token_dim: int | None = 12, normalize: bool = True) -> np.ndarray:
+    """Import the TiTok codebook ``(K, token_dim)`` (rows L2-normalised by default; ``token_dim=None``: any width)."""
     if key is None and str(path).endswith(".npz") and Path(path).is_file():
         try:
             with np.load(path, allow_pickle=False) as z:
@@ -674,8 +674,10 @@ def load_titok_codebook(path, key: str | None = None, token_dim: int = 12, norma
         except Exception:
             key = None
     C = _read_array(path, key, "TiTok codebook")
-    if C.ndim != 2 or C.shape[1] != token_dim or len(C) == 0:
-        raise ValueError(f"{path}: expected a codebook of shape (K, {token_dim}), got {C.shape}")
+    if C.ndim != 2 or (token_dim is not None and C.shape[1] != token_dim) or len(C) == 0 or C.shape[1] == 0:
+        raise ValueError(f"{path}: expected a codebook of shape (K, {token_dim or 'token_dim'}), got {C.shape}")
+    if not np.issubdtype(C.dtype, np.number):
+        raise ValueError(f"{path}: expected numbers in the codebook, got dtype {C.dtype}")
     C = C.astype(np.float64)
     if not np.all(np.isfinite(C)):
         raise ValueError(f"{path}: codebook contains NaN or infinite values")
@@ -771,6 +773,24 @@ class TiTokEncoder:
     def encode_images(self, images, batch_size: int = 32) -> np.ndarray:
         """Per-token-normalised, concatenated tokens ``(n, dim)``."""
         return self._normalised(self.encode_tokens(images, batch_size))
+
+    @property
+    def codebook(self):
+        """The model's quantizer codebook ``(K, token_dim)``, rows L2-normalised, or None.
+
+        Read from ``titok.quantize.embedding.weight`` (TiTok's ``VectorQuantizer``) or a
+        ``titok.codebook`` array/tensor; ``slics embed`` stores it with the cache so that
+        ``slics evaluate`` can also score quantized pools (Table 3).
+        """
+        C = getattr(getattr(getattr(self.titok, "quantize", None), "embedding", None), "weight", None)
+        if C is None:
+            C = getattr(self.titok, "codebook", None)
+        if C is None:
+            return None
+        C = np.asarray(_to_numpy(C) if hasattr(C, "detach") else C, dtype=np.float64)
+        if C.ndim != 2 or C.shape[1] != self.token_dim:
+            raise ValueError(f"TiTok codebook has shape {C.shape}, expected (K, {self.token_dim})")
+        return np.asarray(_per_token_normalise(C[:, None, :]))[:, 0, :].astype(np.float32)
 
     def encode_texts(self, texts, batch_size: int = 256) -> np.ndarray:
         raise NotImplementedError("TiTok is an image tokenizer; it has no text encoder")

@@ -10,8 +10,13 @@
   (Fig. 8); :func:`choose_d0` picks ``d0`` by sub-label mAP.
 * :func:`evaluate_methods` - the methods table (every method of the registry
   :mod:`slics_core.methods`: S-SVD, S-SLiCS, U-SLiCS, UF, F-SpLiCE, SpLiCE),
-  mean +- std over seeds for mini-batch runs (Table 2);
+  mean +- std over seeds for mini-batch runs (Table 2); with a quantized pool
+  (:class:`slics_core.retrieval.QuantizedPool`, TiTok) every method is also
+  scored against the quantized candidates (Table 3, "Quant. pool");
   :func:`methods_table_markdown` formats it.
+* :class:`ResultStore` - finished runs (one JSON file per fit and evaluation,
+  written atomically) and fitted dictionaries on disk, so that an interrupted
+  sweep or table resumes where it stopped.
 
 AP@k normalisation
 ------------------
@@ -38,14 +43,21 @@ sub-label mAP (their number is reported).
 """
 from __future__ import annotations
 
+import json
 import math
+import os
+import re
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from slics_core._validation import check_embeddings, check_labels
+from slics_core.errors import DamagedFileError, reading
 from slics_core.methods import FitInputs, active_concepts, fit_method, get_method, method_names, needs_message
 from slics_core.retrieval import build_index
+from slics_core.store import atomic_write_json
 
 __all__ = [
     "Split",
@@ -63,6 +75,11 @@ __all__ = [
     "evaluate_methods",
     "methods_table_markdown",
     "methods_table_rows",
+    "ResultStore",
+    "table_runs",
+    "sweep_key",
+    "table_key",
+    "QUANTIZED_SUFFIX",
 ]
 
 _NORMALIZATIONS = ("retrieved", "min")
@@ -467,9 +484,88 @@ def _score(indices, data, split, queries, k, normalization):
                              normalization)
 
 
+class ResultStore:
+    """Finished runs of :func:`sweep_d0` / :func:`evaluate_methods` kept on disk.
+
+    One JSON file per run (keyed by method, ``d0``, seed...) and one ``.npz`` per
+    fitted dictionary, each written atomically (a reader never sees half a file),
+    so that a run interrupted at any point resumes with the finished runs kept.
+    The folder must belong to one configuration (data, split, training and
+    scoring parameters): callers put a digest of it in the folder name.
+
+    Parameters
+    ----------
+    folder : path-like
+    """
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+
+    @staticmethod
+    def _name(key):
+        parts = [f"{k}-{key[k]}" for k in sorted(key)]
+        return re.sub(r"[^A-Za-z0-9._=-]+", "_", "__".join(parts))
+
+    def get(self, key):
+        """The record saved under ``key`` (a dict of str / int), or None.
+
+        A damaged file counts as missing (the run is done again).
+        """
+        p = self.folder / (self._name(key) + ".json")
+        if not p.is_file():
+            return None
+        try:
+            with reading(p, "it is computed again"):
+                rec = json.loads(p.read_text(encoding="utf-8"))
+        except (DamagedFileError, OSError, ValueError):
+            return None
+        return rec if isinstance(rec, dict) and rec.get("key") == key else None
+
+    def put(self, key, record):
+        """Save ``record`` (JSON-able dict) under ``key``, atomically."""
+        atomic_write_json(self.folder / (self._name(key) + ".json"), dict(record, key=key))
+
+    def model(self, method, d0, seed, fit):
+        """The fitted model of a dictionary method: loaded from disk, else ``fit()`` and saved."""
+        m = get_method(method)
+        if not m.dictionary:
+            return fit()
+        p = self.folder / ("model__" + self._name({"method": m.name, "d0": d0, "seed": seed}) + ".npz")
+        if p.is_file():
+            try:
+                return m.load(p)
+            except (OSError, ValueError, KeyError):
+                pass  # damaged: fitted again below
+        model = fit()
+        os.makedirs(self.folder, exist_ok=True)
+        model.save(p)
+        return model
+
+
+def sweep_key(method, d0, seed, modes):
+    """The :class:`ResultStore` key of one ``d0`` of :func:`sweep_d0`."""
+    return {"kind": "sweep", "method": get_method(method).name, "d0": int(d0), "seed": int(seed),
+            "modes": "+".join(modes)}
+
+
+def table_key(method, d0, seed, mode, n_active, pools):
+    """The :class:`ResultStore` key of one (method, seed) run of :func:`evaluate_methods`."""
+    m = get_method(method)
+    return {"kind": "table", "method": m.name, "d0": int(d0) if m.dictionary else None, "seed": int(seed),
+            "mode": mode, "n_active": n_active, "pools": "+".join(pools)}
+
+
+def _fit_model(m, inputs, d0, seed, n_iter, batch_size, ridge, results):
+    def fit():
+        return fit_method(m, inputs, d0 if m.dictionary else None, n_iter=n_iter, batch_size=batch_size, seed=seed,
+                          ridge=ridge)
+
+    return fit() if results is None else results.model(m.name, d0 if m.dictionary else None, seed, fit)
+
+
 def sweep_d0(data, split, d0_values=range(5, 21), *, method="S-SLiCS", modes=("partial", "full"), n_iter=10,
              batch_size=None, seed=0, k=20, backend="auto", normalization="retrieved", ridge=0.0, models=None,
-             progress=None):
+             progress=None, results=None):
     """Dictionary-size sweep on the validation set (Fig. 7 / Fig. 8).
 
     For every ``d0``, ``method`` (S-SLiCS by default) is fitted on the training set
@@ -488,6 +584,9 @@ def sweep_d0(data, split, d0_values=range(5, 21), *, method="S-SLiCS", modes=("p
         ``{d0: fitted model}`` to score instead of fitting (a workspace's models).
     progress : callable(str), optional
         Called with a status line after every ``d0``.
+    results : ResultStore, optional
+        Finished ``d0`` values are read from it instead of computed, new ones
+        (scores and fitted dictionaries) saved to it as they finish.
 
     Returns
     -------
@@ -498,16 +597,33 @@ def sweep_d0(data, split, d0_values=range(5, 21), *, method="S-SLiCS", modes=("p
     d0_values = [int(d) for d in d0_values]
     if not d0_values:
         raise ValueError("the d0 sweep needs at least one d0 value.")
-    index = build_index(data.X[split.pool], backend)
+    m = get_method(method)
+    index = None
     records = []
     for d0 in d0_values:
-        model = None if models is None else models[d0]
-        for mode in modes:
-            idx, model = rank_method(method, data, split, queries="val", n_atoms=d0, n_iter=n_iter,
-                                     batch_size=batch_size, seed=seed, k=k, mode=mode, backend=backend,
-                                     ridge=ridge, model=model, index=index)
-            r = _score(idx, data, split, "val", k, normalization)
-            records.append({"d0": d0, "mode": mode, "general": r["general"], "sub": r["sub"]})
+        key = sweep_key(m.name, d0, seed, modes)
+        done = None if results is None else results.get(key)
+        if done is not None:
+            records += done["records"]
+        else:
+            if index is None:
+                index = build_index(data.X[split.pool], backend)
+            clock = (time.perf_counter(), time.process_time())
+            model = None if models is None else models[d0]
+            if model is None:
+                model = _fit_model(m, fit_inputs(data, split.train), d0, seed, n_iter, batch_size, ridge, results)
+            fit_cpu = time.process_time() - clock[1]
+            new = []
+            for mode in modes:
+                idx, model = rank_method(method, data, split, queries="val", n_atoms=d0, n_iter=n_iter,
+                                         batch_size=batch_size, seed=seed, k=k, mode=mode, backend=backend,
+                                         ridge=ridge, model=model, index=index)
+                r = _score(idx, data, split, "val", k, normalization)
+                new.append({"d0": d0, "mode": mode, "general": r["general"], "sub": r["sub"]})
+            records += new
+            if results is not None:
+                results.put(key, {"records": new, "wall_s": time.perf_counter() - clock[0],
+                                  "cpu_s": time.process_time() - clock[1], "fit_cpu_s": fit_cpu})
         if progress is not None:
             progress(f"d0={d0}: " + ", ".join(f"{x['mode']} gen={x['general']:.3f} sub={x['sub']:.3f}"
                                                for x in records if x["d0"] == d0))
@@ -530,9 +646,38 @@ def choose_d0(records, mode="partial", by="sub"):
     return int(best["d0"])
 
 
+def table_runs(methods, seeds, batch_size):
+    """``[(method, seed), ...]`` that :func:`evaluate_methods` runs (before checking each method's needs)."""
+    seeds = list(seeds)
+    return [(get_method(m).name, seed) for m in methods
+            for seed in (seeds if (get_method(m).stochastic and batch_size is not None) else seeds[:1])]
+
+
+def _table_row(name, runs, skipped, k, normalization, pool):
+    gen = np.array([r["general"] for r in runs], dtype=float)
+    sub = np.array([r["sub"] for r in runs], dtype=float)
+    return {
+        "method": name,
+        "general_mean": float(gen.mean()) if gen.size else math.nan,
+        "general_std": float(gen.std()) if gen.size else math.nan,
+        "sub_mean": float(sub.mean()) if sub.size else math.nan,
+        "sub_std": float(sub.std()) if sub.size else math.nan,
+        "n_runs": len(runs),
+        "runs": runs,
+        "skipped": skipped,
+        "k": int(k),
+        "normalization": normalization,
+        "pool": pool,
+    }
+
+
+#: Suffix of the method name of a row scored against the quantized pool.
+QUANTIZED_SUFFIX = " (quant. pool)"
+
+
 def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_size=None, seeds=(0, 1, 2, 3, 4),
                      k=20, mode="partial", backend="auto", normalization="retrieved", n_active=None, ridge=0.0,
-                     progress=None):
+                     progress=None, quantized=None, results=None):
     """The methods table of the paper (Table 2) on the query set.
 
     Every registered method (:data:`slics_core.methods.REGISTRY`) by default.
@@ -541,12 +686,28 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
     does not meet (e.g. no vocabulary for SpLiCE) is reported with the reason instead
     of scores.
 
+    Parameters
+    ----------
+    quantized : slics_core.retrieval.QuantizedPool, optional
+        The candidate pool ``data.X[split.pool]`` quantized token by token (TiTok,
+        Table 3). Every method that runs is then also scored against it, with the
+        same fitted model; its row follows the method's, named
+        ``"<method> (quant. pool)"`` with ``pool="quantized"``. The cosines are those
+        of the look-up tables ``G^j`` (sec. 4.4.1), computed as one product with the
+        de-quantized pool (:meth:`~slics_core.retrieval.QuantizedPool.float_index`).
+    results : ResultStore, optional
+        Finished runs are read from it, new ones (and fitted dictionaries) saved as
+        they finish; a dictionary of :func:`sweep_d0` with the same ``d0`` and seed
+        is reused.
+    progress : callable(str), optional
+        Called after every run (method, seed) and after every method.
+
     Returns
     -------
     rows : list of dict
         ``method``, ``general_mean``, ``general_std``, ``sub_mean``, ``sub_std``,
         ``n_runs``, ``runs`` (per-seed scores), ``skipped`` (reason or None), ``k``,
-        ``normalization``.
+        ``normalization``, ``pool`` (``"original"`` or ``"quantized"``).
     """
     methods = method_names() if methods is None else list(methods)
     seeds = list(seeds)
@@ -554,36 +715,54 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
         raise ValueError("seeds must name at least one seed.")
     specs = [get_method(m) for m in methods]
     inputs = fit_inputs(data, split.train, n_active)
-    index = build_index(data.X[split.pool], backend)
+    if quantized is not None and (quantized.n_pool != len(split.pool) or quantized.dim != data.X.shape[1]):
+        raise ValueError(f"the quantized pool holds {quantized.n_pool} x {quantized.dim} items but the split's pool "
+                         f"is {len(split.pool)} x {data.X.shape[1]}.")
+    indexes = {}
+
+    def index_of(pool):
+        if pool not in indexes:
+            indexes[pool] = (build_index(data.X[split.pool], backend) if pool == "original"
+                             else quantized.float_index())
+        return indexes[pool]
+
+    pools = ("original",) + (("quantized",) if quantized is not None else ())
     rows = []
     for m in specs:
-        run_seeds = seeds if (m.stochastic and batch_size is not None) else seeds[:1]
+        run_seeds = [s for name, s in table_runs([m.name], seeds, batch_size)]
         skipped = needs_message(m, inputs)
-        runs = []
+        runs = {p: [] for p in pools}
         if not skipped:
             for seed in run_seeds:
-                idx, _ = rank_method(m.name, data, split, n_atoms=n_atoms, n_iter=n_iter, batch_size=batch_size,
-                                     seed=seed, k=k, mode=mode, backend=backend, n_active=n_active, ridge=ridge,
-                                     index=index)
-                r = _score(idx, data, split, "query", k, normalization)
-                runs.append({"seed": seed, "general": r["general"], "sub": r["sub"]})
-        gen = np.array([r["general"] for r in runs], dtype=float)
-        sub = np.array([r["sub"] for r in runs], dtype=float)
-        row = {
-            "method": m.name,
-            "general_mean": float(gen.mean()) if gen.size else math.nan,
-            "general_std": float(gen.std()) if gen.size else math.nan,
-            "sub_mean": float(sub.mean()) if sub.size else math.nan,
-            "sub_std": float(sub.std()) if sub.size else math.nan,
-            "n_runs": len(runs),
-            "runs": runs,
-            "skipped": skipped,
-            "k": int(k),
-            "normalization": normalization,
-        }
-        rows.append(row)
-        if progress is not None:
-            progress(f"{m.name}: " + (f"skipped ({skipped})" if skipped else _fmt(row, "general") + " / " + _fmt(row, "sub")))
+                key = table_key(m.name, n_atoms, seed, mode, n_active, pools)
+                done = None if results is None else results.get(key)
+                if done is None:
+                    clock = (time.perf_counter(), time.process_time())
+                    model = _fit_model(m, inputs, n_atoms, seed, n_iter, batch_size, ridge, results)
+                    fit_cpu = time.process_time() - clock[1]
+                    done = {}
+                    for p in pools:
+                        idx, _ = rank_method(m.name, data, split, n_atoms=n_atoms, seed=seed, k=k, mode=mode,
+                                             n_active=n_active, model=model, index=index_of(p))
+                        r = _score(idx, data, split, "query", k, normalization)
+                        done[p] = {"seed": seed, "general": r["general"], "sub": r["sub"]}
+                    if results is not None:
+                        results.put(key, dict(done, wall_s=time.perf_counter() - clock[0],
+                                              cpu_s=time.process_time() - clock[1], fit_cpu_s=fit_cpu))
+                for p in pools:
+                    runs[p].append(done[p])
+                if progress is not None:
+                    progress(f"{m.name} seed {seed}: " + "; ".join(
+                        f"{p} pool gen={done[p]['general']:.3f} sub={done[p]['sub']:.3f}" for p in pools))
+        for p in pools:
+            if p == "quantized" and skipped:
+                continue
+            name = m.name + (QUANTIZED_SUFFIX if p == "quantized" else "")
+            row = _table_row(name, runs[p], skipped, k, normalization, p)
+            rows.append(row)
+            if progress is not None:
+                progress(f"{name}: " + (f"skipped ({skipped})" if skipped
+                                        else _fmt(row, "general") + " / " + _fmt(row, "sub")))
     return rows
 
 
@@ -600,13 +779,19 @@ def methods_table_rows(rows):
     """Flat records (one per method) for CSV/JSON: no nested per-seed lists."""
     out = []
     for r in rows:
-        out.append({key: r[key] for key in ("method", "general_mean", "general_std", "sub_mean", "sub_std",
-                                              "n_runs", "k", "normalization", "skipped")})
+        rec = {key: r[key] for key in ("method", "general_mean", "general_std", "sub_mean", "sub_std",
+                                        "n_runs", "k", "normalization", "skipped")}
+        rec["pool"] = r.get("pool", "original")
+        out.append(rec)
     return out
 
 
 def methods_table_markdown(rows, title=None):
-    """Markdown table: one column per method, rows ``Gen.`` and ``Sub.``; best in bold."""
+    """Markdown table: one column per method, rows ``Gen.`` and ``Sub.``; best in bold.
+
+    With quantized-pool rows (``pool="quantized"``), the best is marked separately
+    among the original-pool and among the quantized-pool columns, as in Table 3.
+    """
     k = rows[0]["k"] if rows else 20
     header = "| Type | " + " | ".join(r["method"] for r in rows) + " |"
     sep = "|---|" + "---:|" * len(rows)
@@ -614,12 +799,15 @@ def methods_table_markdown(rows, title=None):
     lines += [header, sep]
     for key, label in (("general", f"Gen. mAP@{k}"), ("sub", f"Sub. mAP@{k}")):
         vals = [r[f"{key}_mean"] if not r.get("skipped") else math.nan for r in rows]
-        finite = [v for v in vals if v is not None and not math.isnan(v)]
-        best = max(finite) if finite else None
+        best = {}
+        for r, v in zip(rows, vals):
+            if v is not None and not math.isnan(v):
+                p = r.get("pool", "original")
+                best[p] = max(best.get(p, v), v)
         cells = []
         for r, v in zip(rows, vals):
             text = _fmt(r, key)
-            if best is not None and v == best:
+            if v is not None and v == best.get(r.get("pool", "original")):
                 text = f"**{text}**"
             cells.append(text)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")

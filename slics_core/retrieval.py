@@ -20,6 +20,13 @@ Search back-ends
     exact (brute-force) search -- it returns the same top-k as ``"exact"`` up
     to float32 ties -- but uses FAISS's multi-threaded kernels and a heap
     instead of a full partition, which pays off on large pools.
+``"ivf"``
+    an approximate search: a FAISS inverted-file index (``IndexIVFFlat``,
+    inner product on unit vectors; k-means lists) that scans only the
+    ``nprobe`` lists nearest to each query (:class:`FaissIVFIndex`). For
+    pools of a million items and more; its recall@k against the exact search
+    is what ``benchmarks/bench_retrieval.py --million`` prints. Never chosen
+    by ``"auto"``.
 ``"auto"``
     ``"faiss"`` when the pool has at least ``faiss_min_pool`` rows (default
     :data:`FAISS_MIN_POOL` = 1 000 000), else ``"exact"``. On the 2-core
@@ -33,6 +40,11 @@ Quantized pools (sec. 4.4.1)
 (product quantization with a shared codebook, as for TiTok). Scores are
 computed from per-query look-up tables ``G^j[t, k] = <v_j^t, c_k>`` and are
 equal to the cosine against the de-quantized candidate vectors.
+:meth:`QuantizedPool.search` is the look-up-table search of the paper (the pool
+is held as ``n_pool x n_tokens`` indices); :meth:`QuantizedPool.float_index`
+gives an :class:`ExactIndex` over the de-quantized pool, with the same cosines,
+for scoring thousands of query vectors at once (evaluation), where one BLAS
+product beats ``n_tokens`` gathers per query vector in numpy.
 
 Conventions: rows are samples; a query component that is exactly zero (the
 query has no positive projection on a concept's cone) has no direction, and
@@ -52,11 +64,13 @@ __all__ = [
     "top_k",
     "ExactIndex",
     "FaissIndex",
+    "FaissIVFIndex",
     "build_index",
     "query_components",
     "RetrievalResult",
     "ConceptRetriever",
     "unfiltered_search",
+    "token_count",
     "quantize_tokens",
     "QuantizedPool",
 ]
@@ -202,6 +216,73 @@ class FaissIndex:
                 np.take_along_axis(scores, order, axis=1))
 
 
+class FaissIVFIndex:
+    """Approximate cosine search with a FAISS ``IndexIVFFlat`` over unit-normalised vectors.
+
+    The pool is cut into ``nlist`` k-means cells (trained on a sample); a query
+    scans the ``nprobe`` cells whose centroids are nearest to it. With
+    ``nprobe == nlist`` the search is exact.
+
+    Parameters
+    ----------
+    pool : array-like of shape (n_pool, d)
+    nlist : int, optional
+        Cells; default ``min(1024, max(1, round(sqrt(n_pool))))``.
+    nprobe : int, optional
+        Cells scanned per query; default ``min(nlist, max(8, nlist // 32))`` (32 of 1024 cells).
+    train_size : int, optional
+        Rows used to train the k-means (a seeded sample); default ``min(n_pool, 64 * nlist)``.
+    random_state : int
+        Seed of the sample and of the k-means.
+    """
+
+    backend = "ivf"
+
+    def __init__(self, pool, *, nlist=None, nprobe=None, train_size=None, random_state=0):
+        import faiss
+
+        pool = check_embeddings(pool, name="pool", dtype=np.float32)
+        vectors = np.ascontiguousarray(normalize_rows(pool))
+        self.n_pool, self.dim = vectors.shape
+        self.nlist = int(nlist) if nlist is not None else int(min(1024, max(1, round(np.sqrt(self.n_pool)))))
+        if self.nlist < 1 or self.nlist > self.n_pool:
+            raise ValueError(f"nlist must be in [1, {self.n_pool}] (the pool size); got {nlist!r}.")
+        self.nprobe = int(nprobe) if nprobe is not None else min(self.nlist, max(8, self.nlist // 32))
+        if not 1 <= self.nprobe <= self.nlist:
+            raise ValueError(f"nprobe must be in [1, nlist={self.nlist}]; got {nprobe!r}.")
+        n_train = int(min(self.n_pool, train_size or 64 * self.nlist))
+        rng = np.random.default_rng(random_state)
+        sample = vectors[np.sort(rng.choice(self.n_pool, size=n_train, replace=False))]
+        self._quantizer = faiss.IndexFlatIP(self.dim)
+        self.index = faiss.IndexIVFFlat(self._quantizer, self.dim, self.nlist, faiss.METRIC_INNER_PRODUCT)
+        self.index.cp.niter = 10
+        self.index.cp.seed = int(random_state)
+        self.index.cp.max_points_per_centroid = max(64, -(-n_train // self.nlist))
+        self.index.train(sample)
+        self.index.add(vectors)
+        self.index.nprobe = self.nprobe
+
+    def search(self, queries, k):
+        """Approximate top-``k`` pool indices and cosines for every query row (see :meth:`ExactIndex.search`).
+
+        A query whose scanned cells hold fewer than ``k`` items is searched again over
+        every cell, so every row has ``k`` real results.
+        """
+        k = min(_check_k(k), self.n_pool)
+        Q = np.ascontiguousarray(normalize_rows(_check_queries(queries, self.dim)))
+        scores, idx = self.index.search(Q, k)
+        short = np.flatnonzero((idx < 0).any(axis=1))
+        if short.size:  # a query whose cells hold fewer than k items: scan every cell for it
+            self.index.nprobe = self.nlist
+            try:
+                scores[short], idx[short] = self.index.search(Q[short], k)
+            finally:
+                self.index.nprobe = self.nprobe
+        order = np.lexsort((idx, -scores), axis=1)
+        return (np.take_along_axis(idx, order, axis=1).astype(np.int64),
+                np.take_along_axis(scores, order, axis=1))
+
+
 def _check_queries(queries, dim):
     Q = np.asarray(queries, dtype=np.float32)
     if Q.ndim == 1:
@@ -219,19 +300,22 @@ def build_index(pool, backend="auto", *, faiss_min_pool=FAISS_MIN_POOL):
     Parameters
     ----------
     pool : array-like of shape (n_pool, d)
-    backend : {"auto", "exact", "faiss"}
+    backend : {"auto", "exact", "faiss", "ivf"}
+        ``"ivf"`` is approximate (:class:`FaissIVFIndex` with its defaults).
     faiss_min_pool : int
         Pool size from which ``"auto"`` uses FAISS.
 
     Returns
     -------
-    index : ExactIndex or FaissIndex
+    index : ExactIndex, FaissIndex or FaissIVFIndex
     """
-    if backend not in ("auto", "exact", "faiss"):
-        raise ValueError(f"backend must be 'auto', 'exact' or 'faiss'; got {backend!r}.")
+    if backend not in ("auto", "exact", "faiss", "ivf"):
+        raise ValueError(f"backend must be 'auto', 'exact', 'faiss' or 'ivf'; got {backend!r}.")
     if backend == "auto":
         n = np.shape(pool)[0] if np.ndim(pool) >= 1 else 0
         backend = "faiss" if n >= faiss_min_pool else "exact"
+    if backend == "ivf":
+        return FaissIVFIndex(pool)
     return FaissIndex(pool) if backend == "faiss" else ExactIndex(pool)
 
 
@@ -387,6 +471,23 @@ def _split_tokens(X, n_tokens):
     return X.reshape(X.shape[0], n_tokens, X.shape[1] // n_tokens)
 
 
+def token_count(dim, codebook):
+    """Tokens per embedding of width ``dim`` for a codebook of shape (K, token_dim).
+
+    Raises
+    ------
+    ValueError
+        ``dim`` is not a multiple of the codebook's token dimension.
+    """
+    C = np.asarray(codebook)
+    if C.ndim != 2 or C.shape[0] < 1 or C.shape[1] < 1:
+        raise ValueError(f"codebook must be 2-D (K, token_dim); got shape {C.shape}.")
+    if int(dim) % C.shape[1]:
+        raise ValueError(f"embedding width {dim} is not a multiple of the codebook's token dimension {C.shape[1]}; "
+                         "the codebook does not belong to these embeddings.")
+    return int(dim) // C.shape[1]
+
+
 def quantize_tokens(X, codebook, n_tokens):
     """Nearest codebook entry (L2) of every token, as in product quantization.
 
@@ -431,6 +532,8 @@ class QuantizedPool:
     codebook : array-like of shape (K, token_dim)
     """
 
+    backend = "quantized"
+
     def __init__(self, codes, codebook):
         C = np.asarray(codebook, dtype=np.float32)
         if C.ndim != 2 or not np.isfinite(C).all():
@@ -446,13 +549,27 @@ class QuantizedPool:
         self.dim = self.n_tokens * C.shape[1]
         sq = np.einsum("kd,kd->k", C, C)
         self._norms = np.sqrt(sq[self.codes].sum(axis=1)).astype(np.float32)
-        # flat gather positions into a (n_tokens * K) table
-        self._flat = (self.codes + np.arange(self.n_tokens, dtype=np.int32) * C.shape[0]).astype(np.int64)
+        # token-major copy of the codes: one contiguous gather per token
+        self._codes_t = np.ascontiguousarray(self.codes.T)
 
     @classmethod
-    def from_embeddings(cls, X, codebook, n_tokens):
-        """Quantize ``X`` token by token with :func:`quantize_tokens`."""
+    def from_embeddings(cls, X, codebook, n_tokens=None):
+        """Quantize ``X`` token by token with :func:`quantize_tokens`.
+
+        ``n_tokens`` defaults to ``X``'s width over the codebook's token dimension
+        (:func:`token_count`).
+        """
+        if n_tokens is None:
+            n_tokens = token_count(np.shape(X)[1] if np.ndim(X) == 2 else -1, codebook)
         return cls(quantize_tokens(X, codebook, n_tokens), codebook)
+
+    def float_index(self):
+        """An :class:`ExactIndex` over the de-quantized pool: the same cosines as :meth:`scores`.
+
+        Holds ``n_pool x dim`` floats (the LUT search holds only the codes); faster
+        in numpy when thousands of query vectors are scored at once.
+        """
+        return ExactIndex(self.dequantize())
 
     def dequantize(self):
         """The de-quantized pool ``[c_{k_t}]_t``, shape (n_pool, n_tokens * token_dim)."""
@@ -467,10 +584,10 @@ class QuantizedPool:
     def scores(self, V):
         """Cosine of every query row with every de-quantized candidate, (q, n_pool)."""
         V = _check_queries(V, self.dim)
-        G = self.lookup_tables(V).reshape(V.shape[0], -1)
-        raw = np.empty((V.shape[0], self.n_pool), dtype=np.float32)
-        for q in range(V.shape[0]):
-            raw[q] = G[q][self._flat].sum(axis=1)
+        G = self.lookup_tables(V).astype(np.float32)  # (q, n_tokens, K)
+        raw = np.zeros((V.shape[0], self.n_pool), dtype=np.float32)
+        for t in range(self.n_tokens):  # sum_t G[q, t, k_t]: one gather per token for all query rows
+            raw += np.take(G[:, t, :], self._codes_t[t], axis=1)
         qn = np.linalg.norm(V, axis=1, keepdims=True)
         denom = qn * self._norms[None, :]
         return np.divide(raw, denom, out=np.zeros_like(raw), where=denom > 0)

@@ -418,6 +418,32 @@ class EmbeddingStore:
                 lab[k] = lab[k][pos].astype(bool)
         return lab
 
+    def save_codebook(self, codebook):
+        """Save a token codebook ``(K, token_dim)`` (TiTok's) for quantized pools (``codebook.npz``).
+
+        Rows are stored as given (TiTok's are unit-norm). The cache's embeddings must be
+        concatenations of tokens of width ``token_dim``.
+
+        Raises
+        ------
+        ValueError
+            Not a finite 2-D array, or the cache's width is not a multiple of ``token_dim``.
+        """
+        C = np.asarray(codebook, dtype=np.float32)
+        if C.ndim != 2 or C.shape[0] < 1 or C.shape[1] < 1 or not np.isfinite(C).all():
+            raise ValueError(f"a codebook must be a finite (K, token_dim) array; got shape {C.shape}.")
+        dim = int(self.meta().get("dim", -1))
+        if dim > 0 and dim % C.shape[1]:
+            raise ValueError(f"codebook tokens have {C.shape[1]} dimensions but the cache's embeddings {dim}, "
+                             "not a multiple: the codebook does not belong to this cache.")
+        n_tokens = dim // C.shape[1] if dim > 0 else None
+        self.save_array("codebook", C, n_tokens=n_tokens, token_dim=int(C.shape[1]))
+
+    def load_codebook(self):
+        """The codebook saved by :meth:`save_codebook`, shape (K, token_dim), or None (caches without one)."""
+        C, _ = self.load_array("codebook")
+        return None if C is None else np.asarray(C, dtype=np.float32)
+
     def save_array(self, name, array, **info):
         """Save an extra array (``name.npz``) with JSON-able ``info``."""
         atomic_save_npz(self.path / f"{name}.npz", array=np.asarray(array), info=np.array(json.dumps(info)))

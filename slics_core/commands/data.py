@@ -20,9 +20,11 @@ method registry (:mod:`slics_core.methods`).
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -39,17 +41,20 @@ from slics_core.commands import CLIError, check_at_least
 from slics_core.data import eval_data, load_cache, make_split, vocabulary_embeddings
 from slics_core.emoji import catalog
 from slics_core.emoji.scenes import make_scenes
-from slics_core.encoders import concept_text_embeddings, create_encoder
+from slics_core.encoders import concept_text_embeddings, create_encoder, load_titok_codebook
 from slics_core.evaluation import (
+    ResultStore,
     choose_d0,
     evaluate_methods,
     fit_inputs,
     methods_table_markdown,
     methods_table_rows,
     sweep_d0,
+    table_runs,
 )
-from slics_core.methods import fit_method, method_names
+from slics_core.methods import fit_method, get_method, method_names, needs_message
 from slics_core.preprocessing import PREPROCESSING, load_mean
+from slics_core.retrieval import QuantizedPool, build_index, token_count
 from slics_core.slics import SLiCS
 from slics_core.store import EmbeddingStore, embed_dataset
 
@@ -119,6 +124,10 @@ def _add_embed_args(p, reproduce=False):
     p.add_argument("--no-draft", action="store_true",
                    help="decode JPEGs at full size (default: reduced-size JPEG decoding, never below the encoder's "
                         "input size; a cache is always resumed the way it was begun)")
+    p.add_argument("--codebook", default=None,
+                   help="token codebook (K, token_dim) .npy/.npz of token embeddings (TiTok), stored with the cache so "
+                        "that evaluate/reproduce also score the quantized pool (Table 3); a TiTok encoder's own "
+                        "codebook is stored without this option")
     p.add_argument("--overwrite", action="store_true", help="discard an existing cache")
     p.add_argument("--device", default=None)
     p.add_argument("--no-progress", action="store_true")
@@ -134,6 +143,36 @@ def _concept_text(encoder, store, concept_names):
         print(f"embed: no concept text embeddings ({exc})", file=sys.stderr)
 
 
+def _codebook(args, encoder, dim):
+    """The codebook named by ``--codebook``, else the encoder's (TiTok), else None; checked against ``dim``."""
+    path = getattr(args, "codebook", None)
+    if path:
+        C = load_titok_codebook(path, token_dim=None)
+    else:
+        C = getattr(encoder, "codebook", None) if encoder is not None else None
+        if C is None:
+            return None
+    try:
+        token_count(dim, C)
+    except ValueError as exc:
+        raise CLIError(f"--codebook {path}: {exc}" if path else str(exc)) from None
+    return C
+
+
+def _preprocessing_info(args, n_tokens=None):
+    info = {"embedding": args.preprocessing}
+    if args.preprocessing == "token" and n_tokens:
+        info["n_tokens"] = int(n_tokens)
+    return info
+
+
+def _save_codebook(store, C):
+    if C is not None:
+        store.save_codebook(C)
+        print(f"stored a {C.shape[0]} x {C.shape[1]} token codebook: evaluate/reproduce also score the quantized pool",
+              file=sys.stderr)
+
+
 def _embed_precomputed(args, encoder):
     if not args.embeddings:
         raise CLIError("--dataset precomputed needs --embeddings (a clip-retrieval folder, .npy or .parquet)")
@@ -142,9 +181,11 @@ def _embed_precomputed(args, encoder):
     if encoder is not None and getattr(encoder, "dim", E.shape[1]) != E.shape[1]:
         raise CLIError(f"--encoder {args.encoder!r} gives {encoder.dim}-d embeddings but {args.embeddings} holds "
                        f"{E.shape[1]}-d ones")
+    C = _codebook(args, encoder, int(E.shape[1]))
     store = EmbeddingStore(args.cache)
     batch = 4096
-    store.begin(ds.ids, args.encoder or "precomputed", int(E.shape[1]), batch, {"embedding": args.preprocessing},
+    store.begin(ds.ids, args.encoder or "precomputed", int(E.shape[1]), batch,
+                _preprocessing_info(args, None if C is None else token_count(E.shape[1], C)),
                 {"name": ds.name, "n": len(ds), "encoder_spec": args.encoder, "source": os.path.abspath(args.embeddings),
                  "paths": [os.path.abspath(p) if p else None for p in ds.paths]}, overwrite=args.overwrite)
     if ds.Y.shape[1]:
@@ -152,6 +193,7 @@ def _embed_precomputed(args, encoder):
     for b, s in enumerate(range(0, len(E), batch)):
         store.write_batch(b, list(range(s, min(len(E), s + batch))), E[s:s + batch])
     store.finalize()
+    _save_codebook(store, C)
     _concept_text(encoder, store, ds.concept_names)
     print(f"imported {len(E)} precomputed {E.shape[1]}-d embeddings ({int(ds.Y.any(axis=1).sum())} labelled, "
           f"{len(ds.concept_names)} concepts) into {args.cache}")
@@ -169,9 +211,11 @@ def run_embed(args, encoder=None):
     if len(ds) == 0:
         raise CLIError("the dataset has no images")
     encoder = encoder or resolve_encoder(args.encoder, args.device)
+    C = _codebook(args, encoder, int(getattr(encoder, "dim", -1) or -1)) if getattr(encoder, "dim", None) else None
     labels = ds.labels_dict() if ds.Y.shape[1] else None
+    n_tokens = getattr(encoder, "n_tokens", None) or (None if C is None else token_count(encoder.dim, C))
     store, stats = embed_dataset(ds.paths, ds.ids, encoder, args.cache, batch_size=args.embed_batch_size,
-                                 preprocessing={"embedding": args.preprocessing},
+                                 preprocessing=_preprocessing_info(args, n_tokens),
                                  dataset_info={"name": ds.name, "n": len(ds),
                                                "encoder_spec": getattr(encoder, "spec", args.encoder),
                                                "paths": [os.path.abspath(p) if isinstance(p, (str, os.PathLike))
@@ -179,6 +223,7 @@ def run_embed(args, encoder=None):
                                  overwrite=args.overwrite, progress=not args.no_progress,
                                  image_loader=getattr(ds, "loader", None), workers=args.workers,
                                  draft=False if args.no_draft else None)
+    _save_codebook(store, C)
     if labels is not None:
         _concept_text(encoder, store, ds.concept_names)
     for f in store.failed():
@@ -289,23 +334,143 @@ def _check_eval_args(args):
     return methods
 
 
-def _evaluate(args, ed, split, out_dir, methods):
-    d0 = args.n_atoms
-    if args.sweep:
-        lo, hi = args.sweep
-        recs = sweep_d0(ed, split, range(lo, hi + 1), n_iter=args.n_iter, batch_size=args.batch_size, k=args.k,
-                        progress=lambda s: print(s, file=sys.stderr))
-        d0 = choose_d0(recs)
-        print(f"chosen d0 = {d0} (best validation sub-label mAP@{args.k})", file=sys.stderr)
-        if out_dir:
-            os.makedirs(out_dir, exist_ok=True)
-            with open(os.path.join(out_dir, "d0_sweep.json"), "w") as fh:
-                json.dump({"records": recs, "chosen_d0": d0}, fh, indent=1, default=_json_default)
-    rows = evaluate_methods(ed, split, methods, n_atoms=d0, n_iter=args.n_iter, batch_size=args.batch_size,
-                            seeds=tuple(range(args.seeds)), k=args.k, mode=args.mode,
-                            normalization=args.normalization, progress=lambda s: print(s, file=sys.stderr))
+def _quantized_pool(cache, data, ed, split):
+    """The quantized candidate pool when the cache holds a token codebook (TiTok), else None."""
+    C = EmbeddingStore(cache).load_codebook()
+    if C is None:
+        return None
+    if data.preprocessing != "token":
+        print(f"evaluate: the cache has a token codebook but '{data.preprocessing}' preprocessing (TiTok tokens use "
+              "'token'); the pool is quantized as it is", file=sys.stderr)
+    qp = QuantizedPool.from_embeddings(ed.X[split.pool], C)
+    print(f"quantized pool: {qp.n_pool} items x {qp.n_tokens} codes of a {C.shape[0]}-entry codebook "
+          "(every method is also scored against it)", file=sys.stderr)
+    return qp
+
+
+def _run_folder(out_dir, ed, split, args, quantized):
+    """``OUT_DIR/runs/<digest>``: finished runs of this data, split and parameters (resumable)."""
+    h = hashlib.sha256()
+    for a in (ed.X, np.packbits(ed.Y), None if ed.Z is None else np.packbits(ed.Z), ed.concept_text,
+              None if quantized is None else quantized.codebook, split.train, split.val, split.query, split.pool):
+        h.update(b"|" if a is None else np.ascontiguousarray(a).tobytes())
+    params = {"n_iter": args.n_iter, "batch_size": args.batch_size, "k": args.k, "normalization": args.normalization,
+              "vocab": hashlib.sha256("\n".join(ed.vocab_words or []).encode()).hexdigest()}
+    h.update(json.dumps(params, sort_keys=True).encode())
+    return Path(out_dir) / "runs" / h.hexdigest()[:16]
+
+
+def _clock(seconds):
+    seconds = round(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def _estimate(ed, split, args, methods, d0s, results, quantized):
+    """Seconds the remaining fits and searches should take, from a timed small fit and search; and a summary."""
+    from slics_core.evaluation import sweep_key, table_key
+
+    inputs = fit_inputs(ed, split.train)
+    n_train, S = len(split.train), ed.Y.shape[1]
+    rows = min(n_train, 2000)
+    d0c = int(np.median(d0s)) if d0s else args.n_atoms
+    sub = fit_inputs(ed, split.train[:rows])
+    t = time.perf_counter()
+    model = fit_method("S-SLiCS", sub, d0c, n_iter=1, batch_size=None, seed=0)
+    t_epoch = (time.perf_counter() - t) * n_train / rows          # one epoch on the whole training split
+    nq = min(200, len(split.val) or len(split.query))
+    t = time.perf_counter()
+    model.project(ed.X[split.query[:nq]], None)
+    t_proj = (time.perf_counter() - t) / nq                        # projection of one query on every concept
+    index = build_index(ed.X[split.pool])
+    probe = ed.X[split.query[:256]]
+    t = time.perf_counter()
+    index.search(probe, args.k)
+    t_vec = (time.perf_counter() - t) / len(probe)                  # one ranking vector against the pool
+
+    def fit_s(d0, name):
+        m = get_method(name)
+        if not m.dictionary:
+            return 0.0
+        epochs = 1 if name == "S-SVD" else args.n_iter
+        return t_epoch * epochs * d0 / d0c
+
+    total, n_fits, n_runs, unknown = 0.0, 0, 0, set()
+    modes = ("partial", "full")
+    swept = []
+    for d0 in d0s:
+        done = None if results is None else results.get(sweep_key("S-SLiCS", d0, 0, modes))
+        if done is not None:
+            swept += done["records"]
+            continue
+        n_runs += 1
+        n_fits += 1
+        total += fit_s(d0, "S-SLiCS") + len(split.val) * (2 * t_proj * d0 / d0c + 2 * S * t_vec)
+    if d0s and len(swept) == len(d0s) * len(modes):
+        d0_table = choose_d0(swept)          # the sweep is finished: its choice is known
+    else:
+        d0_table = d0s[len(d0s) // 2] if d0s else args.n_atoms  # chosen later: assume a middle one
+    pools = ("original",) + (("quantized",) if quantized is not None else ())
+    for name, seed in table_runs(methods, tuple(range(args.seeds)), args.batch_size):
+        m = get_method(name)
+        if needs_message(m, inputs):
+            continue
+        if results is not None and results.get(table_key(name, d0_table, seed, args.mode, None, pools)) is not None:
+            continue
+        n_runs += 1
+        if name in ("SpLiCE", "F-SpLiCE"):
+            unknown.add(name)
+        fitted_in_sweep = name == "S-SLiCS" and seed == 0 and d0s
+        if not fitted_in_sweep and m.dictionary:
+            n_fits += 1
+            total += fit_s(d0_table, name)
+        total += len(split.query) * len(pools) * ((S if m.filtered else 1) * t_vec + t_proj)
+    note = f" (not counting {', '.join(sorted(unknown))})" if unknown else ""
+    return total, (f"{n_runs} runs to do ({n_fits} fits of {n_train} x {ed.X.shape[1]}, pool {len(split.pool)})"
+                   f"{note}")
+
+
+def _evaluate(args, ed, split, out_dir, methods, quantized=None):
+    """d0 sweep (optional) and methods table; resumable through ``OUT_DIR/runs`` when ``out_dir`` is set."""
+    results = ResultStore(_run_folder(out_dir, ed, split, args, quantized)) if out_dir else None
+    d0s = list(range(args.sweep[0], args.sweep[1] + 1)) if args.sweep else []
+    seconds, what = (None, "") if args.no_estimate else _estimate(ed, split, args, methods, d0s, results, quantized)
+    if seconds is not None:
+        print(f"estimate: about {_clock(seconds)} of compute for {what}"
+              + (f"; finished runs are kept in {results.folder} and reused when the same command is run again"
+                 if results is not None else ""), file=sys.stderr)
+    started = time.perf_counter()
+    state = {"done": 0}
+    n_jobs = max(1, len(d0s) + len(table_runs(methods, tuple(range(args.seeds)), args.batch_size)))
+
+    def progress(line):
+        if line.startswith("d0=") or " seed " in line:
+            state["done"] += 1
+        el = time.perf_counter() - started
+        print(f"[{state['done']}/{n_jobs} runs, {_clock(el)}] {line}", file=sys.stderr)
+
+    try:
+        d0 = args.n_atoms
+        if d0s:
+            recs = sweep_d0(ed, split, d0s, n_iter=args.n_iter, batch_size=args.batch_size, k=args.k,
+                            progress=progress, results=results)
+            d0 = choose_d0(recs)
+            print(f"chosen d0 = {d0} (best validation sub-label mAP@{args.k})", file=sys.stderr)
+            if out_dir:
+                os.makedirs(out_dir, exist_ok=True)
+                with open(os.path.join(out_dir, "d0_sweep.json"), "w") as fh:
+                    json.dump({"records": recs, "chosen_d0": d0}, fh, indent=1, default=_json_default)
+        rows = evaluate_methods(ed, split, methods, n_atoms=d0, n_iter=args.n_iter, batch_size=args.batch_size,
+                                seeds=tuple(range(args.seeds)), k=args.k, mode=args.mode,
+                                normalization=args.normalization, progress=progress, quantized=quantized,
+                                results=results)
+    except KeyboardInterrupt:
+        if results is not None:
+            print(f"interrupted: the finished runs are kept in {results.folder}; run the same command again to "
+                  "resume", file=sys.stderr)
+        raise
+    print(f"compute time: {_clock(time.perf_counter() - started)}", file=sys.stderr)
     _write_table(rows, out_dir, "methods", f"mAP@{args.k} (d0={d0}, AP normalisation: {args.normalization})")
-    return rows, d0
+    return rows, d0, results
 
 
 def _vocab(args, data, store, need):
@@ -326,7 +491,7 @@ def cmd_evaluate(args):
     data = load_cache(args.cache)
     vocab = _vocab(args, data, EmbeddingStore(args.cache), any(m in ("SpLiCE", "F-SpLiCE") for m in methods))
     ed, split = _prepared(args, data, vocab)
-    _evaluate(args, ed, split, args.out_dir, methods)
+    _evaluate(args, ed, split, args.out_dir, methods, _quantized_pool(args.cache, data, ed, split))
     return 0
 
 
@@ -353,13 +518,13 @@ def cmd_captions(args):
 
 
 def cmd_reproduce(args):
-    if not args.encoder:
-        raise CLIError("reproduce needs --encoder")
-    methods = _check_eval_args(args)
+    if not args.encoder and args.dataset != "precomputed":
+        raise CLIError("reproduce needs --encoder (optional only with --dataset precomputed)")
+    methods = _check_eval_args(args)  # before the output folder is created
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     args.cache = args.cache or str(out / "cache")
-    encoder = resolve_encoder(args.encoder, args.device)
+    encoder = resolve_encoder(args.encoder, args.device) if args.encoder else None
     store = run_embed(args, encoder)
     data = load_cache(args.cache)
     vocab = None
@@ -367,10 +532,10 @@ def cmd_reproduce(args):
         words = get_words(args.vocab, args.n_words)
         vocab = (words, vocabulary_embeddings(encoder, words, store=store))
     ed, split = _prepared(args, data, vocab)
-    rows, d0 = _evaluate(args, ed, split, str(out), methods)
-    if vocab is not None:  # captions of S-SLiCS fitted on the training split only
-        model = fit_method("S-SLiCS", fit_inputs(ed, split.train), d0, n_iter=args.n_iter,
-                           batch_size=args.batch_size, seed=0)
+    _rows, d0, results = _evaluate(args, ed, split, str(out), methods, _quantized_pool(args.cache, data, ed, split))
+    if vocab is not None:  # captions of S-SLiCS fitted on the training split only (the sweep's fit when kept)
+        model = results.model("S-SLiCS", d0, 0, lambda: fit_method(
+            "S-SLiCS", fit_inputs(ed, split.train), d0, n_iter=args.n_iter, batch_size=args.batch_size, seed=0))
         model.save(out / "s-slics.npz")
         caps = _captions(model, vocab[0], vocab[1], 5)
         with open(out / "captions.json", "w") as fh:
@@ -403,6 +568,8 @@ def _add_eval_args(p, with_sweep=True):
     p.add_argument("--mode", choices=("partial", "full"), default="partial")
     p.add_argument("--normalization", choices=("retrieved", "min"), default="retrieved",
                    help="AP@k normaliser: relevant items retrieved (default) or min(k, relevant in pool)")
+    p.add_argument("--no-estimate", action="store_true",
+                   help="start at once, without the compute-time estimate (a timed one-epoch fit and search)")
     if with_sweep:
         p.add_argument("--sweep", type=int, nargs=2, metavar=("LO", "HI"), help="d0 sweep on the validation set")
     p.add_argument("--vocab", default="wordfreq",

@@ -8,6 +8,7 @@
 * :mod:`~slics_core.explorer.scoring` - mAP of a workspace's fitted models (Evaluate page).
 * :mod:`~slics_core.explorer.sphere` - the 3-D concept cones of the Learn page.
 * :mod:`~slics_core.explorer.uploads` - decoding untrusted uploads.
+* :mod:`~slics_core.explorer.quantized` - the quantized candidate pool of token embeddings (TiTok).
 
 Imports point down only: this package uses the library (``slics_core.*``) and is used by
 ``app.py`` / ``app_pages`` and the command line; the library never imports it.

@@ -172,6 +172,9 @@ class Workspace:
     extras : dict
         Other arrays aligned with the items (emoji world: ``cond``, the generator's conditioning
         embeddings).
+    codebook : ndarray of shape (K, token_dim) or None
+        Token codebook of token embeddings (TiTok), from the cache: the pool can also be
+        searched quantized (:mod:`slics_core.explorer.quantized`).
     """
 
     name: str
@@ -202,6 +205,7 @@ class Workspace:
     generator: str | None = None
     skipped: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)
+    codebook: np.ndarray | None = None
 
     # ------------------------------------------------------------------ sizes
     def __len__(self) -> int:
@@ -339,7 +343,7 @@ def _embed_vocabulary(encoder, words, store, progress):
 def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None, n_train=None, n_val=None,
                     n_query=None, seed=0, d0_values=(5, 10, 15), n_iter=10, methods=None, mean=None,
                     vocabulary=None, encoder=None, store=None, name=None, kind="dataset", generator=None,
-                    progress=None, replace=True) -> Workspace:
+                    progress=None, replace=True, codebook=None) -> Workspace:
     """Build, save and return a workspace from labelled embeddings (see the module docstring).
 
     Parameters
@@ -365,6 +369,8 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         Caches the vocabulary embeddings.
     name, kind, generator : recorded in the workspace (``kind`` is ``"emoji"`` or ``"dataset"``).
     progress : callable ``progress(stage, done, total)``, optional
+    codebook : array-like of shape (K, token_dim), optional
+        Token codebook (TiTok) kept with the workspace for quantized-pool retrieval.
 
     Returns
     -------
@@ -410,7 +416,8 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
                    concept_text=data.concept_text, encoder=data.encoder, captions=captions,
                    ids=list(data.ids), images=images, paths=data.paths, preprocessing=data.preprocessing,
                    n_tokens=data.n_tokens, vocab_words=inputs.vocab_words, vocab_text=inputs.vocab_text, generator=generator,
-                   skipped=skipped, extras=extras)
+                   skipped=skipped, extras=extras,
+                   codebook=None if codebook is None else np.asarray(codebook, dtype=np.float32))
     d0s = [d for d in d0_values if ("S-SLiCS", d) in models]
     if len(split.val) and len(d0s) > 1:
         _progress(progress, "choose d0 on the validation split", 0, 1)
@@ -458,8 +465,9 @@ def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, voca
         except (OSError, ValueError, RuntimeError) as exc:
             warnings.warn(f"no caption vocabulary: the cache's encoder {data.encoder!r} cannot be loaded here ({exc})",
                           RuntimeWarning, stacklevel=2)
-    return build_workspace(data, out, mean=mean, vocabulary=words, encoder=encoder, store=EmbeddingStore(cache),
-                           **kwargs)
+    store = EmbeddingStore(cache)
+    kwargs.setdefault("codebook", store.load_codebook())
+    return build_workspace(data, out, mean=mean, vocabulary=words, encoder=encoder, store=store, **kwargs)
 
 
 # ---------------------------------------------------------------------- saving and opening
@@ -496,6 +504,8 @@ def save_workspace(ws: Workspace, out) -> Path:
             arrays["concept_text"] = ws.concept_text
         if ws.vocab_text is not None:
             arrays["vocab_text"] = ws.vocab_text
+        if ws.codebook is not None:
+            arrays["codebook"] = ws.codebook
         arrays.update({f"index_{k}": np.asarray(v) for k, v in ws.index.items()})
         np.savez(tmp / "arrays.npz", **arrays)
         if ws.images is not None:
@@ -593,7 +603,7 @@ def load_workspace(path) -> Workspace:
                      preprocessing=head.get("preprocessing", "clip"), n_tokens=int(head.get("n_tokens", 32)),
                      d0_scores=list(head.get("d0_scores") or []), vocab_words=head.get("vocab_words"),
                      vocab_text=arr.get("vocab_text"), generator=head.get("generator"),
-                     skipped=dict(head.get("skipped") or {}), extras=extras)
+                     skipped=dict(head.get("skipped") or {}), extras=extras, codebook=arr.get("codebook"))
 
 
 def list_workspaces(root=None) -> list:
