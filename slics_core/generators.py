@@ -43,12 +43,25 @@ every ``a``.
 Seeds: image ``i`` of a call uses its own CPU ``torch.Generator`` seeded with
 ``seed + i`` (or ``seeds[i]``), so an image does not depend on the batch it was
 generated in. On a CUDA machine the pipelines run in float16 on the GPU,
-otherwise in float32 on the CPU.
+otherwise in float32 on the CPU. The random draws never depend on that choice
+(:func:`seeded_noise`): the generator draws every random tensor the pipeline
+needs at the start (unCLIP's image-embedding noise, then the starting
+latents, in the order and shapes diffusers itself draws them) in *float32* on
+the CPU, and only then are they cast to the pipeline's dtype and device and
+passed in (``latents=``; the embedding noise through
+``noise_image_embeddings(noise=...)``). Drawing them in float16, as diffusers
+does when given only ``generator=``, gives a different random sequence on some
+torch versions, so the same seed gave a different image on a GPU than on a
+CPU. On the CPU in float32 the images are exactly those of diffusers' own
+``generator=`` path. The (advanced) generators are still passed, for
+schedulers that draw noise during sampling (DDPM, ancestral samplers; the
+default DDIM/PNDM schedulers draw none); those later draws follow diffusers.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -62,6 +75,7 @@ __all__ = [
     "UnCLIPGenerator",
     "load_generator",
     "load_text_projection",
+    "seeded_noise",
     "interpolate_atoms",
     "concept_atoms",
     "atom_interpolation_images",
@@ -126,6 +140,47 @@ def _check_run_args(steps, guidance, batch_size):
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     return int(steps), guidance, int(batch_size)
+
+
+def seeded_noise(seeds: Sequence[int], shapes, *, dtype=None, device=None):
+    """Standard normal noise that depends only on the seeds, never on the device or dtype.
+
+    For each seed, a CPU ``torch.Generator`` seeded with it draws, in order,
+    one float32 tensor of shape ``(1, *shape)`` per entry of ``shapes`` (how
+    diffusers' ``randn_tensor`` draws one image's noise from its generator).
+    The rows of all seeds are stacked, then cast to ``dtype`` and moved to
+    ``device``.
+
+    Parameters
+    ----------
+    seeds : sequence of int
+        One seed per row (image).
+    shapes : sequence of tuple of int
+        Per-image shapes, drawn in this order from each seed's generator.
+    dtype, device : optional
+        Target dtype and device (default float32 on the CPU).
+
+    Returns
+    -------
+    tensors : list of torch.Tensor
+        One tensor of shape ``(len(seeds), *shape)`` per entry of ``shapes``.
+    generators : list of torch.Generator
+        The CPU generators, advanced past these draws (for any later draw).
+    """
+    import torch
+
+    seeds = [int(s) for s in seeds]
+    shapes = [tuple(int(v) for v in shape) for shape in shapes]
+    gens = [torch.Generator("cpu").manual_seed(s) for s in seeds]
+    drawn = [[] for _ in shapes]
+    for g in gens:
+        for k, shape in enumerate(shapes):
+            drawn[k].append(torch.randn((1, *shape), generator=g, dtype=torch.float32, device="cpu"))
+    out = []
+    for rows, shape in zip(drawn, shapes):
+        t = torch.cat(rows) if rows else torch.zeros((0, *shape), dtype=torch.float32)
+        out.append(t.to(device=device or "cpu", dtype=dtype or torch.float32))
+    return out, gens
 
 
 @contextlib.contextmanager
@@ -223,15 +278,23 @@ class _Generator:
             embeddings = alignment.transform(np.atleast_2d(np.asarray(embeddings, dtype=np.float64)))
         return _unit_rows(_check_rows(embeddings, self.embedding_dim))
 
-    def _run(self, call, n, seed, seeds, batch_size):
-        import torch
+    def _latent_shape(self, height, width) -> tuple[int, int, int]:
+        """One image's starting latents ``(channels, h, w)``, with the pipelines' default size rule."""
+        pipe = self.pipe
+        size = pipe.unet.config.sample_size
+        size_h, size_w = (size, size) if isinstance(size, int) else (size[0], size[1])
+        f = int(pipe.vae_scale_factor)
+        height = int(height) if height else int(size_h) * f
+        width = int(width) if width else int(size_w) * f
+        return int(pipe.unet.config.in_channels), height // f, width // f
 
+    def _run(self, call, n, seed, seeds, batch_size):
         seed_list = _seed_list(seed, seeds, n)
         images = []
-        for start in range(0, n, batch_size):
-            stop = min(n, start + batch_size)
-            gens = [torch.Generator("cpu").manual_seed(s) for s in seed_list[start:stop]]
-            images.extend(call(start, stop, gens))
+        with self._call_lock:  # a pipeline (its scheduler state, the noise hook) serves one call at a time
+            for start in range(0, n, batch_size):
+                stop = min(n, start + batch_size)
+                images.extend(call(start, stop, seed_list[start:stop]))
         return images
 
 
@@ -256,6 +319,7 @@ class ImageToPromptSD(_Generator):
         import torch
 
         self.device, self.dtype = _device_dtype(device, half)
+        self._call_lock = threading.Lock()
         _check_tokenizer(getattr(pipe, "tokenizer", None), "the pipeline")
         self.pipe = _place(pipe, self.device, self.dtype)
         width = int(pipe.text_encoder.config.hidden_size)
@@ -331,13 +395,18 @@ class ImageToPromptSD(_Generator):
         steps, guidance, batch_size = _check_run_args(steps, guidance, batch_size)
         pe = self.prompt_embeds(embeddings, alignment)
 
-        def call(start, stop, gens):
+        shape = self._latent_shape(height, width)
+
+        def call(start, stop, chunk_seeds):
             chunk = torch.from_numpy(pe[start:stop]).to(self.device, self.dtype)
             neg = None if negative_prompt is None else [negative_prompt] * (stop - start)
+            # drawn in float32 on the CPU, then cast (see module doc); the pipeline scales them by
+            # its scheduler's init_noise_sigma as it does its own draw
+            (latents,), gens = seeded_noise(chunk_seeds, [shape], dtype=self.dtype, device=self.device)
             with torch.inference_mode():
                 out = self.pipe(prompt_embeds=chunk, negative_prompt=neg, num_inference_steps=steps,
                                 guidance_scale=guidance, generator=gens, height=height, width=width,
-                                output_type=output_type)
+                                latents=latents, output_type=output_type)
             return list(out.images)
 
         return self._run(call, len(pe), seed, seeds, batch_size)
@@ -357,6 +426,7 @@ class UnCLIPGenerator(_Generator):
 
     def __init__(self, pipe, expected_norm: float | None = None, device=None, half=None):
         self.device, self.dtype = _device_dtype(device, half)
+        self._call_lock = threading.Lock()
         _check_tokenizer(getattr(pipe, "tokenizer", None), "the pipeline")
         self.pipe = _place(pipe, self.device, self.dtype)
         mean = pipe.image_normalizer.mean.detach().float().cpu().numpy().ravel()
@@ -399,17 +469,47 @@ class UnCLIPGenerator(_Generator):
             raise ValueError("prompt must be a string")
         E = self.image_embeds(embeddings, alignment)
 
-        def call(start, stop, gens):
+        shape = self._latent_shape(height, width)
+
+        def call(start, stop, chunk_seeds):
             n = stop - start
             chunk = torch.from_numpy(E[start:stop].astype(np.float32)).to(self.device, self.dtype)
             neg = None if negative_prompt is None else [negative_prompt] * n
-            with torch.inference_mode():
+            # diffusers draws the embedding noise (used at every noise_level, negligible at 0) first,
+            # then the latents, from each image's generator: same order and shapes, in float32 on the CPU
+            (emb_noise, latents), gens = seeded_noise(chunk_seeds, [(self.embedding_dim,), shape],
+                                                      dtype=self.dtype, device=self.device)
+            # this pipeline uses given latents as they are (its own draw is scaled by init_noise_sigma,
+            # which for some schedulers depends on the number of steps)
+            self.pipe.scheduler.set_timesteps(steps, device=self.device)
+            latents = latents * self.pipe.scheduler.init_noise_sigma
+            with torch.inference_mode(), _given_embedding_noise(self.pipe, emb_noise):
                 out = self.pipe(prompt=[prompt] * n, negative_prompt=neg, image_embeds=chunk,
                                 noise_level=int(noise_level), num_inference_steps=steps, guidance_scale=guidance,
-                                generator=gens, height=height, width=width, output_type=output_type)
+                                generator=gens, height=height, width=width, latents=latents,
+                                output_type=output_type)
             return list(out.images)
 
         return self._run(call, len(E), seed, seeds, batch_size)
+
+
+@contextlib.contextmanager
+def _given_embedding_noise(pipe, given):
+    """Make ``pipe.noise_image_embeddings`` use the noise ``given`` (the pipeline's call has no argument for it)."""
+    original = pipe.noise_image_embeddings  # bound method of the pipeline's class
+
+    def noise_image_embeddings(image_embeds, noise_level, noise=None, generator=None):
+        if image_embeds.shape != given.shape:
+            raise RuntimeError(f"embedding noise of shape {tuple(given.shape)} drawn for image embeddings of "
+                               f"shape {tuple(image_embeds.shape)}")
+        return original(image_embeds, noise_level, noise=given.to(image_embeds.device, image_embeds.dtype),
+                        generator=generator)
+
+    pipe.noise_image_embeddings = noise_image_embeddings
+    try:
+        yield
+    finally:
+        del pipe.noise_image_embeddings
 
 
 def load_generator(name: str = "sd-1.5", **kwargs):

@@ -94,3 +94,22 @@ def test_diffusion_generator_seed_steps_and_io(tiny_diffusion, tmp_path):
     assert np.abs(b.astype(int) - a.astype(int)).max() <= 8  # fp16 weights
     with pytest.raises(FileNotFoundError):
         EmojiDiffusionGenerator.load(tmp_path / "nothing")
+
+
+def test_diffusion_generator_starts_from_the_float32_draw_of_each_seed(tiny_diffusion, monkeypatch):
+    gen = tiny_diffusion
+    seen = []
+    original = type(gen.net).forward
+
+    def spy(self, x, t, cond):
+        seen.append(x.detach().clone())
+        return original(self, x, t, cond)
+
+    monkeypatch.setattr(type(gen.net), "forward", spy)
+    gen.generate(np.random.default_rng(1).normal(size=(3, 8)), seed=40, steps=1, batch_size=2)
+    # independent: one CPU generator per row seeded with seed + row, float32 standard normal
+    ref = [torch.randn((1, 3, 16, 16), generator=torch.Generator("cpu").manual_seed(40 + i), dtype=torch.float32)
+           for i in range(3)]
+    first = [seen[0], seen[2]]  # first UNet pass of each batch (conditional; the unconditional pass follows)
+    torch.testing.assert_close(first[0], torch.cat(ref[:2]), rtol=0, atol=0)
+    torch.testing.assert_close(first[1], ref[2], rtol=0, atol=0)

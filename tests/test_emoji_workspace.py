@@ -102,3 +102,53 @@ def test_cli_build_and_report(tmp_path, capsys):
     assert set(rep["map_at_20"]) == {"S-SVD", "S-SLiCS", "U-SLiCS", "UF", "F-SpLiCE", "SpLiCE"}
     assert ("generation_concept_accuracy" in rep) or ("generation_error" in rep)
     assert main(["emoji-build", "--cache-dir", str(tmp_path), "--n-train", "0"]) == 2
+
+
+class _FixedJudge:
+    """A stand-in judge answering one class for every image (planted verdicts)."""
+
+    def __init__(self, name):
+        from slics_core.emoji.judge import CLASSES
+
+        self.k = CLASSES.index(name)
+
+    def predict(self, images):
+        return np.full(len(images), self.k)
+
+
+def test_judged_generation_counts_and_contact_sheet(tmp_path):
+    from slics_core.emoji.catalog import CATEGORY_SUPER
+    from slics_core.emoji.judge import NO_OBJECT
+    from slics_core.explorer.emoji_report import contact_sheet, judged_generation
+
+    ws = open_emoji_workspace(tmp_path, EmojiWorldConfig(**CFG))
+    rep = judged_generation(ws, judge=_FixedJudge("dog"), n_queries=20, n_single=142)["judged"]
+    q = ws.index["query"][:20]
+    model = ws.model("S-SLiCS", ws.default_d0)
+    # independent count of the component images: (query, present concept) pairs with a non-zero component
+    pairs = [(r, j) for r in q for j in np.flatnonzero(ws.Y[r])
+             if np.linalg.norm(model.project(ws.X[r:r + 1], int(j))) > 1e-12]
+    animal = ws.concept_names.index("animal")
+    comp = rep["components"]
+    assert comp["n"] == len(pairs) and comp["no_object"] == 0.0
+    assert comp["right_concept"] == pytest.approx(np.mean([j == animal for _, j in pairs]), abs=1e-4)
+    dog = ws.sub_names.index("dog")
+    assert comp["right_category"] == pytest.approx(np.mean([j == animal and ws.Z[r, dog] for r, j in pairs]),
+                                                   abs=1e-4)
+    whole = rep["whole_scene"]
+    assert whole["n"] == 20 and whole["right_concept"] == pytest.approx(np.mean(ws.Y[q, animal]), abs=1e-4)
+    assert whole["clean"]["right_category"] == pytest.approx(np.mean(ws.Z[q, dog]), abs=1e-4)
+    single = rep["single_object"]  # 142 renders, categories cycled: 2 dogs, 2 * 10 animals of 71 * 2
+    n_animal = sum(CATEGORY_SUPER[c] == "animal" for c in CATEGORY_SUPER)
+    assert single["n"] == 142 and single["right_category"] == pytest.approx(2 / 142, abs=1e-4)
+    assert single["right_concept"] == pytest.approx(2 * n_animal / 142, abs=1e-4)
+    strips = rep["atom_interpolation"]
+    assert strips["strips_object_to_other_object"] == 0 and len(strips["alphas"]) == 5
+    none = judged_generation(ws, judge=_FixedJudge(NO_OBJECT), n_queries=20, n_single=10)["judged"]
+    assert none["components"]["no_object"] == 1.0 and none["components"]["right_concept"] == 0.0
+    sheet = contact_sheet(ws, n_queries=5, seed=1, judge=_FixedJudge("dog"), cell=64)
+    rows = np.sort(np.random.default_rng(1).choice(ws.index["query"], size=5, replace=False))
+    n_cols = 2 + max(int(ws.Y[r].sum()) for r in rows)
+    assert sheet.size == (n_cols * 68 + 4, 5 * (64 + 30 + 4) + 4)
+    # the first row's scene is pasted as is (nearest-neighbour, same size)
+    np.testing.assert_array_equal(np.asarray(sheet)[4:68, 4:68], ws.images[rows[0]])

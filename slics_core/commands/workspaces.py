@@ -12,7 +12,7 @@ from pathlib import Path
 from slics_core.commands import CLIError, check_at_least
 from slics_core.commands.data import get_words, resolve_encoder
 from slics_core.emoji.world import EmojiWorldConfig
-from slics_core.explorer.emoji_report import emoji_report
+from slics_core.explorer.emoji_report import contact_sheet, emoji_report
 from slics_core.explorer.workspace import (
     build_workspace_from_cache,
     check_workspace_name,
@@ -80,6 +80,13 @@ def cmd_emoji_build(args) -> int:
 def cmd_emoji_report(args) -> int:
     prog = _progress(args.quiet, "emoji")
     ws = open_emoji_workspace(args.cache_dir, _emoji_config(args), prog, rebuild=args.rebuild)
+    if args.contact_sheet:
+        try:
+            contact_sheet(ws, n_queries=args.sheet_queries, seed=args.sheet_seed).save(args.contact_sheet)
+        except (OSError, ValueError) as exc:
+            raise CLIError(f"could not write the contact sheet {args.contact_sheet}: {exc}") from None
+        print(f"contact sheet of {args.sheet_queries} query scenes written to {args.contact_sheet}",
+              file=sys.stderr)
     rep = emoji_report(ws, prog)
     if args.json:
         print(json.dumps(rep, indent=1))
@@ -132,4 +139,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("emoji-report", help="quality numbers of the emoji world")
     _add_emoji(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--contact-sheet", default=None, metavar="PNG", help="also write a labelled sheet of random "
+                   "query scenes: the scene, its own embedding's image and each concept component's image")
+    p.add_argument("--sheet-queries", type=int, default=16, help="query scenes on the contact sheet (16)")
+    p.add_argument("--sheet-seed", type=int, default=0, help="seed drawing the contact sheet's queries (0)")
     p.set_defaults(func=cmd_emoji_report)

@@ -143,6 +143,7 @@ class EmojiDiffusionGenerator:
         import torch
 
         from slics_core.emoji.generator import unit_condition_rows
+        from slics_core.generators import seeded_noise
 
         E = unit_condition_rows(embeddings, self.dim)
         steps = self.default_steps if steps is None else int(steps)
@@ -154,8 +155,8 @@ class EmojiDiffusionGenerator:
         with torch.no_grad():
             for b in range(0, len(E), int(batch_size)):
                 c = torch.from_numpy(E[b:b + int(batch_size)])
-                x = torch.stack([torch.randn(3, s, s, generator=torch.Generator().manual_seed(int(seed) + b + i))
-                                 for i in range(len(c))])
+                # float32 on a CPU generator per row, whatever the device (one rule for every generator)
+                (x,), _ = seeded_noise([int(seed) + b + i for i in range(len(c))], [(3, s, s)])
                 ddim.set_timesteps(steps)
                 for t in ddim.timesteps:
                     tt = torch.full((len(c),), int(t), dtype=torch.long)
