@@ -12,6 +12,12 @@ Reading the map
   chosen concept (the others are grey): 71 sub-labels on one palette cannot be told apart.
 * Hover texts are sentences ("component ṽ of *animal* · item #123 · horse"), see
   :func:`slics_core.explorer.maps.point_text`.
+* Selection: ``st.plotly_chart(on_select="rerun", selection_mode=("points", "box", "lasso"))`` with
+  ``clickmode="event+select"``; every trace carries the point id as ``customdata`` (the selection lists
+  points per trace, so ids, not trace-local indices, identify them). Streamlit 1.67 sets
+  ``clickmode="event"`` (no click selection) whenever the drag mode is box or lasso, which is why the
+  old default ``dragmode="lasso"`` made clicks do nothing: the "Mouse" radio now starts in
+  "click · zoom" and offers pan, box and lasso.
 * "Highlight" dims every point whose labels do not contain the text (or that is not item ``#r``).
 
 Image preview: a linked panel, not a hover tooltip
@@ -45,7 +51,9 @@ GREYS = {SEVERAL: "#555555", ATOM_SUB: "#222222", NONE: "#aaaaaa", OTHER: "#8888
 SYMBOLS = {"embedding": "circle", "component": "diamond", "atom": "star"}
 GLYPHS = {"embedding": "●", "component": "◆", "atom": "★"}
 SIZES = {"embedding": 6, "component": 7, "atom": 14}
-DRAG = {"lasso": "lasso", "box": "select", "zoom": "zoom", "pan": "pan"}
+#: Mouse modes: Streamlit turns plotly's click-to-select off while the drag mode is a box or lasso
+#: (``clickmode="event"``), so clicking a point picks it only in the zoom and pan modes.
+DRAG = {"click · zoom": "zoom", "click · pan": "pan", "box": "select", "lasso": "lasso"}
 
 st.title("Subspaces")
 st.caption("What to look at: each concept's components should gather around that concept's atoms (★), away "
@@ -186,9 +194,10 @@ with h1:
                              help="Points whose concepts or sub-labels contain this text stay bright; "
                                   "the rest are dimmed")
 with h2:
-    drag = st.radio("Drag to", list(DRAG), horizontal=True, key="drag_mode",
-                    help="lasso / box: select points; zoom / pan: move around (double-click resets). "
-                         "A click always selects one point.")
+    drag = st.radio("Mouse", list(DRAG), horizontal=True, key="drag_mode",
+                    help="click · zoom / click · pan: a click picks one point, a drag zooms or pans "
+                         "(double-click resets the view); box / lasso: a drag picks the points inside "
+                         "(clicks do not pick in these modes). The chart's tool bar switches modes too.")
 hit = match_points(table, highlight)
 
 # ---------------------------------------------------------------- figure
