@@ -4,9 +4,10 @@ import pandas as pd
 import pytest
 from scipy.optimize import nnls
 
-from slics_core.explorer.maps import (ATOM_SUB, SEVERAL, atom_heatmaps, atom_top_items, atom_top_words, caption_table,
-                             group_layout, item_codes, map_points, map_sample, matrix_table, sample_rows,
-                             selected_point_ids, subspace_map, tsne_layout)
+from slics_core.explorer.maps import (ATOM_SUB, OTHER, OTHER_CONCEPTS, SEVERAL, atom_heatmaps, atom_labels,
+                                      atom_top_items, atom_top_words, caption_table, colour_groups, group_layout,
+                                      item_codes, map_points, map_sample, match_points, matrix_table, point_text,
+                                      sample_rows, selected_point_ids, subspace_map, tsne_layout, with_settings)
 from slics_core.slics import SLiCS
 from slics_core.synthetic import make_concept_cones
 
@@ -182,6 +183,120 @@ def test_selected_point_ids_reads_plotly_events():
     # what Streamlit returns for a numpy customdata row (seen in Chromium): a mapping of positions
     typed = {"selection": {"points": [{"customdata": {"0": 23, "1": 37, "2": 0.5}}, {"customdata": []}]}}
     assert selected_point_ids(typed) == [23]
+
+
+# ---------------------------------------------------------------------- reading a map
+@pytest.fixture(scope="module")
+def planted_table(planted):
+    data, model, Z, s2c, names, subs = planted
+    rows = np.arange(0, 40)
+    _, tab = map_points(model, data.X, data.Y, rows, Z=Z, sub_to_concept=s2c, concept_names=names, sub_names=subs)
+    return tab
+
+
+def test_map_points_sub_labels_column(planted, planted_table):
+    data, names = planted[0], planted[4]
+    tab = planted_table
+    for k, r, c, sl in zip(tab.kind, tab.row, tab.concept, tab.sub_labels):
+        if k == "atom":
+            assert sl == ""
+        elif k == "component":  # the planted dominant atom of that concept
+            j = names.index(c)
+            assert sl == f"c{j}s{data.sublabels[r, j]}"
+        else:  # every planted sub-label of the item, concept order
+            assert sl == ", ".join(f"c{j}s{data.sublabels[r, j]}" for j in np.flatnonzero(data.sublabels[r] >= 0))
+
+
+def test_point_text_reads_as_words(planted, planted_table):
+    data, model, _, _, names, _ = planted
+    tab = planted_table
+    texts = point_text(tab, "partial", html=False)
+    assert len(texts) == len(tab)
+    comp = tab[tab.kind == "component"].iloc[0]
+    j = names.index(comp.concept)
+    assert texts[comp.point] == f"component ṽ of c{j} · item #{comp.row} · c{j}s{data.sublabels[comp.row, j]}"
+    emb = tab[tab.kind == "embedding"].iloc[0]
+    cs = [names[j] for j in np.flatnonzero(data.Y[emb.row])]
+    assert texts[emb.point] == f"item #{emb.row} · {', '.join(cs)} · {emb.sub_labels}"
+    # atoms are named as on the Atoms page ("<concept> #<rank>"), with their index
+    atoms = tab[tab.kind == "atom"]
+    lab = atom_labels(model.groups_, names)
+    for p, a in zip(atoms.point, atoms.atom):
+        c, rank = lab[a].split(" #")
+        assert texts[p] == f"atom {c} #{rank} (atom {a})"
+    html = point_text(tab, "full", ids=[f"f{i}.png" for i in range(data.X.shape[0])])
+    assert html[comp.point].startswith(f"component v of <i>c{j}</i> · item #{comp.row} (f{comp.row}.png) · ")
+    assert not any("=" in t for t in texts)  # no raw "key=value" dumps
+    with pytest.raises(ValueError, match="component"):
+        point_text(tab, "half")
+
+
+def test_colour_groups_by_concept_caps_the_palette(planted, planted_table):
+    names = planted[4]
+    tab = planted_table
+    groups, order = colour_groups(tab, "concept", concept_names=names)
+    np.testing.assert_array_equal(groups, tab.concept.to_numpy())
+    assert order == [n for n in names if n in set(tab.concept)] + ([SEVERAL] if SEVERAL in set(tab.concept) else [])
+    # more groups than colours: the smallest merge into "other", exactly max_groups remain
+    sizes = tab.concept.value_counts()
+    groups3, order3 = colour_groups(tab, "concept", concept_names=names, max_groups=3)
+    assert len(order3) == 3 and order3[-1] == OTHER and set(groups3) == set(order3)
+    kept = set(order3[:2])
+    assert kept == set(sizes.sort_values(ascending=False, kind="stable").index[:2])
+    assert (groups3 == OTHER).sum() == len(tab) - sizes[list(kept)].sum()
+    with pytest.raises(ValueError, match="max_groups"):
+        colour_groups(tab, "concept", max_groups=1)
+    with pytest.raises(ValueError, match="by must"):
+        colour_groups(tab, "colour")
+
+
+def test_colour_groups_sub_labels_of_one_concept(planted, planted_table):
+    data, _, Z, s2c, names, subs = planted
+    tab = planted_table
+    groups, order = colour_groups(tab, "sub-label", concept="c1", concept_names=names, Z=Z, sub_to_concept=s2c,
+                                  sub_names=subs)
+    for g, k, r, c in zip(groups, tab.kind, tab.row, tab.concept):
+        if k == "atom":
+            assert g == (ATOM_SUB if c == "c1" else OTHER_CONCEPTS)
+        elif k == "component":
+            assert g == (f"c1s{data.sublabels[r, 1]}" if c == "c1" else OTHER_CONCEPTS)
+        else:
+            assert g == (f"c1s{data.sublabels[r, 1]}" if data.sublabels[r, 1] >= 0 else OTHER_CONCEPTS)
+    own = {f"c1s{k}" for k in range(D0)}
+    assert set(order) <= own | {ATOM_SUB, OTHER_CONCEPTS, SEVERAL}
+    assert order[:len(set(order) & own)] == sorted(set(order) & own)  # sub-label order first
+    assert order[-1] == OTHER_CONCEPTS
+    with pytest.raises(ValueError, match="one concept"):
+        colour_groups(tab, "sub-label", concept="zz", concept_names=names, Z=Z, sub_to_concept=s2c, sub_names=subs)
+    with pytest.raises(ValueError, match="sub-labels"):
+        colour_groups(tab, "sub-label", concept="c1", concept_names=names)
+
+
+def test_match_points_searches_labels_and_items(planted, planted_table):
+    data = planted[0]
+    tab = planted_table
+    m = match_points(tab, "C2S1")
+    expect = ["c2s1" in sl.lower() for sl in tab.sub_labels]
+    np.testing.assert_array_equal(m, expect)
+    assert m.any()
+    r = int(tab.row[tab.kind == "embedding"].iloc[3])
+    np.testing.assert_array_equal(match_points(tab, f"#{r}"), (tab.row == r).to_numpy())
+    assert match_points(tab, f"#{r}").sum() == 1 + data.Y[r].sum()
+    m0 = match_points(tab, "c0")  # concept c0: its components, atoms and items labelled with it
+    exp0 = (tab.concept == "c0") | tab["labels"].str.contains("c0")
+    np.testing.assert_array_equal(m0, exp0.to_numpy())
+    assert not match_points(tab, "").any() and not match_points(tab, None).any()
+    assert not match_points(tab, "no such label").any()
+
+
+def test_with_settings_prepends_constant_columns(planted_table):
+    tab = planted_table
+    out = with_settings(tab, {"method": "S-SLiCS", "d0": 5, "concepts": ["a", "b"]})
+    assert list(out.columns[:3]) == ["method", "d0", "concepts"] and list(out.columns[3:]) == list(tab.columns)
+    assert (out.method == "S-SLiCS").all() and (out.d0 == 5).all() and (out.concepts == "a;b").all()
+    assert len(out) == len(tab) and "method" not in tab.columns
+    with pytest.raises(ValueError, match="clash"):
+        with_settings(tab, {"kind": "x"})
 
 
 # ---------------------------------------------------------------------- atom usage

@@ -1,42 +1,57 @@
 """AppTest of the Subspaces page (t-SNE map of embeddings, components and atoms) on the small emoji world."""
 import base64
+import io
 import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
-from slics_core.explorer.maps import map_points, map_sample
+from slics_core.explorer.maps import (ATOM_SUB, OTHER_CONCEPTS, SEVERAL, colour_groups, map_points, map_sample,
+                                      match_points, point_text)
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "subspaces.py")
+SYMBOLS = {"circle": "embedding", "diamond": "component", "star": "atom"}
 
 
-def _page(n_points=40, query=None):
-    at = AppTest.from_file(PAGE, default_timeout=180)
+def _page(n_points=40, query=None, **state):
+    at = AppTest.from_file(PAGE, default_timeout=240)
     at.session_state["n_points"] = n_points
     if query is not None:
         at.session_state["query"] = query
+    for k, v in state.items():
+        at.session_state[k] = v
     return at.run()
 
 
 def _ids(customdata):
-    """Point ids from a trace's customdata (a list, or plotly's base64 typed array)."""
+    """Point ids from a trace's customdata, in trace order (a list of rows, or plotly's base64 typed array)."""
     if isinstance(customdata, dict) and "bdata" in customdata:
         a = np.frombuffer(base64.b64decode(customdata["bdata"]), dtype=np.dtype(customdata["dtype"]))
-        return sorted(int(v) for v in a)  # one column: the point id
-    return sorted(int(c[0]) for c in customdata)
+        return [int(v) for v in a]  # one column: the point id
+    return [int(c[0]) for c in customdata]
+
+
+def _spec(at):
+    return json.loads(at.get("plotly_chart")[0].proto.spec)
+
+
+def _map_traces(spec):
+    return [t for t in spec["data"] if t.get("name") != "current query"]
+
+
+def _legend(spec):
+    return [t["name"] for t in _map_traces(spec) if t.get("showlegend", True)]
 
 
 def _groups(at):
-    """The colour groups listed under the map (name -> points)."""
-    df = at.dataframe[0].value
-    return dict(zip(df.iloc[:, 0], df["points"]))
-
-
-def _title(at):
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    return spec["layout"]["title"]["text"], spec
+    """The colour groups listed under the map (name -> points): the last table of the page."""
+    df = at.dataframe[-1].value
+    return dict(zip(df["group"], df["points"]))
 
 
 def _expected_table(ws, at):
@@ -50,27 +65,138 @@ def _expected_table(ws, at):
                       concept_names=ws.concept_names, sub_names=ws.sub_names)[1]
 
 
-def test_map_renders_and_colour_by_changes_the_groups(ws):
+def test_map_renders_with_readable_hover_texts_and_a_compact_legend(ws):
     at = _page()
     assert not at.exception
-    title, spec = _title(at)
+    spec = _spec(at)
     exp = _expected_table(ws, at)
+    title = spec["layout"]["title"]["text"]
     assert f"d0={at.session_state['d0']}" in title
     assert f"{(exp.kind == 'embedding').sum()} items" in title and f"{(exp.kind == 'atom').sum()} atoms" in title
-    by_concept = _groups(at)
-    assert by_concept == exp.groupby("concept").size().to_dict()
-    assert set(by_concept) <= set(ws.concept_names) | {"several", "none"}
-    # one trace per (colour group, kind) with the point ids as customdata (what a selection returns)
-    ids = sorted(i for t in spec["data"] for i in _ids(t["customdata"]))
-    assert ids == list(range(len(exp)))
+    # clicks select (Streamlit keeps click selection only outside box/lasso drag modes)
+    assert spec["layout"]["clickmode"] == "event+select" and spec["layout"]["dragmode"] in ("zoom", "pan")
+    traces = _map_traces(spec)
+    ids = [i for t in traces for i in _ids(t["customdata"])]
+    assert sorted(ids) == list(range(len(exp)))  # every point once, identified by its id
+    kinds = exp.set_index("point").kind
+    concept = exp.set_index("point").concept
+    for t in traces:
+        pts = _ids(t["customdata"])
+        # one symbol per kind, one colour per concept
+        assert {kinds[p] for p in pts} == {SYMBOLS[t["marker"]["symbol"]]}
+        assert {concept[p] for p in pts} == {t["name"]}
+        # hover: a sentence per point, no raw "key=value" dump
+        want = point_text(exp.set_index("point").loc[pts].reset_index(), at.session_state["component"])
+        assert t["hovertext"] == want
+        assert all("=" not in h and "atom=-1" not in h for h in t["hovertext"])
+    comp = exp[exp.kind == "component"].iloc[0]
+    text = next(h for t in traces for p, h in zip(_ids(t["customdata"]), t["hovertext"]) if p == comp.point)
+    assert text.startswith(f"component ṽ of <i>{comp.concept}</i> · item #{comp.row}")
+    # compact legend: colour by concept, at most 15 entries, one per colour group
+    legend = _legend(spec)
+    assert len(legend) <= 15 and len(legend) == len(set(legend))
+    assert legend == colour_groups(exp, "concept", concept_names=ws.concept_names)[1]
+    assert set(legend) <= set(ws.concept_names) | {SEVERAL, "none"}
+    assert _groups(at) == exp.groupby("concept").size().to_dict()
+
+
+def test_sub_label_colours_are_limited_to_one_concept(ws):
+    at = _page(n_points=80)
+    assert not at.exception
     at.radio(key="color_by").set_value("sub-label").run()
     assert not at.exception
-    by_sub = _groups(at)
-    assert by_sub == exp.groupby("sub_label").size().to_dict()
-    assert "(atom)" in by_sub and not set(by_sub) & (set(ws.concept_names) - set(ws.sub_names))
+    at.selectbox(key="sub_concept").set_value("food").run()
+    assert not at.exception
+    spec = _spec(at)
+    exp = _expected_table(ws, at).set_index("point")
+    food = ws.concept_names.index("food")
+    food_subs = [s for s, c in zip(ws.sub_names, ws.sub_to_concept) if c == food]
+    legend = _legend(spec)
+    assert len(legend) <= 15
+    assert set(legend) <= set(food_subs) | {ATOM_SUB, SEVERAL, OTHER_CONCEPTS}
+    assert set(legend) & set(food_subs), legend
+    grey = None
+    for t in _map_traces(spec):
+        for p in _ids(t["customdata"]):
+            row, kind = exp.row[p], exp.kind[p]
+            if kind == "embedding":
+                own = [ws.sub_names[k] for k in np.flatnonzero(ws.Z[row]) if ws.sub_to_concept[k] == food]
+                is_food = bool(own)
+            else:
+                is_food = exp.concept[p] == "food"
+            assert (t["name"] != OTHER_CONCEPTS) == is_food, (p, t["name"])
+            if kind == "component" and is_food:
+                assert t["name"] == exp.sub_label[p]
+        if t["name"] == OTHER_CONCEPTS:
+            grey = t["marker"]["color"]
+    assert grey is not None and grey.startswith("#") and len(set(grey[1:3] + grey[3:5] + grey[5:7])) == 1
+    # the legend title says which concept's sub-labels these are
+    assert "food" in spec["layout"]["legend"]["title"]["text"]
 
 
-def test_picked_points_show_their_images(ws):
+def test_highlight_keeps_matches_bright_and_dims_the_rest(ws):
+    at = _page()
+    exp = _expected_table(ws, at)
+    word = exp.sub_labels[exp.kind == "component"].iloc[0].split(", ")[0]
+    at.selectbox(key="highlight").set_value(word).run()
+    assert not at.exception
+    spec = _spec(at)
+    hit = match_points(exp, word)
+    assert 0 < hit.sum() < len(exp)
+    for t in _map_traces(spec):
+        for p, o in zip(_ids(t["customdata"]), t["marker"]["opacity"]):
+            assert o == (1.0 if hit[p] else 0.12), (p, o)
+    assert f"{int(hit.sum())} points match “{word}”" in spec["layout"]["title"]["text"]
+    # "#<row>" (free text: not an option, so typed through the session state) highlights one item's
+    # embedding and its components
+    r = int(exp.row[exp.kind == "embedding"].iloc[0])
+    at = _page(highlight=f"#{r}")
+    assert not at.exception
+    bright = {p for t in _map_traces(_spec(at)) for p, o in zip(_ids(t["customdata"]), t["marker"]["opacity"])
+              if o == 1.0}
+    assert bright == set(exp.point[exp.row == r]) and len(bright) == 1 + ws.Y[r].sum()
+
+
+@pytest.fixture
+def media(monkeypatch):
+    """The in-memory media stores AppTest creates (download button data lives there)."""
+    stores = []
+    real_init = MemoryMediaFileStorage.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        stores.append(self)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "__init__", init)
+    return stores
+
+
+def _download(at, stores, key):
+    url = at.get("download_button")[[b.proto.id for b in at.get("download_button")].index(
+        next(b.proto.id for b in at.get("download_button") if key in b.proto.id))].proto.url
+    return stores[-1].get_file(url.rsplit("/", 1)[-1]).content
+
+
+def test_csv_export_carries_the_settings(ws, media):
+    at = _page(n_points=30, map_split="val", map_concepts=["animal", "food"], component="full")
+    assert not at.exception
+    exp = _expected_table(ws, at)
+    df = pd.read_csv(io.BytesIO(_download(at, media, "tsne_csv")), keep_default_na=False)
+    s = at.session_state
+    settings = ["method", "d0", "component_mode", "split", "concepts", "kinds", "n_items", "seed", "colour_by"]
+    assert list(df.columns[:len(settings)]) == settings
+    assert len(df) == len(exp)
+    first = df.iloc[0]
+    assert (first.method, int(first.d0), first.component_mode, first.split) == (s["method"], s["d0"], "full", "val")
+    assert first.concepts == "animal;food" and first.kinds == ";".join(s["kinds"])
+    assert int(first.n_items) == 30 and int(first.seed) == s["map_seed"] and first.colour_by == "concept"
+    assert (df.nunique()[settings] == 1).all()
+    assert df.point.tolist() == exp.point.tolist() and df.row.tolist() == exp.row.tolist()
+    assert df.description.tolist() == point_text(exp, "full", html=False)
+    assert {"x", "y", "colour_group"} <= set(df.columns)
+
+
+def test_picked_points_show_a_preview_and_their_images(ws):
     at = _page()
     assert not at.exception
     assert not at.get("image")  # nothing picked: empty state
@@ -81,12 +207,49 @@ def test_picked_points_show_their_images(ws):
     picked = emb + comp + atom
     at.multiselect(key="picked_points").set_value(picked).run()
     assert not at.exception
-    assert len(at.get("image")) == 3  # two embeddings and one component are images; the atom is not
-    details = at.dataframe[1].value
+    # the preview (first picked item) and a grid of the three picked items (the atom has no image)
+    assert len(at.get("image")) == 4
+    r0 = int(exp.row[emb[0]])
+    assert at.button(key="map_use_query").proto.label == f"Use #{r0} as the query"
+    details = at.dataframe[0].value
     assert details.point.tolist() == picked
     assert details.row.tolist() == exp.set_index("point").loc[picked, "row"].tolist()
     assert set(details.row[:3]) <= set(ws.index["pool"].tolist())
-    assert any("atom" in m.value for m in at.markdown)
+    assert details.description.tolist() == [point_text(exp, "partial", html=False)[p] for p in picked]
+    assert any("Atoms picked" in m.value for m in at.markdown)
+    # the preview can switch to another picked item
+    at.selectbox(key="map_focus").set_value(comp[0]).run()
+    assert not at.exception
+    assert at.button(key="map_use_query").proto.label == f"Use #{int(exp.row[comp[0]])} as the query"
+
+
+def test_use_as_query_opens_retrieve_with_that_query(ws):
+    q_rows = ws.index["query"]
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.session_state["n_points"] = 30
+    at.session_state["map_split"] = "query"
+    at.run()
+    at.switch_page("app_pages/subspaces.py").run()
+    assert not at.exception
+    exp = _expected_table(ws, at)
+    p = int(exp.point[exp.kind == "component"].iloc[-1])
+    r = int(exp.row[p])
+    assert r in set(q_rows.tolist())
+    at.multiselect(key="picked_points").set_value([p]).run()
+    at.button(key="map_use_query").click().run()
+    assert not at.exception
+    assert at.session_state["query"] == r
+    assert at.selectbox(key="query_pick").value == r  # Retrieve is open, on that query
+    # an item outside the query split: the page sets it and nothing breaks
+    at.switch_page("app_pages/subspaces.py")
+    at.session_state["map_split"] = "pool"
+    at.run()
+    exp = _expected_table(ws, at)
+    p = int(exp.point[exp.kind == "embedding"].iloc[0])
+    at.multiselect(key="picked_points").set_value([p]).run()
+    assert any("not the query split" in c.value for c in at.caption)
+    at.button(key="map_use_query").click().run()
+    assert not at.exception
 
 
 def test_d0_kinds_and_fig5_view_change_the_map(ws):
@@ -94,19 +257,19 @@ def test_d0_kinds_and_fig5_view_change_the_map(ws):
     other = [d for d in ws.d0_values if d != at.session_state["d0"]][0]
     at.select_slider(key="d0").set_value(other).run()
     assert not at.exception
-    assert f"d0={other}" in _title(at)[0]
-    assert f"{ws.n_concepts * other} atoms" in _title(at)[0]
+    assert f"d0={other}" in _spec(at)["layout"]["title"]["text"]
+    assert f"{ws.n_concepts * other} atoms" in _spec(at)["layout"]["title"]["text"]
     at.multiselect(key="kinds").set_value(["atom"]).run()
     assert not at.exception
     assert sum(_groups(at).values()) == ws.n_concepts * other
     at.button(key="fig5").click().run()
     assert not at.exception
-    assert at.session_state["map_concepts"] == ["animal"]
+    assert at.session_state["map_concepts"] == ["animal"] and at.session_state["sub_concept"] == "animal"
     groups = _groups(at)
     animal = ws.concept_names.index("animal")
     animal_subs = {n for n, c in zip(ws.sub_names, ws.sub_to_concept) if c == animal}
-    assert set(groups) <= animal_subs | {"(atom)", "several", "none"}
-    assert groups["(atom)"] == other
+    assert set(groups) <= animal_subs | {ATOM_SUB, SEVERAL}
+    assert groups[ATOM_SUB] == other
     at.multiselect(key="kinds").set_value([]).run()
     assert not at.exception and at.info
 
@@ -116,7 +279,7 @@ def test_current_query_is_marked_with_its_components(ws):
     at = _page(query=q)
     assert not at.exception
     exp = _expected_table(ws, at)
-    spec = _title(at)[1]
+    spec = _spec(at)
     marked = [t for t in spec["data"] if t.get("name") == "current query"]
     assert len(marked) == 1
     ids = _ids(marked[0]["customdata"])
@@ -124,4 +287,4 @@ def test_current_query_is_marked_with_its_components(ws):
     assert len(ids) == 1 + ws.Y[q].sum()  # the embedding and one component per labelled concept
     at.checkbox(key="mark_query").uncheck().run()
     assert not at.exception
-    assert not [t for t in _title(at)[1]["data"] if t.get("name") == "current query"]
+    assert not [t for t in _spec(at)["data"] if t.get("name") == "current query"]

@@ -60,6 +60,10 @@ __all__ = [
     "tsne_layout",
     "subspace_map",
     "selected_point_ids",
+    "point_text",
+    "colour_groups",
+    "match_points",
+    "with_settings",
     "item_codes",
     "atom_top_items",
     "atom_top_words",
@@ -197,7 +201,9 @@ def map_points(model, X, Y, rows, *, kinds=KINDS, component="partial", concepts=
     table : DataFrame
         One row per point: ``point`` (0..N-1), ``kind``, ``row`` (item row,
         -1 for atoms), ``atom`` (atom index, -1 otherwise), ``concept``,
-        ``sub_label``, ``labels`` (all of the item's concepts, or the atom's).
+        ``sub_label``, ``labels`` (all of the item's concepts, or the atom's),
+        ``sub_labels`` (the item's sub-labels: all of them for an embedding,
+        those of the component's concept for a component, ``""`` for atoms).
     """
     kinds = [kinds] if isinstance(kinds, str) else list(kinds)
     unknown = set(kinds) - set(KINDS)
@@ -234,11 +240,13 @@ def map_points(model, X, Y, rows, *, kinds=KINDS, component="partial", concepts=
 
     vecs, recs = [], []
     all_labels = {int(i): ", ".join(names[j] for j in np.flatnonzero(Y[i])) for i in rows}
+    every = set(range(S))
     if "embedding" in kinds and rows.size:
         kept = set(keep.tolist())
         for i in rows:
             cs = [names[j] for j in np.flatnonzero(Y[i] & keep_mask)]
-            recs.append(("embedding", int(i), -1, _group_name(cs), _group_name(subs_of(i, kept)), all_labels[int(i)]))
+            recs.append(("embedding", int(i), -1, _group_name(cs), _group_name(subs_of(i, kept)), all_labels[int(i)],
+                         ", ".join(subs_of(i, every))))
         vecs.append(X[rows])
     if "component" in kinds and rows.size:
         Xr = X[rows]
@@ -255,16 +263,17 @@ def map_points(model, X, Y, rows, *, kinds=KINDS, component="partial", concepts=
                 v = V[a, j]
                 if np.linalg.norm(v) <= 1e-9:
                     continue
-                recs.append(("component", int(i), -1, names[j], _group_name(subs_of(i, {int(j)})),
-                             all_labels[int(i)]))
+                subs = subs_of(i, {int(j)})
+                recs.append(("component", int(i), -1, names[j], _group_name(subs), all_labels[int(i)],
+                             ", ".join(subs)))
                 vecs.append(v[None, :])
     if "atom" in kinds:
         groups = np.asarray(model.groups_)
         for k in np.flatnonzero(keep_mask[groups]):
-            recs.append(("atom", -1, int(k), names[groups[k]], ATOM_SUB, names[groups[k]]))
+            recs.append(("atom", -1, int(k), names[groups[k]], ATOM_SUB, names[groups[k]], ""))
             vecs.append(np.asarray(model.atoms_[k])[None, :])
     P = np.vstack(vecs) if vecs else np.zeros((0, X.shape[1]))
-    table = pd.DataFrame(recs, columns=["kind", "row", "atom", "concept", "sub_label", "labels"])
+    table = pd.DataFrame(recs, columns=["kind", "row", "atom", "concept", "sub_label", "labels", "sub_labels"])
     table.insert(0, "point", np.arange(len(table)))
     return P, table
 
@@ -378,6 +387,185 @@ def selected_point_ids(selection, n_points=None):
         if (n_points is None or 0 <= v < n_points) and v not in out:
             out.append(v)
     return out
+
+# ---------------------------------------------------------------------- reading a map
+#: Greek letter of each component mode in the page's texts (``tilde-v_j`` / ``v_j``).
+COMPONENT_SYMBOL = {"partial": "ṽ", "full": "v"}
+OTHER = "other"
+OTHER_CONCEPTS = "other concepts"
+MAX_COLOURS = 15
+
+
+def point_text(table, component="partial", *, ids=None, html=True):
+    """A human-readable description of every point of a map (hover texts, captions).
+
+    ``"component ṽ of animal · item #123 · horse"``, ``"item #123 · animal, food · horse, pizza"``,
+    ``"atom animal #2 (atom 17)"``: the kind, the item and its labels in words. An atom's
+    ``#r`` is its rank among its concept's atoms (:func:`atom_labels`, the Atoms page's
+    names); it is counted in ``table``, which holds every atom of a shown concept in
+    index order (:func:`map_points`).
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`map_points`'s table.
+    component : {"partial", "full"}
+        Which components the table holds (ṽ or v).
+    ids : sequence of str, optional
+        Item names (file names) by workspace row, shown after the row number.
+    html : bool
+        Concept names in ``<i>…</i>`` (plotly hover labels understand it).
+
+    Returns
+    -------
+    texts : list of str
+        One per row of ``table``.
+    """
+    if component not in COMPONENT_SYMBOL:
+        raise ValueError(f"component must be 'partial' or 'full'; got {component!r}.")
+    sym = COMPONENT_SYMBOL[component]
+
+    def em(name):
+        return f"<i>{name}</i>" if html else name
+
+    atom_rank = table.assign(_a=table.kind == "atom").groupby(["concept", "_a"]).cumcount()
+    out = []
+    for k, r, a, c, labels, subs, rank in zip(table.kind, table.row, table.atom, table.concept, table["labels"],
+                                             table["sub_labels"], atom_rank):
+        if k == "atom":
+            out.append(f"atom {em(c)} #{rank} (atom {a})")
+            continue
+        item = f"item #{r}" + (f" ({ids[r]})" if ids is not None and str(ids[r]) != "" else "")
+        if k == "component":
+            parts = [f"component {sym} of {em(c)}", item] + ([subs] if subs else [])
+        else:
+            concepts = ", ".join(em(n) for n in labels.split(", ")) if labels else "no concept"
+            parts = [item, concepts] + ([subs] if subs else [])
+        out.append(" · ".join(parts))
+    return out
+
+
+def colour_groups(table, by="concept", *, concept=None, concept_names=None, Z=None, sub_to_concept=None,
+                  sub_names=None, max_groups=MAX_COLOURS):
+    """The colour group of every point of a map, and the groups in legend order.
+
+    ``by="concept"``: a point's concept (an embedding with several shown concepts is
+    ``"several"``, without one ``"none"``). ``by="sub-label"``: sub-labels of **one**
+    ``concept`` only: its components take their item's sub-label in it, the embeddings of
+    items with a sub-label in it take that sub-label (``"several"`` if more than one), its
+    atoms are ``"(atom)"``, every other point is ``"other concepts"``. More than
+    ``max_groups`` groups: the smallest are merged into ``"other"`` so that exactly
+    ``max_groups`` remain (a palette has a few distinguishable colours, not 71).
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`map_points`'s table.
+    by : {"concept", "sub-label"}
+    concept : str, optional
+        The concept whose sub-labels colour the map (required with ``by="sub-label"``).
+    concept_names : list of str, optional
+        Legend order of the concepts (and their check); default: order of appearance.
+    Z, sub_to_concept, sub_names
+        Sub-labels as in :func:`map_points` (required with ``by="sub-label"``).
+    max_groups : int
+        At least 2.
+
+    Returns
+    -------
+    groups : ndarray of str
+        One per row of ``table``.
+    order : list of str
+        The groups present, named ones first (concept or sub-label order), then
+        ``"several"``, ``"(atom)"``, ``"none"``, ``"other"``, ``"other concepts"``.
+    """
+    if isinstance(max_groups, bool) or not isinstance(max_groups, (int, np.integer)) or max_groups < 2:
+        raise ValueError(f"max_groups must be an int >= 2; got {max_groups!r}.")
+    if by == "concept":
+        groups = table.concept.astype(str).to_numpy()
+        named = list(concept_names) if concept_names is not None else list(dict.fromkeys(groups))
+    elif by == "sub-label":
+        if Z is None or sub_to_concept is None or sub_names is None:
+            raise ValueError("colouring by sub-label needs the sub-labels (Z, sub_to_concept, sub_names).")
+        if concept_names is None:
+            raise ValueError("colouring by sub-label needs concept_names.")
+        names = list(concept_names)
+        if concept not in names:
+            raise ValueError(f"pick one concept to colour by its sub-labels; got {concept!r} (known: {names}).")
+        Z = np.asarray(Z, dtype=bool)
+        sub_to_concept = np.asarray(sub_to_concept, dtype=int)
+        j = names.index(concept)
+        own = np.flatnonzero(sub_to_concept == j)
+        named = [sub_names[k] for k in own]
+        groups = np.full(len(table), OTHER_CONCEPTS, dtype=object)
+        for p, (k, r, c, sub) in enumerate(zip(table.kind, table.row, table.concept, table.sub_label)):
+            if k == "atom":
+                groups[p] = ATOM_SUB if c == concept else OTHER_CONCEPTS
+            elif k == "component":
+                groups[p] = sub if c == concept else OTHER_CONCEPTS
+            else:
+                subs = [sub_names[q] for q in own[Z[r, own]]]
+                groups[p] = _group_name(subs) if subs else OTHER_CONCEPTS
+        groups = groups.astype(str)
+    else:
+        raise ValueError(f"by must be 'concept' or 'sub-label'; got {by!r}.")
+    special = [SEVERAL, ATOM_SUB, NONE, OTHER, OTHER_CONCEPTS]
+    present = set(groups.tolist())
+    order = [g for g in named if g in present and g not in special]
+    order += [g for g in dict.fromkeys(groups.tolist()) if g not in order and g not in special]
+    order += [g for g in special if g in present]
+    if len(order) > max_groups:
+        counts = pd.Series(groups).value_counts()
+        ranked = sorted(order, key=lambda g: (-counts[g], order.index(g)))
+        keep = set(ranked[: max_groups - 1])
+        groups = np.where(np.isin(groups, list(keep)), groups, OTHER)
+        order = [g for g in order if g in keep and g != OTHER] + [OTHER]
+    return groups, order
+
+
+def match_points(table, text):
+    """Points whose labels contain ``text`` (case-insensitive), or the item ``#<row>``.
+
+    Searched: the point's concept, its item's concepts (``labels``), its sub-labels.
+    ``"#12"`` matches item 12's embedding and components. An empty ``text`` matches nothing.
+
+    Returns
+    -------
+    mask : ndarray of bool, one per row of ``table``
+    """
+    text = str(text or "").strip().lower()
+    if not text:
+        return np.zeros(len(table), dtype=bool)
+    if text.startswith("#") and text[1:].strip().isdigit():
+        return (table.row == int(text[1:])).to_numpy()
+    fields = (table.concept.astype(str) + "\n" + table["labels"].astype(str) + "\n"
+              + table["sub_labels"].astype(str)).str.lower()
+    return fields.str.contains(text, regex=False).to_numpy()
+
+
+def with_settings(table, settings):
+    """``table`` with one constant column per setting first (what an exported CSV needs to be reproduced).
+
+    Parameters
+    ----------
+    table : DataFrame
+    settings : dict
+        Column name -> value (lists are joined with ``";"``).
+
+    Returns
+    -------
+    table : DataFrame
+        A new table; a setting that clashes with a column raises ValueError.
+    """
+    clash = sorted(set(settings) & set(table.columns))
+    if clash:
+        raise ValueError(f"settings {clash} clash with the table's columns.")
+    head = {k: (";".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in settings.items()}
+    out = table.copy()
+    for pos, (k, v) in enumerate(head.items()):
+        out.insert(pos, k, [v] * len(out))
+    return out
+
 
 # ---------------------------------------------------------------------- atom usage
 def item_codes(model, X, Y=None):

@@ -1,0 +1,144 @@
+"""End-to-end: the Subspaces map in a real headless Chromium (issue 12, "a map people can read").
+
+A click on one map point selects it (plotly ``clickmode="event+select"`` reaching Streamlit), its
+image appears in the preview panel beside the map, and "Use #r as the query" opens Retrieve with
+that item as the query. Waits on the app's own readiness (script state), never on fixed sleeps.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+from e2e_helpers import assert_no_errors, by_key, pick_option, selectbox_value, shot, wait_for_app, wait_for_images
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+#: JavaScript: page coordinates and point id of the item embedding (a circle) farthest from every other
+#: point, so that a click there can only hit that point.
+_ISOLATED_ITEM = """gd => {
+    const L = gd._fullLayout, box = gd.getBoundingClientRect();
+    const pts = [];
+    gd._fullData.forEach((t, i) => {
+        if (!t.visible || t.visible === 'legendonly') return;
+        for (let k = 0; k < t.x.length; k++) {
+            const px = box.left + L._size.l + L.xaxis.d2p(t.x[k]);
+            const py = box.top + L._size.t + L.yaxis.d2p(t.y[k]);
+            const circle = t.marker.symbol === 'circle' && t.name !== 'current query';
+            pts.push({px, py, circle, id: t.customdata[k][0], text: t.hovertext[k]});
+        }
+    });
+    let best = null, bestD = -1;
+    for (const p of pts) {
+        if (!p.circle) continue;
+        let d = Infinity;
+        for (const q of pts) if (q !== p) d = Math.min(d, Math.hypot(p.px - q.px, p.py - q.py));
+        if (d > bestD) { bestD = d; best = p; }
+    }
+    return {...best, gap: bestD, clickmode: L.clickmode};
+}"""
+
+
+def test_click_a_map_point_previews_it_and_makes_it_the_query(page, screenshot_dir):
+    page.goto("/subspaces", wait_until="domcontentloaded")
+    wait_for_app(page)
+    assert_no_errors(page, "/subspaces")
+    # items of the query split, so that Retrieve's query picker lists the picked one
+    pick_option(page, by_key(page, "map_split"), "query")
+    assert_no_errors(page, "/subspaces (query split)")
+    preview = by_key(page, "map_preview")
+    assert preview.count() == 0, "a preview is shown before any point was picked"
+
+    chart = by_key(page, "tsne")
+    gd = chart.locator(".js-plotly-plot").first
+    gd.wait_for()
+    target = gd.evaluate(_ISOLATED_ITEM)
+    assert target["clickmode"] == "event+select"
+    assert target["gap"] > 4, f"no isolated item point to click ({target})"
+    m = re.match(r"item #(\d+)", target["text"])
+    assert m, target["text"]
+    row = int(m.group(1))
+
+    page.mouse.move(target["px"], target["py"])
+    page.mouse.click(target["px"], target["py"])
+    wait_for_app(page)
+    assert_no_errors(page, "/subspaces after a click")
+
+    preview.wait_for()
+    srcs = wait_for_images(page, preview, 1)
+    assert len(srcs) == 1
+    assert preview.locator('[data-testid="stImageCaption"]').inner_text().strip() == f"#{row}"
+    text = preview.inner_text()
+    assert f"item #{row}" in text and "sub_label=" not in text, text
+    # the picked-points box holds exactly the clicked point
+    tags = by_key(page, "picked_points").locator("[data-tag]").evaluate_all(
+        "els => els.map(e => e.getAttribute('aria-label'))")
+    assert len(tags) == 1 and tags[0].startswith(f"{target['id']} "), (tags, target)
+    shot(page, screenshot_dir, "map_click_preview")
+
+    button = preview.get_by_role("button", name=f"Use #{row} as the query")
+    button.click()
+    page.wait_for_url(re.compile(r"/retrieve"))
+    wait_for_app(page)
+    assert_no_errors(page, "/retrieve after 'Use as query'")
+    assert selectbox_value(by_key(page, "query_pick")).startswith(f"#{row} "), selectbox_value(
+        by_key(page, "query_pick"))
+    shot(page, screenshot_dir, "map_click_use_as_query")
+
+
+#: JavaScript: ids of the points whose centre lies in the page rectangle ``[x0, y0, x1, y1]`` and the ids of
+#: the points plotly shows as selected (``selectedpoints`` of every trace).
+_IN_RECT = """(gd, r) => {
+    const L = gd._fullLayout, box = gd.getBoundingClientRect();
+    const inside = [], near = [];
+    gd._fullData.forEach(t => {
+        if (t.name === 'current query') return;
+        for (let k = 0; k < t.x.length; k++) {
+            const px = box.left + L._size.l + L.xaxis.d2p(t.x[k]);
+            const py = box.top + L._size.t + L.yaxis.d2p(t.y[k]);
+            const m = Math.min(px - r[0], r[2] - px, py - r[1], r[3] - py);
+            if (m > 3) inside.push(t.customdata[k][0]);
+            else if (m > -3) near.push(t.customdata[k][0]);
+        }
+    });
+    return {inside, near};
+}"""
+
+
+def test_lasso_picks_the_points_inside_it_and_the_figure_downloads_self_contained(page, screenshot_dir):
+    page.goto("/subspaces", wait_until="domcontentloaded")
+    wait_for_app(page)
+    by_key(page, "drag_mode").get_by_text("lasso", exact=True).click()
+    wait_for_app(page)
+    chart = by_key(page, "tsne")
+    gd = chart.locator(".js-plotly-plot").first
+    gd.wait_for()
+    assert gd.evaluate("g => g._fullLayout.dragmode") == "lasso"
+    area = chart.locator(".nsewdrag").first.bounding_box()
+    x0, y0 = area["x"] + area["width"] * 0.3, area["y"] + area["height"] * 0.3
+    x1, y1 = area["x"] + area["width"] * 0.7, area["y"] + area["height"] * 0.7
+    expected = gd.evaluate(_IN_RECT, [x0, y0, x1, y1])
+    assert expected["inside"], "no points in the middle of the map"
+    # a lasso drawn along the rectangle's edges
+    corners = [(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)]
+    page.mouse.move(*corners[0])
+    page.mouse.down()
+    for (ax, ay), (bx, by) in zip(corners, corners[1:]):
+        for k in range(1, 9):
+            page.mouse.move(ax + (bx - ax) * k / 8, ay + (by - ay) * k / 8)
+    page.mouse.up()
+    wait_for_app(page)
+    assert_no_errors(page, "/subspaces after a lasso")
+    tags = by_key(page, "picked_points").locator("[data-tag]").evaluate_all(
+        "els => els.map(e => e.getAttribute('aria-label'))")
+    picked = {int(t.split(" ")[0]) for t in tags}
+    inside, near = set(expected["inside"]), set(expected["near"])
+    assert inside <= picked <= inside | near, (sorted(inside - picked), sorted(picked - inside - near))
+    shot(page, screenshot_dir, "map_lasso")
+
+    # the figure's HTML carries plotly.js (no CDN script): it opens offline
+    with page.expect_download() as dl:
+        by_key(page, "tsne_html").get_by_role("button").click()
+    html = open(dl.value.path(), encoding="utf-8").read()
+    assert re.search(r"<script[^>]*\ssrc=", html) is None
+    assert "Plotly.newPlot" in html and len(html) > 1_000_000
+    assert '"hovertext"' in html  # the readable hover texts travel with the figure
