@@ -149,13 +149,13 @@ async def until(page, cond, timeout_s: float, what: str):
 
 
 async def retrieve_ready(page, timeout_s: float) -> None:
-    """Retrieve has drawn a gallery: the query image plus at least 8 gallery images decoded."""
-    await until(page, lambda: _ge(n_images(page), 9), timeout_s, "Retrieve galleries")
+    """Retrieve has drawn its galleries: the "Unfiltered" gallery heading is shown and at least 20 images
+    (query strip, query, two galleries) are decoded, and the run has settled."""
+    async def ready():
+        return await page.get_by_text("Unfiltered (whole query)").count() > 0 and await n_images(page) >= 20
+
+    await until(page, ready, timeout_s, "Retrieve galleries")
     await settled(page, timeout_s)
-
-
-async def _ge(coro, n):
-    return (await coro) >= n
 
 
 # ---------------------------------------------------------------------- one student's round

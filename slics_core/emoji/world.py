@@ -46,8 +46,8 @@ ENCODER = "emoji-small"
 CONDITION_ENCODER = "emoji-large"
 #: Scenes embedded per batch (the preview is a multiple of it).
 EMBED_BATCH = 256
-#: Scenes of the preview the app opens on while the whole world is built (4 batches).
-PREVIEW_SCENES = 4 * EMBED_BATCH
+#: Scenes of the preview the app opens on while the whole world is built (2 batches).
+PREVIEW_SCENES = 2 * EMBED_BATCH
 
 
 def default_cache_dir() -> Path:
