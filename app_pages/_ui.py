@@ -14,16 +14,19 @@ Conventions shared by all pages
 from __future__ import annotations
 
 import io
+import time
 
 import numpy as np
 import streamlit as st
 
 from slics_core.explorer.workspace import (
     EMOJI,
+    PROVISIONAL_D0,
+    BuildProgress,
     list_workspaces,
     load_query_encoder,
     load_workspace,
-    open_emoji_workspace,
+    start_emoji_workspace,
     workspace_path,
 )
 from app_pages import _state as state
@@ -35,32 +38,78 @@ from slics_core.retrieval import build_index
 # ---------------------------------------------------------------------- workspace
 @st.cache_resource(show_spinner=False)
 def _registry():
-    """Process-wide store of opened workspaces (a cache_resource holder, so that the slow
-    first build can draw its progress bar: cached functions must not draw)."""
+    """Process-wide store of opened workspaces: ``open[choice]`` is a
+    :class:`slics_core.explorer.workspace.BuildProgress` whose ``workspace`` is the newest usable one
+    (the emoji world's cold start publishes a preview first, then the whole workspace, from a
+    background thread), shared by every tab and session (so a second tab sees the live progress)."""
     import threading
 
     return {"lock": threading.Lock(), "open": {}}
 
 
-def _open_workspace(choice: str, progress=None):
+def _open_workspace(choice: str) -> BuildProgress:
+    """The shared handle of ``choice``, opening it (a dataset workspace: at once; the emoji world:
+    from its cache at once, else a background build is started) if no session has yet.
+
+    A failed background build is forgotten here, so that the next visit tries again.
+    """
     reg = _registry()
     with reg["lock"]:
-        if choice not in reg["open"]:
-            if len(reg["open"]) >= 4:
-                reg["open"].pop(next(iter(reg["open"])))
-            reg["open"][choice] = open_emoji_workspace(progress=progress) if choice == EMOJI \
-                else load_workspace(workspace_path(choice))
-        return reg["open"][choice]
+        handle = reg["open"].get(choice)
+        if handle is not None and handle.error is not None and handle.workspace is None:
+            reg["open"].pop(choice)
+            raise _BuildFailed(handle.error)
+        if handle is None:
+            if len(reg["open"]) >= 4:  # forget the oldest finished one
+                old = next((c for c, h in reg["open"].items() if h.finished), None)
+                if old is not None:
+                    reg["open"].pop(old)
+            if choice == EMOJI:
+                handle = start_emoji_workspace()
+            else:
+                handle = BuildProgress()
+                handle.publish(load_workspace(workspace_path(choice)), final=True)
+            reg["open"][choice] = handle
+        return handle
 
 
-def _progress_bar():
+class _BuildFailed(ValueError):
+    """A background build failed (its one-line message)."""
+
+
+def _progress_text(snap) -> str:
+    stage = snap["stage"]
+    if snap["total"] > 1:
+        stage += f" ({snap['done']}/{snap['total']})"
+    return f"{stage} · {snap['percent']:.0f} % · {snap['stage_elapsed']:.0f} s in this step, " \
+           f"{snap['elapsed']:.0f} s in all"
+
+
+def _progress_bar(handle):
+    """Wait (polling the shared progress, so every tab sees it move) until ``handle`` has a workspace."""
     bar = st.progress(0.0, text="Preparing the workspace…")
+    while handle.workspace is None and not handle.finished:
+        snap = handle.snapshot()
+        bar.progress(min(1.0, snap["percent"] / 100), text="Preparing the workspace: " + _progress_text(snap))
+        time.sleep(0.3)
+    bar.empty()
 
-    def report(stage, done, total):
-        frac = 0.0 if not total else min(1.0, max(0.0, done / total))
-        bar.progress(frac, text=f"{stage} ({done}/{total})" if total > 1 else str(stage))
 
-    return bar, report
+@st.fragment(run_every=2)
+def _build_banner(handle, seen_generation: int):
+    """Live progress of a background build; reruns the page when a newer workspace is published."""
+    snap = handle.snapshot()
+    if snap["generation"] != seen_generation:
+        st.rerun()
+    if snap["error"]:
+        st.warning(f"Building the whole workspace failed: {snap['error']}. The preview stays usable; restart the "
+                   "server to try again, or prepare the cache with `slics emoji-build`.")
+        return
+    st.progress(min(1.0, snap["percent"] / 100),
+                text="Preview open: the first scenes of the emoji world, S-SLiCS at a provisional d0 = "
+                     f"{PROVISIONAL_D0} (d0 is chosen on validation when the build finishes). Building the whole "
+                     "world in the background (every method, every d0; this page updates by itself): "
+                     + _progress_text(snap))
 
 
 def workspace_choices() -> dict:
@@ -79,18 +128,26 @@ def current_choice() -> str:
 
 
 def get_workspace():
-    """The current workspace (opened once per process; first use shows progress).
+    """The current workspace (opened once per process and shared by every session).
 
-    A workspace that cannot be opened (unknown name, damaged folder, unwritable cache) shows one
-    message and the workspace picker; ``?ws=`` is dropped from the URL so a reload does not fail again.
+    The emoji world's cold start waits only for its preview (live progress, polled from the shared
+    build); while the whole world is built in the background every page shows its progress and
+    reruns itself when it is published. A workspace that cannot be opened (unknown name, damaged
+    folder, unwritable cache, failed build) shows one message and the workspace picker; ``?ws=`` is
+    dropped from the URL so a reload does not fail again.
     """
     choice = current_choice()
+    error = None
     placeholder = st.empty()
     with placeholder.container():
-        bar, report = _progress_bar()
         try:
-            ws = _open_workspace(choice, progress=report)
-            error = None
+            handle = _open_workspace(choice)
+            if handle.workspace is None:
+                _progress_bar(handle)
+            if handle.workspace is None:
+                with _registry()["lock"]:
+                    _registry()["open"].pop(choice, None)
+                error = handle.error or "the build stopped"
         except (OSError, ValueError) as exc:
             error = exc
     placeholder.empty()
@@ -107,7 +164,12 @@ def get_workspace():
             st.session_state["ws_choice"] = choices[picked]
             st.rerun()
         st.stop()
-    apply_link(ws)
+    generation = handle.generation  # read before the workspace: a publication in between reruns once more
+    ws = handle.workspace
+    if not handle.finished or handle.error:
+        _build_banner(handle, generation)
+    if getattr(ws, "building", None) is None:  # a link is checked against the whole world, not its preview
+        apply_link(ws)
     problems = link_problems()
     if problems:
         st.warning("This link asked for things this workspace does not have, so they were left out: "

@@ -5,7 +5,11 @@ Widget keys: "eval_k" (k of mAP@k), "eval_split" (query split for the table and 
 "eval_csv" / "eval_sweep_csv" (CSV downloads), "eval_sweep_html" / "eval_modes_html" (figure downloads),
 "eval_sweep_fig" / "eval_modes_fig" (charts), "eval_table" (the methods table).
 Computation: slics_core.explorer.scoring over every method fitted in the workspace (the registry,
-slics_core.methods); every job cached with st.cache_data keyed by ws_id and its parameters).
+slics_core.methods). Each job is ranked once (st.cache_resource keyed by ws_id, method, d0, mode,
+split and the ranking depth, shared by every session); mAP@k for any k <= depth is computed from the
+stored ranking (st.cache_data keyed by the same ids plus k and the normalisation), so a new k never
+re-ranks. Exports: CSVs carry their settings as leading columns (workspace, split, k, normalization,
+table d0), charts download as self-contained HTML (plotly.js inside, opens offline).
 """
 # keys: eval_k, eval_split, eval_d0, eval_norm, eval_table, eval_csv, eval_sweep_csv,
 #       eval_sweep_fig, eval_modes_fig, eval_sweep_html, eval_modes_html
@@ -15,19 +19,31 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app_pages import _state as state
+
 from app_pages._ui import csv_download, get_workspace, pool_index, sidebar_workspace_note, ws_id
 from slics_core.evaluation import choose_d0
 from slics_core.explorer import scoring
+from slics_core.explorer.exports import figure_html, with_settings
 
 SPLIT_LABELS = {"query": "Query set (test)", "val": "Validation set"}
 NORM_LABELS = {"retrieved": "relevant retrieved (default)", "min": "min(k, relevant in pool)"}
 LABEL_COLOURS = {"general": "#1f77b4", "sub": "#d62728"}
 
 
-@st.cache_data(show_spinner=False, max_entries=512)
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _rankings(key: str, method: str, d0, mode, split: str, depth: int, _ws):
+    """Top-``depth`` rankings of one job, ranked once per process (read-only, shared)."""
+    idx = scoring.rank_job(_ws, scoring.Job(method, d0, mode, split), depth=depth, index=pool_index(_ws))
+    idx.setflags(write=False)
+    return idx
+
+
+@st.cache_data(show_spinner=False, max_entries=2048)
 def _job(key: str, method: str, d0, mode, split: str, k: int, normalization: str, _ws):
+    depth = scoring.ranking_depth(k)
     return scoring.run_job(_ws, scoring.Job(method, d0, mode, split), k=k, normalization=normalization,
-                           index=pool_index(_ws))
+                           rankings=_rankings(key, method, d0, mode, split, depth, _ws))
 
 
 def _run(ws, jobs, k, norm, title):
@@ -86,6 +102,24 @@ def _table_frame(rows, k):
                "Queries", "k"]]
 
 
+def _shown(df):
+    """The table as displayed: "—" where a method has no d0 or no full component (never None / <NA>)."""
+    num_cols = [c for c in df.columns if c.startswith(("Gen.", "Sub."))]
+    return df.style.format("{:.3f}", subset=num_cols, na_rep="—").format(na_rep="—", subset=["d0"])
+
+
+def _csv_frame(df, ws, split, k, norm, d0):
+    """The methods table with the settings that produced it (leading columns; missing values empty)."""
+    out = df.rename(columns={"Queries": "split"})
+    return with_settings(out, workspace=ws.name, split=split, k=k, normalization=norm, table_d0=d0)
+
+
+def _html_download(fig, file_name, key):
+    """A download button whose file (a self-contained HTML page, ~4.6 MB) is made only when clicked."""
+    st.download_button("Download chart (HTML)", lambda: figure_html(fig), file_name=file_name, mime="text/html",
+                       key=key, on_click="ignore")
+
+
 # ---------------------------------------------------------------------- page
 st.title("Evaluate")
 ws = get_workspace()
@@ -95,6 +129,10 @@ st.caption("Concept-filtered retrieval scored as in the paper (sec. 4.4): for ev
            "judged relevant if they share the concept (Gen.) or also one of its sub-labels (Sub.). Scores use "
            "the models already fitted in this workspace; nothing is refitted.")
 
+if getattr(ws, "building", None) is not None:
+    st.info(f"Evaluate needs every method at every d0: they are being built in the background "
+            f"({ws.building.percent():.0f} %). This page fills in by itself when the build is done.")
+    st.stop()
 if not ws.d0_values or "S-SLiCS" not in ws.methods:
     st.info("This workspace has no fitted S-SLiCS models to evaluate. Build one with `slics workspace`.")
     st.stop()
@@ -103,7 +141,9 @@ if ws.Z is None:
                "general-label mAP.")
 
 c1, c2, c3 = st.columns([1, 2, 2])
-k = int(c1.number_input("k (mAP@k)", min_value=1, max_value=200, value=20, step=1, key="eval_k"))
+st.session_state["eval_k"] = int(state.get("k", state.DEFAULT_K))  # the shared k (app_pages/_state.py)
+k = int(c1.number_input("k (mAP@k)", min_value=1, max_value=200, step=1, key="eval_k",
+                        on_change=state.copy_widget, args=("eval_k", "k")))
 split = c2.radio("Queries", list(SPLIT_LABELS), format_func=SPLIT_LABELS.get, horizontal=True, key="eval_split")
 norm = c3.radio("AP normalisation", list(NORM_LABELS), format_func=NORM_LABELS.get, key="eval_norm")
 
@@ -125,20 +165,21 @@ table_records = _run(ws, scoring.table_jobs(ws, d0, split=split), k, norm, "Meth
 
 st.subheader(f"Methods (mAP@{k}, {SPLIT_LABELS[split].lower()}, d0 = {d0})")
 df = _table_frame(scoring.summary_rows(table_records), k)
-num_cols = [c for c in df.columns if c.startswith(("Gen.", "Sub."))]
-st.dataframe(df, hide_index=True, width="stretch", key="eval_table",
-             column_config={c: st.column_config.NumberColumn(format="%.3f") for c in num_cols})
+st.dataframe(_shown(df), hide_index=True, width="stretch", key="eval_table")
 st.caption("Gen./Sub.: ranked by the partial component ṽ_j (eq. 3) for the dictionary methods, by the whole "
            "query for UF, by the word-group component for F-SpLiCE. (v_j): ranked by the full component "
            "(eq. 2; U-SLiCS uses the query's zero-shot concepts). "
-           f"{table_records[0]['n_pairs_general']} (query, concept) pairs. Methods without atoms have no d0.")
+           f"{table_records[0]['n_pairs_general']} (query, concept) pairs. —: methods without atoms have no d0, "
+           "and methods with one kind of component have no separate v_j column.")
 for m, why in ws.skipped.items():
     st.caption(f"{m} is not in this workspace: {why}.")
 if "F-SpLiCE" in ws.methods and ws.kind == "emoji":
     st.caption("Emoji world caveat: F-SpLiCE's vocabulary here is exactly the 82 category and supercategory "
                "names, i.e. the sub-labels themselves, which favours it on sub-label retrieval; the paper's "
                "F-SpLiCE uses 10 000 LAION words.")
-csv_download(df, f"slics_methods_{split}_k{k}_d0{d0}.csv", key="eval_csv")
+csv_download(_csv_frame(df, ws, split, k, norm, d0), f"slics_methods_{split}_k{k}_d0{d0}.csv", key="eval_csv")
+st.caption("CSV exports start with the settings that produced them: workspace, split, k, normalization and "
+           "the table's d0 (empty cells where a method has no value).")
 
 st.subheader("Dictionary size d0")
 st.markdown(f"Chosen **d0 = {chosen}**: the best validation "
@@ -147,15 +188,13 @@ left, right = st.columns(2)
 with left:
     fig7 = _sweep_figure(sweep, chosen, k)
     st.plotly_chart(fig7, key="eval_sweep_fig", width="stretch")
-    st.download_button("Download chart (HTML)", fig7.to_html(include_plotlyjs="cdn"), file_name="d0_sweep.html",
-                       mime="text/html", key="eval_sweep_html")
+    _html_download(fig7, "d0_sweep.html", "eval_sweep_html")
 with right:
     fig8 = _modes_figure(sweep, chosen, k, split)
     st.plotly_chart(fig8, key="eval_modes_fig", width="stretch")
-    st.download_button("Download chart (HTML)", fig8.to_html(include_plotlyjs="cdn"), file_name="partial_vs_full.html",
-                       mime="text/html", key="eval_modes_html")
+    _html_download(fig8, "partial_vs_full.html", "eval_modes_html")
 sweep_df = pd.DataFrame(sweep)[["method", "d0", "mode", "split", "k", "normalization", "general", "sub",
                                 "n_pairs_general", "n_pairs_sub"]]
 with st.expander("Sweep numbers"):
     st.dataframe(sweep_df, hide_index=True, width="stretch")
-    csv_download(sweep_df, f"slics_d0_sweep_k{k}.csv", key="eval_sweep_csv")
+    csv_download(with_settings(sweep_df, workspace=ws.name), f"slics_d0_sweep_k{k}.csv", key="eval_sweep_csv")

@@ -7,7 +7,11 @@ the next start is ready in a few seconds. This times, on this machine:
 * the warm start: opening the cached workspace;
 * the computation behind each page for one query (what a rerun costs, without Streamlit).
 
-    python benchmarks/bench_app.py [--scale 1.0] [--keep-cache DIR]
+* per interaction on a warm workspace (``--interactions``): the server time of each click, timed
+  on Streamlit's AppTest runs of the real pages (wall and process CPU seconds of the script run),
+  first visit and repeated visits apart (what caches save).
+
+    python benchmarks/bench_app.py [--scale 1.0] [--keep-cache DIR] [--interactions-only]
 """
 import argparse
 import os
@@ -27,13 +31,79 @@ def _t(fn, repeat=1):
     return float(np.median(ts)), out
 
 
+def interactions(cache):
+    """Server time (wall, CPU) of each click on the real pages, warm workspace (AppTest)."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["SLICS_EMOJI_CACHE"] = cache
+    app = str(Path(__file__).resolve().parent.parent / "app.py")
+    at = AppTest.from_file(app, default_timeout=900)
+    rows = []
+
+    def step(name, fn):
+        c, t = time.process_time(), time.perf_counter()
+        fn()
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+        err = " (EXCEPTION)" if at.exception else ""
+        rows.append((name + err, wall, cpu))
+
+    def widget(kind, key):
+        try:
+            return getattr(at, kind)(key=key)
+        except KeyError:
+            return None
+
+    step("Home: first run (opens the workspace)", at.run)
+    for visit in ("first", "second"):
+        step(f"Retrieve: {visit} visit", lambda: at.switch_page("app_pages/retrieve.py").run())
+    for val, name in ((20, "k"),):
+        w = widget("slider", name)
+        if w is not None:
+            step(f"Retrieve: k -> {val}", lambda w=w: w.set_value(val).run())
+    w = widget("selectbox", "method")
+    if w is not None:
+        step("Retrieve: method -> U-SLiCS", lambda: w.set_value("U-SLiCS").run())
+        step("Retrieve: method -> S-SLiCS", lambda: at.selectbox(key="method").set_value("S-SLiCS").run())
+    w = widget("select_slider", "d0")
+    if w is not None:
+        other = [d for d in w.options if str(d) != str(w.value)][0]
+        step(f"Retrieve: d0 -> {other}", lambda: w.set_value(int(other)).run())
+    for page in ("subspaces", "atoms", "captions", "generate"):
+        for visit in ("first", "second"):
+            step(f"{page.capitalize()}: {visit} visit", lambda p=page: at.switch_page(f"app_pages/{p}.py").run())
+    step("Evaluate: first visit (ranks every job once)", lambda: at.switch_page("app_pages/evaluate.py").run())
+    step("Evaluate: second visit", lambda: at.switch_page("app_pages/evaluate.py").run())
+    for k in (10, 5, 37, 20):
+        step(f"Evaluate: k -> {k}", lambda k=k: at.number_input(key="eval_k").set_value(k).run())
+    step("Evaluate: split -> val", lambda: at.radio(key="eval_split").set_value("val").run())
+    step("Evaluate: normalisation -> min", lambda: at.radio(key="eval_norm").set_value("min").run())
+    step("Evaluate: k -> 120 (deeper ranking once)", lambda: at.number_input(key="eval_k").set_value(120).run())
+    width = max(len(r[0]) for r in rows)
+    print(f"per interaction, warm workspace ({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}):")
+    for name, wall, cpu in rows:
+        flag = "" if wall <= 1.0 else "   > 1 s"
+        print(f"  {name:<{width}}  wall {wall:7.3f} s  CPU {cpu:7.3f} s{flag}")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0, help="SLICS_EMOJI_SCALE (1 = the app's default sizes)")
     ap.add_argument("--keep-cache", default=None, help="build into this folder and keep it")
+    ap.add_argument("--interactions-only", action="store_true",
+                    help="only the per-interaction times (uses --keep-cache, built there if empty)")
     args = ap.parse_args()
     os.environ["SLICS_EMOJI_SCALE"] = str(args.scale)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.interactions_only:
+        cache = args.keep_cache or tempfile.mkdtemp(prefix="slics-bench-")
+        from slics_core.explorer.workspace import open_emoji_workspace
+
+        open_emoji_workspace(cache_dir=cache)
+        interactions(cache)
+        return
 
     from slics_core.explorer import scoring
     from slics_core.explorer.queries import concept_galleries, concept_scores, query_components
@@ -88,7 +158,12 @@ def main():
         rows.append(("Evaluate: methods table (3 methods x 2 modes + UF, query split)",
                      _t(lambda: scoring.methods_table(ws))[0]))
         rows.append((f"Evaluate: d0 sweep ({len(ws.d0_values)} d0, val + query, both modes)",
-                     _t(lambda: scoring.sweep_d0(ws))[0]))
+                     _t(lambda: scoring.score_d0_sweep(ws))[0]))
+        job = scoring.Job("S-SLiCS", ws.default_d0, "partial", "query")
+        t_rank, stored = _t(lambda: scoring.rank_job(ws, job))
+        t_k = _t(lambda: scoring.run_job(ws, job, k=10, rankings=stored), repeat=5)[0]
+        rows.append(("Evaluate: one job, rank once (depth 50)", t_rank))
+        rows.append(("Evaluate: one job, mAP@10 from the stored ranking", t_k))
         scene = next(iter(PRESETS.values()))()
         rows.append(("Learn: decompose x* on the 3-D cones",
                      _t(lambda: decompose(scene, direction(30.0, 20.0)), repeat=20)[0]))
@@ -101,6 +176,7 @@ def main():
     for name, sec in rows:
         print(f"{name:<{width}}  {sec:8.3f} s")
     print(f"cold / warm start ratio: {t_cold / max(t_warm, 1e-9):.0f}x")
+    print(f"new k from stored rankings vs ranking again: {t_rank / max(t_k, 1e-9):.0f}x faster")
 
 
 if __name__ == "__main__":

@@ -152,3 +152,75 @@ def test_judged_generation_counts_and_contact_sheet(tmp_path):
     assert sheet.size == (n_cols * 68 + 4, 5 * (64 + 30 + 4) + 4)
     # the first row's scene is pasted as is (nearest-neighbour, same size)
     np.testing.assert_array_equal(np.asarray(sheet)[4:68, 4:68], ws.images[rows[0]])
+
+
+def test_staged_start_preview_then_the_same_world(tmp_path):
+    """start_emoji_workspace: a preview (first scenes, provisional d0) is published first, then exactly the
+    workspace open_emoji_workspace builds; progress moves forward and reaches 100 %."""
+    import time
+
+    from slics_core.emoji.world import preview_config
+    from slics_core.explorer.workspace import PROVISIONAL_D0, load_workspace_generator, start_emoji_workspace
+
+    cfg = EmojiWorldConfig(n_train=260, n_val=60, n_query=80, n_pool=200, d0_values=(2, 3), n_iter=2)
+    handle = start_emoji_workspace(tmp_path / "staged", cfg, preview_scenes=256)
+    seen, previews = [], []
+    deadline = time.monotonic() + 600
+    while not handle.finished and time.monotonic() < deadline:
+        snap = handle.snapshot()
+        seen.append(snap["percent"])
+        ws = handle.workspace
+        if ws is not None and ws.building is not None and not previews:
+            previews.append(ws)
+        time.sleep(0.05)
+    assert handle.finished and handle.error is None, handle.error
+    assert seen == sorted(seen) and handle.percent() == 100.0 and len(set(seen)) > 3
+    # the preview: the first 256 scenes, S-SLiCS at the provisional d0 and UF, generator "being built"
+    assert previews, "no preview was published"
+    pv = previews[0]
+    pc = preview_config(cfg, 256)
+    assert len(pv) == 256 and {k: len(v) for k, v in pv.index.items()} == {
+        "train": pc.n_train, "val": pc.n_val, "query": pc.n_query, "pool": pc.n_pool}
+    assert set(pv.models) == {("S-SLiCS", PROVISIONAL_D0), ("UF", None)} and pv.chosen_d0 is None
+    assert pv.default_d0 == PROVISIONAL_D0 and pv.path != handle.workspace.path
+    with pytest.raises(FileNotFoundError, match="being built"):
+        load_workspace_generator(pv)
+    # the whole workspace equals a build from scratch (same scenes, embeddings, models, chosen d0) and is cached
+    ws = handle.workspace
+    ref = open_emoji_workspace(tmp_path / "direct", cfg)
+    assert ws.building is None and len(ws) == cfg.n_total
+    np.testing.assert_array_equal(pv.images, ws.images[:256])
+    np.testing.assert_array_equal(pv.raw, ws.raw[:256])
+    for name in ("raw", "X", "images"):
+        np.testing.assert_array_equal(getattr(ws, name), getattr(ref, name))
+    np.testing.assert_array_equal(ws.extras["cond"], ref.extras["cond"])
+    assert set(ws.models) == set(ref.models) and ws.chosen_d0 == ref.chosen_d0 and ws.d0_scores == ref.d0_scores
+    for key, m in ref.models.items():
+        if hasattr(m, "atoms_"):
+            np.testing.assert_array_equal(ws.models[key].atoms_, m.atoms_)
+    again = start_emoji_workspace(tmp_path / "staged", cfg, preview_scenes=256)
+    assert again.finished and again.workspace.building is None and again.generation == 1  # from the cache
+
+
+def test_staged_start_small_world_and_failures(tmp_path):
+    import time
+
+    from slics_core.explorer import workspace as wsmod
+
+    cfg = EmojiWorldConfig(**CFG)  # 160 scenes: no preview, built at once in the background
+    handle = wsmod.start_emoji_workspace(tmp_path / "small", cfg, preview_scenes=256)
+    deadline = time.monotonic() + 300
+    while not handle.finished and time.monotonic() < deadline:
+        assert handle.workspace is None  # nothing half-built is published
+        time.sleep(0.05)
+    assert handle.error is None and len(handle.workspace) == 160 and handle.generation == 1
+    with pytest.raises(ValueError, match="multiple of 256"):
+        wsmod.start_emoji_workspace(tmp_path / "x", cfg, preview_scenes=100)
+
+    # the build process dies: the handle says so in one line, nothing is published
+    failed = wsmod.start_emoji_workspace(tmp_path / "killed", cfg, preview_scenes=256)
+    failed.process.kill()
+    deadline = time.monotonic() + 120
+    while not failed.finished and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert failed.workspace is None and "build process stopped" in failed.error

@@ -70,3 +70,41 @@ def test_evaluate_page_table_sweep_and_widgets(ws):
     assert int(row(at, "S-SVD")["d0"]) == other
     assert row(at, "S-SVD")["Gen. mAP@5"] == pytest.approx(independent(ws, "S-SVD", other, 5, split="val")[0],
                                                           abs=1e-12)
+
+
+def test_evaluate_exports_and_no_missing_cells(ws):
+    """No None/<NA> cells in the shown table, CSVs carry their settings, charts are self-contained HTML."""
+    import io
+
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from slics_core.explorer.exports import figure_html, with_settings
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    at.switch_page("app_pages/evaluate.py").run()
+    assert not at.exception, at.exception
+    import pyarrow as pa
+
+    raw = at.dataframe[0].value
+    # what the browser renders: the styler's display values
+    shown = pa.ipc.open_stream(at.dataframe[0].proto.arrow_data.styler.display_values).read_all().to_pandas()
+    cells = shown.astype(str).to_numpy().ravel().tolist()
+    assert not {"None", "<NA>", "nan", "NaN", ""} & set(cells)
+    uf = shown[raw["Method"].to_numpy() == "UF"].iloc[0]
+    assert uf["d0"] == "—" and uf[[c for c in shown.columns if c.endswith("(v_j)")][0]] == "—"
+    s_row = shown[raw["Method"].to_numpy() == "S-SLiCS"].iloc[0]
+    assert s_row["Gen. mAP@20"] == f"{row(at, 'S-SLiCS')['Gen. mAP@20']:.3f}"
+    html = figure_html(go.Figure(go.Scatter(x=[1, 2], y=[3, 4])))
+    import re
+
+    tags = re.findall(r"<script\b[^>]*>", html, flags=re.I)
+    assert tags and not [t for t in tags if re.search(r"\bsrc\s*=", t, flags=re.I)]  # nothing loaded from outside
+    assert "Plotly.newPlot" in html and len(html) > 1_000_000  # plotly.js itself is inside the file
+    df = with_settings(pd.DataFrame({"method": ["UF"], "d0": [None], "k": [20]}), workspace="w", split="query",
+                       k=20, normalization="retrieved", table_d0=5)
+    assert list(df.columns)[:5] == ["workspace", "split", "k", "normalization", "table_d0"]
+    back = pd.read_csv(io.StringIO(df.to_csv(index=False)))
+    assert back.loc[0, "table_d0"] == 5 and back.loc[0, "workspace"] == "w"
+    with pytest.raises(ValueError, match="disagrees"):
+        with_settings(pd.DataFrame({"k": [5]}), k=20)

@@ -232,3 +232,36 @@ def test_bad_input_messages(ws):
     empty = dataclasses.replace(ws, index=dict(ws.index, val=np.array([], int)))
     with pytest.raises(ValueError, match="no 'val' items"):
         scoring.sweep_jobs(empty)
+
+
+@pytest.mark.parametrize("method,mode", [("S-SLiCS", "partial"), ("U-SLiCS", "full"), ("UF", None)])
+def test_stored_rankings_give_the_direct_numbers_for_every_k(ws, method, mode):
+    """Ranking once (rank_job) and scoring any k from the stored ranking equals ranking at that k."""
+    d0 = None if method == "UF" else 2
+    job = scoring.Job(method, d0, mode, "query")
+    stored = scoring.rank_job(ws, job, depth=scoring.ranking_depth(7))
+    assert stored.shape == (len(ws.index["query"]), S, 50) and stored.dtype == np.uint16
+    X = ws.X.astype(float)
+    model = ws.model(method, d0)
+    for k in (1, 5, 7, 20, 50):
+        for norm in ("retrieved", "min"):
+            direct = scoring.run_job(ws, job, k=k, normalization=norm)
+            cached = scoring.run_job(ws, job, k=k, normalization=norm, rankings=stored)
+            assert cached == direct
+    # and against the brute force at one k
+    if method == "S-SLiCS":
+        g, s, _, _ = brute_map(ws, lambda q, j: brute_component(model, X[q], j), "query", 13)
+        rec = scoring.run_job(ws, job, k=13, rankings=stored)
+        assert (rec["general"], rec["sub"]) == (pytest.approx(g, abs=1e-9), pytest.approx(s, abs=1e-9))
+
+
+def test_ranking_depth_and_bad_stored_rankings(ws):
+    assert [scoring.ranking_depth(k) for k in (1, 20, 50, 51, 200)] == [50, 50, 50, 100, 200]
+    with pytest.raises(ValueError, match="k must be"):
+        scoring.ranking_depth(0)
+    job = scoring.Job("S-SLiCS", 2, "partial", "query")
+    stored = scoring.rank_job(ws, job, depth=10)
+    with pytest.raises(ValueError, match="depth 10 but k=20"):
+        scoring.run_job(ws, job, k=20, rankings=stored)
+    with pytest.raises(ValueError, match="do not fit job"):
+        scoring.run_job(ws, scoring.Job("S-SLiCS", 2, "partial", "val"), k=5, rankings=stored)

@@ -37,13 +37,17 @@ from slics_core.emoji.models import WEIGHTS_NAME, model_dir
 from slics_core.emoji.scenes import ZERO_SHOT_TEMPLATE, make_scenes
 from slics_core.encoders import create_encoder
 
-__all__ = ["EmojiWorldConfig", "WORLD_SEED", "default_cache_dir", "config_from_env", "render_emoji_world",
-           "emoji_vocabulary", "models_fingerprint"]
+__all__ = ["EmojiWorldConfig", "WORLD_SEED", "PREVIEW_SCENES", "EMBED_BATCH", "default_cache_dir", "config_from_env",
+           "render_emoji_world", "render_emoji_preview", "preview_config", "emoji_vocabulary", "models_fingerprint"]
 
 CACHE_VERSION = 3  # 3: the one workspace pipeline (one render, make_split, registry methods)
 WORLD_SEED = 3003
 ENCODER = "emoji-small"
 CONDITION_ENCODER = "emoji-large"
+#: Scenes embedded per batch (the preview is a multiple of it).
+EMBED_BATCH = 256
+#: Scenes of the preview the app opens on while the whole world is built (2 batches).
+PREVIEW_SCENES = 2 * EMBED_BATCH
 
 
 def default_cache_dir() -> Path:
@@ -115,17 +119,103 @@ def emoji_vocabulary() -> list:
     return sorted(set(CATEGORIES) | set(SUPERCATEGORIES))
 
 
-def _embed(encoder, images, progress, stage, batch=256):
+def _embed(encoder, images, progress, stage, batch=EMBED_BATCH):
     out = []
     for s in range(0, len(images), batch):
         out.append(np.asarray(encoder.encode_images([Image.fromarray(a) for a in images[s:s + batch]],
                                                     batch_size=batch), dtype=np.float32))
         if progress:
             progress(stage, min(len(images), s + batch), len(images))
-    return np.concatenate(out)
+    return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
 
 
-def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, encoder=None):
+@dataclass
+class _Rows:
+    """Rendered and embedded scenes ``0 .. n-1`` (what a preview hands on to the whole world)."""
+
+    images: np.ndarray
+    general: np.ndarray
+    sub: np.ndarray
+    captions: list
+    raw: np.ndarray
+
+    def __len__(self):
+        return len(self.images)
+
+
+def _render_rows(seed, start, n, small, progress) -> _Rows:
+    scenes = make_scenes(n, seed=seed, start=start,
+                         progress=(lambda d, t: progress("render scenes", d, t)) if progress else None)
+    raw = _embed(small, scenes.images, progress, f"embed with {ENCODER}")
+    return _Rows(np.asarray(scenes.images, np.uint8), np.asarray(scenes.general, bool), np.asarray(scenes.sub, bool),
+                 list(scenes.captions), raw)
+
+
+def _concat(a: _Rows, b: _Rows) -> _Rows:
+    if len(b) == 0:
+        return a
+    return _Rows(np.concatenate([a.images, b.images]), np.concatenate([a.general, b.general]),
+                 np.concatenate([a.sub, b.sub]), a.captions + b.captions, np.concatenate([a.raw, b.raw]))
+
+
+def _labelled(rows: _Rows, small, cond, name) -> LabelledEmbeddings:
+    keep = [i for i, c in enumerate(ALL_COCO_CATEGORIES) if c in EMOJI_FOR_CATEGORY]
+    prompts = [ZERO_SHOT_TEMPLATE.format(w) for w in SUPERCATEGORIES]
+    concept_text = np.asarray(small.encode_texts(prompts), dtype=np.float32)
+    extras = {"images": rows.images, "captions": list(rows.captions)}
+    if cond is not None:
+        extras["cond"] = cond
+    return LabelledEmbeddings(
+        raw=rows.raw, ids=[f"scene-{i}" for i in range(len(rows))], Y=rows.general,
+        concept_names=list(SUPERCATEGORIES), Z=rows.sub[:, keep], sub_names=[ALL_COCO_CATEGORIES[i] for i in keep],
+        sub_to_concept=np.asarray(SUB_TO_CONCEPT, dtype=int)[keep], concept_text=concept_text, encoder=ENCODER,
+        preprocessing="clip", name=name, extras=extras)
+
+
+def preview_config(config: EmojiWorldConfig, n_scenes: int = PREVIEW_SCENES) -> EmojiWorldConfig | None:
+    """Sizes of the preview of ``config``: its first ``n_scenes`` scenes split in the world's proportions.
+
+    None when the world is not at least twice as large (then it is built at once).
+    """
+    if n_scenes % EMBED_BATCH or n_scenes < EMBED_BATCH:
+        raise ValueError(f"the preview must be a positive multiple of {EMBED_BATCH} scenes; got {n_scenes}")
+    if 2 * n_scenes > config.n_total:
+        return None
+    f = n_scenes / config.n_total
+    n_train, n_val, n_query = (max(20, round(v * f)) for v in (config.n_train, config.n_val, config.n_query))
+    return EmojiWorldConfig(n_train=n_train, n_val=n_val, n_query=n_query,
+                            n_pool=n_scenes - n_train - n_val - n_query, d0_values=config.d0_values,
+                            n_iter=config.n_iter, seed=config.seed)
+
+
+def render_emoji_preview(config: EmojiWorldConfig | None = None, progress=None, encoder=None,
+                         n_scenes: int = PREVIEW_SCENES):
+    """Render and embed the preview: the first ``n_scenes`` scenes of the world (no generator embeddings).
+
+    Returns
+    -------
+    data : LabelledEmbeddings
+        As :func:`render_emoji_world`, without ``extras["cond"]``.
+    split : Split
+        Of the preview's sizes (:func:`preview_config`).
+    rows : the rendered rows, to pass as ``prefix=`` to :func:`render_emoji_world`.
+
+    Raises
+    ------
+    ValueError
+        The world is too small for a preview (:func:`preview_config` is None).
+    """
+    cfg = config or EmojiWorldConfig()
+    pc = preview_config(cfg, n_scenes)
+    if pc is None:
+        raise ValueError(f"a world of {cfg.n_total} scenes is built at once (no preview of {n_scenes} scenes)")
+    small = encoder if encoder is not None else create_encoder(ENCODER, device="cpu", half=False)
+    rows = _render_rows(cfg.seed, 0, pc.n_total, small, progress)
+    data = _labelled(rows, small, None, "emoji world (preview)")
+    return data, make_split(data.Y, pc.n_train, pc.n_val, pc.n_query, seed=cfg.seed), rows
+
+
+def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, encoder=None, *, prefix=None):
     """Render and embed the emoji world.
 
     Parameters
@@ -134,6 +224,8 @@ def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, en
     progress : callable ``progress(stage, done, total)``, optional
     encoder : the ``emoji-small`` encoder, optional
         Passed by callers that use it afterwards (loaded here otherwise).
+    prefix : rows returned by :func:`render_emoji_preview`, optional
+        Scenes already rendered and embedded; the rest are rendered after them.
 
     Returns
     -------
@@ -144,22 +236,14 @@ def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, en
         ``n_train`` / ``n_val`` / ``n_query`` scenes, the rest (``n_pool``) is the pool.
     """
     cfg = config or EmojiWorldConfig()
-    scenes = make_scenes(cfg.n_total, seed=cfg.seed,
-                         progress=(lambda d, n: progress("render scenes", d, n)) if progress else None)
-    keep = [i for i, c in enumerate(ALL_COCO_CATEGORIES) if c in EMOJI_FOR_CATEGORY]
     small = encoder if encoder is not None else create_encoder(ENCODER, device="cpu", half=False)
-    raw = _embed(small, scenes.images, progress, f"embed with {ENCODER}")
-    prompts = [ZERO_SHOT_TEMPLATE.format(w) for w in SUPERCATEGORIES]
-    concept_text = np.asarray(small.encode_texts(prompts), dtype=np.float32)
+    m = 0 if prefix is None else len(prefix)
+    if m % EMBED_BATCH or m > cfg.n_total:
+        raise ValueError(f"prefix of {m} scenes: it must be a multiple of {EMBED_BATCH} and at most {cfg.n_total}")
+    rest = _render_rows(cfg.seed, m, cfg.n_total - m, small, progress)
+    rows = rest if prefix is None else _concat(prefix, rest)
     large = create_encoder(CONDITION_ENCODER, device="cpu", half=False)
-    cond = _embed(large, scenes.images, progress, f"embed with {CONDITION_ENCODER} (generator conditioning)")
-    data = LabelledEmbeddings(
-        raw=raw, ids=[f"scene-{i}" for i in range(cfg.n_total)], Y=np.asarray(scenes.general, bool),
-        concept_names=list(SUPERCATEGORIES), Z=np.asarray(scenes.sub, bool)[:, keep],
-        sub_names=[ALL_COCO_CATEGORIES[i] for i in keep],
-        sub_to_concept=np.asarray(SUB_TO_CONCEPT, dtype=int)[keep], concept_text=concept_text, encoder=ENCODER,
-        preprocessing="clip", name="emoji world",
-        extras={"images": np.asarray(scenes.images, dtype=np.uint8), "captions": list(scenes.captions),
-                "cond": cond})
+    cond = _embed(large, rows.images, progress, f"embed with {CONDITION_ENCODER} (generator conditioning)")
+    data = _labelled(rows, small, cond, "emoji world")
     split = make_split(data.Y, cfg.n_train, cfg.n_val, cfg.n_query, seed=cfg.seed)
     return data, split

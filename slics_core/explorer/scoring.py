@@ -18,6 +18,13 @@ workspace already holds, with the protocol of sec. 4.4 of the paper:
   :func:`slics_core.evaluation.rank_queries`, scoring
   :func:`slics_core.evaluation.evaluate_rankings`.
 
+Rankings do not depend on ``k`` beyond their length: the top ``k`` of a ranking of depth
+``K >= k`` are the ranking at ``k`` (ties are broken by pool position, see
+:func:`slics_core.retrieval.top_k`). :func:`rank_job` ranks a job once at a depth
+(:func:`ranking_depth`: 50, or ``k`` rounded up to 50) and :func:`run_job` scores any ``k``
+up to that depth from the stored ranking (``rankings=``), so a new ``k`` costs the mAP
+computation, not the NNLS projections.
+
 Work is split into small *jobs* (:class:`Job`, one method / ``d0`` / mode /
 split each; :func:`run_job`) so that a front end can cache each one and show
 progress between them; :func:`methods_table` and :func:`score_d0_sweep` run lists
@@ -48,6 +55,8 @@ __all__ = [
     "Job",
     "query_labels",
     "rank_split",
+    "rank_job",
+    "ranking_depth",
     "score_rankings",
     "run_job",
     "table_jobs",
@@ -179,6 +188,34 @@ def rank_split(ws, method, d0=None, *, split="query", k=20, mode="partial", back
     return rank_queries(model, m, ws.X[rows], index, k, mode=mode, Y_active=Y_active)
 
 
+#: Depth step of stored rankings (:func:`ranking_depth`).
+RANK_STEP = 50
+
+
+def ranking_depth(k) -> int:
+    """Depth at which to rank so that the ranking serves ``k`` and every smaller ``k``: ``k`` rounded
+    up to a multiple of :data:`RANK_STEP` (50 for any ``k <= 50``)."""
+    k = _check_k(k)
+    return RANK_STEP * -(-k // RANK_STEP)
+
+
+def rank_job(ws, job, *, depth=RANK_STEP, backend="auto", index=None):
+    """Top-``depth`` pool rankings of one :class:`Job` (to score any ``k <= depth`` with :func:`run_job`).
+
+    Returns
+    -------
+    indices : ndarray of shape (n_queries, S, min(depth, n_pool))
+        Positions in ``ws.index["pool"]``, best first; stored in the smallest unsigned integer
+        type that holds the pool size (uint16 for pools below 65 536 items).
+    """
+    _check_job(ws, job)
+    idx = rank_split(ws, job.method, job.d0, split=job.split, k=depth, mode=job.mode or "partial",
+                     backend=backend, index=index)
+    n_pool = len(ws.index["pool"])
+    return idx.astype(np.uint16 if n_pool <= np.iinfo(np.uint16).max else np.uint32 if n_pool <= 2**32 - 1
+                      else np.int64)
+
+
 def score_rankings(ws, indices, *, split="query", k=20, normalization="retrieved"):
     """mAP@k (general and sub-label) of rankings of the queries of ``split``.
 
@@ -197,8 +234,14 @@ def score_rankings(ws, indices, *, split="query", k=20, normalization="retrieved
             "n_pairs_general": int(r["n_pairs_general"]), "n_pairs_sub": int(r["n_pairs_sub"])}
 
 
-def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=None):
+def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=None, rankings=None):
     """Score one :class:`Job`: rank its split's queries and compute mAP@k.
+
+    Parameters
+    ----------
+    rankings : ndarray, optional
+        The job's rankings from :func:`rank_job` at a depth ``>= k`` (or the whole pool); then
+        nothing is ranked again and the result equals ranking at ``k``.
 
     Returns
     -------
@@ -207,8 +250,19 @@ def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=N
         ``normalization``, ``general``, ``sub``, ``n_pairs_general``, ``n_pairs_sub``.
     """
     _check_job(ws, job)
-    idx = rank_split(ws, job.method, job.d0, split=job.split, k=k, mode=job.mode or "partial",
-                     backend=backend, index=index)
+    k = _check_k(k)
+    if rankings is None:
+        idx = rank_split(ws, job.method, job.d0, split=job.split, k=k, mode=job.mode or "partial",
+                         backend=backend, index=index)
+    else:
+        idx = np.asarray(rankings)
+        rows, pool = _check_split(ws, job.split)
+        if idx.ndim != 3 or idx.shape[0] != len(rows) or idx.shape[1] != ws.n_concepts:
+            raise ValueError(f"rankings of shape {idx.shape} do not fit job {job.label()} "
+                             f"({len(rows)} queries, {ws.n_concepts} concepts).")
+        if idx.shape[2] < min(k, len(pool)):
+            raise ValueError(f"rankings have depth {idx.shape[2]} but k={k}; rank again with depth >= k.")
+        idx = idx[:, :, :k].astype(np.int64)
     rec = asdict(job)
     rec.update(k=int(k), normalization=normalization)
     rec.update(score_rankings(ws, idx, split=job.split, k=k, normalization=normalization))

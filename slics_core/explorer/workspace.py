@@ -42,6 +42,8 @@ import os
 import re
 import shutil
 import tempfile
+import threading
+import time
 import warnings
 import zipfile
 from dataclasses import dataclass, field
@@ -63,6 +65,8 @@ from slics_core.emoji.world import (
     default_cache_dir,
     emoji_vocabulary,
     models_fingerprint,
+    preview_config,
+    render_emoji_preview,
     render_emoji_world,
 )
 from slics_core.encoders import create_encoder
@@ -83,6 +87,9 @@ __all__ = [
     "list_workspaces",
     "workspace_path",
     "open_emoji_workspace",
+    "BuildProgress",
+    "start_emoji_workspace",
+    "PROVISIONAL_D0",
     "load_query_encoder",
     "embed_query",
     "embed_text_query",
@@ -175,6 +182,9 @@ class Workspace:
     codebook : ndarray of shape (K, token_dim) or None
         Token codebook of token embeddings (TiTok), from the cache: the pool can also be
         searched quantized (:mod:`slics_core.explorer.quantized`).
+    building : BuildProgress or None
+        Set on a preview (:func:`start_emoji_workspace`) while the whole workspace is being built
+        (never saved).
     """
 
     name: str
@@ -206,6 +216,7 @@ class Workspace:
     skipped: dict = field(default_factory=dict)
     extras: dict = field(default_factory=dict)
     codebook: np.ndarray | None = None
+    building: object = None
 
     # ------------------------------------------------------------------ sizes
     def __len__(self) -> int:
@@ -349,8 +360,9 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
     Parameters
     ----------
     data : slics_core.data.LabelledEmbeddings
-    out : path
-        Folder to write. An existing folder is replaced only if it is a workspace.
+    out : path or None
+        Folder to write. An existing folder is replaced only if it is a workspace. None: not saved
+        (the app's preview).
     split : Split, optional
         Default :func:`slics_core.data.make_split` with ``n_train``, ``n_val``, ``n_query``, ``seed``.
     d0_values : sequence of int
@@ -376,8 +388,9 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
     -------
     Workspace
     """
-    out = Path(out)
-    _check_target(out)
+    out = None if out is None else Path(out)
+    if out is not None:
+        _check_target(out)
     d0_values = sorted({int(d) for d in d0_values})
     if not d0_values or d0_values[0] < 1:
         raise ValueError(f"d0 values must be positive integers; got {d0_values}")
@@ -427,8 +440,10 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         ws.chosen_d0 = choose_d0(records)
     elif d0s:
         ws.chosen_d0 = d0s[0]
-    _progress(progress, "save the workspace", 0, 1)
-    save_workspace(ws, out)
+    if out is not None:
+        _progress(progress, "save the workspace", 0, 1)
+        save_workspace(ws, out)
+        _progress(progress, "save the workspace", 1, 1)
     return ws
 
 
@@ -642,6 +657,36 @@ def workspace_path(name, root=None) -> Path:
     return folder
 
 
+def _emoji_folder(cache_dir, cfg) -> Path:
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return root / f"workspace-{cfg.key()}-{models_fingerprint()}"
+
+
+def _make_cache_root(folder: Path) -> None:
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot create the emoji cache folder {folder.parent} ({exc.strerror}); set "
+                                 "SLICS_EMOJI_CACHE to a writable folder") from None
+
+
+def _open_emoji_cache(folder: Path, progress):
+    """The cached emoji workspace, or None (absent, or damaged: then it is rebuilt, never fatal)."""
+    if (folder / "workspace.json").is_file():
+        try:
+            return load_workspace(folder)
+        except ValueError as exc:
+            _progress(progress, f"cache unusable ({exc}); rebuilding", 0, 1)
+    return None
+
+
+def _build_emoji(cfg, folder, encoder, progress, prefix=None) -> Workspace:
+    data, split = render_emoji_world(cfg, progress, encoder=encoder, prefix=prefix)
+    return build_workspace(data, folder, split=split, d0_values=cfg.d0_values, n_iter=cfg.n_iter, seed=0,
+                           vocabulary=emoji_vocabulary(), encoder=encoder, name="emoji world", kind=EMOJI,
+                           generator="emoji", progress=progress)
+
+
 def open_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None, progress=None,
                          rebuild: bool = False) -> Workspace:
     """The emoji world as a workspace: opened from its cache, or rendered, embedded and built.
@@ -658,23 +703,259 @@ def open_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None,
         Ignore the cache.
     """
     cfg = config or config_from_env()
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    folder = root / f"workspace-{cfg.key()}-{models_fingerprint()}"
-    if not rebuild and (folder / "workspace.json").is_file():
-        try:
-            return load_workspace(folder)
-        except ValueError as exc:  # damaged cache: rebuilt, never fatal
-            _progress(progress, f"cache unusable ({exc}); rebuilding", 0, 1)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OSError(exc.errno, f"cannot create the emoji cache folder {root} ({exc.strerror}); set "
-                                 "SLICS_EMOJI_CACHE to a writable folder") from None
+    folder = _emoji_folder(cache_dir, cfg)
+    ws = None if rebuild else _open_emoji_cache(folder, progress)
+    if ws is not None:
+        return ws
+    _make_cache_root(folder)
+    return _build_emoji(cfg, folder, create_encoder(EMOJI_ENCODER, device="cpu", half=False), progress)
+
+
+#: d0 of the preview's S-SLiCS model, before d0 is chosen on validation (the full world's choice, README).
+PROVISIONAL_D0 = 5
+
+#: Relative cost of the steps of a staged emoji build (CPU seconds measured on the default world, 2 cores),
+#: used to turn per-step progress into one overall fraction.
+_STEPS = (("preview render", 3.5), ("preview embed", 4.0), ("preview fit", 1.0), ("render", 21.0),
+          ("embed with emoji-small", 24.0), ("embed with emoji-large", 40.0), ("embed the vocabulary", 0.5),
+          ("fit", 90.0), ("choose d0", 10.0), ("save", 2.0))
+
+
+class BuildProgress:
+    """Progress and result of a workspace build running in a background thread, shared by every reader.
+
+    The builder calls it as ``progress(stage, done, total)``; readers call :meth:`snapshot`
+    (thread-safe). :attr:`workspace` is the newest usable workspace (the preview, then the whole
+    one); :attr:`generation` counts publications, so a reader knows when to reload.
+
+    Attributes
+    ----------
+    workspace : Workspace or None
+    generation : int
+    finished : bool
+        The whole workspace is built (or the build failed: see :attr:`error`).
+    error : str or None
+        One-line message of a failed build.
+    """
+
+    def __init__(self, steps=_STEPS):
+        self._lock = threading.Lock()
+        self._steps = [(str(k), float(w)) for k, w in steps]
+        self._total_weight = sum(w for _, w in self._steps) or 1.0
+        self._step = 0
+        self._frac = 0.0
+        self.stage, self.done, self.total = "starting", 0, 1
+        self.started = time.monotonic()
+        self.stage_started = self.started
+        self.workspace = None
+        self.generation = 0
+        self.finished = False
+        self.error = None
+        self.process = None
+        self._phase = ""
+
+    def phase(self, name: str) -> None:
+        """Prefix the next stages with ``name`` (``"preview"``; ``""`` for the whole world)."""
+        with self._lock:
+            self._phase = name
+
+    def __call__(self, stage, done=0, total=1):
+        with self._lock:
+            key = f"{self._phase} {stage}".strip()
+            for i in range(self._step, len(self._steps)):  # steps only move forward
+                if key.startswith(self._steps[i][0]):
+                    self._step = i
+                    break
+            if stage != self.stage:
+                self.stage_started = time.monotonic()
+            self.stage, self.done, self.total = str(stage), int(done), int(total)
+            before = sum(w for _, w in self._steps[:self._step])
+            within = self._steps[self._step][1] * (min(1.0, max(0.0, done / total)) if total else 0.0)
+            self._frac = max(self._frac, min(0.999, (before + within) / self._total_weight))
+
+    def publish(self, ws, *, final=False) -> None:
+        with self._lock:
+            self.workspace = ws
+            self.generation += 1
+            if final:
+                self.finished, self._frac = True, 1.0
+
+    def fail(self, error) -> None:
+        """Record a failed build (``error``: a one-line message or an exception)."""
+        with self._lock:
+            self.error = error if isinstance(error, str) else user_error(error)
+            self.finished = True
+
+    def percent(self) -> float:
+        with self._lock:
+            return 100.0 * self._frac
+
+    def snapshot(self) -> dict:
+        """``stage``, ``done``, ``total``, ``percent``, ``elapsed`` (s), ``stage_elapsed`` (s), ``generation``,
+        ``finished``, ``error``, ``preview`` (the published workspace is a preview)."""
+        with self._lock:
+            now = time.monotonic()
+            return {"stage": self.stage, "done": self.done, "total": self.total, "percent": 100.0 * self._frac,
+                    "elapsed": now - self.started, "stage_elapsed": now - self.stage_started,
+                    "generation": self.generation, "finished": self.finished, "error": self.error,
+                    "preview": self.workspace is not None and self.workspace.building is not None}
+
+
+def _staged_build(cfg, folder: Path, n_preview: int, progress, publish) -> None:
+    """The staged emoji build: ``publish("preview", ws)`` (when the world is large enough), then
+    ``publish("final", ws)`` with the whole workspace, saved in ``folder``."""
+    pc = preview_config(cfg, n_preview)
+    progress.phase("preview" if pc is not None else "")
+    progress(f"load the {EMOJI_ENCODER} encoder", 0, 1)
     encoder = create_encoder(EMOJI_ENCODER, device="cpu", half=False)
-    data, split = render_emoji_world(cfg, progress, encoder=encoder)
-    return build_workspace(data, folder, split=split, d0_values=cfg.d0_values, n_iter=cfg.n_iter, seed=0,
-                           vocabulary=emoji_vocabulary(), encoder=encoder, name="emoji world", kind=EMOJI,
-                           generator="emoji", progress=progress)
+    prefix = None
+    if pc is not None:
+        data, split, prefix = render_emoji_preview(cfg, progress, encoder=encoder, n_scenes=n_preview)
+        ws = build_workspace(data, None, split=split, d0_values=[PROVISIONAL_D0], n_iter=cfg.n_iter, seed=0,
+                             methods=["S-SLiCS", "UF"], vocabulary=emoji_vocabulary(), encoder=encoder,
+                             name="emoji world (preview)", kind=EMOJI, generator="emoji", progress=progress)
+        ws.chosen_d0 = None
+        publish("preview", ws)
+        progress.phase("")
+    publish("final", _build_emoji(cfg, folder, encoder, progress, prefix=prefix))
+
+
+def _preview_folder(folder: Path) -> Path:
+    return folder.with_name(folder.name + "-preview")
+
+
+class _LineProgress:
+    """Progress of the build process, written as JSON lines on stdout (read by :class:`BuildProgress`)."""
+
+    def __init__(self):
+        self._phase = ""
+        self._parent = os.getppid()
+
+    def phase(self, name):
+        self._phase = name
+
+    def __call__(self, stage, done=0, total=1):
+        if os.getppid() != self._parent:  # the server is gone: stop building for nobody
+            os._exit(3)
+        print(json.dumps({"phase": self._phase, "stage": str(stage), "done": int(done), "total": int(total)}),
+              flush=True)
+
+
+def _emoji_build_worker(argv=None) -> int:
+    """Entry point of the build process started by :func:`start_emoji_workspace` (not a public command:
+    ``slics emoji-build`` is). ``argv``: cache folder, config JSON, preview size, niceness."""
+    import sys
+
+    cache_dir, cfg_json, n_preview, nice = (argv or sys.argv[1:])[:4]
+    if int(nice):
+        try:
+            os.nice(int(nice))
+        except OSError:
+            pass
+    cfg = EmojiWorldConfig(**json.loads(cfg_json))
+    folder = _emoji_folder(cache_dir, cfg)
+    progress = _LineProgress()
+
+    def publish(kind, ws):
+        if kind == "preview":
+            out = save_workspace(ws, _preview_folder(folder))
+        else:
+            out = ws.path
+            shutil.rmtree(_preview_folder(folder), ignore_errors=True) if _is_workspace(_preview_folder(folder)) \
+                else None
+        print(json.dumps({"publish": kind, "path": str(out)}), flush=True)
+
+    try:
+        _staged_build(cfg, folder, int(n_preview), progress, publish)
+    except Exception as exc:  # one line for the server to show
+        print(json.dumps({"error": user_error(exc)}), flush=True)
+        return 1
+    return 0
+
+
+def user_error(exc) -> str:
+    """One line for a failed build (OS errors and bad data as they are, others with their type)."""
+    return str(exc) if isinstance(exc, (OSError, ValueError)) else f"{type(exc).__name__}: {exc}"
+
+
+def start_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None, *,
+                          preview_scenes=None, nice: int = 5) -> BuildProgress:
+    """Open the emoji workspace without waiting for a cold build: the app's start.
+
+    A cached workspace is opened at once (the returned handle is finished). Otherwise a build
+    *process* is started (a separate process, so that the server's own threads never wait for it;
+    ``nice`` lowers its priority) and a reader thread publishes on the handle first a *preview* — the
+    first :data:`slics_core.emoji.world.PREVIEW_SCENES` scenes of the same world (same row numbers and
+    images) with S-SLiCS at the provisional ``d0`` :data:`PROVISIONAL_D0` and UF, ``building`` set —
+    then the whole workspace, exactly as :func:`open_emoji_workspace` builds and caches it (the
+    preview's scenes and embeddings are reused). Worlds smaller than twice the preview are built at
+    once (no preview). The process stops when the server does.
+
+    Parameters
+    ----------
+    cache_dir, config : as :func:`open_emoji_workspace`.
+    preview_scenes : int, optional
+        Size of the preview (a multiple of 256; default :data:`slics_core.emoji.world.PREVIEW_SCENES`).
+    nice : int
+        Niceness added to the build process, so that pages stay responsive while it runs.
+
+    Raises
+    ------
+    OSError
+        The cache folder cannot be created (one line, raised here).
+    ValueError
+        ``preview_scenes`` is not a positive multiple of 256.
+    """
+    import subprocess
+    import sys
+    from dataclasses import asdict
+
+    from slics_core.emoji.world import PREVIEW_SCENES
+
+    cfg = config or config_from_env()
+    folder = _emoji_folder(cache_dir, cfg)
+    n_preview = PREVIEW_SCENES if preview_scenes is None else int(preview_scenes)
+    pc = preview_config(cfg, n_preview)
+    handle = BuildProgress(_STEPS if pc is not None else _STEPS[3:])
+    ws = _open_emoji_cache(folder, handle)
+    if ws is not None:
+        handle.publish(ws, final=True)
+        return handle
+    _make_cache_root(folder)
+    cfg_json = json.dumps({**asdict(cfg), "d0_values": list(cfg.d0_values)})
+    code = "import sys; from slics_core.explorer.workspace import _emoji_build_worker as w; sys.exit(w())"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(folder.parent), cfg_json, str(n_preview), str(int(nice))],
+                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, bufsize=1,
+                            cwd=os.getcwd(), env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                p for p in sys.path if p)})
+
+    def read():
+        try:
+            for line in proc.stdout:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue  # a library printed something: not ours
+                if "stage" in msg:
+                    handle.phase(msg.get("phase", ""))
+                    handle(msg["stage"], msg.get("done", 0), msg.get("total", 1))
+                elif "publish" in msg:
+                    ws = load_workspace(msg["path"])
+                    final = msg["publish"] == "final"
+                    if not final:
+                        ws.building = handle
+                    handle.publish(ws, final=final)
+                elif "error" in msg:
+                    handle.fail(msg["error"])
+            code = proc.wait()
+            if not handle.finished:
+                handle.fail(f"the build process stopped (exit code {code}) before the workspace was ready")
+        except Exception as exc:  # never a silent death of the reader
+            handle.fail(user_error(exc))
+
+    threading.Thread(target=read, name="slics-emoji-build-reader", daemon=True).start()
+    handle.process = proc
+    return handle
 
 
 # ---------------------------------------------------------------------- encoders, vocabulary
@@ -810,6 +1091,10 @@ def load_workspace_generator(ws: Workspace) -> WorkspaceGenerator:
     FileNotFoundError
         No generator is available for this workspace here; the message says what is missing.
     """
+    if ws.building is not None:
+        raise FileNotFoundError(
+            f"the generator needs the whole emoji world, which is being built in the background "
+            f"({ws.building.percent():.0f} %); this page works when it is done")
     if ws.generator != "emoji" or "cond" not in ws.extras:
         raise FileNotFoundError(
             f"no generator for workspace {ws.name!r} on this machine: image-to-prompt generation needs "
