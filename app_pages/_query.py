@@ -263,6 +263,8 @@ def concept_picker(ws, q: Query, preselect, label: str = "Concepts") -> list:
     On the first run a ``?c=`` deep link wins over ``preselect``. Returns concept indices.
     """
     names = list(ws.concept_names)
+    if st.session_state.get("concepts_for") == state.LINKED:
+        st.session_state["concepts_for"] = q.key
     if st.session_state.get("concepts_for") != q.key:
         st.session_state["concepts_for"] = q.key
         st.session_state["picked_concepts"] = [n for n in preselect if n in names]

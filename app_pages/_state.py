@@ -40,6 +40,7 @@ MODES = ("partial", "full")
 K_RANGE = (1, 200)
 DEFAULT_K = 20
 TEXT_PREFIX = "text:"
+LINKED = "<link>"  # concepts_for: picks from a link without a query, kept for the first query shown
 _EXTRA_KEYS = ("q2", "c1", "c2")
 
 
@@ -67,10 +68,21 @@ def _int(v):
         return None
 
 
-def apply_link(ws) -> None:
-    """Apply the captured link to the open workspace ``ws`` (once); what it cannot honour is listed."""
+def apply_link(ws, *, preview: bool = False) -> None:
+    """Apply the captured link to the open workspace ``ws`` (once); what it cannot honour is listed.
+
+    ``preview``: ``ws`` is the emoji world's preview (its first scenes, same row numbers) while the
+    whole world is built: what it can honour is applied once, nothing is reported, and the link is
+    kept to be applied to the whole world when it is published.
+    """
     ss = st.session_state
-    link = ss.pop("_link", None)
+    if preview:
+        link = ss.get("_link")
+        if not link or ss.get("_link_preview_done"):
+            return
+        ss["_link_preview_done"] = True
+    else:
+        link = ss.pop("_link", None)
     if not link:
         return
     problems = []
@@ -91,7 +103,8 @@ def apply_link(ws) -> None:
         unknown = [n for n in asked if n not in names]
         if known:
             ss["picked_concepts"] = known
-            ss["concepts_for"] = _query_key(ss.get("query"))
+            # the picks belong to the link's query, or to whatever query the page starts with
+            ss["concepts_for"] = _query_key(ss.get("query")) or LINKED
         if unknown:
             problems.append("unknown concept(s) " + ", ".join(repr(n) for n in unknown))
     if "method" in link:
@@ -128,7 +141,8 @@ def apply_link(ws) -> None:
                 ss[f"_s_{key}"] = link[key]
             else:
                 problems.append(f"{key}={link[key]!r} is not a concept of this workspace")
-    ss["_link_problems"] = problems
+    if not preview:
+        ss["_link_problems"] = problems
 
 
 def link_problems() -> list:

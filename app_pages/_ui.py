@@ -168,8 +168,8 @@ def get_workspace():
     ws = handle.workspace
     if not handle.finished or handle.error:
         _build_banner(handle, generation)
-    if getattr(ws, "building", None) is None:  # a link is checked against the whole world, not its preview
-        apply_link(ws)
+    # a link is checked against the whole world; its preview honours what it can meanwhile
+    apply_link(ws, preview=getattr(ws, "building", None) is not None)
     problems = link_problems()
     if problems:
         st.warning("This link asked for things this workspace does not have, so they were left out: "

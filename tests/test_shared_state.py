@@ -169,3 +169,12 @@ def test_atom_picker_labels_follow_the_dictionary(ws):
         labels = dict(enumerate(atom_labels(model.groups_, ws.concept_names)))
         order = group_layout(model.groups_)["order"]
         assert box.options == [f"{labels[int(a)]} (atom {int(a)})" for a in order]
+
+
+def test_link_with_concepts_but_no_query_keeps_them(ws):
+    """``/retrieve?c=animal``: the picks hold for the query the page starts with."""
+    at = _app(c="animal")
+    _ok(at.switch_page("app_pages/retrieve.py").run())
+    assert at.multiselect(key="concepts").value == ["animal"]
+    assert set(_table(at)["concept"]) == {"animal"}
+    assert _params(at)["c"] == "animal"

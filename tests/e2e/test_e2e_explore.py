@@ -141,6 +141,7 @@ def test_dataset_link_reopens_the_same_view_in_a_fresh_browser(browser, tmp_path
             assert_no_errors(first, "dataset deep link")
             assert not first.locator('[data-testid="stAlertContentWarning"]').count()
             concepts = by_key(first, "concepts")
+            concepts.locator("[data-tag]").first.wait_for()  # the picked concepts are drawn
             assert multiselect_values(concepts)
             wait_for_param(first, "ws", "toys")
             url = first.url
@@ -157,6 +158,7 @@ def test_dataset_link_reopens_the_same_view_in_a_fresh_browser(browser, tmp_path
         try:
             second.goto(url, wait_until="domcontentloaded")
             wait_for_app(second)
+            by_key(second, "concepts").locator("[data-tag]").first.wait_for()
             assert_no_errors(second, "reopened link")
             assert selectbox_value(by_key(second, "query_pick")) == view["query"]
             assert multiselect_values(by_key(second, "concepts")) == view["concepts"]
