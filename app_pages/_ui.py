@@ -26,11 +26,14 @@ from slics_core.explorer.workspace import (
     list_workspaces,
     load_query_encoder,
     load_workspace,
+    load_workspace_generator,
     start_emoji_workspace,
     workspace_path,
+    workspace_vocabulary,
 )
 from app_pages import _state as state
 from app_pages._state import apply_link, capture_link, link_problems
+from slics_core.captions import prepare_text_embeddings
 from slics_core.methods import get_method
 from slics_core.retrieval import build_index
 
@@ -201,6 +204,30 @@ def _query_encoder(key: str, _ws):
 def query_encoder(ws):
     """The workspace's encoder for new images (raises FileNotFoundError if its weights are missing)."""
     return _query_encoder(ws_id(ws), ws)
+
+
+@st.cache_resource(show_spinner="Loading the generator…", max_entries=2)
+def _generator(key: str, _ws):
+    return load_workspace_generator(_ws)
+
+
+def workspace_generator(ws):
+    """The workspace's image generator, loaded once per workspace and shared by every page and session
+    (raises FileNotFoundError / ValueError when there is none)."""
+    return _generator(ws_id(ws), ws)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _vocabulary(key: str, _ws):
+    t0 = time.perf_counter()
+    words, W = workspace_vocabulary(_ws)
+    return words, prepare_text_embeddings(W)[0], time.perf_counter() - t0
+
+
+def workspace_words(ws):
+    """``(words, prepared text embeddings, seconds it took)`` of the workspace's caption vocabulary, prepared
+    once per workspace for every page (raises FileNotFoundError when it has none)."""
+    return _vocabulary(ws_id(ws), ws)
 
 
 # ---------------------------------------------------------------------- pickers

@@ -8,11 +8,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, page_intro,
+                          workspace_words,
                           ws_id)
-from slics_core.captions import prepare_text_embeddings
 from slics_core.explorer.maps import (atom_heatmaps, atom_labels, atom_top_items, atom_top_words, group_layout, item_codes,
                              matrix_table, selected_point_ids)
-from slics_core.explorer.workspace import workspace_vocabulary
 
 st.title("Atoms")
 page_intro("Look at the blocks on the diagonal: atoms of one concept are used together and point alike, "
@@ -51,12 +50,6 @@ def _matrices(key, method, d0, n_nonzero, split, _ws):
 def _pool_codes(key, method, d0, _ws):
     pool = _ws.index["pool"]
     return item_codes(_ws.model(method, d0), _ws.X[pool], _ws.Y[pool])
-
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _vocabulary(key, _ws):
-    words, W = workspace_vocabulary(_ws)
-    return words, prepare_text_embeddings(W)[0]
 
 
 with st.spinner("Sparse coding the validation items…"):
@@ -152,7 +145,7 @@ with word_col:
     st.markdown("**Top words** (cosine with the atom; same order as one-atom NNLS)")
     try:
         with st.spinner("Embedding the vocabulary (first time only)…"):
-            words, Wp = _vocabulary(ws_id(ws), ws)
+            words, Wp, _ = workspace_words(ws)
     except (FileNotFoundError, ImportError, ValueError) as exc:
         st.warning(f"No word vocabulary for this workspace: {exc}")
     else:

@@ -1,13 +1,9 @@
 # Widget keys: "d0", "n_words", "caption_methods", "captions_csv" (download)
 """Captions: the words of every concept subspace, supervised beside unsupervised (paper Table 1, sec. 3.7)."""
-import time
-
 import streamlit as st
 
-from app_pages._ui import csv_download, d0_picker, get_workspace, page_intro, ws_id
-from slics_core.captions import prepare_text_embeddings
+from app_pages._ui import csv_download, d0_picker, get_workspace, page_intro, workspace_words, ws_id
 from slics_core.explorer.maps import caption_table
-from slics_core.explorer.workspace import workspace_vocabulary
 
 st.title("Captions")
 page_intro("Look at whether each concept's words name that concept (and its kinds), and where the "
@@ -18,13 +14,6 @@ st.caption("For every concept j, the vocabulary words whose prepared text embedd
            "U-SLiCS from zero-shot pseudo-labels.")
 
 ws = get_workspace()
-
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _vocabulary(key, _ws):
-    t0 = time.perf_counter()
-    words, W = workspace_vocabulary(_ws)
-    return words, prepare_text_embeddings(W)[0], time.perf_counter() - t0
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -45,7 +34,7 @@ with c3:
 
 try:
     with st.status("Loading the word vocabulary (embedded once, then cached on disk)…", expanded=False) as status:
-        words, Wp, seconds = _vocabulary(ws_id(ws), ws)
+        words, Wp, seconds = workspace_words(ws)
         status.update(label=f"Vocabulary: {len(words)} words (loaded in {seconds:.1f} s)", state="complete")
 except (FileNotFoundError, ImportError, ValueError) as exc:
     st.warning(f"No word vocabulary for this workspace, so no captions: {exc}")

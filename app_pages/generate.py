@@ -10,17 +10,11 @@ import streamlit as st
 
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import (component_picker, d0_picker, get_workspace, method_picker, page_intro, png_bytes,
-                          sidebar_workspace_note, ws_id)
+                          sidebar_workspace_note, workspace_generator, ws_id)
 from slics_core.explorer.queries import concept_scores, generation_rows, image_strip, query_components
 from slics_core.generators import concept_atoms, interpolate_atoms
-from slics_core.explorer.workspace import load_workspace_generator
 
 _MAX_CACHED = 24
-
-
-@st.cache_resource(show_spinner="Loading the generator…", max_entries=2)
-def _generator(key: str, _ws):
-    return load_workspace_generator(_ws)
 
 
 def _generate(gen, rows, titles, seed, steps, cache_key):
@@ -76,7 +70,7 @@ with st.sidebar:
 
 gen, gen_error = None, None
 try:
-    gen = _generator(ws_id(ws), ws)
+    gen = workspace_generator(ws)
 except (FileNotFoundError, ValueError) as exc:
     gen_error = str(exc)
 

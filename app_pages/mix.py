@@ -26,20 +26,21 @@ from app_pages._ui import (
     png_bytes,
     query_rows,
     sidebar_workspace_note,
-    ws_id,
+    workspace_generator,
 )
+from slics_core.explorer.exports import with_settings
 from slics_core.explorer.queries import concept_scores, gallery_relevance, mix_components, rank_pool
-from slics_core.explorer.workspace import load_workspace_generator
 from slics_core.methods import get_method
-
-
-@st.cache_resource(show_spinner="Loading the generator…", max_entries=2)
-def _generator(key: str, _ws):
-    return load_workspace_generator(_ws)
 
 
 def _seed(key, value, options):
     st.session_state[key] = value if value in options else options[0]
+
+
+def _ranked_concepts(model, x) -> list:
+    """Names of the concepts along which ``x`` has a non-zero component, best score first."""
+    scores = concept_scores(model, x)
+    return [names[j] for j in np.argsort(-scores, kind="stable") if scores[j] > 0]
 
 
 st.title("🧪 Mix concepts across queries")
@@ -64,8 +65,7 @@ with st.sidebar:
 model = ws.model(method, d0)
 
 # ---------------------------------------------------------------- the two parts
-scores_a = concept_scores(model, q.x)
-order_a = [names[j] for j in np.argsort(-scores_a, kind="stable") if scores_a[j] > 0]
+order_a = _ranked_concepts(model, q.x)
 if not order_a:
     st.info("This query has no non-zero concept component; pick another query.")
     st.stop()
@@ -97,8 +97,7 @@ with mid:
                       + (" (recent)" if r in state.history() else ""))
     q2 = row_query(ws, int(r2))
     show_query(ws, q2, width=160)
-    scores_b = concept_scores(model, q2.x)
-    order_b = [names[j] for j in np.argsort(-scores_b, kind="stable") if scores_b[j] > 0]
+    order_b = _ranked_concepts(model, q2.x)
     if not order_b:
         st.info("The second query has no non-zero concept component; pick another.")
         st.stop()
@@ -126,7 +125,7 @@ with right:
                f"{float(parts[0] @ parts[1] / max(n[0] * n[1], 1e-12)):.2f}.")
     gen, gen_error = None, None
     try:
-        gen = _generator(ws_id(ws), ws)
+        gen = workspace_generator(ws)
     except (FileNotFoundError, ValueError) as exc:
         gen_error = str(exc)
     if gen is not None and gen.deterministic:
@@ -163,7 +162,6 @@ df = pd.DataFrame({"rank": np.arange(1, len(rows) + 1), "row": rows, "score": np
                    "labels": [label_text(ws, int(r)) for r in rows]})
 if ws.ids:
     df.insert(2, "id", [ws.ids[int(r)] for r in rows])
-settings = {"workspace": ws.name, "query": q.key, "concept_1": c1, "query_2": f"row:{int(r2)}", "concept_2": c2,
-            "method": method, "d0": "" if d0 is None else d0, "component": mode, "k": k}
-csv_download(df.assign(**settings)[list(settings) + list(df.columns)], f"mix-{c1}-{c2}-{method}-k{k}.csv",
+csv_download(with_settings(df, workspace=ws.name, query=q.key, concept_1=c1, query_2=f"row:{int(r2)}",
+                           concept_2=c2, method=method, d0=d0, component=mode, k=k), f"mix-{c1}-{c2}-{method}-k{k}.csv",
              label="Download the mixed gallery (CSV)", key="mix_csv")

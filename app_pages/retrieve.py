@@ -23,6 +23,7 @@ from app_pages._ui import (
     sidebar_workspace_note,
     ws_id,
 )
+from slics_core.explorer.exports import with_settings
 from slics_core.explorer.queries import concept_galleries, concept_scores, galleries_table, query_components
 from slics_core.methods import get_method
 
@@ -155,9 +156,7 @@ df = galleries_table(pairs, ws.ids, names)
 with st.expander("Table of the galleries"):
     st.dataframe(df, hide_index=True, width="stretch")
 # the settings that produced the table travel with it (one column each, the same on every row)
-settings = {"workspace": ws.name, "query": q.key, "method": method, "d0": "" if d0 is None else d0,
-            "component": mode, "k": k}
-export = df.assign(**settings)[list(settings) + list(df.columns)]
+export = with_settings(df, workspace=ws.name, query=q.key, method=method, d0=d0, component=mode, k=k)
 safe_key = "".join(ch if ch.isalnum() else "-" for ch in q.key)[:60]
 csv_download(export, f"galleries-{safe_key}-{method}-d0{d0 or 'none'}-{mode}-k{k}.csv",
              label="Download the galleries (CSV)", key="retrieve_csv")

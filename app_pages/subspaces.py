@@ -40,7 +40,8 @@ from streamlit.errors import StreamlitAPIException
 from app_pages._ui import csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, ws_id
 from slics_core.explorer.maps import (ATOM_SUB, KINDS, NONE, OTHER, OTHER_CONCEPTS, SEVERAL, colour_groups,
                                       map_points, map_sample, match_points, point_text, selected_point_ids,
-                                      tsne_layout, with_settings)
+                                      tsne_layout)
+from slics_core.explorer.exports import figure_html, with_settings
 
 MAX_SHOWN = 40
 #: 12 well-separated colours for the named groups (by position in the concept / sub-label order, so a
@@ -253,12 +254,12 @@ with left:
     settings = {"method": method, "d0": int(d0), "component_mode": component, "split": split,
                 "concepts": list(concepts) or "all", "kinds": list(kinds), "n_items": int(n_points),
                 "seed": int(seed), "colour_by": color_by if sub_concept is None else f"sub-label of {sub_concept}"}
-    export = with_settings(table.assign(colour_group=groups, description=plain), settings)
+    export = with_settings(table.assign(colour_group=groups, description=plain), **settings)
     e1, e2 = st.columns(2)
     with e1:
         csv_download(export, f"subspace_map_{method}_d0{d0}.csv", "Download layout (CSV)", key="tsne_csv")
     with e2:
-        st.download_button("Download figure (HTML)", data=lambda: fig.to_html(include_plotlyjs=True),
+        st.download_button("Download figure (HTML)", data=lambda: figure_html(fig),
                            file_name=f"subspace_map_{method}_d0{d0}.html", mime="text/html", key="tsne_html",
                            help="Self-contained: plotly.js is inside the file (opens offline)")
 
@@ -306,7 +307,7 @@ with right:
         details = sub.reset_index()[["point", "kind", "row", "atom", "concept", "sub_label"]]
         details["description"] = [plain[p] for p in details.point]
         st.dataframe(details, hide_index=True, width="stretch")
-        csv_download(with_settings(details, settings), "picked_points.csv", "Download picked (CSV)",
+        csv_download(with_settings(details, **settings), "picked_points.csv", "Download picked (CSV)",
                      key="picked_csv")
 
 with st.expander(f"Colour groups ({len(order)})"):

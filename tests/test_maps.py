@@ -7,7 +7,8 @@ from scipy.optimize import nnls
 from slics_core.explorer.maps import (ATOM_SUB, OTHER, OTHER_CONCEPTS, SEVERAL, atom_heatmaps, atom_labels,
                                       atom_top_items, atom_top_words, caption_table, colour_groups, group_layout,
                                       item_codes, map_points, map_sample, match_points, matrix_table, point_text,
-                                      sample_rows, selected_point_ids, subspace_map, tsne_layout, with_settings)
+                                      sample_rows, selected_point_ids, subspace_map, tsne_layout)
+from slics_core.explorer.exports import with_settings
 from slics_core.slics import SLiCS
 from slics_core.synthetic import make_concept_cones
 
@@ -291,12 +292,12 @@ def test_match_points_searches_labels_and_items(planted, planted_table):
 
 def test_with_settings_prepends_constant_columns(planted_table):
     tab = planted_table
-    out = with_settings(tab, {"method": "S-SLiCS", "d0": 5, "concepts": ["a", "b"]})
+    out = with_settings(tab, **{"method": "S-SLiCS", "d0": 5, "concepts": ["a", "b"]})
     assert list(out.columns[:3]) == ["method", "d0", "concepts"] and list(out.columns[3:]) == list(tab.columns)
     assert (out.method == "S-SLiCS").all() and (out.d0 == 5).all() and (out.concepts == "a;b").all()
     assert len(out) == len(tab) and "method" not in tab.columns
     with pytest.raises(ValueError, match="clash"):
-        with_settings(tab, {"kind": "x"})
+        with_settings(tab, **{"kind": "x"})
 
 
 # ---------------------------------------------------------------------- atom usage

@@ -90,13 +90,12 @@ def test_atom_interpolation_strip(ws, multi_row):
 
 
 def test_missing_generator_keeps_the_page(monkeypatch, multi_row):
-    import app_pages._ui  # noqa: F401  (the page reads the generator through the explorer module)
-    import slics_core.explorer.workspace as wsmod
+    import app_pages._ui as ui  # the pages load the generator through app_pages._ui.workspace_generator
 
     def missing(ws):
         raise FileNotFoundError("no generator here (test)")
 
-    monkeypatch.setattr(wsmod, "load_workspace_generator", missing)
+    monkeypatch.setattr(ui, "load_workspace_generator", missing)
     st.cache_resource.clear()
     try:
         at = AppTest.from_file(PAGE, default_timeout=180)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import math
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from slics_core.emoji.catalog import MODELS_DIR
+from slics_core.emoji.weight_folders import load_state, read_weights, write_weights
 
 __all__ = ["DIFFUSION_CONFIG", "build_unet", "EmojiDiffusionGenerator", "diffusion_dir", "main"]
 
@@ -101,32 +101,15 @@ class EmojiDiffusionGenerator:
     @classmethod
     def load(cls, root=None) -> "EmojiDiffusionGenerator":
         folder = diffusion_dir(root)
-        cfg_path, w_path = folder / "config.json", folder / WEIGHTS_NAME
-        if not cfg_path.is_file() or not w_path.is_file():
-            raise FileNotFoundError(f"emoji diffusion model missing in {folder} "
-                                    "(train it with `python -m slics_core.emoji.diffusion`)")
-        from safetensors.torch import load_file
-
-        meta = json.loads(cfg_path.read_text())
-        net = build_unet(meta["config"])
-        try:
-            net.load_state_dict({k: v.float() for k, v in load_file(str(w_path)).items()})
-        except RuntimeError as exc:
-            raise ValueError(f"emoji diffusion weights in {folder} do not fit its config: {exc}") from exc
+        meta, state = read_weights(folder, WEIGHTS_NAME, "emoji diffusion model",
+                                   "python -m slics_core.emoji.diffusion")
+        net = load_state(build_unet(meta["config"]), state, folder, "emoji diffusion")
         return cls(net, np.asarray(meta["mean"], np.float32), meta["config"], meta.get("guidance", 2.0))
 
     def save(self, root=None, metrics: dict | None = None) -> Path:
-        from safetensors.torch import save_file
-
-        folder = diffusion_dir(root)
-        folder.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.detach().cpu().half().contiguous() for k, v in self.net.state_dict().items()},
-                  str(folder / WEIGHTS_NAME))
-        os.chmod(folder / WEIGHTS_NAME, 0o644)  # safetensors writes 0600
         meta = {"config": self.config, "mean": [float(v) for v in self.mean], "guidance": self.guidance,
                 "training": metrics or {}}
-        (folder / "config.json").write_text(json.dumps(meta, indent=1) + "\n")
-        return folder
+        return write_weights(diffusion_dir(root), WEIGHTS_NAME, self.net, meta)
 
     def condition(self, raw_embeddings: np.ndarray) -> np.ndarray:
         """Raw large-encoder image embeddings -> centred, unit conditioning vectors."""

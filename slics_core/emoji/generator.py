@@ -27,14 +27,13 @@ twice the CPU time did not learn the conditioned concepts
 """
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import numpy as np
 
 from slics_core.emoji.catalog import MODELS_DIR
 from slics_core.emoji.models import encode_images, zero_shot_scores
+from slics_core.emoji.weight_folders import load_state, read_weights, write_weights
 
 __all__ = ["GENERATOR_CONFIG", "build_decoder", "EmojiGenerator", "generator_dir", "unit_condition_rows",
            "concept_hit_rate"]
@@ -124,33 +123,14 @@ class EmojiGenerator:
     @classmethod
     def load(cls, root=None) -> "EmojiGenerator":
         folder = generator_dir(root)
-        cfg_path, w_path = folder / "config.json", folder / WEIGHTS_NAME
-        if not cfg_path.is_file() or not w_path.is_file():
-            raise FileNotFoundError(
-                f"emoji generator missing in {folder} (train it with "
-                "`python -m slics_core.emoji.train_generator`)")
-        from safetensors.torch import load_file
-
-        meta = json.loads(cfg_path.read_text())
-        dec = build_decoder(meta["config"])
-        state = {k: v.float() for k, v in load_file(str(w_path)).items()}
-        try:
-            dec.load_state_dict(state)
-        except RuntimeError as exc:
-            raise ValueError(f"emoji generator weights in {folder} do not fit its config: {exc}") from exc
+        meta, state = read_weights(folder, WEIGHTS_NAME, "emoji generator",
+                                   "python -m slics_core.emoji.train_generator")
+        dec = load_state(build_decoder(meta["config"]), state, folder, "emoji generator")
         return cls(dec, np.asarray(meta["mean"], dtype=np.float32), dict(GENERATOR_CONFIG, **meta["config"]))
 
     def save(self, root=None, metrics: dict | None = None) -> Path:
-        from safetensors.torch import save_file
-
-        folder = generator_dir(root)
-        folder.mkdir(parents=True, exist_ok=True)
-        state = {k: v.detach().cpu().half().contiguous() for k, v in self.decoder.state_dict().items()}
-        save_file(state, str(folder / WEIGHTS_NAME))
-        os.chmod(folder / WEIGHTS_NAME, 0o644)  # safetensors writes 0600
         meta = {"config": self.config, "mean": [float(v) for v in self.mean], "training": metrics or {}}
-        (folder / "config.json").write_text(json.dumps(meta, indent=1) + "\n")
-        return folder
+        return write_weights(generator_dir(root), WEIGHTS_NAME, self.decoder, meta)
 
     def condition(self, raw_embeddings: np.ndarray) -> np.ndarray:
         """Raw large-encoder image embeddings -> centred, unit conditioning vectors."""

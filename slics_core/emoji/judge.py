@@ -30,15 +30,24 @@ The judge's verdict for an image is the arg-max class; its concept
 """
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from slics_core.emoji.catalog import CATEGORIES, CATEGORY_SUPER, MODELS_DIR, SUPERCATEGORIES
-from slics_core.emoji.scenes import _background, _light_background, load_sprites, render_single_object
+from slics_core.emoji.catalog import (
+    CATEGORIES,
+    CATEGORY_SUPER,
+    MODELS_DIR,
+    SUPERCATEGORIES,
+)
+from slics_core.emoji.scenes import (
+    _background,
+    _light_background,
+    load_sprites,
+    render_single_object,
+)
+from slics_core.emoji.weight_folders import load_state, read_weights, write_weights
 
 __all__ = ["CLASSES", "JUDGE_CONFIG", "NO_OBJECT", "EmojiJudge", "build_judge", "judge_dir",
            "judge_training_set", "no_object_images", "object_images", "judge_rates"]
@@ -178,37 +187,19 @@ class EmojiJudge:
     @classmethod
     def load(cls, root=None) -> EmojiJudge:
         folder = judge_dir(root)
-        cfg_path, w_path = folder / "config.json", folder / WEIGHTS_NAME
-        if not cfg_path.is_file() or not w_path.is_file():
-            raise FileNotFoundError(f"emoji judge missing in {folder} (train it with "
-                                    "`python -m slics_core.emoji.train_classifier`)")
-        from safetensors.torch import load_file
-
-        meta = json.loads(cfg_path.read_text())
+        meta, state = read_weights(folder, WEIGHTS_NAME, "emoji judge",
+                                   "python -m slics_core.emoji.train_classifier")
         if list(meta.get("classes", [])) != list(CLASSES):
             raise ValueError(f"emoji judge in {folder} was trained for other classes; retrain it with "
                              "`python -m slics_core.emoji.train_classifier`")
-        net = build_judge(meta["config"])
-        try:
-            net.load_state_dict({k: v.float() for k, v in load_file(str(w_path)).items()})
-        except RuntimeError as exc:
-            raise ValueError(f"emoji judge weights in {folder} do not fit its config: {exc}") from exc
+        net = load_state(build_judge(meta["config"]), state, folder, "emoji judge")
         judge = cls(net, meta["config"])
         judge.training = meta.get("training", {})
         return judge
 
     def save(self, root=None, metrics: dict | None = None) -> Path:
-        from safetensors.torch import save_file
-
-        folder = judge_dir(root)
-        folder.mkdir(parents=True, exist_ok=True)
-        state = {k: (v.detach().cpu().half() if v.is_floating_point() else v.detach().cpu()).contiguous()
-                 for k, v in self.net.state_dict().items()}
-        save_file(state, str(folder / WEIGHTS_NAME))
-        os.chmod(folder / WEIGHTS_NAME, 0o644)  # safetensors writes 0600
         meta = {"config": self.config, "classes": list(CLASSES), "training": metrics or {}}
-        (folder / "config.json").write_text(json.dumps(meta, indent=1) + "\n")
-        return folder
+        return write_weights(judge_dir(root), WEIGHTS_NAME, self.net, meta)
 
     def predict_proba(self, images: np.ndarray, batch_size: int = 256) -> np.ndarray:
         """Class probabilities (n, 72) for uint8 images (n, H, W, 3) (or a list of PIL images)."""

@@ -21,20 +21,22 @@ def with_settings(df: pd.DataFrame, **settings) -> pd.DataFrame:
     """A copy of ``df`` with one constant column per setting (in the given order) before its own columns.
 
     A setting whose name is already a column of ``df`` must agree with it on every row (it is not
-    repeated); ``None`` values are written as empty cells.
+    repeated); ``None`` values are written as empty cells, lists and tuples joined with ``";"``.
 
     Raises
     ------
     ValueError
-        A setting disagrees with the column of the same name.
+        A setting clashes with (disagrees with) the column of the same name.
     """
     out = df.copy()
     lead = []
     for name, value in settings.items():
+        if isinstance(value, (list, tuple)):
+            value = ";".join(map(str, value))
         if name in out.columns:
             col = out[name]
             if not (col.isna() & (value is None) | (col.astype(object) == value)).all():
-                raise ValueError(f"setting {name}={value!r} disagrees with the table's column {name!r}")
+                raise ValueError(f"setting {name}={value!r} clashes with the table's column {name!r}: it disagrees")
         else:
             out.insert(len(lead), name, "" if value is None else value)
         lead.append(name)

@@ -63,7 +63,6 @@ __all__ = [
     "point_text",
     "colour_groups",
     "match_points",
-    "with_settings",
     "item_codes",
     "atom_top_items",
     "atom_top_words",
@@ -541,30 +540,6 @@ def match_points(table, text):
     fields = (table.concept.astype(str) + "\n" + table["labels"].astype(str) + "\n"
               + table["sub_labels"].astype(str)).str.lower()
     return fields.str.contains(text, regex=False).to_numpy()
-
-
-def with_settings(table, settings):
-    """``table`` with one constant column per setting first (what an exported CSV needs to be reproduced).
-
-    Parameters
-    ----------
-    table : DataFrame
-    settings : dict
-        Column name -> value (lists are joined with ``";"``).
-
-    Returns
-    -------
-    table : DataFrame
-        A new table; a setting that clashes with a column raises ValueError.
-    """
-    clash = sorted(set(settings) & set(table.columns))
-    if clash:
-        raise ValueError(f"settings {clash} clash with the table's columns.")
-    head = {k: (";".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for k, v in settings.items()}
-    out = table.copy()
-    for pos, (k, v) in enumerate(head.items()):
-        out.insert(pos, k, [v] * len(out))
-    return out
 
 
 # ---------------------------------------------------------------------- atom usage

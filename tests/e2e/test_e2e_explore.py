@@ -48,14 +48,12 @@ def test_gallery_image_becomes_the_query(page, screenshot_dir):
     before = url_params(page)["q"]
     # the third image of the first concept gallery
     button = page.locator('[class*="st-key-pick_"]:not([class*="st-key-pick_uf"]) button').nth(2)
-    target = button.get_attribute("title") or ""
     button.click()
     wait_for_app(page)
     assert_no_errors(page, "/retrieve after clicking a gallery image")
     after = url_params(page)["q"]
     assert after != before
     assert selectbox_value(by_key(page, "query_pick")).startswith(f"#{after} ")
-    assert target == "" or after in target
     wait_for_images(page, body, 4)
     shot(page, screenshot_dir, "loop_gallery_click")
 
