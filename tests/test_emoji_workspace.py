@@ -190,7 +190,9 @@ def test_staged_start_preview_then_the_same_world(tmp_path):
     ref = open_emoji_workspace(tmp_path / "direct", cfg)
     assert ws.building is None and len(ws) == cfg.n_total
     np.testing.assert_array_equal(pv.images, ws.images[:256])
-    np.testing.assert_array_equal(pv.raw, ws.raw[:256])
+    # the preview's embeddings may come from the shipped table (assets/emoji/preview_table.npz), written on
+    # another machine: equal up to float rounding; the whole world is embedded by the encoder here
+    np.testing.assert_allclose(pv.raw, ws.raw[:256], atol=2e-5)
     for name in ("raw", "X", "images"):
         np.testing.assert_array_equal(getattr(ws, name), getattr(ref, name))
     np.testing.assert_array_equal(ws.extras["cond"], ref.extras["cond"])

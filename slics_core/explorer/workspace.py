@@ -58,6 +58,7 @@ from slics_core.captions import default_vocabulary, prepare_text_embeddings
 from slics_core.data import LabelledEmbeddings, eval_data, load_cache, make_split, vocabulary_embeddings
 from slics_core.datasets import ImageLoadError, load_image
 from slics_core.emoji.generator import EmojiGenerator
+from slics_core.emoji.preview_table import preview_encoder
 from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
 from slics_core.emoji.world import (
     EmojiWorldConfig,
@@ -806,10 +807,17 @@ def _staged_build(cfg, folder: Path, n_preview: int, progress, publish) -> None:
     ``publish("final", ws)`` with the whole workspace, saved in ``folder``."""
     pc = preview_config(cfg, n_preview)
     progress.phase("preview" if pc is not None else "")
-    progress(f"load the {EMOJI_ENCODER} encoder", 0, 1)
-    encoder = create_encoder(EMOJI_ENCODER, device="cpu", half=False)
+
+    def load_encoder():
+        progress(f"load the {EMOJI_ENCODER} encoder", 0, 1)
+        return create_encoder(EMOJI_ENCODER, device="cpu", half=False)
+
+    # The preview's embeddings come from the shipped table when it has them (no torch import on the
+    # way to the first page); anything it lacks is computed by the real encoder.
+    fast = preview_encoder(load_encoder) if pc is not None else None
     prefix = None
     if pc is not None:
+        encoder = fast if fast is not None else load_encoder()
         data, split, prefix = render_emoji_preview(cfg, progress, encoder=encoder, n_scenes=n_preview)
         ws = build_workspace(data, None, split=split, d0_values=[PROVISIONAL_D0], n_iter=cfg.n_iter, seed=0,
                              methods=["S-SLiCS", "UF"], vocabulary=emoji_vocabulary(), encoder=encoder,
@@ -817,6 +825,12 @@ def _staged_build(cfg, folder: Path, n_preview: int, progress, publish) -> None:
         ws.chosen_d0 = None
         publish("preview", ws)
         progress.phase("")
+        if fast is not None:
+            encoder = fast.real()
+            if fast.hits:  # the whole world is embedded by the real encoder, like a direct build
+                prefix = None
+    else:
+        encoder = load_encoder()
     publish("final", _build_emoji(cfg, folder, encoder, progress, prefix=prefix))
 
 
@@ -879,7 +893,7 @@ def user_error(exc) -> str:
 
 
 def start_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None, *,
-                          preview_scenes=None, nice: int = 5) -> BuildProgress:
+                          preview_scenes=None, nice: int = 10) -> BuildProgress:
     """Open the emoji workspace without waiting for a cold build: the app's start.
 
     A cached workspace is opened at once (the returned handle is finished). Otherwise a build
