@@ -33,6 +33,7 @@ from slics_core.explorer.workspace import (
 )
 from app_pages import _state as state
 from app_pages._state import apply_link, capture_link, link_problems
+from slics_core.explorer.quantized import quantization_info, quantized_pool_index
 from slics_core.captions import prepare_text_embeddings
 from slics_core.methods import get_method
 from slics_core.retrieval import build_index
@@ -196,6 +197,17 @@ def pool_index(ws):
     return _pool_index(ws_id(ws), ws)
 
 
+@st.cache_resource(show_spinner="Quantizing the pool with the workspace's token codebook…", max_entries=2)
+def _quantized_pool_index(key: str, _ws):
+    return quantized_pool_index(_ws), quantization_info(_ws, None)
+
+
+def quantized_pool(ws):
+    """``(index, info)`` of the workspace's quantized pool (TiTok codebook), built once per workspace and shared
+    by every session (raises ValueError when the workspace has no codebook)."""
+    return _quantized_pool_index(ws_id(ws), ws)
+
+
 @st.cache_resource(show_spinner="Loading the encoder…", max_entries=4)
 def _query_encoder(key: str, _ws):
     return load_query_encoder(_ws)
@@ -235,6 +247,17 @@ def workspace_words(ws):
 # back in on_change: the value survives page switches and is in the URL.
 def _seed(widget_key: str, value) -> None:
     st.session_state[widget_key] = value
+
+
+def require_dictionaries(ws) -> list:
+    """The workspace's dictionary methods; a page about atoms or components stops with one message when
+    there are none (e.g. a workspace built with ``--methods UF``)."""
+    methods = ws.dictionary_methods()
+    if not methods:
+        st.info(f"Workspace {ws.name!r} has no fitted dictionary (S-SVD, S-SLiCS or U-SLiCS), so this page has "
+                "nothing to show; rebuild it with one of them among `slics workspace --methods`.")
+        st.stop()
+    return methods
 
 
 def method_picker(ws, key: str = "method", methods=None, label: str = "Method"):

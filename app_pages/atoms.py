@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, page_intro,
-                          workspace_words,
+                          require_dictionaries, workspace_words,
                           ws_id)
 from slics_core.explorer.maps import (atom_heatmaps, atom_labels, atom_top_items, atom_top_words, group_layout, item_codes,
                              matrix_table, selected_point_ids)
@@ -22,6 +22,7 @@ st.caption("Every concept owns a group of atoms. Left: how often atoms are activ
            "most and the words closest to it.")
 
 ws = get_workspace()
+require_dictionaries(ws)
 
 c1, c2, c3 = st.columns(3)
 with c1:

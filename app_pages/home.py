@@ -39,9 +39,9 @@ ws = get_workspace()
 
 # ---------------------------------------------------------------- one picture
 @st.cache_data(show_spinner=False, max_entries=8)
-def _example(key: str, row: int, _ws):
+def _example(key: str, row: int, method: str, _ws):
     """Top-3 pool images by the query's two strongest labelled concepts, and unfiltered."""
-    model = _ws.model("S-SLiCS")
+    model = _ws.model(method)
     x = _ws.X[[row]]
     concepts = np.flatnonzero(_ws.Y[row])
     pool = _ws.index["pool"]
@@ -53,11 +53,12 @@ def _example(key: str, row: int, _ws):
 
 q = ws.index["query"]
 multi = q[ws.Y[q].sum(1) >= 2]
-if len(multi):
+dictionaries = ws.dictionary_methods()
+if len(multi) and dictionaries:
     row = int(st.session_state.get("home_example", int(multi[0])))
     if row not in set(multi.tolist()):
         row = int(multi[0])
-    per_concept, uf = _example(ws_id(ws), row, ws)
+    per_concept, uf = _example(ws_id(ws), row, "S-SLiCS" if "S-SLiCS" in dictionaries else dictionaries[0], ws)
     st.subheader("In one picture")
     cols = st.columns([1, 0.2] + [1] * len(per_concept) + [0.2, 1])
     with cols[0]:
@@ -88,11 +89,15 @@ st.write(f"**{s['name']}** ({s['kind']}), encoder `{s['encoder']}`, stored in `{
 st.dataframe(pd.DataFrame([{"split": k, "items": v} for k, v in s["splits"].items()]), hide_index=True)
 fitted = pd.DataFrame([{"method": m, "d0": d, "atoms": f"{int(mod.atoms_.shape[0])} atoms, {int(mod.n_iter_)} epochs"}
                        for (m, d), mod in ws.models.items() if d is not None])
-fitted = fitted.pivot(index="method", columns="d0", values="atoms").reindex(ws.dictionary_methods())
-fitted.columns = [f"d0 = {d}" for d in fitted.columns]
-st.markdown(f"Fitted dictionaries (default d0 = {ws.default_d0}"
-            + (", chosen on the validation split)" if ws.chosen_d0 else ")"))
-st.dataframe(fitted)
+if len(fitted):
+    fitted = fitted.pivot(index="method", columns="d0", values="atoms").reindex(ws.dictionary_methods())
+    fitted.columns = [f"d0 = {d}" for d in fitted.columns]
+    st.markdown(f"Fitted dictionaries (default d0 = {ws.default_d0}"
+                + (", chosen on the validation split)" if ws.chosen_d0 else ")"))
+    st.dataframe(fitted)
+else:
+    st.markdown("No dictionaries fitted in this workspace (rebuild it with S-SVD, S-SLiCS or U-SLiCS among "
+                "`slics workspace --methods`).")
 others = [m for m in ws.methods if m not in ws.dictionary_methods()]
 st.caption("Baselines fitted too: " + (", ".join(others) if others else "none")
            + "".join(f" · {m} left out: {why}" for m, why in ws.skipped.items()))

@@ -2,7 +2,7 @@
 
 Widget keys: query_pick, query_upload, query_text, query_strip_prev, query_strip_next, query_thumb_<i>,
 query_use_upload (app_pages/_query.py); concepts (multiselect); method; d0; component; k; retrieve_cols;
-retrieve_csv (download); pick_<concept>_<i> / pick_uf_<concept>_<i> (make a gallery image the query).
+retrieve_csv (download); retrieve_quantized (toggle, workspaces with a token codebook); pick_<concept>_<i> / pick_uf_<concept>_<i> (make a gallery image the query).
 """
 import numpy as np
 import pandas as pd
@@ -20,10 +20,12 @@ from app_pages._ui import (
     nav_link,
     page_intro,
     pool_index,
+    quantized_pool,
     sidebar_workspace_note,
     ws_id,
 )
 from slics_core.explorer.exports import with_settings
+from slics_core.explorer.quantized import has_quantized_pool
 from slics_core.explorer.queries import concept_galleries, concept_scores, galleries_table, query_components
 from slics_core.methods import get_method
 
@@ -92,6 +94,15 @@ with st.sidebar:
     mode = component_picker(method=method)
     k = k_picker()
     n_cols = st.slider("Columns per gallery", 2, 8, 4, key="retrieve_cols")
+    quantized = has_quantized_pool(ws) and st.toggle(
+        "Search the quantized pool", key="retrieve_quantized",
+        help="Token embeddings (TiTok): every pool image is replaced by its nearest codeword per token and "
+             "scored through look-up tables (sec. 4.4.1, Table 3's “Quant. pool”). Queries stay unquantized.")
+    if quantized:
+        qindex, qinfo = quantized_pool(ws)
+        st.caption(f"Quantized pool: {qinfo['n_pool']} images × {qinfo['n_tokens']} tokens, codebook of "
+                   f"{qinfo['codebook_size']}; {qinfo['code_bytes'] / 2**20:.2f} MB of codes instead of "
+                   f"{qinfo['float_bytes'] / 2**20:.2f} MB of floats.")
 
 model = ws.model(method, d0)
 mkey = d0 if d0 is not None else 0
@@ -128,7 +139,8 @@ if not picked:
 active = tuple(sorted(picked)) if (mode == "full" and "full" in spec.modes) else ()
 V = _components(ws_id(ws), method, mkey, q.key, mode, active, model, q.x)
 pairs = concept_galleries(V, q.x, ws.X, ws.index["pool"], picked, k, Y=ws.Y, Z=ws.Z,
-                          sub_to_concept=ws.sub_to_concept, query_sub=q.Z, index=pool_index(ws))
+                          sub_to_concept=ws.sub_to_concept, query_sub=q.Z,
+                          index=qindex if quantized else pool_index(ws))
 
 st.divider()
 st.markdown(f"Border: <span style='color:{GREEN}'>■ relevant</span> (has the concept"
@@ -156,7 +168,8 @@ df = galleries_table(pairs, ws.ids, names)
 with st.expander("Table of the galleries"):
     st.dataframe(df, hide_index=True, width="stretch")
 # the settings that produced the table travel with it (one column each, the same on every row)
-export = with_settings(df, workspace=ws.name, query=q.key, method=method, d0=d0, component=mode, k=k)
+export = with_settings(df, workspace=ws.name, query=q.key, method=method, d0=d0, component=mode, k=k,
+                       pool="quantized" if quantized else "float")
 safe_key = "".join(ch if ch.isalnum() else "-" for ch in q.key)[:60]
 csv_download(export, f"galleries-{safe_key}-{method}-d0{d0 or 'none'}-{mode}-k{k}.csv",
              label="Download the galleries (CSV)", key="retrieve_csv")

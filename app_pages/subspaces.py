@@ -37,7 +37,8 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from app_pages._ui import csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, ws_id
+from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker,
+                           require_dictionaries, ws_id)
 from slics_core.explorer.maps import (ATOM_SUB, KINDS, NONE, OTHER, OTHER_CONCEPTS, SEVERAL, colour_groups,
                                       map_points, map_sample, match_points, point_text, selected_point_ids,
                                       tsne_layout)
@@ -61,6 +62,7 @@ st.caption("What to look at: each concept's components should gather around that
            "from the other concepts — click, box or lasso points to see their images and make one the query.")
 
 ws = get_workspace()
+require_dictionaries(ws)
 
 
 def _fig5_view():

@@ -58,3 +58,63 @@ def test_workspace_without_codebook_says_how_to_get_one(token_cache):
     assert ws.codebook is None and not has_quantized_pool(ws)
     with pytest.raises(ValueError, match="--codebook"):
         quantized_pool_index(ws)
+
+
+def test_retrieve_page_searches_the_quantized_pool(token_cache, monkeypatch):
+    """Retrieve on a token workspace: a toggle switches the galleries to the quantized pool (the brute-force
+    quantized ranking), the CSV says which pool; workspaces without a codebook show no toggle."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    tmp, cache, X, C = token_cache
+    root = tmp / "workspaces"
+    build_workspace_from_cache(cache, root / "tok", vocabulary="none", d0_values=(2,), methods=["S-SVD", "UF"],
+                               n_iter=2)
+    build_workspace_from_cache(tmp / "plain", root / "plain", vocabulary="none", d0_values=(2,), methods=["UF"])
+    monkeypatch.setenv("SLICS_WORKSPACES", str(root))
+    ws = load_workspace(root / "tok")
+    page = str(Path(__file__).resolve().parent.parent / "app_pages" / "retrieve.py")
+    at = AppTest.from_file(page, default_timeout=180)
+    at.session_state["ws_choice"] = "tok"
+    at.run()
+    assert not at.exception
+    toggle = at.toggle(key="retrieve_quantized")
+    assert toggle.value is False
+    pool = np.asarray(ws.index["pool"])
+
+    def first_gallery_rows():
+        return at.dataframe[-1].value  # the table of the galleries
+
+    float_table = first_gallery_rows()
+    toggle.set_value(True).run()
+    assert not at.exception
+    assert any("Quantized pool" in c.value and "tokens" in c.value for c in at.sidebar.caption)
+    q_table = first_gallery_rows()
+    assert not float_table.equals(q_table)
+    # the unfiltered gallery of the query equals brute force over the dequantized pool
+    q = at.session_state["query"]
+    x = ws.X[int(q)]
+    Xt = _brute_dequantize(ws.X[pool], C)
+    Xt /= np.linalg.norm(Xt, axis=1, keepdims=True)
+    k = int(at.slider(key="k").value)
+    ref = pool[np.argsort(-(Xt @ (x / np.linalg.norm(x))), kind="stable")[:k]].tolist()
+    uf = q_table[q_table["gallery"] == "unfiltered"]
+    first = uf[uf["concept"] == uf["concept"].iloc[0]]
+    assert first["row"].tolist() == ref
+
+    plain = AppTest.from_file(page, default_timeout=180)
+    plain.session_state["ws_choice"] = "plain"
+    plain.run()
+    assert not plain.exception
+    assert not [t for t in plain.toggle if t.key == "retrieve_quantized"]
+    # a workspace with no dictionary at all (UF only): every page opens; Atoms and Subspaces say why they are empty
+    for name in sorted(p.name for p in Path(page).parent.glob("[a-z]*.py")):
+        other = AppTest.from_file(str(Path(page).with_name(name)), default_timeout=180)
+        other.session_state["ws_choice"] = "plain"
+        other.run()
+        assert not other.exception, (name, other.exception)
+        if name == "home.py":
+            assert any("No dictionaries fitted" in m.value for m in other.markdown)
+        if name in ("atoms.py", "subspaces.py"):
+            assert any("no fitted dictionary" in m.value for m in other.info), name

@@ -242,12 +242,12 @@ class Workspace:
         return [m for m in self.methods if get_method(m).dictionary]
 
     @property
-    def default_d0(self) -> int:
-        """``chosen_d0`` when known, else the middle fitted ``d0``."""
+    def default_d0(self) -> int | None:
+        """``chosen_d0`` when known, else the middle fitted ``d0``; None when no dictionary is fitted."""
         if self.chosen_d0 in self.d0_values:
             return int(self.chosen_d0)
         d = self.d0_values
-        return int(d[len(d) // 2])
+        return int(d[len(d) // 2]) if len(d) else None
 
     def model(self, method: str = "S-SLiCS", d0: int | None = None):
         """The fitted model of ``method`` with ``d0`` atoms per concept (default: :attr:`default_d0`;
