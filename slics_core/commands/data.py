@@ -366,7 +366,11 @@ def _clock(seconds):
 
 
 def _estimate(ed, split, args, methods, d0s, results, quantized):
-    """Seconds the remaining fits and searches should take, from a timed small fit and search; and a summary."""
+    """Seconds the remaining fits and searches should take, from a timed small fit and search; and a summary.
+
+    Timed in CPU seconds of this process (a fit runs on one BLAS thread, so on an idle machine its wall
+    time is about its CPU time): a calibration taken while other jobs load the machine is not inflated
+    by their share of the cores (it was 15x too high under load with wall time)."""
     from slics_core.evaluation import sweep_key, table_key
 
     inputs = fit_inputs(ed, split.train)
@@ -374,18 +378,18 @@ def _estimate(ed, split, args, methods, d0s, results, quantized):
     rows = min(n_train, 2000)
     d0c = int(np.median(d0s)) if d0s else args.n_atoms
     sub = fit_inputs(ed, split.train[:rows])
-    t = time.perf_counter()
+    t = time.process_time()
     model = fit_method("S-SLiCS", sub, d0c, n_iter=1, batch_size=None, seed=0)
-    t_epoch = (time.perf_counter() - t) * n_train / rows          # one epoch on the whole training split
+    t_epoch = (time.process_time() - t) * n_train / rows          # one epoch on the whole training split
     nq = min(200, len(split.val) or len(split.query))
-    t = time.perf_counter()
+    t = time.process_time()
     model.project(ed.X[split.query[:nq]], None)
-    t_proj = (time.perf_counter() - t) / nq                        # projection of one query on every concept
+    t_proj = (time.process_time() - t) / nq                        # projection of one query on every concept
     index = build_index(ed.X[split.pool])
     probe = ed.X[split.query[:256]]
-    t = time.perf_counter()
+    t = time.process_time()
     index.search(probe, args.k)
-    t_vec = (time.perf_counter() - t) / len(probe)                  # one ranking vector against the pool
+    t_vec = (time.process_time() - t) / len(probe)                  # one ranking vector against the pool
 
     def fit_s(d0, name):
         m = get_method(name)
