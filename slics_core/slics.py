@@ -419,6 +419,16 @@ class SLiCS(BaseEstimator):
     random_state : int, RandomState or None, default=None
         Seed of the mini-batch shuffles (and of the fallback for concepts
         with fewer samples than atoms).
+    callback : callable, optional
+        Progress hook, called after every batch's atom step as
+        ``callback(epoch, n_epochs, batch, n_batches)``: ``epoch`` is the
+        0-based index of the current epoch (``n_epochs`` is ``n_iter``),
+        ``batch`` the 0-based index of the batch just finished and
+        ``n_batches`` the number of batches per epoch (1 in full batch), so
+        ``epoch * n_batches + batch + 1`` batches of at most
+        ``n_epochs * n_batches`` are done. Its return value is ignored; it
+        does not change the fit, and it is not saved by :meth:`save`.
+        Not called when ``n_iter=0``; an early stop by ``tol`` ends the calls.
 
     Attributes
     ----------
@@ -454,7 +464,7 @@ class SLiCS(BaseEstimator):
     """
 
     def __init__(self, n_atoms=5, n_iter=10, batch_size=None, update="ksvd", monotone=False,
-                 tol=None, ridge=0.0, n_power_steps=0, random_state=None):
+                 tol=None, ridge=0.0, n_power_steps=0, random_state=None, callback=None):
         self.n_atoms = n_atoms
         self.n_iter = n_iter
         self.batch_size = batch_size
@@ -464,6 +474,7 @@ class SLiCS(BaseEstimator):
         self.ridge = ridge
         self.n_power_steps = n_power_steps
         self.random_state = random_state
+        self.callback = callback
 
     # -- parameter checks ----------------------------------------------------------------------
     def _atom_counts(self, n_concepts):
@@ -493,6 +504,9 @@ class SLiCS(BaseEstimator):
             raise ValueError(f"ridge must be >= 0; got {self.ridge!r}.")
         if not isinstance(self.n_power_steps, (Integral, np.integer)) or self.n_power_steps < 0:
             raise ValueError(f"n_power_steps must be a non-negative int; got {self.n_power_steps!r}.")
+        if self.callback is not None and not callable(self.callback):
+            raise ValueError(f"callback must be None or a callable callback(epoch, n_epochs, batch, n_batches); "
+                             f"got {self.callback!r}.")
 
     # -- Algorithm 1 ---------------------------------------------------------------------------
     def fit(self, X, Y, concept_names=None):
@@ -559,9 +573,10 @@ class SLiCS(BaseEstimator):
         # Lanczos steps of each atom's last rank-1 SVD: the next one starts checking convergence
         # one step earlier (checking costs a small eigenproblem; it never changes the stopping rule).
         self._lanczos_steps = np.full(B.shape[0], 3)
-        for _ in range(self.n_iter):
+        for epoch in range(self.n_iter):
             error = 0.0
-            for batch in self._batches(n, rng):
+            batches = self._batches(n, rng)
+            for b, batch in enumerate(batches):
                 Xb, allowed_b = X[batch], allowed[batch]
                 # Coefficient step: NNLS on the supported concepts (eq. 5).
                 Ab = self._coefficients(Xb, B, allowed_b, init=A[batch])
@@ -569,6 +584,8 @@ class SLiCS(BaseEstimator):
                 At = np.ascontiguousarray(Ab.T)
                 error += self._update_atoms(Xb, At, B, allowed_b, full_batch)
                 A[batch] = At.T
+                if self.callback is not None:
+                    self.callback(epoch, self.n_iter, b, len(batches))
             history.append(error / n)
             if self._converged(history):
                 break
@@ -767,7 +784,7 @@ class SLiCS(BaseEstimator):
         header = {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
-            "params": self.get_params(),
+            "params": {k: v for k, v in self.get_params().items() if k not in _NOT_SAVED},
             "n_iter_": int(self.n_iter_),
             "n_concepts_": int(self.n_concepts_),
             "n_features_in_": int(self.n_features_in_),
@@ -838,6 +855,9 @@ def _is_int(x):
 def _is_number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
+
+#: Hyper-parameters that :meth:`SLiCS.save` does not write (a loaded model has their defaults).
+_NOT_SAVED = ("callback",)
 
 #: Checks of the saved hyper-parameters: (test, what is expected).
 _PARAM_CHECKS = {
