@@ -55,6 +55,14 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   to one batch is not checked against the rest of the data.
 * BLAS is limited to one thread inside ``fit``: the products are small or
   medium and OpenBLAS threads measured slower on a 2-core machine.
+* Within a batch the atoms of one concept share one block of residual rows
+  (the samples allowed to use them), copied out once and written back once;
+  each atom's samples ``L_m`` are selected inside the Lanczos products by a
+  0/1 row weight. This only removes copies: the updates and their order are
+  those of Algorithm 1 (atoms agree with the per-atom-copy version to about
+  1e-13).
+* ``callback(epoch, n_epochs, batch, n_batches)``, if given, is called after
+  every batch (a progress hook; it does not change the fit and is not saved).
 """
 from __future__ import annotations
 
