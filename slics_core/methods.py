@@ -162,6 +162,9 @@ class Method:
         Depends on the seed in mini-batch fits (reported as mean ± std over seeds).
     query_concepts : {"labels", "zero-shot"}
         Active concepts of a query in the full decomposition ``v_j``.
+    reports_batches : bool
+        Its ``fit`` also takes ``callback=`` (``callback(epoch, n_epochs, batch, n_batches)`` after every
+        batch, see :class:`slics_core.slics.SLiCS`); :func:`fit_method` passes a callback only to such methods.
     modes : tuple of {"partial", "full"}
         Components the method has (one kind only for the baselines).
     """
@@ -176,6 +179,7 @@ class Method:
     stochastic: bool = False
     query_concepts: str = "labels"
     modes: tuple = ("partial", "full")
+    reports_batches: bool = False
 
 
 REGISTRY: dict = {}
@@ -227,7 +231,8 @@ def needs_message(method, available) -> str | None:
     return "needs " + "; ".join(NEEDS[n] for n in missing) if missing else None
 
 
-def fit_method(method, inputs: FitInputs, d0=None, *, n_iter=10, batch_size=None, seed=0, ridge=0.0):
+def fit_method(method, inputs: FitInputs, d0=None, *, n_iter=10, batch_size=None, seed=0, ridge=0.0,
+               callback=None):
     """Fit one registered method.
 
     Parameters
@@ -238,6 +243,9 @@ def fit_method(method, inputs: FitInputs, d0=None, *, n_iter=10, batch_size=None
         Atoms per concept (dictionary methods; required there).
     n_iter, batch_size, seed, ridge
         SLiCS training parameters (``seed`` is ``random_state``).
+    callback : callable, optional
+        ``callback(epoch, n_epochs, batch, n_batches)`` after every batch of an iterative fit (methods with
+        ``reports_batches``; the others never call it).
 
     Raises
     ------
@@ -250,7 +258,8 @@ def fit_method(method, inputs: FitInputs, d0=None, *, n_iter=10, batch_size=None
         raise ValueError(f"{m.name} {why}")
     if m.dictionary and d0 is None:
         raise ValueError(f"{m.name} needs d0 (atoms per concept)")
-    return m.fit(inputs, d0, n_iter=n_iter, batch_size=batch_size, seed=seed, ridge=ridge)
+    extra = {"callback": callback} if callback is not None and m.reports_batches else {}
+    return m.fit(inputs, d0, n_iter=n_iter, batch_size=batch_size, seed=seed, ridge=ridge, **extra)
 
 
 def active_concepts(method, Y=None, X_raw=None, concept_text=None, n_active=2, concept_names=None):
@@ -422,13 +431,14 @@ def _prepared_vocabulary(inputs: FitInputs):
 
 
 # ---------------------------------------------------------------------- fit functions
-def _fit_svd(inputs, d0, *, n_iter, batch_size, seed, ridge):
+def _fit_svd(inputs, d0, *, n_iter, batch_size, seed, ridge, callback=None):
     return SLiCS(n_atoms=d0, n_iter=0, ridge=ridge, random_state=seed).fit(
         inputs.X, inputs.Y, concept_names=inputs.concept_names)
 
 
-def _fit_slics(inputs, d0, *, n_iter, batch_size, seed, ridge):
-    return SLiCS(n_atoms=d0, n_iter=n_iter, batch_size=batch_size, ridge=ridge, random_state=seed).fit(
+def _fit_slics(inputs, d0, *, n_iter, batch_size, seed, ridge, callback=None):
+    return SLiCS(n_atoms=d0, n_iter=n_iter, batch_size=batch_size, ridge=ridge, random_state=seed,
+                 callback=callback).fit(
         inputs.X, inputs.Y, concept_names=inputs.concept_names)
 
 
@@ -438,8 +448,9 @@ def _pseudo_labels(inputs):
                             concept_names=inputs.concept_names)
 
 
-def _fit_uslics(inputs, d0, *, n_iter, batch_size, seed, ridge):
-    return SLiCS(n_atoms=d0, n_iter=n_iter, batch_size=batch_size, ridge=ridge, random_state=seed).fit(
+def _fit_uslics(inputs, d0, *, n_iter, batch_size, seed, ridge, callback=None):
+    return SLiCS(n_atoms=d0, n_iter=n_iter, batch_size=batch_size, ridge=ridge, random_state=seed,
+                 callback=callback).fit(
         inputs.X, _pseudo_labels(inputs), concept_names=inputs.concept_names)
 
 
@@ -463,9 +474,9 @@ for _m in (
     Method("S-SVD", "supervised SVD: the top-d0 singular directions of each concept's embeddings (SLiCS "
            "initialisation)", _fit_svd, SLiCS.load, needs=("labels",)),
     Method("S-SLiCS", "supervised SLiCS (Algorithm 1) on the concept labels", _fit_slics, SLiCS.load,
-           needs=("labels",), stochastic=True),
+           needs=("labels",), stochastic=True, reports_batches=True),
     Method("U-SLiCS", "unsupervised SLiCS: Algorithm 1 on zero-shot pseudo-labels", _fit_uslics, SLiCS.load,
-           needs=("concept_text",), stochastic=True, query_concepts="zero-shot"),
+           needs=("concept_text",), stochastic=True, query_concepts="zero-shot", reports_batches=True),
     Method("UF", "unfiltered: the whole embedding", _fit_uf, UnfilteredModel.load, dictionary=False,
            filtered=False, modes=("partial",)),
     Method("F-SpLiCE", "filtered SpLiCE: sparse word decomposition split by concept word groups", _fit_fsplice,

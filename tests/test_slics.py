@@ -271,3 +271,29 @@ def test_unlabelled_samples_and_small_concepts_are_warned_not_fatal():
         model = SLiCS(n_atoms=4, n_iter=2, random_state=0).fit(data.X, Y)
     assert np.isfinite(model.atoms_).all()
     np.testing.assert_allclose(np.linalg.norm(model.atoms_, axis=1), 1)
+
+
+# -- progress hook -----------------------------------------------------------------------------
+@pytest.mark.parametrize("batch_size, n_batches", [(None, 1), (400, 4), (500, 3)])
+def test_callback_sees_every_batch_and_leaves_the_fit_unchanged(cones, batch_size, n_batches):
+    calls = []
+    with_cb = SLiCS(n_atoms=2, n_iter=3, batch_size=batch_size, random_state=4,
+                    callback=lambda *args: calls.append(args)).fit(cones.X, cones.Y)
+    without = SLiCS(n_atoms=2, n_iter=3, batch_size=batch_size, random_state=4).fit(cones.X, cones.Y)
+    assert calls == [(e, 3, b, n_batches) for e in range(3) for b in range(n_batches)]  # 1500 rows
+    np.testing.assert_array_equal(with_cb.atoms_, without.atoms_)
+    np.testing.assert_array_equal(with_cb.history_, without.history_)
+
+
+def test_callback_follows_early_stop_and_is_never_saved(tmp_path, cones):
+    calls = []
+    model = SLiCS(n_atoms=3, n_iter=50, tol=1e-2, callback=lambda *a: calls.append(a)).fit(cones.X, cones.Y)
+    assert calls == [(e, 50, 0, 1) for e in range(model.n_iter_)]
+    SLiCS(n_atoms=2, n_iter=0, callback=lambda *a: calls.append("svd")).fit(cones.X, cones.Y)
+    assert "svd" not in calls  # no epoch, no batch
+    path = model.save(tmp_path / "m.npz")
+    loaded = SLiCS.load(path)
+    assert loaded.callback is None
+    np.testing.assert_array_equal(loaded.atoms_, model.atoms_)
+    with pytest.raises(ValueError, match="callback must be None or a callable"):
+        SLiCS(callback="print").fit(cones.X, cones.Y)

@@ -36,6 +36,9 @@ GRID = [
     (106, 300, 32, 4, 3, 0.6, 64),     # small mini-batches
     (107, 200, 64, 3, 5, 0.8, None),   # noisy, more atoms
     (108, 300, 64, 6, 5, 0.8, 64),     # noisy small mini-batches (most sensitive to rounding)
+    (112, 250, 48, 3, 7, 0.5, None),   # many atoms per concept (atoms used by part of the concept's rows)
+    (113, 60, 96, 3, 4, 0.4, 20),      # d > n in mini-batch
+    (114, 400, 40, 2, 6, 0.7, 90),     # two concepts, uneven last batch
 ]
 
 

@@ -206,3 +206,22 @@ def test_dataset_workspace_chooses_d0_on_validation(dataset_ws):
         if m > best + 1e-12:
             best, best_d0 = m, d0
     assert ws.chosen_d0 == best_d0 and ws.default_d0 == best_d0
+
+
+def test_fit_progress_moves_batch_by_batch_within_each_fit(toy, tmp_path, monkeypatch):  # noqa: F811
+    cache = toy / "cache"
+    monkeypatch.setattr("sys.argv", ["slics"])
+    assert main(["embed", "--dataset", "folder", "--images", str(toy / "photos"), "--labels",
+                 str(toy / "labels.csv"), "--encoder", "toyenc:make", "--cache", str(cache), "--batch-size", "16",
+                 "--no-progress"]) == 0
+    calls = []
+    build_workspace_from_cache(cache, tmp_path / "ws", vocabulary="none", d0_values=[1, 2], n_iter=3,
+                               methods=["S-SVD", "S-SLiCS"], progress=lambda *a: calls.append(a))
+    fits = [c for c in calls if c[0].startswith("fit")]
+    # jobs: S-SVD d0=1, S-SVD d0=2 (no epochs), S-SLiCS d0=1, S-SLiCS d0=2 (3 full-batch epochs each)
+    for job, stage in [(2, "fit S-SLiCS d0=1"), (3, "fit S-SLiCS d0=2")]:
+        mine = [c for c in fits if c[0] == stage]
+        assert mine == [(stage, job, 4)] + [(stage, job * 3 + k, 12) for k in (1, 2, 3)]
+    assert [c for c in fits if c[0] == "fit S-SVD d0=1"] == [("fit S-SVD d0=1", 0, 4)]
+    fractions = [done / total for _, done, total in fits]
+    assert fractions == sorted(fractions) and fits[-1] == ("fit", 4, 4)

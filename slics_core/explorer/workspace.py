@@ -72,7 +72,7 @@ from slics_core.emoji.world import (
 )
 from slics_core.encoders import create_encoder
 from slics_core.evaluation import Split, choose_d0, fit_inputs, sweep_d0
-from slics_core.methods import REGISTRY, get_method, method_names, needs_message
+from slics_core.methods import REGISTRY, fit_method, get_method, method_names, needs_message
 from slics_core.preprocessing import load_mean, make_preprocessor
 from slics_core.store import EmbeddingStore
 
@@ -340,6 +340,22 @@ def _progress(progress, stage, done=0, total=1):
         progress(stage, done, total)
 
 
+def _fit_progress(progress, stage, job, n_jobs):
+    """SLiCS ``callback`` that moves ``progress`` batch by batch within fit number ``job`` of ``n_jobs``.
+
+    ``done`` / ``total`` count batches over all epochs, offset by the jobs already done
+    (``job * batches_per_fit + batches_done`` of ``n_jobs * batches_per_fit``), so the fraction keeps
+    counting the whole fit step and moves within one fit.
+    """
+    if progress is None:
+        return None
+
+    def callback(epoch, n_epochs, batch, n_batches):
+        per_fit = n_epochs * n_batches
+        progress(stage, job * per_fit + epoch * n_batches + batch + 1, n_jobs * per_fit)
+    return callback
+
+
 def _embed_vocabulary(encoder, words, store, progress):
     """Raw text embeddings of the vocabulary, or None (with a warning) when the encoder cannot."""
     if encoder is None or not words:
@@ -411,9 +427,11 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         jobs += [(m, d) for d in d0_values] if get_method(m).dictionary else [(m, None)]
     models = {}
     for i, (m, d0) in enumerate(jobs):
-        _progress(progress, f"fit {m}" + (f" d0={d0}" if d0 is not None else ""), i, len(jobs))
+        stage = f"fit {m}" + (f" d0={d0}" if d0 is not None else "")
+        _progress(progress, stage, i, len(jobs))
         try:
-            models[(m, d0)] = get_method(m).fit(inputs, d0, n_iter=n_iter, batch_size=None, seed=seed, ridge=0.0)
+            models[(m, d0)] = fit_method(m, inputs, d0, n_iter=n_iter, batch_size=None, seed=seed, ridge=0.0,
+                                         callback=_fit_progress(progress, stage, i, len(jobs)))
         except (ValueError, np.linalg.LinAlgError) as exc:  # one method failing never sinks the others
             skipped[m] = f"fit failed ({exc})"
             models = {k: v for k, v in models.items() if k[0] != m}
