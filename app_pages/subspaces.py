@@ -37,7 +37,8 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from app_pages._ui import csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, ws_id
+from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, show_image,
+                          thumbnail, ws_id)
 from slics_core.explorer.maps import (ATOM_SUB, KINDS, NONE, OTHER, OTHER_CONCEPTS, SEVERAL, colour_groups,
                                       map_points, map_sample, match_points, point_text, selected_point_ids,
                                       tsne_layout)
@@ -281,7 +282,7 @@ with right:
                 focus = st.selectbox("Preview", items, key="map_focus", format_func=lambda p: labels[p])
             r = int(table.row.iat[focus])
             with st.container(key="map_preview"):
-                st.image(ws.thumbnail(r, 256), caption=f"#{r}", width=256)
+                show_image(thumbnail(ws, r, 256), caption=f"#{r}", width=256)
                 st.markdown(texts[focus].replace("<i>", "*").replace("</i>", "*"))
                 st.caption(label_text(ws, r))
                 if st.button(f"Use #{r} as the query", key="map_use_query", type="primary",
