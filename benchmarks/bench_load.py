@@ -192,16 +192,15 @@ async def student_round(ctx, base: str, timeout_s: float, cpu=None) -> dict:
     out["click a thumbnail"] = time.monotonic() - t
     mark("click a thumbnail")
 
-    # add a concept: open the concept multiselect and take its first remaining option
+    # add a concept: open the concept multiselect (key "concepts") and take its first remaining option
+    # (not the "Select all" entry); a round whose option never shows fails (reported, not hidden)
     t = time.monotonic()
-    ms = main.locator('[data-testid="stMultiSelect"]').first
-    if await ms.count():
-        await ms.locator("input").first.click()
-        opt = page.locator('[role="option"]').first
-        with contextlib.suppress(Exception):
-            await opt.wait_for(timeout=5000)
-            await opt.click()
-        await page.keyboard.press("Escape")
+    ms = page.locator(".st-key-concepts")
+    await ms.locator('[role="combobox"]').first.click()
+    opt = page.locator('[role="option"]:not([data-key="__select_all__"])').first
+    await opt.wait_for(timeout=timeout_s * 1000)
+    await opt.click()
+    await page.keyboard.press("Escape")
     await page.wait_for_timeout(300)
     await retrieve_ready(page, timeout_s)
     out["add a concept"] = time.monotonic() - t
