@@ -195,10 +195,20 @@ async def student_round(ctx, base: str, timeout_s: float, cpu=None) -> dict:
     # add a concept: open the concept multiselect (key "concepts") and take its first remaining option
     # (not the "Select all" entry); a round whose option never shows fails (reported, not hidden)
     t = time.monotonic()
-    ms = page.locator(".st-key-concepts")
-    await ms.locator('[role="combobox"]').first.click()
+    box = page.locator(".st-key-concepts").locator('[role="combobox"]').first
     opt = page.locator('[role="option"]:not([data-key="__select_all__"])').first
-    await opt.wait_for(timeout=timeout_s * 1000)
+    deadline = time.monotonic() + timeout_s
+    while True:  # a click that lands while the page is still drawing can leave the list closed: try again
+        await box.click()
+        if not await opt.is_visible():
+            await page.keyboard.press("ArrowDown")  # the focused, closed list opens on the arrow key
+        try:
+            await opt.wait_for(timeout=3000)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the concept list did not open after {timeout_s:.0f} s") from None
+            await page.keyboard.press("Escape")
     await opt.click()
     await page.keyboard.press("Escape")
     await page.wait_for_timeout(300)
