@@ -18,7 +18,7 @@ import numpy as np
 import streamlit as st
 
 from app_pages import _state as state
-from app_pages._ui import label_text, query_encoder, query_rows, ws_id
+from app_pages._ui import query_encoder, query_rows, shared, show_image, thumbnail, ws_id
 from slics_core.datasets import ImageLoadError
 from slics_core.explorer.queries import likely_concepts, upload_thresholds
 from slics_core.explorer.uploads import UploadError, load_upload
@@ -151,21 +151,22 @@ def _query_picker(ws) -> Query | None:
             # widget state does not survive a page switch (widget ids differ per page): re-seed it each run
             # from "query", which the callbacks keep up to date; a row outside the query split (a gallery
             # image or a map point made the query) is offered too
-            options = rows if not isinstance(cur, (int, np.integer)) or cur in rows else [int(cur)] + rows
+            in_split, store = set(rows), shared(ws)
+            options = rows if not isinstance(cur, (int, np.integer)) or cur in in_split else [int(cur)] + rows
             st.session_state["query_pick"] = int(cur) if isinstance(cur, (int, np.integer)) else \
                 (st.session_state.get("query_pick") if st.session_state.get("query_pick") in options else options[0])
             st.selectbox("Query from the query set", options, key="query_pick", on_change=_on_pick,
-                         format_func=lambda r: f"#{r} · {label_text(ws, r)}" + ("" if r in rows else " (pool)"))
+                         format_func=lambda r: f"#{r} · {store.label(r)}" + ("" if r in in_split else " (pool)"))
             n = len(rows)
             start = int(st.session_state.get("query_strip_start", 0)) % n
             shown = [rows[(start + i) % n] for i in range(min(STRIP, n))]
             cols = st.columns(len(shown))
             for i, r in enumerate(shown):
                 with cols[i]:
-                    st.image(ws.thumbnail(r, 96), caption=f"#{r}", width="stretch")
+                    show_image(store.thumbnail(r, 96), caption=f"#{r}", width="stretch")
                     st.button("● current" if r == cur else "Use", key=f"query_thumb_{i}", on_click=_set_query,
                               args=(r,), type="primary" if r == cur else "secondary", width="stretch",
-                              help=f"Use query #{r}: {label_text(ws, r)}")
+                              help=f"Use query #{r}: {store.label(r)}")
             nav = st.columns([1, 1, 4])
             nav[0].button("◀ previous", key="query_strip_prev", on_click=_shift_strip, args=(-STRIP, n),
                           help="Previous query images", width="stretch")
@@ -247,7 +248,10 @@ def show_query(ws, q: Query, width: int = 220):
         st.markdown(f"### “{q.text}”")
         st.caption("Text query: labels unknown.")
         return
-    st.image(q.image, caption=q.title, width=width)
+    if q.row is not None:  # the row's image (or its grey tile), encoded once per process
+        show_image(thumbnail(ws, q.row, max(q.image.size)), caption=q.title, width=width)
+    else:
+        st.image(q.image, caption=q.title, width=width)
     if q.row is not None:
         lab = ws.labels_of(q.row)
         st.markdown("**Concepts:** " + (", ".join(lab["concepts"]) or "none"))

@@ -314,6 +314,84 @@ def k_picker(key: str = "k", label: str = "Images per gallery (k)", max_k: int =
 
 
 # ---------------------------------------------------------------------- images
+# Thumbnails are the bulk of a page (Retrieve draws ~120 per run): each is encoded once per process
+# (JPEG bytes, as st.image would encode a PIL image) and shared by every session and rerun; st.image
+# is given the bytes with their format, so it neither re-encodes nor re-detects them. The store is
+# one st.cache_resource object per workspace, asked for once per grid (a cached call costs ~0.3 ms,
+# too much to pay per image), and bounded: least recently used thumbnails beyond THUMB_BYTES go.
+THUMB_BYTES = 64 * 2**20
+
+
+def _jpeg(im) -> bytes:
+    buf = io.BytesIO()
+    im.convert("RGB").save(buf, format="JPEG", quality=100)  # what st.image does with an RGB PIL image
+    return buf.getvalue()
+
+
+class _Shared:
+    """Per-workspace things every session draws: encoded thumbnails (bounded LRU) and label texts."""
+
+    def __init__(self, ws, max_bytes: int = THUMB_BYTES):
+        import threading
+        from collections import OrderedDict
+
+        self.ws, self.max_bytes, self.nbytes = ws, max_bytes, 0
+        self.thumbs, self.labels, self.lock = OrderedDict(), {}, threading.Lock()
+
+    def thumbnail(self, row: int, size: int, border: str | None = None) -> bytes:
+        key = (int(row), int(size), border)
+        with self.lock:
+            data = self.thumbs.get(key)
+            if data is not None:
+                self.thumbs.move_to_end(key)
+                return data
+        im = self.ws.thumbnail(key[0], key[1])
+        if border is not None:
+            from PIL import ImageOps
+
+            im = ImageOps.expand(im, border=4, fill=border)
+        data = _jpeg(im)
+        with self.lock:
+            if key not in self.thumbs:
+                self.thumbs[key] = data
+                self.nbytes += len(data)
+            while self.nbytes > self.max_bytes and len(self.thumbs) > 1:
+                self.nbytes -= len(self.thumbs.popitem(last=False)[1])
+        return data
+
+    def label(self, i: int) -> str:
+        i = int(i)
+        text = self.labels.get(i)
+        if text is None:
+            lab = self.ws.labels_of(i)
+            text = ", ".join(lab["concepts"])
+            if lab.get("sub_labels"):
+                text += " — " + ", ".join(lab["sub_labels"])
+            self.labels[i] = text
+        return text
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _shared(key: str, _ws) -> _Shared:
+    return _Shared(_ws)
+
+
+def shared(ws) -> _Shared:
+    """The workspace's :class:`_Shared` store (one per workspace and process)."""
+    return _shared(ws_id(ws), ws)
+
+
+def thumbnail(ws, row: int, size: int = 128, border: str | None = None) -> bytes:
+    """JPEG bytes of :meth:`Workspace.thumbnail` (with a 4-px ``border`` colour), encoded once per
+    ``(workspace, row, size, border)`` and shared by every session (pass to :func:`show_image`)."""
+    return shared(ws).thumbnail(row, size, border)
+
+
+def show_image(data, **kw):
+    """``st.image`` of JPEG bytes from :func:`thumbnail` (no re-encoding, no format sniffing)."""
+    return st.image(data, output_format="JPEG", **kw)
+
+
 def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None, pick_key: str | None = None):
     """Thumbnails of workspace rows in a grid. ``borders``: per-image colour or None (relevance marks).
 
@@ -323,14 +401,12 @@ def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, border
         st.caption("No images.")
         return
     cols = st.columns(n_cols)
+    store = shared(ws)
     for k, r in enumerate(rows):
         with cols[k % n_cols]:
-            im = ws.thumbnail(r, size)
-            if borders is not None and borders[k] is not None:
-                from PIL import ImageOps
-
-                im = ImageOps.expand(im, border=4, fill=borders[k])
-            st.image(im, caption=None if captions is None else captions[k], width="stretch")
+            border = None if borders is None else borders[k]
+            show_image(store.thumbnail(r, size, border), caption=None if captions is None else captions[k],
+                       width="stretch")
             if pick_key is not None:
                 st.button("Query this", key=f"{pick_key}_{k}", on_click=state.set_query, args=(r,),
                           help=f"Make item #{r} the query", width="stretch")
@@ -351,11 +427,9 @@ def query_rows(ws) -> np.ndarray:
 
 
 def label_text(ws, i: int) -> str:
-    lab = ws.labels_of(i)
-    s = ", ".join(lab["concepts"])
-    if lab.get("sub_labels"):
-        s += " — " + ", ".join(lab["sub_labels"])
-    return s
+    """"concepts — sub-labels" of item ``i`` (made once per workspace and row; pickers that list many rows
+    should call ``shared(ws).label`` directly)."""
+    return shared(ws).label(i)
 
 
 def nav_link(page: str, label: str, icon: str | None = None) -> None:

@@ -92,6 +92,13 @@ def _modes_figure(records, chosen, k, split):
     return fig
 
 
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _figures(key: str, k: int, norm: str, split: str, chosen: int, _sweep):
+    """Fig. 7 and Fig. 8 of one (workspace, k, normalisation, split), built once and shared by every session
+    (the sweep records are a function of those ids). Read-only: st.plotly_chart and the HTML export copy them."""
+    return _sweep_figure(_sweep, chosen, k), _modes_figure(_sweep, chosen, k, split)
+
+
 def _table_frame(rows, k):
     df = pd.DataFrame(rows)
     df = df.rename(columns={"method": "Method", "general": f"Gen. mAP@{k}", "sub": f"Sub. mAP@{k}",
@@ -185,12 +192,11 @@ st.subheader("Dictionary size d0")
 st.markdown(f"Chosen **d0 = {chosen}**: the best validation "
             f"{'sub-label' if ws.Z is not None else 'general-label'} mAP@{k} of S-SLiCS with ṽ_j.")
 left, right = st.columns(2)
+fig7, fig8 = _figures(ws_id(ws), k, norm, split, chosen, sweep)
 with left:
-    fig7 = _sweep_figure(sweep, chosen, k)
     st.plotly_chart(fig7, key="eval_sweep_fig", width="stretch")
     _html_download(fig7, "d0_sweep.html", "eval_sweep_html")
 with right:
-    fig8 = _modes_figure(sweep, chosen, k, split)
     st.plotly_chart(fig8, key="eval_modes_fig", width="stretch")
     _html_download(fig8, "partial_vs_full.html", "eval_modes_html")
 sweep_df = pd.DataFrame(sweep)[["method", "d0", "mode", "split", "k", "normalization", "general", "sub",

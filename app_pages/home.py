@@ -3,7 +3,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages._ui import current_choice, get_workspace, workspace_choices, ws_id
+from app_pages._ui import (
+    current_choice,
+    get_workspace,
+    show_image,
+    thumbnail,
+    workspace_choices,
+    ws_id,
+)
 from slics_core.retrieval import ConceptRetriever
 
 st.title("SLiCS Explorer")
@@ -62,16 +69,16 @@ if len(multi) and dictionaries:
     st.subheader("In one picture")
     cols = st.columns([1, 0.2] + [1] * len(per_concept) + [0.2, 1])
     with cols[0]:
-        st.image(ws.thumbnail(row, 160), caption="query", width="stretch")
+        show_image(thumbnail(ws, row, 160), caption="query", width="stretch")
     with cols[1]:
         st.markdown("### ≈")
     for k, (c, rows) in enumerate(per_concept):
         with cols[2 + k]:
             st.markdown(f"**{'+ ' if k else ''}v({ws.concept_names[c]})** retrieves")
-            st.image([ws.thumbnail(r, 96) for r in rows], width=72)
+            show_image([thumbnail(ws, r, 96) for r in rows], width=72)
     with cols[-1]:
         st.markdown("**whole x** retrieves")
-        st.image([ws.thumbnail(r, 96) for r in uf], width=72)
+        show_image([thumbnail(ws, r, 96) for r in uf], width=72)
     st.caption("Each component of the query finds images sharing that concept; the whole embedding finds "
                "images like the whole scene. Pick another example:")
     st.selectbox("Example query", multi[:50].tolist(), index=0, key="home_example",

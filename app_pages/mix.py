@@ -25,6 +25,7 @@ from app_pages._ui import (
     pool_index,
     png_bytes,
     query_rows,
+    shared,
     sidebar_workspace_note,
     workspace_generator,
 )
@@ -92,8 +93,9 @@ with left:
 with mid:
     st.markdown("**…plus, from this query**")
     _seed("mix_q2", q2_default, candidates)
+    labels = shared(ws)  # one store lookup, not one per listed row
     r2 = st.selectbox("second query", candidates, key="mix_q2", on_change=state.copy_widget, args=("mix_q2", "q2"),
-                      format_func=lambda r: f"#{r} · {label_text(ws, r)}"
+                      format_func=lambda r: f"#{r} · {labels.label(r)}"
                       + (" (recent)" if r in state.history() else ""))
     q2 = row_query(ws, int(r2))
     show_query(ws, q2, width=160)

@@ -38,7 +38,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker,
-                           require_dictionaries, ws_id)
+                           require_dictionaries, show_image, thumbnail, ws_id)
 from slics_core.explorer.maps import (ATOM_SUB, KINDS, NONE, OTHER, OTHER_CONCEPTS, SEVERAL, colour_groups,
                                       map_points, map_sample, match_points, point_text, selected_point_ids,
                                       tsne_layout)
@@ -204,48 +204,62 @@ with h2:
 hit = match_points(table, highlight)
 
 # ---------------------------------------------------------------- figure
-fig = go.Figure()
-legend_shown = set()
-for g in order:
-    for k in KINDS:
-        idx = np.flatnonzero((groups == g) & (table.kind.to_numpy() == k))
-        if not idx.size:
-            continue
-        if highlight:
-            opacity = np.where(hit[idx], 1.0, 0.12)
-            line_w = np.where(hit[idx], 1.5, 0.0 if k != "atom" else 0.5)
-        else:
-            opacity = np.full(idx.size, 1.0 if k == "atom" else 0.8)
-            line_w = np.full(idx.size, 1.0 if k == "atom" else 0.0)
-        fig.add_trace(go.Scatter(
-            x=table.x.to_numpy()[idx], y=table.y.to_numpy()[idx], mode="markers", name=g, legendgroup=g,
-            showlegend=g not in legend_shown, customdata=[[int(p)] for p in table.point.to_numpy()[idx]],
-            hovertext=[texts[i] for i in idx], hovertemplate="%{hovertext}<extra></extra>",
-            marker=dict(symbol=SYMBOLS[k], size=SIZES[k], color=colours[g], opacity=opacity.tolist(),
-                        line=dict(width=line_w.tolist(), color="black"))))
-        legend_shown.add(g)
-marked = table[(table.row >= 0) & table.row.isin(include)]
-if len(marked):
-    names = [f"x (item {r})" if k == "embedding" else f"{'ṽ' if component == 'partial' else 'v'}: {c}"
-             for r, k, c in zip(marked.row, marked.kind, marked.concept)]
-    fig.add_trace(go.Scatter(x=marked.x, y=marked.y, mode="markers+text", text=names, textposition="top center",
-                             customdata=marked[["point"]].to_numpy().tolist(), name="current query",
-                             hovertext=[texts[p] for p in marked.point],
-                             marker=dict(symbol="circle-open", size=18, color="black", line=dict(width=2)),
-                             hovertemplate="%{hovertext}<extra>current query</extra>"))
-kind_key = "  ".join(f"{GLYPHS[k]} {'item' if k == 'embedding' else k}" for k in KINDS if k in kinds)
-n_hit = int(hit.sum())
-fig.update_layout(
-    title=f"{method}, d0={d0}: {int((table.kind == 'embedding').sum())} items, "
-          f"{int((table.kind == 'component').sum())} components, "
-          f"{int((table.kind == 'atom').sum())} atoms (t-SNE {tsne_seconds:.1f} s)"
-          + (f" · {n_hit} points match “{highlight}”" if highlight else ""),
-    height=680, margin=dict(l=40, r=10, t=60, b=40), xaxis_title="t-SNE 1", yaxis_title="t-SNE 2",
-    clickmode="event+select", dragmode=DRAG[drag], hovermode="closest",
-    legend=dict(title_text=(f"sub-labels of {sub_concept}" if color_by == "sub-label" else "concept")
-                + f"<br><sub>{kind_key}</sub>",
-                orientation="v", x=1.01, xanchor="left", y=1, yanchor="top", itemsizing="constant",
-                font=dict(size=11), tracegroupgap=0))
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _figure(params, color_by, sub_concept, highlight, drag, _table, _texts, _groups, _order, _colours, _hit,
+            _tsne_seconds):
+    """The map's figure, built once per (layout, colouring, highlight, mouse mode) and shared by every session
+    (plotly validates every trace it builds: ~0.1 s a visit). Read-only: st.plotly_chart and the HTML export
+    copy it. ``kind_key`` is the legend's symbol key."""
+    method, d0, kinds, component, include = params[1], params[2], params[3], params[4], params[9]
+    table, texts, groups, order, colours, hit, tsne_seconds = (_table, _texts, _groups, _order, _colours, _hit,
+                                                               _tsne_seconds)
+    fig = go.Figure()
+    legend_shown = set()
+    for g in order:
+        for k in KINDS:
+            idx = np.flatnonzero((groups == g) & (table.kind.to_numpy() == k))
+            if not idx.size:
+                continue
+            if highlight:
+                opacity = np.where(hit[idx], 1.0, 0.12)
+                line_w = np.where(hit[idx], 1.5, 0.0 if k != "atom" else 0.5)
+            else:
+                opacity = np.full(idx.size, 1.0 if k == "atom" else 0.8)
+                line_w = np.full(idx.size, 1.0 if k == "atom" else 0.0)
+            fig.add_trace(go.Scatter(
+                x=table.x.to_numpy()[idx], y=table.y.to_numpy()[idx], mode="markers", name=g, legendgroup=g,
+                showlegend=g not in legend_shown, customdata=[[int(p)] for p in table.point.to_numpy()[idx]],
+                hovertext=[texts[i] for i in idx], hovertemplate="%{hovertext}<extra></extra>",
+                marker=dict(symbol=SYMBOLS[k], size=SIZES[k], color=colours[g], opacity=opacity.tolist(),
+                            line=dict(width=line_w.tolist(), color="black"))))
+            legend_shown.add(g)
+    marked = table[(table.row >= 0) & table.row.isin(include)]
+    if len(marked):
+        names = [f"x (item {r})" if k == "embedding" else f"{'ṽ' if component == 'partial' else 'v'}: {c}"
+                 for r, k, c in zip(marked.row, marked.kind, marked.concept)]
+        fig.add_trace(go.Scatter(x=marked.x, y=marked.y, mode="markers+text", text=names, textposition="top center",
+                                 customdata=marked[["point"]].to_numpy().tolist(), name="current query",
+                                 hovertext=[texts[p] for p in marked.point],
+                                 marker=dict(symbol="circle-open", size=18, color="black", line=dict(width=2)),
+                                 hovertemplate="%{hovertext}<extra>current query</extra>"))
+    kind_key = "  ".join(f"{GLYPHS[k]} {'item' if k == 'embedding' else k}" for k in KINDS if k in kinds)
+    n_hit = int(hit.sum())
+    fig.update_layout(
+        title=f"{method}, d0={d0}: {int((table.kind == 'embedding').sum())} items, "
+              f"{int((table.kind == 'component').sum())} components, "
+              f"{int((table.kind == 'atom').sum())} atoms (t-SNE {tsne_seconds:.1f} s)"
+              + (f" · {n_hit} points match “{highlight}”" if highlight else ""),
+        height=680, margin=dict(l=40, r=10, t=60, b=40), xaxis_title="t-SNE 1", yaxis_title="t-SNE 2",
+        clickmode="event+select", dragmode=DRAG[drag], hovermode="closest",
+        legend=dict(title_text=(f"sub-labels of {sub_concept}" if color_by == "sub-label" else "concept")
+                    + f"<br><sub>{kind_key}</sub>",
+                    orientation="v", x=1.01, xanchor="left", y=1, yanchor="top", itemsizing="constant",
+                    font=dict(size=11), tracegroupgap=0))
+    return fig, kind_key
+
+
+fig, kind_key = _figure(params, color_by, sub_concept, highlight, drag, table, texts, groups, order, colours,
+                        hit, tsne_seconds)
 
 left, right = st.columns([3, 2])
 with left:
@@ -283,7 +297,7 @@ with right:
                 focus = st.selectbox("Preview", items, key="map_focus", format_func=lambda p: labels[p])
             r = int(table.row.iat[focus])
             with st.container(key="map_preview"):
-                st.image(ws.thumbnail(r, 256), caption=f"#{r}", width=256)
+                show_image(thumbnail(ws, r, 256), caption=f"#{r}", width=256)
                 st.markdown(texts[focus].replace("<i>", "*").replace("</i>", "*"))
                 st.caption(label_text(ws, r))
                 if st.button(f"Use #{r} as the query", key="map_use_query", type="primary",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import socket
 import statistics
@@ -159,38 +160,61 @@ async def retrieve_ready(page, timeout_s: float) -> None:
 
 
 # ---------------------------------------------------------------------- one student's round
-async def student_round(ctx, base: str, timeout_s: float) -> dict:
-    """Times (s) of the steps of one round; raises on a step that does not settle."""
+async def student_round(ctx, base: str, timeout_s: float, cpu=None) -> dict:
+    """Times (s) of the steps of one round; raises on a step that does not settle.
+
+    ``cpu``: a function giving the server's CPU seconds; with it, ``out["cpu"][step]`` is the server CPU
+    spent during each step (only meaningful when one session runs at a time)."""
     page = await ctx.new_page()
     out = {}
+    cpu_at = {}
+
+    def mark(step):
+        if cpu is not None:
+            cpu_at[step] = cpu()
+
+    mark("start")
     t = time.monotonic()
     await page.goto(f"{base}/retrieve")
     await retrieve_ready(page, timeout_s)
     out["open Retrieve"] = time.monotonic() - t
+    mark("open Retrieve")
 
     # click a query thumbnail of the strip (the second button of the query picker's strip)
     main = page.locator('[data-testid="stMain"]')
-    strip = main.locator('[data-testid="stButton"] button')
+    # (":visible": Streamlit 1.67 draws a hidden copy of each button that has a help tooltip)
+    strip = main.locator('[data-testid="stButton"] button:visible')
     t = time.monotonic()
     if await strip.count() >= 2:
         await strip.nth(1).click()
     await page.wait_for_timeout(300)
     await retrieve_ready(page, timeout_s)
     out["click a thumbnail"] = time.monotonic() - t
+    mark("click a thumbnail")
 
-    # add a concept: open the concept multiselect and take its first remaining option
+    # add a concept: open the concept multiselect (key "concepts") and take its first remaining option
+    # (not the "Select all" entry); a round whose option never shows fails (reported, not hidden)
     t = time.monotonic()
-    ms = main.locator('[data-testid="stMultiSelect"]').first
-    if await ms.count():
-        await ms.locator("input").first.click()
-        opt = page.locator('[role="option"]').first
-        with contextlib.suppress(Exception):
-            await opt.wait_for(timeout=5000)
-            await opt.click()
-        await page.keyboard.press("Escape")
+    box = page.locator(".st-key-concepts").locator('[role="combobox"]').first
+    opt = page.locator('[role="option"]:not([data-key="__select_all__"])').first
+    deadline = time.monotonic() + timeout_s
+    while True:  # a click that lands while the page is still drawing can leave the list closed: try again
+        await box.click()
+        if not await opt.is_visible():
+            await page.keyboard.press("ArrowDown")  # the focused, closed list opens on the arrow key
+        try:
+            await opt.wait_for(timeout=3000)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the concept list did not open after {timeout_s:.0f} s") from None
+            await page.keyboard.press("Escape")
+    await opt.click()
+    await page.keyboard.press("Escape")
     await page.wait_for_timeout(300)
     await retrieve_ready(page, timeout_s)
     out["add a concept"] = time.monotonic() - t
+    mark("add a concept")
 
     for name, path, ready in (("visit Subspaces", "subspaces", '[data-testid="stPlotlyChart"]'),
                               ("visit Evaluate", "evaluate", '[data-testid="stDataFrame"]')):
@@ -203,13 +227,17 @@ async def student_round(ctx, base: str, timeout_s: float) -> dict:
         await page.locator(ready).first.wait_for(timeout=timeout_s * 1000)
         await settled(page, timeout_s)
         out[name] = time.monotonic() - t
+        mark(name)
+    if cpu is not None:
+        names = list(cpu_at)
+        out["cpu"] = {b: cpu_at[b] - cpu_at[a] for a, b in itertools.pairwise(names)}
     errors = await page.locator('[data-testid="stException"]').count()
     await page.close()
     out["errors"] = errors
     return out
 
 
-async def run_class(base: str, n: int, concurrency: int, timeout_s: float) -> tuple:
+async def run_class(base: str, n: int, concurrency: int, timeout_s: float, cpu=None) -> tuple:
     from playwright.async_api import async_playwright
 
     sem = asyncio.Semaphore(concurrency)
@@ -220,7 +248,7 @@ async def run_class(base: str, n: int, concurrency: int, timeout_s: float) -> tu
             async with sem:
                 ctx = await browser.new_context(viewport={"width": 1400, "height": 1000})
                 try:
-                    return await student_round(ctx, base, timeout_s)
+                    return await student_round(ctx, base, timeout_s, cpu=cpu)
                 except Exception as exc:  # a failed round is reported, never hidden
                     return {"failed": f"{type(exc).__name__}: {exc}"}
                 finally:
@@ -246,6 +274,7 @@ def main():
     ap.add_argument("--concurrency", type=int, default=30, help="at most this many sessions at once")
     ap.add_argument("--scale", type=float, default=1.0, help="SLICS_EMOJI_SCALE")
     ap.add_argument("--cache", default=None, help="emoji cache folder (default: a private one, built if empty)")
+    ap.add_argument("--solo", type=int, default=3, help="rounds run one at a time for the per-step CPU")
     ap.add_argument("--timeout", type=float, default=300, help="seconds one step may take")
     args = ap.parse_args()
     cache = args.cache or str(Path(tempfile.gettempdir()) / f"slics-bench-load-{args.scale}")
@@ -264,6 +293,14 @@ def main():
     with streamlit_server(env, log) as (base, proc):
         # one warm-up round (first imports of each page, shared caches) is not counted
         asyncio.run(run_class(base, 1, 1, args.timeout))
+        # server CPU of each step: students one after the other (nothing else runs on the server)
+        solo, _ = asyncio.run(run_class(base, args.solo, 1, args.timeout, cpu=lambda: server_cpu(proc)))
+        solo = [r for r in solo if "cpu" in r]
+        if solo:
+            print(f"server CPU per step, {len(solo)} rounds one at a time (median s; warm caches):")
+            for s in solo[0]["cpu"]:
+                print(f"    {s:<18} {statistics.median(r['cpu'][s] for r in solo):6.3f} s CPU   "
+                      f"{statistics.median(r[s] for r in solo):6.2f} s to settled")
         print(f"{'N':>3} {'step':<18} {'median s':>9} {'p95 s':>7}   (time to settled per step)")
         for n in args.n:
             cpu0 = server_cpu(proc)
@@ -271,7 +308,7 @@ def main():
                 results, wall = asyncio.run(run_class(base, n, args.concurrency, args.timeout))
             cpu = server_cpu(proc) - cpu0
             ok = [r for r in results if "failed" not in r]
-            steps = [k for k in (ok[0] if ok else {}) if k != "errors"]
+            steps = [k for k in (ok[0] if ok else {}) if k not in ("errors", "cpu")]
             for s in steps:
                 xs = [r[s] for r in ok]
                 print(f"{n:>3} {s:<18} {statistics.median(xs):9.2f} {pct(xs, 0.95):7.2f}")
