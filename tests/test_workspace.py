@@ -21,14 +21,20 @@ from slics_core.explorer.workspace import (
 )
 
 
-@pytest.fixture
-def dataset_ws(toy, tmp_path, monkeypatch):  # noqa: F811
+def _embed_toy(toy, monkeypatch):
+    """Embed the toy folder into ``toy/cache`` ("clip" preprocessing: a workspace must centre with the
+    training mean); return the cache."""
     cache = toy / "cache"
     monkeypatch.setattr("sys.argv", ["slics"])
-    # "clip" preprocessing: the workspace must centre with the training mean
     assert main(["embed", "--dataset", "folder", "--images", str(toy / "photos"), "--labels",
                  str(toy / "labels.csv"), "--encoder", "toyenc:make", "--cache", str(cache), "--batch-size", "16",
                  "--no-progress"]) == 0
+    return cache
+
+
+@pytest.fixture
+def dataset_ws(toy, tmp_path, monkeypatch):  # noqa: F811
+    cache = _embed_toy(toy, monkeypatch)
     root = tmp_path / "workspaces"
     monkeypatch.setenv("SLICS_WORKSPACES", str(root))
     assert main(["workspace", "--cache", str(cache), "--name", "toys", "--d0", "1", "2", "--n-iter", "3",
@@ -209,11 +215,7 @@ def test_dataset_workspace_chooses_d0_on_validation(dataset_ws):
 
 
 def test_fit_progress_moves_batch_by_batch_within_each_fit(toy, tmp_path, monkeypatch):  # noqa: F811
-    cache = toy / "cache"
-    monkeypatch.setattr("sys.argv", ["slics"])
-    assert main(["embed", "--dataset", "folder", "--images", str(toy / "photos"), "--labels",
-                 str(toy / "labels.csv"), "--encoder", "toyenc:make", "--cache", str(cache), "--batch-size", "16",
-                 "--no-progress"]) == 0
+    cache = _embed_toy(toy, monkeypatch)
     calls = []
     build_workspace_from_cache(cache, tmp_path / "ws", vocabulary="none", d0_values=[1, 2], n_iter=3,
                                methods=["S-SVD", "S-SLiCS"], progress=lambda *a: calls.append(a))
