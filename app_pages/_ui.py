@@ -14,11 +14,18 @@ Conventions shared by all pages
 from __future__ import annotations
 
 import io
+import threading
 import time
+from collections import OrderedDict
 
 import numpy as np
 import streamlit as st
+from PIL import ImageOps
 
+from app_pages import _state as state
+from app_pages._state import apply_link, capture_link, link_problems
+from slics_core.captions import prepare_text_embeddings
+from slics_core.explorer.quantized import quantization_info, quantized_pool_index
 from slics_core.explorer.workspace import (
     EMOJI,
     PROVISIONAL_D0,
@@ -31,10 +38,6 @@ from slics_core.explorer.workspace import (
     workspace_path,
     workspace_vocabulary,
 )
-from app_pages import _state as state
-from app_pages._state import apply_link, capture_link, link_problems
-from slics_core.explorer.quantized import quantization_info, quantized_pool_index
-from slics_core.captions import prepare_text_embeddings
 from slics_core.methods import get_method
 from slics_core.retrieval import build_index
 
@@ -46,8 +49,6 @@ def _registry():
     :class:`slics_core.explorer.workspace.BuildProgress` whose ``workspace`` is the newest usable one
     (the emoji world's cold start publishes a preview first, then the whole workspace, from a
     background thread), shared by every tab and session (so a second tab sees the live progress)."""
-    import threading
-
     return {"lock": threading.Lock(), "open": {}}
 
 
@@ -322,9 +323,9 @@ def k_picker(key: str = "k", label: str = "Images per gallery (k)", max_k: int =
 THUMB_BYTES = 64 * 2**20
 
 
-def _jpeg(im) -> bytes:
+def _encoded(im, fmt: str, **options) -> bytes:
     buf = io.BytesIO()
-    im.convert("RGB").save(buf, format="JPEG", quality=100)  # what st.image does with an RGB PIL image
+    im.save(buf, format=fmt, **options)
     return buf.getvalue()
 
 
@@ -332,9 +333,6 @@ class _Shared:
     """Per-workspace things every session draws: encoded thumbnails (bounded LRU) and label texts."""
 
     def __init__(self, ws, max_bytes: int = THUMB_BYTES):
-        import threading
-        from collections import OrderedDict
-
         self.ws, self.max_bytes, self.nbytes = ws, max_bytes, 0
         self.thumbs, self.labels, self.lock = OrderedDict(), {}, threading.Lock()
 
@@ -347,10 +345,8 @@ class _Shared:
                 return data
         im = self.ws.thumbnail(key[0], key[1])
         if border is not None:
-            from PIL import ImageOps
-
             im = ImageOps.expand(im, border=4, fill=border)
-        data = _jpeg(im)
+        data = _encoded(im.convert("RGB"), "JPEG", quality=100)  # what st.image does with an RGB PIL image
         with self.lock:
             if key not in self.thumbs:
                 self.thumbs[key] = data
@@ -413,9 +409,7 @@ def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, border
 
 
 def png_bytes(img) -> bytes:
-    buf = io.BytesIO()
-    img.save(buf, format="PNG")
-    return buf.getvalue()
+    return _encoded(img, "PNG")
 
 
 def csv_download(df, filename: str, label: str = "Download CSV", key: str | None = None):

@@ -210,9 +210,8 @@ def _figure(params, color_by, sub_concept, highlight, drag, _table, _texts, _gro
     """The map's figure, built once per (layout, colouring, highlight, mouse mode) and shared by every session
     (plotly validates every trace it builds: ~0.1 s a visit). Read-only: st.plotly_chart and the HTML export
     copy it. ``kind_key`` is the legend's symbol key."""
-    method, d0, kinds, component, include = params[1], params[2], params[3], params[4], params[9]
-    table, texts, groups, order, colours, hit, tsne_seconds = (_table, _texts, _groups, _order, _colours, _hit,
-                                                               _tsne_seconds)
+    _, method, d0, kinds, component, _, _, _, _, include = params  # the layout's ids (see ``params`` above)
+    table, texts, groups, order, colours, hit = _table, _texts, _groups, _order, _colours, _hit
     fig = go.Figure()
     legend_shown = set()
     for g in order:
@@ -247,7 +246,7 @@ def _figure(params, color_by, sub_concept, highlight, drag, _table, _texts, _gro
     fig.update_layout(
         title=f"{method}, d0={d0}: {int((table.kind == 'embedding').sum())} items, "
               f"{int((table.kind == 'component').sum())} components, "
-              f"{int((table.kind == 'atom').sum())} atoms (t-SNE {tsne_seconds:.1f} s)"
+              f"{int((table.kind == 'atom').sum())} atoms (t-SNE {_tsne_seconds:.1f} s)"
               + (f" · {n_hit} points match “{highlight}”" if highlight else ""),
         height=680, margin=dict(l=40, r=10, t=60, b=40), xaxis_title="t-SNE 1", yaxis_title="t-SNE 2",
         clickmode="event+select", dragmode=DRAG[drag], hovermode="closest",

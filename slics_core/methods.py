@@ -431,7 +431,7 @@ def _prepared_vocabulary(inputs: FitInputs):
 
 
 # ---------------------------------------------------------------------- fit functions
-def _fit_svd(inputs, d0, *, n_iter, batch_size, seed, ridge, callback=None):
+def _fit_svd(inputs, d0, *, n_iter, batch_size, seed, ridge):
     return SLiCS(n_atoms=d0, n_iter=0, ridge=ridge, random_state=seed).fit(
         inputs.X, inputs.Y, concept_names=inputs.concept_names)
 

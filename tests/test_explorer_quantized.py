@@ -83,14 +83,11 @@ def test_retrieve_page_searches_the_quantized_pool(token_cache, monkeypatch):
     assert toggle.value is False
     pool = np.asarray(ws.index["pool"])
 
-    def first_gallery_rows():
-        return at.dataframe[-1].value  # the table of the galleries
-
-    float_table = first_gallery_rows()
+    float_table = at.dataframe[-1].value  # the table of the galleries
     toggle.set_value(True).run()
     assert not at.exception
     assert any("Quantized pool" in c.value and "tokens" in c.value for c in at.sidebar.caption)
-    q_table = first_gallery_rows()
+    q_table = at.dataframe[-1].value
     assert not float_table.equals(q_table)
     # the unfiltered gallery of the query equals brute force over the dequantized pool
     q = at.session_state["query"]

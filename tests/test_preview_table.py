@@ -1,6 +1,7 @@
 """The preview table: precomputed emoji-small embeddings that spare a cold start the torch import."""
 import numpy as np
 import pytest
+from PIL import Image
 
 from slics_core.emoji import preview_table as pt
 
@@ -57,7 +58,7 @@ def test_table_answers_hits_and_computes_misses():
     assert pt.image_key(imgs[4]) not in enc.table  # not recording
 
 
-def test_recording_builds_a_table(tmp_path, monkeypatch):
+def test_recording_builds_a_table():
     real = CountingEncoder()
     rec = pt.TableEncoder({}, lambda: real, record=True)
     imgs = _images(3, seed=1)
@@ -68,7 +69,7 @@ def test_recording_builds_a_table(tmp_path, monkeypatch):
     np.testing.assert_array_equal(again.encode_images(imgs), first)
 
 
-def test_load_table_checks_weights_and_damage(tmp_path, monkeypatch):
+def test_load_table_checks_weights_and_damage(tmp_path):
     keys = np.asarray([pt.text_key("a"), pt.text_key("b")])
     vecs = np.eye(2, 4, dtype=np.float32)
     good = tmp_path / "good.npz"
@@ -88,7 +89,7 @@ def test_load_table_checks_weights_and_damage(tmp_path, monkeypatch):
     assert pt.load_table(short) is None
 
 
-def test_weights_digest_is_of_the_contents(tmp_path, monkeypatch):
+def test_weights_digest_is_of_the_contents():
     import hashlib
 
     w = pt.model_dir("small") / pt.WEIGHTS_NAME
@@ -99,7 +100,11 @@ def test_shipped_table_matches_the_encoder():
     """The shipped table answers everything the app's preview asks for, with what emoji-small computes here
     (fails when the encoder, the scenes or the vocabulary changed without rewriting the table)."""
     from slics_core.data import vocabulary_embeddings
-    from slics_core.emoji.world import EmojiWorldConfig, emoji_vocabulary, render_emoji_preview
+    from slics_core.emoji.world import (
+        EmojiWorldConfig,
+        emoji_vocabulary,
+        render_emoji_preview,
+    )
 
     enc = pt.preview_encoder()
     assert enc is not None, "assets/emoji/preview_table.npz is missing or for other weights: " \
@@ -109,7 +114,7 @@ def test_shipped_table_matches_the_encoder():
     assert enc.misses == 0 and enc.hits == len(data.raw) + len(data.concept_text) + len(words)
     real = enc.real()
     np.testing.assert_allclose(data.raw, real.encode_images(
-        [__import__("PIL.Image").Image.fromarray(a) for a in data.extras["images"]], batch_size=256), atol=2e-5)
+        [Image.fromarray(a) for a in data.extras["images"]], batch_size=256), atol=2e-5)
     np.testing.assert_allclose(words, vocabulary_embeddings(real, emoji_vocabulary()), atol=2e-5)
 
 

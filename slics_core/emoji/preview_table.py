@@ -32,8 +32,16 @@ import numpy as np
 from slics_core.emoji.models import WEIGHTS_NAME, model_dir
 from slics_core.weights import ASSETS_DIR
 
-__all__ = ["TABLE_PATH", "TableEncoder", "image_key", "text_key", "weights_digest", "load_table", "preview_encoder",
-           "write_table"]
+__all__ = [
+    "TABLE_PATH",
+    "TableEncoder",
+    "image_key",
+    "load_table",
+    "preview_encoder",
+    "text_key",
+    "weights_digest",
+    "write_table",
+]
 
 #: The shipped table (about 160 kB).
 TABLE_PATH = ASSETS_DIR / "emoji" / "preview_table.npz"
@@ -170,7 +178,11 @@ def write_table(path=TABLE_PATH, config=None) -> Path:
     Returns the path written (atomically: beside, then renamed).
     """
     from slics_core.data import vocabulary_embeddings
-    from slics_core.emoji.world import config_from_env, emoji_vocabulary, render_emoji_preview
+    from slics_core.emoji.world import (
+        config_from_env,
+        emoji_vocabulary,
+        render_emoji_preview,
+    )
 
     rec = TableEncoder({}, _real_encoder, record=True)
     render_emoji_preview(config or config_from_env(), encoder=rec)

@@ -833,9 +833,9 @@ def _staged_build(cfg, folder: Path, n_preview: int, progress, publish) -> None:
     # The preview's embeddings come from the shipped table when it has them (no torch import on the
     # way to the first page); anything it lacks is computed by the real encoder.
     fast = preview_encoder(load_encoder) if pc is not None else None
+    encoder = fast if fast is not None else load_encoder()
     prefix = None
     if pc is not None:
-        encoder = fast if fast is not None else load_encoder()
         data, split, prefix = render_emoji_preview(cfg, progress, encoder=encoder, n_scenes=n_preview)
         ws = build_workspace(data, None, split=split, d0_values=[PROVISIONAL_D0], n_iter=cfg.n_iter, seed=0,
                              methods=["S-SLiCS", "UF"], vocabulary=emoji_vocabulary(), encoder=encoder,
@@ -843,12 +843,10 @@ def _staged_build(cfg, folder: Path, n_preview: int, progress, publish) -> None:
         ws.chosen_d0 = None
         publish("preview", ws)
         progress.phase("")
-        if fast is not None:
-            encoder = fast.real()
-            if fast.hits:  # the whole world is embedded by the real encoder, like a direct build
-                prefix = None
-    else:
-        encoder = load_encoder()
+    if fast is not None:
+        encoder = fast.real()
+        if fast.hits:  # the whole world is embedded by the real encoder, like a direct build
+            prefix = None
     publish("final", _build_emoji(cfg, folder, encoder, progress, prefix=prefix))
 
 
