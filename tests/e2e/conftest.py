@@ -71,11 +71,14 @@ def _skip_or_fail(reason: str):
 
 
 @pytest.fixture(scope="module")
-def streamlit_server(tmp_path_factory):
+def streamlit_server(tmp_path_factory, ws):
     """Base URL of a running ``streamlit run app.py`` shared by a module's tests.
 
     Module scope: the server (and the workspace it holds in memory) is stopped as
     soon as the e2e module is done, not at the end of the whole test session.
+    The emoji world is built first (``ws``), so the server opens it whole: a test
+    of a feature never races the background build publishing the whole world in
+    the middle of a click (the cold start has a test of its own, test_cold_start.py).
     """
     reason = _missing()
     if reason:
@@ -87,7 +90,7 @@ def streamlit_server(tmp_path_factory):
 
 
 @pytest.fixture
-def fresh_server(tmp_path_factory):
+def fresh_server(tmp_path_factory, ws):
     """Base URL of a server of its own, on which no page has been opened yet (deep links after a restart)."""
     reason = _missing()
     if reason:

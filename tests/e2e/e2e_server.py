@@ -48,13 +48,17 @@ def _healthy(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def run_streamlit(workspaces: Path, log_path: Path):
-    """Start ``streamlit run app.py`` on a free port; yield its base URL; kill its process group."""
+def run_streamlit(workspaces: Path, log_path: Path, emoji_cache: Path | None = None):
+    """Start ``streamlit run app.py`` on a free port; yield its base URL; kill its process group.
+
+    The emoji world is the tests' one (``$SLICS_EMOJI_SCALE``, default 0.2, in ``$SLICS_EMOJI_CACHE``)
+    unless ``emoji_cache`` names another cache folder.
+    """
     port = _free_port()
     env = dict(os.environ)
     env.update(
-        SLICS_EMOJI_SCALE="0.2",
-        SLICS_EMOJI_CACHE=os.environ.get(
+        SLICS_EMOJI_SCALE=os.environ.get("SLICS_EMOJI_SCALE", "0.2"),
+        SLICS_EMOJI_CACHE=str(emoji_cache) if emoji_cache is not None else os.environ.get(
             "SLICS_EMOJI_CACHE", str(Path(tempfile.gettempdir()) / "slics-test-emoji")
         ),
         SLICS_WORKSPACES=str(workspaces),
