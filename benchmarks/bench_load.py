@@ -268,17 +268,19 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def add_class_args(ap: argparse.ArgumentParser) -> None:
+    """The options both classroom benchmarks take."""
     ap.add_argument("--n", type=int, nargs="+", default=[1, 8, 16, 30])
-    ap.add_argument("--concurrency", type=int, default=30, help="at most this many sessions at once")
     ap.add_argument("--scale", type=float, default=1.0, help="SLICS_EMOJI_SCALE")
     ap.add_argument("--cache", default=None, help="emoji cache folder (default: a private one, built if empty)")
     ap.add_argument("--solo", type=int, default=3, help="rounds run one at a time for the per-step CPU")
     ap.add_argument("--timeout", type=float, default=300, help="seconds one step may take")
-    args = ap.parse_args()
-    cache = args.cache or str(Path(tempfile.gettempdir()) / f"slics-bench-load-{args.scale}")
-    env = {"SLICS_EMOJI_SCALE": str(args.scale), "SLICS_EMOJI_CACHE": cache,
+
+
+def warm_emoji_env(scale: float, cache: str | None) -> dict:
+    """The server's environment for a warm emoji workspace at ``scale`` (built into ``cache`` first if empty)."""
+    cache = cache or str(Path(tempfile.gettempdir()) / f"slics-bench-load-{scale}")
+    env = {"SLICS_EMOJI_SCALE": str(scale), "SLICS_EMOJI_CACHE": cache,
            "SLICS_WORKSPACES": str(Path(tempfile.mkdtemp(prefix="slics-bench-ws-")))}
     if not any(Path(cache).glob("workspace-*/workspace.json")):
         print(f"building the emoji workspace into {cache} first (warm-workspace benchmark)", flush=True)
@@ -286,6 +288,48 @@ def main():
         from slics_core.explorer.workspace import open_emoji_workspace
 
         open_emoji_workspace()
+    return env
+
+
+def print_class(n: int, steps, results: list, wall: float, cpu: float, peaks: list) -> None:
+    """Median / p95 time to settled per step and over all steps, server CPU per interaction, peak RSS."""
+    ok = [r for r in results if "failed" not in r]
+    for s in steps:
+        xs = [r[s] for r in ok if s in r]
+        if xs:
+            print(f"{n:>3} {s:<18} {statistics.median(xs):9.2f} {pct(xs, 0.95):7.2f}")
+    alls = [r[s] for r in ok for s in steps if s in r]
+    n_inter = max(1, len(alls))
+    shown = sum(r.get("errors", 0) > 0 for r in ok)
+    print(f"{n:>3} {'all steps':<18} {statistics.median(alls) if alls else float('nan'):9.2f} "
+          f"{pct(alls, 0.95):7.2f}   wall {wall:.1f} s; server CPU {cpu:.1f} s = {cpu / n_inter:.2f} s per "
+          f"interaction ({n_inter}); peak RSS {'+'.join(f'{p / 2**20:.0f}' for p in peaks)} MiB; failed rounds "
+          f"{len(results) - len(ok)}; rounds with an exception shown {shown}", flush=True)
+    for r in results:
+        if "failed" in r:
+            print(f"    failed: {r['failed'][:300]}")
+
+
+def print_solo(solo: list) -> None:
+    """Server CPU and time to settled of each step, median over rounds run one at a time."""
+    solo = [r for r in solo if "cpu" in r]
+    if not solo:
+        return
+    print(f"server CPU per step, {len(solo)} rounds one at a time (median s; warm caches):")
+    steps = list(solo[0]["cpu"])
+    for s in steps:
+        print(f"    {s:<18} {statistics.median(r['cpu'][s] for r in solo):6.3f} s CPU   "
+              f"{statistics.median(r[s] for r in solo):6.2f} s to settled")
+    per = statistics.mean(statistics.median(r["cpu"][s] for r in solo) for s in steps)
+    print(f"    {'mean of the steps':<18} {per:6.3f} s CPU")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    add_class_args(ap)
+    ap.add_argument("--concurrency", type=int, default=30, help="at most this many sessions at once")
+    args = ap.parse_args()
+    env = warm_emoji_env(args.scale, args.cache)
     load = os.getloadavg()
     print(f"{os.cpu_count()} CPUs, load average before: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
           f"emoji scale {args.scale}; concurrency cap {args.concurrency}")
@@ -295,33 +339,15 @@ def main():
         asyncio.run(run_class(base, 1, 1, args.timeout))
         # server CPU of each step: students one after the other (nothing else runs on the server)
         solo, _ = asyncio.run(run_class(base, args.solo, 1, args.timeout, cpu=lambda: server_cpu(proc)))
-        solo = [r for r in solo if "cpu" in r]
-        if solo:
-            print(f"server CPU per step, {len(solo)} rounds one at a time (median s; warm caches):")
-            for s in solo[0]["cpu"]:
-                print(f"    {s:<18} {statistics.median(r['cpu'][s] for r in solo):6.3f} s CPU   "
-                      f"{statistics.median(r[s] for r in solo):6.2f} s to settled")
+        print_solo(solo)
         print(f"{'N':>3} {'step':<18} {'median s':>9} {'p95 s':>7}   (time to settled per step)")
         for n in args.n:
             cpu0 = server_cpu(proc)
             with RssSampler(proc) as rss:
                 results, wall = asyncio.run(run_class(base, n, args.concurrency, args.timeout))
             cpu = server_cpu(proc) - cpu0
-            ok = [r for r in results if "failed" not in r]
-            steps = [k for k in (ok[0] if ok else {}) if k not in ("errors", "cpu")]
-            for s in steps:
-                xs = [r[s] for r in ok]
-                print(f"{n:>3} {s:<18} {statistics.median(xs):9.2f} {pct(xs, 0.95):7.2f}")
-            alls = [r[s] for r in ok for s in steps]
-            n_inter = max(1, len(alls))
-            print(f"{n:>3} {'all steps':<18} {statistics.median(alls) if alls else float('nan'):9.2f} "
-                  f"{pct(alls, 0.95):7.2f}   wall {wall:.1f} s; server CPU {cpu:.1f} s = {cpu / n_inter:.2f} s per "
-                  f"interaction ({n_inter}); peak RSS {rss.peak / 2**20:.0f} MiB; failed rounds "
-                  f"{len(results) - len(ok)}; rounds with an exception shown {sum(r['errors'] > 0 for r in ok)}",
-                  flush=True)
-            for r in results:
-                if "failed" in r:
-                    print(f"    failed: {r['failed'][:300]}")
+            steps = [k for k in next((r for r in results if "failed" not in r), {}) if k not in ("errors", "cpu")]
+            print_class(n, steps, results, wall, cpu, [rss.peak])
     load = os.getloadavg()
     print(f"load average after: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
 
