@@ -400,10 +400,23 @@ def show_image(url, **kw):
     return st.image(url, **kw)
 
 
+def _pick_from_grid(key: str, rows: list) -> None:
+    """on_change of a grid's "Query this" pills: the picked image becomes the query; the pills are cleared."""
+    i = st.session_state.get(key)
+    st.session_state[key] = None
+    if i is not None:
+        state.set_query(rows[int(i)])
+
+
 def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None, pick_key: str | None = None):
     """Thumbnails of workspace rows in a grid. ``borders``: per-image colour or None (relevance marks).
 
-    With ``pick_key``, a "Query this" button under each image makes it the query (keys ``<pick_key>_<i>``)."""
+    With ``pick_key``, one row of pills under the grid, "#1" … "#n" (the images' ranks, in reading order:
+    left to right, then down), makes the picked image the query (key ``pick_key``; its value is the index
+    into ``rows`` until the callback clears it). One widget per grid instead of a button under every image:
+    a button is a widget the server registers, hashes and sends on every run, and the browser reports
+    back, which made Retrieve's ~120 of them a third of the server's CPU per click (benchmarks/bench_load.py).
+    """
     rows = [int(r) for r in rows]
     if not rows:
         st.caption("No images.")
@@ -415,9 +428,10 @@ def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, border
             border = None if borders is None else borders[k]
             show_image(store.thumbnail(r, size, border), caption=None if captions is None else captions[k],
                        width="stretch")
-            if pick_key is not None:
-                st.button("Query this", key=f"{pick_key}_{k}", on_click=state.set_query, args=(r,),
-                          help=f"Make item #{r} the query", width="stretch")
+    if pick_key is not None:
+        st.pills("Query this image (by its number: #1 top left, then left to right)", list(range(len(rows))),
+                 format_func=lambda i: f"#{i + 1}", key=pick_key, on_change=_pick_from_grid, args=(pick_key, rows),
+                 width="stretch")
 
 
 def png_bytes(img) -> bytes:
