@@ -429,9 +429,10 @@ def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, border
             show_image(store.thumbnail(r, size, border), caption=None if captions is None else captions[k],
                        width="stretch")
     if pick_key is not None:
+        # the pills wrap onto a second line instead of scrolling sideways (20 of them outgrow half a page)
+        st.html(f"<style>.st-key-{pick_key} [role=radiogroup] {{flex-wrap: wrap; overflow: visible}}</style>")
         st.pills("Query this image (by its number: #1 top left, then left to right)", list(range(len(rows))),
-                 format_func=lambda i: f"#{i + 1}", key=pick_key, on_change=_pick_from_grid, args=(pick_key, rows),
-                 width="stretch")
+                 format_func=lambda i: f"#{i + 1}", key=pick_key, on_change=_pick_from_grid, args=(pick_key, rows))
 
 
 def png_bytes(img) -> bytes:
