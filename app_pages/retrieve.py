@@ -2,7 +2,8 @@
 
 Widget keys: query_pick, query_upload, query_text, query_strip_prev, query_strip_next, query_thumb_<i>,
 query_use_upload (app_pages/_query.py); concepts (multiselect); method; d0; component; k; retrieve_cols;
-retrieve_csv (download); retrieve_quantized (toggle, workspaces with a token codebook); pick_<concept>_<i> / pick_uf_<concept>_<i> (make a gallery image the query).
+retrieve_csv (download); retrieve_quantized (toggle, workspaces with a token codebook); pick_<concept> / pick_uf_<concept> (the "Query this image" pills under a gallery:
+#1 … #k make that gallery image the query).
 """
 import numpy as np
 import pandas as pd
@@ -80,8 +81,8 @@ sidebar_workspace_note(ws)
 page_intro("Look at how each concept's gallery keeps that concept of the query and drops the rest, while "
            "the unfiltered gallery beside it follows the whole scene.",
            "Pick, upload or describe a query. SLiCS splits its embedding into one component per concept; each "
-           "picked concept retrieves the pool images closest to *its* component. Click “Query this” under any "
-           "image to explore from there.")
+           "picked concept retrieves the pool images closest to *its* component. Click an image's number under "
+           "its gallery (“Query this image”) to explore from there.")
 
 q = query_picker(ws, required=True)
 

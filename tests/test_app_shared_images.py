@@ -1,18 +1,39 @@
 """The per-process store of what every session draws (app_pages/_ui.py): encoded thumbnails and labels."""
-import numpy as np
-from PIL import ImageOps
-from streamlit.elements.lib.image_utils import _pil_to_bytes
+import base64
+import io
 
-from app_pages._ui import _Shared
+import numpy as np
+from PIL import Image, ImageOps
+from streamlit.elements.lib.image_utils import _pil_to_bytes
+from streamlit.url_util import is_url
+
+from app_pages._ui import _Shared, jpeg_url
+
+
+def _jpeg_of(url: str) -> bytes:
+    head, _, data = url.partition(",")
+    assert head == "data:image/jpeg;base64"
+    return base64.b64decode(data, validate=True)
+
+
+def test_jpeg_url_carries_the_bytes_and_st_image_passes_it_through():
+    im = Image.new("RGB", (5, 3), (200, 10, 30))
+    data = _pil_to_bytes(im, "JPEG")
+    url = jpeg_url(data)
+    assert _jpeg_of(url) == data
+    # st.image hands a data: URL to the browser as it is (no media file, no HTTP request)
+    assert is_url(url, allowed_schemas=("http", "https", "data"))
+    back = Image.open(io.BytesIO(_jpeg_of(url)))
+    assert back.format == "JPEG" and back.size == (5, 3)
 
 
 def test_thumbnail_bytes_are_what_st_image_would_send(ws):
     store = _Shared(ws)
     for r in (0, 7, len(ws) - 1):
         # Streamlit's own encoder of a PIL image (what st.image did with ws.thumbnail before)
-        assert store.thumbnail(r, 96) == _pil_to_bytes(ws.thumbnail(r, 96), "JPEG")
+        assert _jpeg_of(store.thumbnail(r, 96)) == _pil_to_bytes(ws.thumbnail(r, 96), "JPEG")
         framed = ImageOps.expand(ws.thumbnail(r, 96), border=4, fill="#2e9d4f")
-        assert store.thumbnail(r, 96, "#2e9d4f") == _pil_to_bytes(framed, "JPEG")
+        assert _jpeg_of(store.thumbnail(r, 96, "#2e9d4f")) == _pil_to_bytes(framed, "JPEG")
     assert store.thumbnail(0, 96) != store.thumbnail(1, 96)
     assert store.thumbnail(0, 96) != store.thumbnail(0, 160)
 

@@ -98,9 +98,12 @@ def test_gallery_image_becomes_the_query(ws, multi_row):
     df = _table(at)
     first = df[df.gallery == "concept"].iloc[2]
     target = int(first["row"])
-    key = f"pick_{ws.concept_names.index(first['concept'])}_2"
-    at.button(key=key).click()
+    # the gallery's "Query this image" pills: #3 is its third image
+    pills = at.button_group(key=f"pick_{ws.concept_names.index(first['concept'])}")
+    assert pills.options[2] == "#3" and pills.value is None
+    pills.set_value(2)
     _ok(at.run())
+    assert at.button_group(key=f"pick_{ws.concept_names.index(first['concept'])}").value is None  # cleared
     assert at.session_state["query"] == target
     assert _params(at)["q"] == str(target)
     assert at.selectbox(key="query_pick").value == target  # offered even if it is a pool item
@@ -150,10 +153,10 @@ def test_mix_page_retrieves_by_the_sum_of_two_components(ws, multi_row):
     rows, _ = rank_pool(mixed[None], ws.X, ws.index["pool"], 6)
     p = _params(at)
     assert (p["q2"], p["c1"], p["c2"]) == (str(r2), a, b)
-    # the mixed gallery's "Query this" buttons are the pool rows of the recomputed ranking
-    keys = {b.key for b in at.button}
-    assert "mix_pick_5" in keys and "mix_pick_6" not in keys  # six results
-    at.button(key="mix_pick_5").click()
+    # the mixed gallery's "Query this image" pills are the pool rows of the recomputed ranking
+    pills = at.button_group(key="mix_pick")
+    assert pills.options == [f"#{i}" for i in range(1, 7)]  # six results
+    pills.set_value(5)
     _ok(at.run())
     assert at.session_state["query"] == int(rows[0][5])
 

@@ -46,8 +46,9 @@ def test_gallery_image_becomes_the_query(page, screenshot_dir):
     body = main(page)
     wait_for_images(page, body, 4)
     before = url_params(page)["q"]
-    # the third image of the first concept gallery
-    button = page.locator('[class*="st-key-pick_"]:not([class*="st-key-pick_uf"]) button').nth(2)
+    # the third image of the first concept gallery: "#3" of the "Query this image" pills under it
+    pills = page.locator('[class*="st-key-pick_"]:not([class*="st-key-pick_uf"]) [data-testid="stButtonGroup"]:visible')
+    button = pills.first.get_by_role("radio", name="#3", exact=True)
     button.click()
     wait_for_app(page)
     assert_no_errors(page, "/retrieve after clicking a gallery image")
@@ -84,9 +85,9 @@ def test_concept_mixing_gives_a_gallery(page, screenshot_dir):
     assert p["c1"] in selectbox_value(by_key(page, "mix_c1"))
     images = wait_for_images(page, body, 10)
     assert len(images) >= 10
-    # a mixed result becomes the query
-    pick = by_key(page, "mix_pick_0").locator("button").first
-    pick.click()
+    # a mixed result becomes the query ("#1" of the "Query this image" pills under the gallery)
+    pick = by_key(page, "mix_pick").locator('[data-testid="stButtonGroup"]:visible').first
+    pick.get_by_role("radio", name="#1", exact=True).click()
     wait_for_app(page)
     assert url_params(page)["q"] != p["q"]
     shot(page, screenshot_dir, "loop_mix")
