@@ -285,6 +285,7 @@ def warm_emoji_env(scale: float, cache: str | None) -> dict:
     if not any(Path(cache).glob("workspace-*/workspace.json")):
         print(f"building the emoji workspace into {cache} first (warm-workspace benchmark)", flush=True)
         os.environ.update(env)
+        sys.path.insert(0, str(ROOT))  # run from a checkout that is not the installed one
         from slics_core.explorer.workspace import open_emoji_workspace
 
         open_emoji_workspace()
