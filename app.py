@@ -7,8 +7,10 @@ every run. Pages only arrange and draw; all computation is in :mod:`slics_core`.
 import streamlit as st
 
 from app_pages import _state as state
+from app_pages._ui import PILLS_WRAP
 
 st.set_page_config(page_title="SLiCS Explorer", page_icon="🧩", layout="wide")
+st.html(PILLS_WRAP)
 
 pages = {
     "Explore": [

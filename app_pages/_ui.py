@@ -262,6 +262,13 @@ def require_dictionaries(ws) -> list:
     return methods
 
 
+def preferred_method(options) -> str:
+    """The method a page shows when the shared one is not among ``options``: S-SLiCS if offered, else the
+    first."""
+    options = list(options)
+    return "S-SLiCS" if "S-SLiCS" in options else options[0]
+
+
 def method_picker(ws, key: str = "method", methods=None, label: str = "Method"):
     """Method selectbox over the workspace's fitted methods (the registry's order).
 
@@ -269,7 +276,7 @@ def method_picker(ws, key: str = "method", methods=None, label: str = "Method"):
     dictionary methods) the page shows S-SLiCS without changing the shared choice."""
     options = list(methods or ws.methods)
     cur = state.get("method", "S-SLiCS")
-    _seed(key, cur if cur in options else ("S-SLiCS" if "S-SLiCS" in options else options[0]))
+    _seed(key, cur if cur in options else preferred_method(options))
     return st.selectbox(label, options, key=key, on_change=state.copy_widget, args=(key, "method"))
 
 
@@ -429,10 +436,15 @@ def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, border
             show_image(store.thumbnail(r, size, border), caption=None if captions is None else captions[k],
                        width="stretch")
     if pick_key is not None:
-        # the pills wrap onto a second line instead of scrolling sideways (20 of them outgrow half a page)
-        st.html(f"<style>.st-key-{pick_key} [role=radiogroup] {{flex-wrap: wrap; overflow: visible}}</style>")
+        # (they wrap onto more lines instead of scrolling sideways: PILLS_WRAP, drawn once per run by app.py)
         st.pills("Query this image (by its number: #1 top left, then left to right)", list(range(len(rows))),
                  format_func=lambda i: f"#{i + 1}", key=pick_key, on_change=_pick_from_grid, args=(pick_key, rows))
+
+
+#: Page style drawn once per run by the frame (app.py): pills wrap onto more lines instead of scrolling
+#: sideways (a gallery's 20 "Query this image" pills outgrow half a page).
+PILLS_WRAP = ('<style>[data-testid="stButtonGroup"] [role=radiogroup] {flex-wrap: wrap; overflow: visible}'
+              '</style>')
 
 
 def png_bytes(img) -> bytes:

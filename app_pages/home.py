@@ -6,6 +6,7 @@ import streamlit as st
 from app_pages._ui import (
     current_choice,
     get_workspace,
+    preferred_method,
     show_image,
     thumbnail,
     workspace_choices,
@@ -65,7 +66,7 @@ if len(multi) and dictionaries:
     row = int(st.session_state.get("home_example", int(multi[0])))
     if row not in set(multi.tolist()):
         row = int(multi[0])
-    per_concept, uf = _example(ws_id(ws), row, "S-SLiCS" if "S-SLiCS" in dictionaries else dictionaries[0], ws)
+    per_concept, uf = _example(ws_id(ws), row, preferred_method(dictionaries), ws)
     st.subheader("In one picture")
     cols = st.columns([1, 0.2] + [1] * len(per_concept) + [0.2, 1])
     with cols[0]:

@@ -64,6 +64,7 @@ from bench_load import (
 )
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 STEPS = ("open Retrieve", "click a thumbnail", "add a concept", "visit Subspaces", "visit Evaluate")
 
@@ -244,8 +245,6 @@ async def student_round(base: str, timeout_s: float, think_s: float, rng: random
 
 
 def _widget_state(widget_id: str, **value):
-    from streamlit.proto.WidgetStates_pb2 import WidgetState
-
     st = WidgetState(id=widget_id)
     for k, v in value.items():
         if k == "string_array_value":

@@ -1,9 +1,18 @@
 """The preview table: precomputed emoji-small embeddings that spare a cold start the torch import."""
+import hashlib
+
 import numpy as np
 import pytest
 from PIL import Image
 
+from slics_core.data import vocabulary_embeddings
 from slics_core.emoji import preview_table as pt
+from slics_core.emoji.world import (
+    EmojiWorldConfig,
+    emoji_vocabulary,
+    render_emoji_preview,
+)
+from slics_core.explorer import workspace as wsmod
 
 
 class CountingEncoder:
@@ -90,8 +99,6 @@ def test_load_table_checks_weights_and_damage(tmp_path):
 
 
 def test_weights_digest_is_of_the_contents():
-    import hashlib
-
     w = pt.model_dir("small") / pt.WEIGHTS_NAME
     assert pt.weights_digest("small") == hashlib.sha256(w.read_bytes()).hexdigest()[:16]
 
@@ -99,13 +106,6 @@ def test_weights_digest_is_of_the_contents():
 def test_shipped_table_matches_the_encoder():
     """The shipped table answers everything the app's preview asks for, with what emoji-small computes here
     (fails when the encoder, the scenes or the vocabulary changed without rewriting the table)."""
-    from slics_core.data import vocabulary_embeddings
-    from slics_core.emoji.world import (
-        EmojiWorldConfig,
-        emoji_vocabulary,
-        render_emoji_preview,
-    )
-
     enc = pt.preview_encoder()
     assert enc is not None, "assets/emoji/preview_table.npz is missing or for other weights: " \
                             "run python -m slics_core.emoji.preview_table"
@@ -121,9 +121,6 @@ def test_shipped_table_matches_the_encoder():
 def test_staged_build_opens_the_preview_before_loading_the_encoder(tmp_path, monkeypatch):
     """With the shipped table the preview is published before emoji-small is loaded; the whole world is then
     embedded by the real encoder (its first rows re-rendered and re-embedded, not copied from the table)."""
-    from slics_core.emoji.world import EmojiWorldConfig
-    from slics_core.explorer import workspace as wsmod
-
     events = []
     real_create = wsmod.create_encoder
 

@@ -23,13 +23,22 @@ and ``tests/test_preview_table.py`` re-embeds the preview and compares it with t
 from __future__ import annotations
 
 import hashlib
-import os
+import io
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
+from slics_core.data import vocabulary_embeddings
 from slics_core.emoji.models import WEIGHTS_NAME, model_dir
+from slics_core.emoji.world import (
+    ENCODER,
+    config_from_env,
+    emoji_vocabulary,
+    render_emoji_preview,
+)
+from slics_core.encoders import create_encoder
+from slics_core.store import atomic_write_bytes
 from slics_core.weights import ASSETS_DIR
 
 __all__ = [
@@ -45,7 +54,6 @@ __all__ = [
 
 #: The shipped table (about 160 kB).
 TABLE_PATH = ASSETS_DIR / "emoji" / "preview_table.npz"
-ENCODER = "emoji-small"
 
 
 def image_key(image) -> str:
@@ -156,8 +164,6 @@ def load_table(path=TABLE_PATH) -> dict | None:
 
 
 def _real_encoder():
-    from slics_core.encoders import create_encoder
-
     return create_encoder(ENCODER, device="cpu", half=False)
 
 
@@ -175,25 +181,17 @@ def preview_encoder(load=None, path=TABLE_PATH) -> TableEncoder | None:
 def write_table(path=TABLE_PATH, config=None) -> Path:
     """Embed what the preview of ``config`` (default: the app's world) asks for and write the table.
 
-    Returns the path written (atomically: beside, then renamed).
+    Returns the path written (atomically, :func:`slics_core.store.atomic_write_bytes`).
     """
-    from slics_core.data import vocabulary_embeddings
-    from slics_core.emoji.world import (
-        config_from_env,
-        emoji_vocabulary,
-        render_emoji_preview,
-    )
-
     rec = TableEncoder({}, _real_encoder, record=True)
     render_emoji_preview(config or config_from_env(), encoder=rec)
     vocabulary_embeddings(rec, emoji_vocabulary())
     keys = sorted(rec.table)
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, keys=np.asarray(keys), vectors=np.stack([rec.table[k] for k in keys]).astype(np.float32),
+    buf = io.BytesIO()
+    np.savez_compressed(buf, keys=np.asarray(keys), vectors=np.stack([rec.table[k] for k in keys]).astype(np.float32),
                         weights_digest=np.asarray(weights_digest("small")))
-    os.replace(tmp, path)
-    return path
+    atomic_write_bytes(path, buf.getvalue())
+    return Path(path)
 
 
 if __name__ == "__main__":
