@@ -11,23 +11,24 @@ with ``G = B_P B_P^T + ridge I`` and ``c = B_P x`` for the allowed atoms ``P``
 (the same optimum as ``min ||x - a B_P||^2 + ridge ||a||^2``).
 
 The solver is block principal pivoting (Kim & Park, SIAM J. Sci. Comput.
-2011), vectorised over problems: every problem keeps its own passive set, all
-problems exchange variables in the same step, and every step is one batched
-linear solve. With warm starts (the passive set of the previous epoch) it
-usually converges in 2-4 steps. Problems that do not converge within the step
-limit (never seen in practice, but possible for degenerate data) are finished
-with :func:`scipy.optimize.nnls`, so the result is always an optimum.
+2011), one problem after another in a numba-compiled loop: every problem
+keeps its own passive set and solves its passive system by a Cholesky
+factorisation of the few atoms it may use (at most a few dozen). With warm
+starts (the passive set of the previous epoch) it usually converges in 2-4
+steps. Problems that do not converge within the step limit (never seen in
+practice, but possible for degenerate data) or whose passive system is not
+numerically positive definite are finished with :func:`scipy.optimize.nnls`,
+so the result is always an optimum. The compiled loop releases the GIL
+(``nogil``), so fits in several threads (app sessions) run in parallel.
 """
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 from scipy.linalg import cholesky, solve_triangular
 from scipy.optimize import nnls as _scipy_nnls
 
 from slics_core._validation import check_embeddings
-
-#: Largest number of matrix entries (rows x k x k) handled in one batched solve.
-_CHUNK_ENTRIES = 2_000_000
 
 
 def _jitter(gram_diag):
@@ -36,25 +37,123 @@ def _jitter(gram_diag):
     return 1e-11 * (scale if scale > 0 else 1.0)
 
 
-def _solve_passive(G, c, F):
-    """Solve ``G[F,F] x_F = c_F`` for every problem; ``x`` is zero off ``F``.
+@njit(cache=True, nogil=True)
+def _solve_passive(G, idx, c, F, L, x, y):
+    """Solve ``G[F,F] x_F = c_F`` (``G`` indexed through ``idx``) by Cholesky; ``x`` is zero off ``F``.
 
-    Returns ``x`` and the gradient ``y = G x - c`` (set to zero on ``F``).
+    Fills ``x`` and the gradient ``y = G x - c`` (zero on ``F``); ``L`` is
+    scratch. Returns False if ``G[F,F]`` is not numerically positive definite.
     """
-    k = G.shape[-1]
-    both = F[:, :, None] & F[:, None, :]
-    Gm = np.where(both, G, 0.0)
-    diag = np.arange(k)
-    Gm[:, diag, diag] += ~F  # identity rows/columns off the passive set
-    rhs = np.where(F, c, 0.0)
-    try:
-        x = np.linalg.solve(Gm, rhs[..., None])[..., 0]
-    except np.linalg.LinAlgError:
-        x = np.einsum("nij,nj->ni", np.linalg.pinv(Gm), rhs)
-    x[~F] = 0.0
-    y = np.einsum("nij,nj->ni", G, x) - c
-    y[F] = 0.0
-    return x, y
+    k = idx.size
+    p = np.empty(k, dtype=np.int64)
+    m = 0
+    for i in range(k):
+        x[i] = 0.0
+        if F[i]:
+            p[m] = i
+            m += 1
+    # L L^T = G[F,F], then forward and back substitution into x[F]
+    for r in range(m):
+        gr = idx[p[r]]
+        for q in range(r + 1):
+            t = G[gr, idx[p[q]]]
+            for j in range(q):
+                t -= L[r, j] * L[q, j]
+            if q == r:
+                if not t > 0.0:
+                    return False
+                L[r, r] = np.sqrt(t)
+            else:
+                L[r, q] = t / L[q, q]
+    z = np.empty(m)
+    for r in range(m):
+        t = c[p[r]]
+        for j in range(r):
+            t -= L[r, j] * z[j]
+        z[r] = t / L[r, r]
+    for r in range(m - 1, -1, -1):
+        t = z[r]
+        for j in range(r + 1, m):
+            t -= L[j, r] * z[j]
+        z[r] = t / L[r, r]
+    for r in range(m):
+        x[p[r]] = z[r]
+    for i in range(k):
+        if F[i]:
+            y[i] = 0.0
+            continue
+        t = -c[i]
+        gi = idx[i]
+        for r in range(m):
+            t += G[gi, idx[p[r]]] * z[r]
+        y[i] = t
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _bpp_one(G, idx, c, F, x, max_steps, tol):
+    """Block principal pivoting for one problem ``min 0.5 x^T G_I x - c^T x, x >= 0`` (``G_I = G[idx, idx]``).
+
+    ``F`` (the passive set, a warm start) and ``x`` are updated in place.
+    Returns True when the optimality conditions hold (then ``x >= 0`` is
+    the optimum), False if the step limit is reached or a passive system is
+    not positive definite (the caller then finishes the problem with scipy).
+    """
+    k = idx.size
+    L = np.empty((k, k))
+    y = np.empty(k)
+    if not _solve_passive(G, idx, c, F, L, x, y):
+        return False
+    alpha = 3
+    beta = k + 1
+    for _ in range(max_steps):
+        nv = 0
+        last = -1
+        for i in range(k):
+            if (F[i] and x[i] < -tol) or (not F[i] and y[i] < -tol):
+                nv += 1
+                last = i
+        if nv == 0:
+            for i in range(k):
+                x[i] = max(x[i], 0.0)
+            return True
+        if nv < beta or alpha >= 1:  # progress, or no progress but tries left: exchange all
+            if nv < beta:
+                beta = nv
+                alpha = 3
+            else:
+                alpha -= 1
+            for i in range(k):
+                if (F[i] and x[i] < -tol) or (not F[i] and y[i] < -tol):
+                    F[i] = not F[i]
+        else:  # backup rule: exchange only the last infeasible variable
+            F[last] = not F[last]
+        if not _solve_passive(G, idx, c, F, L, x, y):
+            return False
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _bpp_rows(G, idx, c, F, max_steps, tol):
+    """:func:`_bpp_one` for every row: problem ``r`` uses ``G[idx[r], idx[r]]`` and ``c[r]``."""
+    n, k = c.shape
+    x = np.zeros((n, k))
+    ok = np.empty(n, dtype=np.bool_)
+    for r in range(n):
+        ok[r] = _bpp_one(G, idx[r], c[r], F[r], x[r], max_steps, tol)
+    return x, ok
+
+
+@njit(cache=True, nogil=True)
+def _bpp_stack(G, c, F, max_steps, tol):
+    """:func:`_bpp_one` for a stack of problems with their own Gram matrices ``G[r]``."""
+    n, k = c.shape
+    x = np.zeros((n, k))
+    ok = np.empty(n, dtype=np.bool_)
+    idx = np.arange(k)
+    for r in range(n):
+        ok[r] = _bpp_one(G[r], idx, c[r], F[r], x[r], max_steps, tol)
+    return x, ok
 
 
 def _finish_with_scipy(G, c):
@@ -63,6 +162,18 @@ def _finish_with_scipy(G, c):
     target = solve_triangular(L, c, lower=True)
     x, _ = _scipy_nnls(L.T, target, maxiter=50 * G.shape[0])
     return x
+
+
+def _finish(x, ok, gram_of, c):
+    """Problems that block principal pivoting did not finish (``ok`` False) are solved by scipy."""
+    for r in np.flatnonzero(~ok):
+        x[r] = _finish_with_scipy(gram_of(r), c[r])
+    np.maximum(x, 0.0, out=x)
+    return x
+
+
+def _tolerance(c):
+    return 1e-12 * max(1.0, float(np.abs(c).max())) if c.size else 1e-12
 
 
 def bpp_gram(G, c, passive=None, max_steps=None):
@@ -85,47 +196,15 @@ def bpp_gram(G, c, passive=None, max_steps=None):
     x : ndarray of shape (n_problems, k)
         Minimisers of ``0.5 x^T G x - c^T x`` over ``x >= 0``.
     """
+    G = np.ascontiguousarray(G, dtype=np.float64)
+    c = np.ascontiguousarray(c, dtype=np.float64)
     n, k = c.shape
-    x = np.zeros((n, k))
     if n == 0 or k == 0:
-        return x
-    F = np.ones((n, k), dtype=bool) if passive is None else passive.copy()
-    if max_steps is None:
-        max_steps = 5 * k + 30
-    tol = 1e-12 * max(1.0, float(np.abs(c).max()))
-    xs, ys = _solve_passive(G, c, F)
-    alpha = np.full(n, 3)
-    beta = np.full(n, k + 1)
-    rows = np.arange(n)
-    last = np.arange(k)
-    for _ in range(max_steps):
-        V = (F[rows] & (xs < -tol)) | (~F[rows] & (ys < -tol))
-        nv = V.sum(axis=1)
-        done = nv == 0
-        x[rows[done]] = xs[done]
-        if done.all():
-            rows = rows[:0]
-            break
-        keep = ~done
-        rows, V, nv, xs, ys = rows[keep], V[keep], nv[keep], xs[keep], ys[keep]
-        a_r, b_r = alpha[rows], beta[rows]
-        fewer = nv < b_r  # progress: exchange all infeasible variables
-        retry = ~fewer & (a_r >= 1)  # no progress, but tries left: exchange all
-        single = ~fewer & ~retry  # backup rule: exchange only the last one
-        b_r = np.where(fewer, nv, b_r)
-        a_r = np.where(fewer, 3, np.where(retry, a_r - 1, a_r))
-        alpha[rows], beta[rows] = a_r, b_r
-        flip = V.copy()
-        if single.any():
-            lastidx = np.max(np.where(V[single], last, -1), axis=1)
-            flip[single] = False
-            flip[np.flatnonzero(single), lastidx] = True
-        F[rows] ^= flip
-        xs, ys = _solve_passive(G[rows], c[rows], F[rows])
-    for r in rows:  # not converged within max_steps: exact fallback
-        x[r] = _finish_with_scipy(G[r], c[r])
-    np.maximum(x, 0.0, out=x)
-    return x
+        return np.zeros((n, k))
+    F = np.ones((n, k), dtype=bool) if passive is None else np.array(passive, dtype=bool)
+    steps = 5 * k + 30 if max_steps is None else int(max_steps)
+    x, ok = _bpp_stack(G, c, F, steps, _tolerance(c))
+    return _finish(x, ok, lambda r: G[r], c)
 
 
 def nnls_gram(gram, rhs, allowed=None, init=None):
@@ -163,18 +242,16 @@ def nnls_gram(gram, rhs, allowed=None, init=None):
     for k in np.unique(counts):
         if k == 0:
             continue
-        rows_k = np.flatnonzero(counts == k)
-        chunk = max(1, _CHUNK_ENTRIES // (k * k))
-        for start in range(0, rows_k.size, chunk):
-            rows = rows_k[start:start + chunk]
-            idx = np.nonzero(allowed[rows])[1].reshape(rows.size, k)
-            Gs = G[idx[:, :, None], idx[:, None, :]]
-            cs = np.take_along_axis(rhs[rows], idx, axis=1)
-            F0 = None
-            if init is not None:
-                F0 = np.take_along_axis(init[rows], idx, axis=1) > 0
-                F0[~F0.any(axis=1)] = True  # no previous support: start from the unconstrained solution
-            coef[rows[:, None], idx] = bpp_gram(Gs, cs, F0)
+        rows = np.flatnonzero(counts == k)
+        idx = np.nonzero(allowed[rows])[1].reshape(rows.size, k)
+        cs = np.take_along_axis(rhs[rows], idx, axis=1)
+        if init is not None:
+            F = np.take_along_axis(init[rows], idx, axis=1) > 0
+            F[~F.any(axis=1)] = True  # no previous support: start from the unconstrained solution
+        else:
+            F = np.ones((rows.size, k), dtype=bool)
+        x, ok = _bpp_rows(G, idx, cs, F, 5 * k + 30, _tolerance(cs))
+        coef[rows[:, None], idx] = _finish(x, ok, lambda r, idx=idx: G[np.ix_(idx[r], idx[r])], cs)
     return coef
 
 

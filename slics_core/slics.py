@@ -32,18 +32,23 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
 * Samples with no positive label are ignored by :meth:`SLiCS.fit` (with a
   warning), as the paper removes them.
 * The rank-1 SVD of every atom update is computed to a relative residual
-  ``||E^T u - sigma v|| <= 1e-9 sigma`` by Golub-Kahan-Lanczos
-  bidiagonalisation, warm-started at the current atom, on the implicit
-  residual ``R_L + a b^T`` in double precision, in every epoch (4-10 Lanczos
-  steps; the paper only asks for "the rank-1 SVD"). SLiCS thus reproduces
-  Algorithm 1 with exact SVDs up to rounding: final errors agree with a plain
-  reference (full LAPACK SVD per atom, scipy NNLS per sample) to about 1e-10
-  relative on held-out data (``tests/test_slics_quality.py``). Looser updates
-  measured worse: a relative residual of 1e-3 ended 1e-5 to 1e-4 above the
-  reference, and single precision (whose rounding floor is about 1e-6 here)
-  ended up to 1.5e-4 off on noisy small mini-batches, where the fit amplifies
-  early perturbations. Because every epoch is exact, stopping early with
-  ``tol`` returns the atoms of a complete exact epoch.
+  ``||E^T u - sigma v|| <= 1e-9 sigma`` by the Lanczos method with full
+  reorthogonalisation on ``E^T E``, warm-started at the current atom, on the
+  implicit residual ``R_L + a b^T`` in double precision, in every epoch (4-10
+  Lanczos steps; the paper only asks for "the rank-1 SVD"). The loop is
+  compiled (:mod:`slics_core._kernels`, numba) and reads each residual row
+  once per step. SLiCS thus reproduces Algorithm 1 with exact SVDs up to
+  rounding: final errors agree with a plain reference (full LAPACK SVD per
+  atom, scipy NNLS per sample) to about 1e-10 relative on held-out data
+  (``tests/test_slics_quality.py``). Looser updates measured worse: a
+  relative residual of 1e-3 ended 1e-5 to 1e-4 above the reference, and
+  single precision (whose rounding floor is about 1e-6 here) ended up to
+  1.5e-4 off on noisy small mini-batches, where the fit amplifies early
+  perturbations. Because every epoch is exact, stopping early with ``tol``
+  returns the atoms of a complete exact epoch. A start exactly orthogonal to
+  the top singular vector (measure zero in real data) keeps the Krylov space
+  invariant, as in any Krylov method; the update is then the best rank-1
+  update in that space.
 * ``monotone=True`` (the cyclic-minimiser variant of sec. 3.3.2) keeps an atom
   update only if it lowers the error on the samples that use the atom
   (decided in double precision). In full-batch mode the coefficient step is
@@ -54,13 +59,15 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   the other samples, and hence ``history_``, can rise, because an update fitted
   to one batch is not checked against the rest of the data.
 * BLAS is limited to one thread inside ``fit``: the products are small or
-  medium and OpenBLAS threads measured slower on a 2-core machine.
-* Within a batch the atoms of one concept share one block of residual rows
-  (the samples allowed to use them), copied out once and written back once;
-  each atom's samples ``L_m`` are selected inside the Lanczos products by a
-  0/1 row weight. This only removes copies: the updates and their order are
-  those of Algorithm 1 (atoms agree with the per-atom-copy version to about
-  1e-13).
+  medium and OpenBLAS threads measured slower on a 2-core machine. The
+  compiled kernels release the GIL, so fits in different threads (app
+  sessions) run on different cores.
+* Each atom is updated in place on the rows of the batch residual that may
+  use it (its concept's samples), read through an index list; the samples
+  ``L_m`` are those with a non-zero coefficient. The residual is formed from
+  the sparse coefficients, and the coefficient step's linear terms ``B x``
+  only for the allowed atoms. None of this changes the updates or their
+  order (atoms agree with the previous BLAS implementation to about 1e-15).
 * ``callback(epoch, n_epochs, batch, n_batches)``, if given, is called after
   every batch (a progress hook; it does not change the fit and is not saved).
 """
@@ -76,8 +83,7 @@ from numbers import Integral
 
 import numpy as np
 from scipy.linalg import eigh
-from scipy.linalg.blas import daxpy, dgemv, dger, dnrm2, dscal, dsyrk
-from scipy.linalg.lapack import dstev as _dstev
+from scipy.linalg.blas import dsyrk
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
@@ -85,6 +91,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from slics_core._validation import check_concept, check_embeddings, check_labels
 from slics_core.nnls import nnls_gram, nnls_shared
+from slics_core._kernels import allowed_products, ksvd_update, rank2_update, residual, top_triplet
 
 FORMAT_NAME = "slics-model"
 FORMAT_VERSION = 1
@@ -109,153 +116,6 @@ def majority_sign(beta):
     return 1.0 if pos >= neg else -1.0
 
 
-def _top_singular_triplet(R, v0, tol, max_steps=_LANCZOS_MAX_STEPS, a=None, check_from=3, rows=None):
-    """Leading singular triplet of ``E = R + a v0^T`` by Golub-Kahan-Lanczos bidiagonalisation.
-
-    A Krylov method on ``E^T E`` started at ``v0`` (the current atom), with
-    full reorthogonalisation of both Lanczos bases; ``E`` is never formed
-    (the rank-1 term costs one vector addition). It stops when the top Ritz
-    triplet ``(sigma, u, v)`` of the bidiagonal matrix satisfies
-    ``||E^T u - sigma v|| <= tol * sigma`` (``E v = sigma u`` holds by
-    construction), or when the Krylov space is exhausted (the triplet is then
-    exact up to rounding). All products are double-precision BLAS level-2
-    calls on ``R`` in place (no copies), which dominate the cost.
-
-    Parameters
-    ----------
-    R : ndarray of shape (n, d), C-contiguous float64
-    v0 : ndarray of shape (d,), float64, unit norm
-    tol : float
-        Relative residual.
-    max_steps : int
-    a : ndarray of shape (n,), float64, optional
-        Rank-1 term of ``E`` (zero if omitted).
-    check_from : int, default=3
-        First step at which the stopping rule is evaluated (it costs a small
-        tridiagonal eigenproblem); later checks happen at every step, so a
-        larger value can only add steps, never stop earlier or looser.
-    rows : ndarray of shape (n,), float64 of 0/1, optional
-        Row selection: ``E = D (R + a v0^T)`` with ``D = diag(rows)``, i.e.
-        the rows where ``rows`` is 0 are left out (``a`` must be 0 there).
-        This lets the caller keep one block of rows for several atoms instead
-        of copying each atom's rows; the result is that of the selected rows
-        (zero on the others).
-
-    Returns
-    -------
-    v : ndarray of shape (d,), float64
-        Unit right singular vector (sign arbitrary).
-    ev : ndarray of shape (n,), float64
-        ``E v``.
-    ev0 : ndarray of shape (n,), float64
-        ``E v0`` (the first Krylov product, returned for free).
-    steps : int
-        Lanczos steps taken (the dimension of the final Krylov space).
-    """
-    n, d = R.shape
-    n_rows = n if rows is None else int(np.count_nonzero(rows))
-    # The Krylov space holds v0 plus at most rank(E) <= min(n, d) directions of E's row space.
-    steps = max(1, min(max_steps, min(n_rows, d) + 1, d))
-    V = np.empty((steps + 1, d))
-    U = np.empty((steps + 1, n))
-    V[0] = v0
-    RT = R.T  # Fortran-ordered view: the BLAS wrappers take it without a copy
-    p = dgemv(1.0, RT, v0, trans=1)  # R v0
-    if a is not None:
-        p += a
-    if rows is not None:
-        p *= rows
-    ev0 = p.copy()
-    alpha = dnrm2(p)
-    if alpha == 0.0:  # E v0 = 0: v0 is orthogonal to E's row space; restart at E's largest row
-        if a is not None or rows is not None:
-            R = R + np.outer(a, v0) if a is not None else R.copy()  # a copy: the caller's R is left as it is
-            if rows is not None:
-                R *= rows[:, None]
-            RT = R.T
-            a = rows = None  # R is now E itself
-        norms = np.einsum("ij,ij->i", R, R)
-        row = int(np.argmax(norms))
-        if norms[row] == 0.0:
-            return v0.astype(np.float64), np.zeros(n), ev0, 1
-        V[0] = R[row] / np.sqrt(norms[row])
-        p = dgemv(1.0, RT, V[0], trans=1)
-        alpha = dnrm2(p)
-    # From here on the rank-1 term a v0^T never needs to be applied: E^T u = R^T u + v0 (a.u)
-    # differs from R^T u only along v0 = V[0], which the reorthogonalisation removes, and
-    # E v_k = R v_k for k >= 1 because v_k is orthogonal to v0.
-    alphas, betas = [alpha], []
-    U[0] = dscal(1.0 / alpha, p)
-    y = np.ones(1)  # right singular vector of the bidiagonal matrix
-    rounding = 8 * np.finfo(np.float64).eps
-    top = alpha
-    k = 1
-    while True:
-        # r = E^T u_k - alpha_k v_k (the three-term recurrence), then one classical Gram-Schmidt
-        # pass against all of V: the recurrence has removed the large component, so what is left
-        # along V is at rounding level and one pass makes r orthogonal to working precision.
-        # (for k = 1, E^T u_1 = R^T u_1 + v0 (a.u_1): the rank-1 term is added along v_1 = v0 here)
-        along = alpha - float(a @ U[0]) if k == 1 and a is not None else alpha
-        r = daxpy(V[k - 1], dgemv(1.0, RT, U[k - 1]), a=-along)
-        Vk = V[:k].T
-        r = dgemv(-1.0, Vk, dgemv(1.0, Vk, r, trans=1), beta=1.0, y=r, overwrite_y=1)
-        beta = dnrm2(r)
-        # beta at rounding level: E^T u_k lies in span(V_k), an invariant subspace of E^T E
-        invariant = beta <= rounding * top
-        if k >= check_from or k >= steps or invariant:
-            sigma, y = _top_ritz(alphas, betas)
-            # ||E^T u - sigma v|| = beta_k |last entry of the left vector| = beta_k alpha_k |y_k| / sigma
-            if invariant or beta * alphas[-1] * abs(y[-1]) <= tol * sigma * sigma or k >= steps:
-                break
-        V[k] = dscal(1.0 / beta, r)
-        betas.append(beta)
-        # p = E v_{k+1} - beta_k u_k, then one Gram-Schmidt pass against U
-        p = dgemv(1.0, RT, V[k], trans=1)
-        if rows is not None:
-            p *= rows
-        p = daxpy(U[k - 1], p, a=-beta)
-        Uk = U[:k].T
-        p = dgemv(-1.0, Uk, dgemv(1.0, Uk, p, trans=1), beta=1.0, y=p, overwrite_y=1)
-        alpha = dnrm2(p)
-        if alpha <= rounding * max(alphas[0], beta):
-            # E v_{k+1} lies in span(U_k): V_{k+1} spans an invariant subspace of E^T E, and the
-            # top Ritz triplet of the k x (k+1) bidiagonal matrix (alpha_{k+1} = 0) is exact.
-            alphas.append(0.0)
-            U[k] = 0.0
-            sigma, y = _top_ritz(alphas, betas)
-            break
-        alphas.append(alpha)
-        top = max(top, alpha, beta)
-        U[k] = dscal(1.0 / alpha, p)
-        k += 1
-    k = y.size
-    v = dgemv(1.0, V[:k].T, y)
-    # E v = U_k B_k y (Lanczos relation), with B_k y from the bidiagonal entries
-    By = np.multiply(alphas[:k], y)
-    By[:-1] += np.multiply(betas[:k - 1], y[1:])
-    ev = dgemv(1.0, U[:k].T, By)
-    norm = dnrm2(v)
-    return v / norm, ev / norm, ev0, k
-
-
-def _top_ritz(alphas, betas):
-    """Top singular value and right singular vector of the upper bidiagonal matrix B_k.
-
-    ``alphas`` (k) are its diagonal and ``betas`` (k - 1) its superdiagonal;
-    computed as the top eigenpair of the tridiagonal ``B_k^T B_k``.
-    """
-    if len(alphas) == 1:
-        return alphas[0], np.ones(1)
-    al = np.asarray(alphas)
-    be = np.asarray(betas)
-    dg = al * al
-    dg[1:] += be * be
-    w, z, info = _dstev(dg, al[:-1] * be, compute_v=1)
-    if info != 0:  # pragma: no cover - LAPACK failure on a tiny tridiagonal matrix
-        raise np.linalg.LinAlgError("tridiagonal eigensolver failed in the rank-1 SVD")
-    return float(np.sqrt(max(w[-1], 0.0))), z[:, -1]
-
-
 def top_singular_vector(E, v0=None, tol=1e-10, max_iter=_LANCZOS_MAX_STEPS):
     """Leading right singular vector of ``E`` (rows are samples).
 
@@ -267,9 +127,9 @@ def top_singular_vector(E, v0=None, tol=1e-10, max_iter=_LANCZOS_MAX_STEPS):
         Warm start (e.g. the atom being updated). Default: the row of ``E``
         with the largest norm.
     tol, max_iter : float, int
-        Golub-Kahan-Lanczos stops when the Ritz residual
-        ``||E^T u - sigma v||`` is below ``tol * sigma`` or after
-        ``max_iter`` steps.
+        The Lanczos method on ``E^T E`` (:mod:`slics_core._kernels`) stops
+        when the Ritz residual ``||E^T u - sigma v||`` is below
+        ``tol * sigma`` or after ``max_iter`` steps.
 
     Returns
     -------
@@ -283,7 +143,8 @@ def top_singular_vector(E, v0=None, tol=1e-10, max_iter=_LANCZOS_MAX_STEPS):
     norm = np.sqrt(v0 @ v0)
     if norm == 0.0:
         return np.zeros(E.shape[1])
-    v, _, _, _ = _top_singular_triplet(E, v0 / norm, tol, max_iter)
+    rows = np.arange(E.shape[0])
+    v, _, _, _ = top_triplet(E, rows, np.zeros(rows.size), v0 / norm, False, float(tol), int(max_iter), 3)
     return v
 
 
@@ -622,7 +483,8 @@ class SLiCS(BaseEstimator):
         gram = B @ B.T
         if self.ridge:
             gram = gram + self.ridge * np.eye(B.shape[0])
-        return nnls_gram(gram, X @ B.T, allowed, init=init)
+        rhs = X @ B.T if allowed is None else allowed_products(X, B, allowed)
+        return nnls_gram(gram, rhs, allowed, init=init)
 
     def _update_atoms(self, X, At, B, allowed, full_batch):
         """Update every atom in turn (in place); return the batch's squared error.
@@ -630,18 +492,19 @@ class SLiCS(BaseEstimator):
         The residual ``R = X - A B`` (double precision) is formed once and then
         updated incrementally: a rank-2 update on the rows of each atom.
         """
-        R = X - At.T @ B
+        R = residual(X, At, B)
         self._update_each_atom(R, At, B, allowed, full_batch)
         return float(np.einsum("ij,ij->", R, R))
 
     def _update_each_atom(self, R, At, B, allowed, full_batch):
         """The inner loop of Algorithm 1 (lines 7-13) over atoms ``m = 1..M``.
 
-        Consecutive atoms that the same samples may use (the atoms of one
-        concept) share one block of residual rows: ``R_S`` is copied out once,
-        every atom of the block is updated on it in turn (its samples ``L_m``
-        selected by a 0/1 row weight, so no per-atom copies) and it is written
-        back once. The updates and their order are those of Algorithm 1.
+        Every atom is updated in place on the rows ``S`` of ``R`` that may use
+        it (its concept's samples), read through an index list; its samples
+        ``L_m`` are those with a non-zero coefficient. Consecutive atoms with
+        the same allowed rows (the atoms of one concept) share one gather of
+        their coefficients. The updates and their order are those of
+        Algorithm 1.
         """
         M = B.shape[0]
         steps = getattr(self, "_lanczos_steps", None)
@@ -655,72 +518,56 @@ class SLiCS(BaseEstimator):
                 end += 1
             S = np.flatnonzero(col)
             if S.size:
-                R_S = np.take(R, S, axis=0)
                 A_S = At[m:end, S]
                 for i in range(end - m):
-                    self._update_atom(m + i, R_S, A_S[i], B, steps, full_batch)
-                R[S] = R_S
+                    self._update_atom(m + i, R, S, A_S[i], B, steps, full_batch)
                 At[m:end, S] = A_S
             m = end
 
-    def _update_atom(self, m, R_S, a, B, steps, full_batch):
-        """Rank-1 update of atom ``m`` on the residual block ``R_S`` (in place), with coefficients ``a``."""
-        used = a != 0.0
-        n_used = int(np.count_nonzero(used))
-        if n_used == 0:
+    def _update_atom(self, m, R, S, a, B, steps, full_batch):
+        """Rank-1 update of atom ``m`` on the residual rows ``R[S]`` (in place), with coefficients ``a``."""
+        if not a.any():
             if full_batch:
-                self._reseed(m, R_S, a, B)
+                self._reseed(m, R, S, a, B)
             return
-        rows = None if n_used == a.size else used.astype(np.float64)
-        b_old = B[m]
-        # E = D (R_S + a b_m^T), D selecting the samples L_m that use the atom, is the residual without
+        # E = D (R[S] + a b_m^T), D selecting the samples L_m that use the atom, is the residual without
         # atom m on L_m (eq. 8); the rank-1 term and the selection stay implicit.
         if self.update == "ksvd":
-            v, ev, eb, steps[m] = _top_singular_triplet(R_S, b_old, _LANCZOS_TOL, a=a,
-                                                        check_from=max(3, steps[m] - 1), rows=rows)
-            pos = np.maximum(ev, 0.0)
-            neg = np.minimum(ev, 0.0)
-            if pos @ pos >= neg @ neg:  # the majority sign (sec. 3.3.1)
-                b, beta = v, pos
-            else:
-                b, beta = -v, np.negative(neg, out=neg)
-        else:
-            L = np.flatnonzero(used)
-            E = R_S[L] + np.outer(a[L], b_old)
-            b, beta_L = bcd_atom_update(E, a[L], self.n_power_steps)
-            if b is None:
-                return
-            b /= np.sqrt(b @ b)
-            beta = np.zeros_like(a)
-            beta[L] = beta_L
-            eb = np.zeros_like(a)
-            if self.monotone:
-                eb[L] = E @ b_old
+            B[m], steps[m], _ = ksvd_update(R, S, a, B[m], _LANCZOS_TOL, _LANCZOS_MAX_STEPS,
+                                            max(3, int(steps[m]) - 1), bool(self.monotone))
+            return
+        b_old = B[m].copy()
+        L = np.flatnonzero(a)
+        E = R[S[L]] + np.outer(a[L], b_old)
+        b, beta_L = bcd_atom_update(E, a[L], self.n_power_steps)
+        if b is None:
+            return
+        b /= np.sqrt(b @ b)
         if self.monotone:
             # On L the error goes from ||E - a b_old^T||^2 = ||E||^2 - 2 a.(E b_old) + ||a||^2 to
             # ||E||^2 - ||beta||^2 (b unit, beta optimal for b): keep the update only if it lowers
             # the error by more than the rounding of that comparison.
-            gain = beta @ beta - (2.0 * (a @ eb) - a @ a)
-            if gain <= 64 * np.finfo(np.float64).eps * (beta @ beta + a @ a + abs(a @ eb)):
+            aL, eb = a[L], E @ b_old
+            gain = beta_L @ beta_L - (2.0 * (aL @ eb) - aL @ aL)
+            if gain <= 64 * np.finfo(np.float64).eps * (beta_L @ beta_L + aL @ aL + abs(aL @ eb)):
                 return
-        # New residual: R_S + a b_old^T - beta b^T (two rank-1 updates in place on the Fortran view of
-        # R_S; a and beta are zero off L_m, so the other rows stay as they are).
-        RT = dger(1.0, b_old, a, a=R_S.T, overwrite_a=1)
-        dger(-1.0, b, beta, a=RT, overwrite_a=1)
-        a[:] = beta
+        beta = np.zeros_like(a)
+        beta[L] = beta_L
+        # new residual R[S] + a b_old^T - beta b^T (a and beta are zero off L_m)
+        rank2_update(R, S, a, b_old, beta, b)
         B[m] = b
 
     @staticmethod
-    def _reseed(m, R_S, a, B):
-        """Re-seed a dead atom with the worst-approximated sample of its concept (the rows of ``R_S``)."""
-        norms = np.einsum("ij,ij->i", R_S, R_S)
+    def _reseed(m, R, S, a, B):
+        """Re-seed a dead atom with the worst-approximated sample of its concept (the rows ``R[S]``)."""
+        norms = np.einsum("ij,ij->i", R[S], R[S])
         i = int(np.argmax(norms))
-        norm = np.linalg.norm(R_S[i])
+        norm = np.sqrt(norms[i])
         if norm <= 1e-6:
             return
-        B[m] = R_S[i] / norm
+        B[m] = R[S[i]] / norm
         a[i] = norm
-        R_S[i] = 0.0
+        R[S[i]] = 0.0
 
     def _converged(self, history):
         if len(history) < 2:

@@ -5,7 +5,8 @@ from hypothesis import strategies as st
 from scipy.optimize import nnls
 
 from slics_core import SLiCS
-from slics_core.slics import (_top_singular_triplet, bcd_atom_update, initial_atoms, ksvd_atom_update,
+from slics_core._kernels import top_triplet
+from slics_core.slics import (bcd_atom_update, initial_atoms, ksvd_atom_update,
                               majority_sign, top_singular_vector)
 from slics_core.synthetic import atom_recovery, make_concept_cones
 
@@ -54,7 +55,17 @@ def test_lanczos_triplet_of_implicit_rank1_update_matches_lapack_svd(n):
     v0 /= np.linalg.norm(v0)
     a = rng.random(n)
     E = R + np.outer(a, v0)
-    v, ev, ev0, _ = _top_singular_triplet(R.copy(), v0, 1e-12, a=a)
+    v, ev, ev0, _ = top_triplet(R, np.arange(n), a, v0, True, 1e-12, 100, 3)
+    # the rows with a_i = 0 are left out of E (they do not use the atom)
+    a0 = a.copy()
+    a0[::2] = 0.0
+    if n > 1:
+        E0 = (R + np.outer(a0, v0))[1::2]
+        v_0, ev_0, _, _ = top_triplet(R, np.arange(n), a0, v0, True, 1e-12, 100, 3)
+        _, _, Vt0 = np.linalg.svd(E0)
+        assert abs(v_0 @ Vt0[0]) > 1 - 1e-12
+        assert not ev_0[::2].any()
+        np.testing.assert_allclose(ev_0[1::2], E0 @ v_0, atol=1e-10)
     _, s, Vt = np.linalg.svd(E)
     assert abs(v @ Vt[0]) > 1 - 1e-12
     np.testing.assert_allclose(ev, E @ v, atol=1e-10)
