@@ -335,3 +335,70 @@ def allowed_products(X, B, allowed):
                     c += X[i, j] * B[m, j]
                 C[i, m] = c
     return C
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def reseed(R, rows, a, B, m):
+    """Re-seed dead atom ``m`` with the worst-approximated of the rows ``R[rows]`` (that sample then uses it).
+
+    ``B[m]`` becomes the row's normalised residual, its coefficient ``a`` the
+    residual's norm, and the row's residual zero. Nothing changes if every
+    row's residual is below 1e-6.
+    """
+    d = R.shape[1]
+    best, t = -1.0, 0
+    for q in range(rows.size):
+        r = rows[q]
+        s = 0.0
+        for j in range(d):
+            s += R[r, j] * R[r, j]
+        if s > best:
+            best, t = s, q
+    norm = np.sqrt(best)
+    if norm <= 1e-6:
+        return
+    r = rows[t]
+    for j in range(d):
+        B[m, j] = R[r, j] / norm
+        R[r, j] = 0.0
+    a[t] = norm
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def ksvd_atoms(R, At, B, allowed_t, steps, tol, max_steps, monotone, full_batch):
+    """The atom step of one batch (Algorithm 1, lines 7-13): :func:`ksvd_update` of atoms ``m = 0..M-1`` in turn.
+
+    ``R`` (n, d) is the batch residual, ``At`` (M, n) the coefficients and
+    ``allowed_t`` (M, n) which samples may use each atom (its concept's);
+    all three and ``B`` are updated in place. ``steps[m]`` holds the Lanczos
+    steps of atom ``m``'s last update; its next update checks convergence from
+    one step earlier (a check costs a small eigenproblem and never changes the
+    stopping rule). An atom that no sample uses is re-seeded (:func:`reseed`)
+    in full-batch mode and left as it is in mini-batch mode.
+    """
+    M, n = At.shape
+    rows_all = np.empty(n, dtype=np.int64)
+    a_all = np.empty(n)
+    for m in range(M):
+        k = 0
+        used = False
+        for i in range(n):
+            if allowed_t[m, i]:
+                rows_all[k] = i
+                a_all[k] = At[m, i]
+                used = used or At[m, i] != 0.0
+                k += 1
+        if k == 0:
+            continue
+        rows = rows_all[:k]
+        a = a_all[:k]
+        if not used:
+            if full_batch:
+                reseed(R, rows, a, B, m)
+        else:
+            b, st, _ = ksvd_update(R, rows, a, B[m], tol, max_steps, max(3, steps[m] - 1), monotone)
+            steps[m] = st
+            for j in range(B.shape[1]):
+                B[m, j] = b[j]
+        for q in range(k):
+            At[m, rows[q]] = a[q]

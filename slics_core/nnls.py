@@ -134,14 +134,45 @@ def _bpp_one(G, idx, c, F, x, max_steps, tol):
 
 
 @njit(cache=True, nogil=True)
-def _bpp_rows(G, idx, c, F, max_steps, tol):
-    """:func:`_bpp_one` for every row: problem ``r`` uses ``G[idx[r], idx[r]]`` and ``c[r]``."""
-    n, k = c.shape
-    x = np.zeros((n, k))
-    ok = np.empty(n, dtype=np.bool_)
-    for r in range(n):
-        ok[r] = _bpp_one(G, idx[r], c[r], F[r], x[r], max_steps, tol)
-    return x, ok
+def _bpp_allowed(G, rhs, allowed, init, warm):
+    """:func:`_bpp_one` for every row ``i`` on its allowed atoms: ``G[P, P]``, ``rhs[i, P]``.
+
+    The passive set starts at the support of ``init[i]`` (``warm``; all of ``P``
+    when that support is empty). Returns the coefficients (n, M) and which rows
+    converged; the tolerance of each row is ``1e-12 max(1, max |rhs[i, P]|)``.
+    """
+    n, M = rhs.shape
+    coef = np.zeros((n, M))
+    ok = np.ones(n, dtype=np.bool_)
+    idx_all = np.empty(M, dtype=np.int64)
+    c_all = np.empty(M)
+    x_all = np.empty(M)
+    F_all = np.empty(M, dtype=np.bool_)
+    for i in range(n):
+        k = 0
+        for m in range(M):
+            if allowed[i, m]:
+                idx_all[k] = m
+                k += 1
+        if k == 0:
+            continue
+        idx = idx_all[:k]
+        c = c_all[:k]
+        x = x_all[:k]
+        F = F_all[:k]
+        big = 1.0
+        support = False
+        for q in range(k):
+            c[q] = rhs[i, idx[q]]
+            big = max(big, abs(c[q]))
+            F[q] = warm and init[i, idx[q]] > 0.0
+            support = support or F[q]
+        if not support:
+            F[:] = True  # no previous support: start from the unconstrained solution
+        ok[i] = _bpp_one(G, idx, c, F, x, 5 * k + 30, 1e-12 * big)
+        for q in range(k):
+            coef[i, idx[q]] = x[q]
+    return coef, ok
 
 
 @njit(cache=True, nogil=True)
@@ -235,23 +266,15 @@ def nnls_gram(gram, rhs, allowed=None, init=None):
     if gram.shape != (M, M):
         raise ValueError(f"gram must have shape ({M}, {M}); got {gram.shape}.")
     G = gram + _jitter(np.diag(gram)) * np.eye(M)
-    coef = np.zeros((n, M))
-    if allowed is None:
-        allowed = np.ones((n, M), dtype=bool)
-    counts = allowed.sum(axis=1)
-    for k in np.unique(counts):
-        if k == 0:
-            continue
-        rows = np.flatnonzero(counts == k)
-        idx = np.nonzero(allowed[rows])[1].reshape(rows.size, k)
-        cs = np.take_along_axis(rhs[rows], idx, axis=1)
-        if init is not None:
-            F = np.take_along_axis(init[rows], idx, axis=1) > 0
-            F[~F.any(axis=1)] = True  # no previous support: start from the unconstrained solution
-        else:
-            F = np.ones((rows.size, k), dtype=bool)
-        x, ok = _bpp_rows(G, idx, cs, F, 5 * k + 30, _tolerance(cs))
-        coef[rows[:, None], idx] = _finish(x, ok, lambda r, idx=idx: G[np.ix_(idx[r], idx[r])], cs)
+    allowed = np.ones((n, M), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    if init is None:
+        coef, ok = _bpp_allowed(G, rhs, allowed, rhs, False)
+    else:
+        coef, ok = _bpp_allowed(G, rhs, allowed, np.asarray(init, dtype=np.float64), True)
+    for i in np.flatnonzero(~ok):  # not converged: exact fallback on the row's allowed atoms
+        P = np.flatnonzero(allowed[i])
+        coef[i] = 0.0
+        coef[i, P] = np.maximum(_finish_with_scipy(G[np.ix_(P, P)], rhs[i, P]), 0.0)
     return coef
 
 

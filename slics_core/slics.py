@@ -91,7 +91,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from slics_core._validation import check_concept, check_embeddings, check_labels
 from slics_core.nnls import nnls_gram, nnls_shared
-from slics_core._kernels import allowed_products, ksvd_update, rank2_update, residual, top_triplet
+from slics_core._kernels import allowed_products, ksvd_atoms, rank2_update, reseed, residual, top_triplet
 
 FORMAT_NAME = "slics-model"
 FORMAT_VERSION = 1
@@ -499,43 +499,35 @@ class SLiCS(BaseEstimator):
     def _update_each_atom(self, R, At, B, allowed, full_batch):
         """The inner loop of Algorithm 1 (lines 7-13) over atoms ``m = 1..M``.
 
-        Every atom is updated in place on the rows ``S`` of ``R`` that may use
-        it (its concept's samples), read through an index list; its samples
-        ``L_m`` are those with a non-zero coefficient. Consecutive atoms with
-        the same allowed rows (the atoms of one concept) share one gather of
-        their coefficients. The updates and their order are those of
-        Algorithm 1.
+        Every atom is updated in place on the rows of ``R`` that may use it (its
+        concept's samples), read through an index list; its samples ``L_m`` are
+        those with a non-zero coefficient. The K-SVD update runs as one compiled
+        loop (:func:`slics_core._kernels.ksvd_atoms`); the block-coordinate
+        update of Appendix A in Python. The updates and their order are those
+        of Algorithm 1.
         """
         M = B.shape[0]
         steps = getattr(self, "_lanczos_steps", None)
         if steps is None or steps.size != M:
-            steps = self._lanczos_steps = np.full(M, 3)
-        m = 0
-        while m < M:
-            col = allowed[:, m]
-            end = m + 1
-            while end < M and np.array_equal(allowed[:, end], col):
-                end += 1
-            S = np.flatnonzero(col)
+            steps = self._lanczos_steps = np.full(M, 3, dtype=np.int64)
+        if self.update == "ksvd":
+            ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, _LANCZOS_TOL, _LANCZOS_MAX_STEPS,
+                       bool(self.monotone), bool(full_batch))
+            return
+        for m in range(M):
+            S = np.flatnonzero(allowed[:, m])
             if S.size:
-                A_S = At[m:end, S]
-                for i in range(end - m):
-                    self._update_atom(m + i, R, S, A_S[i], B, steps, full_batch)
-                At[m:end, S] = A_S
-            m = end
+                a = At[m, S]
+                self._update_atom_bcd(m, R, S, a, B, full_batch)
+                At[m, S] = a
 
-    def _update_atom(self, m, R, S, a, B, steps, full_batch):
-        """Rank-1 update of atom ``m`` on the residual rows ``R[S]`` (in place), with coefficients ``a``."""
+    def _update_atom_bcd(self, m, R, S, a, B, full_batch):
+        """Block-coordinate update (Appendix A) of atom ``m`` on the residual rows ``R[S]`` (in place)."""
         if not a.any():
             if full_batch:
-                self._reseed(m, R, S, a, B)
+                reseed(R, S, a, B, m)
             return
-        # E = D (R[S] + a b_m^T), D selecting the samples L_m that use the atom, is the residual without
-        # atom m on L_m (eq. 8); the rank-1 term and the selection stay implicit.
-        if self.update == "ksvd":
-            B[m], steps[m], _ = ksvd_update(R, S, a, B[m], _LANCZOS_TOL, _LANCZOS_MAX_STEPS,
-                                            max(3, int(steps[m]) - 1), bool(self.monotone))
-            return
+        # E = R[S] + a b_m^T on the samples L_m that use the atom is the residual without atom m (eq. 8)
         b_old = B[m].copy()
         L = np.flatnonzero(a)
         E = R[S[L]] + np.outer(a[L], b_old)
@@ -556,18 +548,6 @@ class SLiCS(BaseEstimator):
         # new residual R[S] + a b_old^T - beta b^T (a and beta are zero off L_m)
         rank2_update(R, S, a, b_old, beta, b)
         B[m] = b
-
-    @staticmethod
-    def _reseed(m, R, S, a, B):
-        """Re-seed a dead atom with the worst-approximated sample of its concept (the rows ``R[S]``)."""
-        norms = np.einsum("ij,ij->i", R[S], R[S])
-        i = int(np.argmax(norms))
-        norm = np.sqrt(norms[i])
-        if norm <= 1e-6:
-            return
-        B[m] = R[S[i]] / norm
-        a[i] = norm
-        R[S[i]] = 0.0
 
     def _converged(self, history):
         if len(history) < 2:

@@ -5,7 +5,15 @@ import numpy as np
 import pytest
 
 from slics_core import SLiCS
-from slics_core._kernels import allowed_products, ksvd_update, rank2_update, residual, top_triplet
+from slics_core._kernels import (
+    allowed_products,
+    ksvd_atoms,
+    ksvd_update,
+    rank2_update,
+    reseed,
+    residual,
+    top_triplet,
+)
 from slics_core.synthetic import make_concept_cones
 
 
@@ -109,7 +117,7 @@ def test_top_triplet_of_a_zero_matrix_and_an_orthogonal_start():
     R[:, 1] = [1.0, 3.0, 0.0, 2.0]
     R[:, 2] = [0.0, 1.0, 1.0, 0.0]
     v, ev, eb, _ = top_triplet(R, np.arange(4), np.zeros(4), b0, False, 1e-12, 100, 3)
-    _, s, Vt = np.linalg.svd(R)
+    _, _, Vt = np.linalg.svd(R)
     assert abs(v @ Vt[0]) > 1 - 1e-12
     assert not eb.any()
     np.testing.assert_allclose(np.abs(ev), np.abs(R @ Vt[0]), atol=1e-12)
@@ -131,3 +139,55 @@ def test_fits_in_threads_run_side_by_side_and_agree_with_a_lone_fit():
         t.join()
     for model in out:
         np.testing.assert_array_equal(model.atoms_, lone.atoms_)
+
+
+def test_reseed_takes_the_worst_approximated_row():
+    R = np.zeros((6, 3))
+    R[1] = [0.0, 3.0, 4.0]   # norm 5: the worst of the rows 1, 2, 4
+    R[2] = [1.0, 0.0, 0.0]
+    R[4] = [0.0, 0.0, 2.0]
+    rows = np.array([1, 2, 4])
+    a = np.zeros(3)
+    B = np.eye(3)
+    reseed(R, rows, a, B, 2)
+    np.testing.assert_allclose(B[2], [0.0, 0.6, 0.8])
+    np.testing.assert_allclose(a, [5.0, 0.0, 0.0])
+    assert not R[1].any() and R[2, 0] == 1.0 and R[4, 2] == 2.0
+    # nothing worth a new atom (all residuals below 1e-6): nothing changes
+    R2, a2, B2 = np.full((2, 3), 1e-8), np.zeros(2), np.eye(3)
+    reseed(R2, np.arange(2), a2, B2, 0)
+    np.testing.assert_array_equal(B2, np.eye(3))
+    assert not a2.any() and (R2 == 1e-8).all()
+
+
+@pytest.mark.parametrize("full_batch", [True, False])
+def test_ksvd_atoms_is_the_per_atom_update_in_turn(full_batch):
+    """The compiled batch loop against ksvd_update / reseed called atom by atom in Python, dead atom included."""
+    rng = np.random.default_rng(7)
+    n, d, M = 80, 20, 6
+    X = rng.normal(size=(n, d))
+    B = rng.normal(size=(M, d))
+    B /= np.linalg.norm(B, axis=1, keepdims=True)
+    allowed = np.zeros((n, M), dtype=bool)
+    allowed[:50, :3] = True
+    allowed[30:, 3:] = True
+    At = np.where(allowed.T, rng.random((M, n)), 0.0)
+    At[4] = 0.0  # atom 4 is used by no sample of this batch
+    R = X - At.T @ B
+    R_ref, At_ref, B_ref = R.copy(), At.copy(), B.copy()
+    for m in range(M):
+        S = np.flatnonzero(allowed[:, m])
+        a = At_ref[m, S]
+        if not a.any():
+            if full_batch:
+                reseed(R_ref, S, a, B_ref, m)
+        else:
+            B_ref[m], _, _ = ksvd_update(R_ref, S, a, B_ref[m].copy(), 1e-9, 100, 3, False)
+        At_ref[m, S] = a
+    steps = np.full(M, 3, dtype=np.int64)
+    ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, 1e-9, 100, False, full_batch)
+    np.testing.assert_allclose(B, B_ref, atol=1e-13)
+    np.testing.assert_allclose(At, At_ref, atol=1e-13)
+    np.testing.assert_allclose(R, R_ref, atol=1e-13)
+    assert At[4].any() == full_batch  # re-seeded: one sample now uses it
+    assert (steps[[0, 1, 2, 3, 5]] >= 1).all()

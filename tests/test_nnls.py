@@ -73,3 +73,22 @@ def test_nnls_shared_rejects_bad_input():
         nnls_shared(B, bad)
     with pytest.raises(ValueError, match="ridge"):
         nnls_shared(B, X, ridge=-1)
+
+
+
+def test_rows_the_compiled_solver_does_not_finish_go_to_scipy(monkeypatch):
+    """nnls_gram's fallback: every row reported unfinished is solved again by scipy on its allowed atoms."""
+    import slics_core.nnls as nnls_module
+
+    B, X, allowed = _problem(5, n=40)
+    good = nnls_gram(B @ B.T, X @ B.T, allowed)
+    solver = nnls_module._bpp_allowed
+
+    def unfinished(*args):
+        coef, ok = solver(*args)
+        return np.full_like(coef, -1.0), np.zeros_like(ok)
+
+    monkeypatch.setattr(nnls_module, "_bpp_allowed", unfinished)
+    again = nnls_gram(B @ B.T, X @ B.T, allowed)
+    np.testing.assert_allclose(again, good, atol=1e-8)
+    assert not again[~allowed].any()
