@@ -141,8 +141,10 @@ def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from):
     idx, pos, n_rows = _used_rows(rows, a, implicit)
     # the Krylov space holds b0 plus at most rank(E) <= min(n_rows, d) directions of E's row space
     steps = max(1, min(max_steps, min(n_rows, d) + 1, d))
-    V = np.empty((steps + 1, d))
-    S = np.zeros((steps + 1, n))
+    # Lanczos vectors V and their products S = E V, grown as needed (most solves take under 16 steps)
+    cap = min(steps + 1, 16)
+    V = np.empty((cap, d))
+    S = np.zeros((cap, n))
     w = np.empty(d)
     for j in range(d):
         V[0, j] = b0[j]
@@ -211,6 +213,13 @@ def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from):
             if invariant or be * abs(z[k]) <= tol * theta or k + 1 >= steps:
                 break
         k += 1
+        if k == V.shape[0]:
+            cap = min(steps + 1, 2 * k)
+            V2 = np.empty((cap, d))
+            V2[:k] = V
+            S2 = np.zeros((cap, n))
+            S2[:k] = S
+            V, S = V2, S2
         for j in range(d):
             V[k, j] = w[j] / be
         _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[k], w, S[k])

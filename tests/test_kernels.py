@@ -191,3 +191,17 @@ def test_ksvd_atoms_is_the_per_atom_update_in_turn(full_batch):
     np.testing.assert_allclose(R, R_ref, atol=1e-13)
     assert At[4].any() == full_batch  # re-seeded: one sample now uses it
     assert (steps[[0, 1, 2, 3, 5]] >= 1).all()
+
+
+def test_top_triplet_with_many_lanczos_steps():
+    """A Gaussian matrix has no dominant direction: the solve takes more steps than the first allocation."""
+    rng = np.random.default_rng(3)
+    E = rng.normal(size=(100, 64))
+    v0 = rng.normal(size=64)
+    v0 /= np.linalg.norm(v0)
+    v, ev, _, steps = top_triplet(E, np.arange(100), np.zeros(100), v0, False, 1e-12, 100, 3)
+    assert steps > 16
+    _, s, Vt = np.linalg.svd(E)
+    assert abs(v @ Vt[0]) > 1 - 1e-10
+    np.testing.assert_allclose(ev, E @ v, atol=1e-10)
+    np.testing.assert_allclose(np.linalg.norm(ev), s[0], rtol=1e-12)
