@@ -37,7 +37,7 @@ def _jitter(gram_diag):
     return 1e-11 * (scale if scale > 0 else 1.0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
 def _solve_passive(G, idx, c, F, L, x, y):
     """Solve ``G[F,F] x_F = c_F`` (``G`` indexed through ``idx``) by Cholesky; ``x`` is zero off ``F``.
 

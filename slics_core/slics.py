@@ -86,12 +86,19 @@ from scipy.linalg import eigh
 from scipy.linalg.blas import dsyrk
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
-from threadpoolctl import threadpool_limits
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
+from slics_core._kernels import (
+    allowed_products,
+    ksvd_atoms,
+    rank2_update,
+    reseed,
+    residual,
+    top_triplet,
+)
 from slics_core._validation import check_concept, check_embeddings, check_labels
 from slics_core.nnls import nnls_gram, nnls_shared
-from slics_core._kernels import allowed_products, ksvd_atoms, rank2_update, reseed, residual, top_triplet
 
 FORMAT_NAME = "slics-model"
 FORMAT_VERSION = 1
