@@ -22,7 +22,7 @@ relative residual ``||E^T u - sigma v|| <= tol * sigma``, which for
 ``E v`` is assembled from the products ``E v_k`` kept from every step.
 
 The kernels are compiled by numba (``cache=True``: once per machine, about
-ten seconds, then loaded from the cache in a fraction of a second).
+15-20 seconds, then loaded from the cache in a fraction of a second).
 Reassociation is allowed (``fastmath`` reassoc/contract) so that the dot
 products vectorise; the results differ from a sequential sum only by rounding.
 """
