@@ -91,17 +91,23 @@ def _solve_passive(G, idx, c, F, L, x, y):
 
 
 @njit(cache=True, nogil=True)
-def _bpp_one(G, idx, c, F, x, max_steps, tol):
+def _bpp_one(G, idx, c, F, x, max_steps):
     """Block principal pivoting for one problem ``min 0.5 x^T G_I x - c^T x, x >= 0`` (``G_I = G[idx, idx]``).
 
     ``F`` (the passive set, a warm start) and ``x`` are updated in place.
     Returns True when the optimality conditions hold (then ``x >= 0`` is
     the optimum), False if the step limit is reached or a passive system is
     not positive definite (the caller then finishes the problem with scipy).
+    A variable is infeasible below ``-1e-12 max(1, max |c|)``.
     """
     k = idx.size
+    tol = 1.0
+    for i in range(k):
+        tol = max(tol, abs(c[i]))
+    tol *= 1e-12
     L = np.empty((k, k))
     y = np.empty(k)
+    bad = np.empty(k, dtype=np.bool_)
     if not _solve_passive(G, idx, c, F, L, x, y):
         return False
     alpha = 3
@@ -110,7 +116,8 @@ def _bpp_one(G, idx, c, F, x, max_steps, tol):
         nv = 0
         last = -1
         for i in range(k):
-            if (F[i] and x[i] < -tol) or (not F[i] and y[i] < -tol):
+            bad[i] = x[i] < -tol if F[i] else y[i] < -tol
+            if bad[i]:
                 nv += 1
                 last = i
         if nv == 0:
@@ -124,8 +131,7 @@ def _bpp_one(G, idx, c, F, x, max_steps, tol):
             else:
                 alpha -= 1
             for i in range(k):
-                if (F[i] and x[i] < -tol) or (not F[i] and y[i] < -tol):
-                    F[i] = not F[i]
+                F[i] = F[i] != bad[i]
         else:  # backup rule: exchange only the last infeasible variable
             F[last] = not F[last]
         if not _solve_passive(G, idx, c, F, L, x, y):
@@ -139,7 +145,7 @@ def _bpp_allowed(G, rhs, allowed, init, warm):
 
     The passive set starts at the support of ``init[i]`` (``warm``; all of ``P``
     when that support is empty). Returns the coefficients (n, M) and which rows
-    converged; the tolerance of each row is ``1e-12 max(1, max |rhs[i, P]|)``.
+    converged.
     """
     n, M = rhs.shape
     coef = np.zeros((n, M))
@@ -160,30 +166,28 @@ def _bpp_allowed(G, rhs, allowed, init, warm):
         c = c_all[:k]
         x = x_all[:k]
         F = F_all[:k]
-        big = 1.0
         support = False
         for q in range(k):
             c[q] = rhs[i, idx[q]]
-            big = max(big, abs(c[q]))
             F[q] = warm and init[i, idx[q]] > 0.0
             support = support or F[q]
         if not support:
             F[:] = True  # no previous support: start from the unconstrained solution
-        ok[i] = _bpp_one(G, idx, c, F, x, 5 * k + 30, 1e-12 * big)
+        ok[i] = _bpp_one(G, idx, c, F, x, 5 * k + 30)
         for q in range(k):
             coef[i, idx[q]] = x[q]
     return coef, ok
 
 
 @njit(cache=True, nogil=True)
-def _bpp_stack(G, c, F, max_steps, tol):
+def _bpp_stack(G, c, F, max_steps):
     """:func:`_bpp_one` for a stack of problems with their own Gram matrices ``G[r]``."""
     n, k = c.shape
     x = np.zeros((n, k))
     ok = np.empty(n, dtype=np.bool_)
     idx = np.arange(k)
     for r in range(n):
-        ok[r] = _bpp_one(G[r], idx, c[r], F[r], x[r], max_steps, tol)
+        ok[r] = _bpp_one(G[r], idx, c[r], F[r], x[r], max_steps)
     return x, ok
 
 
@@ -193,18 +197,6 @@ def _finish_with_scipy(G, c):
     target = solve_triangular(L, c, lower=True)
     x, _ = _scipy_nnls(L.T, target, maxiter=50 * G.shape[0])
     return x
-
-
-def _finish(x, ok, gram_of, c):
-    """Problems that block principal pivoting did not finish (``ok`` False) are solved by scipy."""
-    for r in np.flatnonzero(~ok):
-        x[r] = _finish_with_scipy(gram_of(r), c[r])
-    np.maximum(x, 0.0, out=x)
-    return x
-
-
-def _tolerance(c):
-    return 1e-12 * max(1.0, float(np.abs(c).max())) if c.size else 1e-12
 
 
 def bpp_gram(G, c, passive=None, max_steps=None):
@@ -234,8 +226,10 @@ def bpp_gram(G, c, passive=None, max_steps=None):
         return np.zeros((n, k))
     F = np.ones((n, k), dtype=bool) if passive is None else np.array(passive, dtype=bool)
     steps = 5 * k + 30 if max_steps is None else int(max_steps)
-    x, ok = _bpp_stack(G, c, F, steps, _tolerance(c))
-    return _finish(x, ok, lambda r: G[r], c)
+    x, ok = _bpp_stack(G, c, F, steps)
+    for r in np.flatnonzero(~ok):  # not finished: exact fallback
+        x[r] = _finish_with_scipy(G[r], c[r])
+    return x
 
 
 def nnls_gram(gram, rhs, allowed=None, init=None):
@@ -274,7 +268,7 @@ def nnls_gram(gram, rhs, allowed=None, init=None):
     for i in np.flatnonzero(~ok):  # not converged: exact fallback on the row's allowed atoms
         P = np.flatnonzero(allowed[i])
         coef[i] = 0.0
-        coef[i, P] = np.maximum(_finish_with_scipy(G[np.ix_(P, P)], rhs[i, P]), 0.0)
+        coef[i, P] = _finish_with_scipy(G[np.ix_(P, P)], rhs[i, P])
     return coef
 
 

@@ -92,6 +92,7 @@ from threadpoolctl import threadpool_limits
 from slics_core._kernels import (
     allowed_products,
     ksvd_atoms,
+    lowers_error,
     rank2_update,
     reseed,
     residual,
@@ -106,7 +107,7 @@ FORMAT_VERSION = 1
 #: Relative residual at which the Lanczos rank-1 SVD of an atom update stops:
 #: ``||E^T u - sigma v|| <= tol * sigma`` (for the unit Ritz pair ``u, v``); see the module notes.
 _LANCZOS_TOL = 1e-9
-#: Most Golub-Kahan-Lanczos steps per rank-1 SVD (never reached in practice: 4-16 steps converge).
+#: Most Lanczos steps per rank-1 SVD (never reached in practice: 4-16 steps converge).
 _LANCZOS_MAX_STEPS = 100
 
 
@@ -462,7 +463,7 @@ class SLiCS(BaseEstimator):
         full_batch = self.batch_size is None or self.batch_size >= n
         # Lanczos steps of each atom's last rank-1 SVD: the next one starts checking convergence
         # one step earlier (checking costs a small eigenproblem; it never changes the stopping rule).
-        self._lanczos_steps = np.full(B.shape[0], 3)
+        self._lanczos_steps = np.full(B.shape[0], 3, dtype=np.int64)
         for epoch in range(self.n_iter):
             error = 0.0
             batches = self._batches(n, rng)
@@ -513,15 +514,11 @@ class SLiCS(BaseEstimator):
         update of Appendix A in Python. The updates and their order are those
         of Algorithm 1.
         """
-        M = B.shape[0]
-        steps = getattr(self, "_lanczos_steps", None)
-        if steps is None or steps.size != M:
-            steps = self._lanczos_steps = np.full(M, 3, dtype=np.int64)
         if self.update == "ksvd":
-            ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, _LANCZOS_TOL, _LANCZOS_MAX_STEPS,
-                       bool(self.monotone), bool(full_batch))
+            ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), self._lanczos_steps, _LANCZOS_TOL,
+                       _LANCZOS_MAX_STEPS, bool(self.monotone), bool(full_batch))
             return
-        for m in range(M):
+        for m in range(B.shape[0]):
             S = np.flatnonzero(allowed[:, m])
             if S.size:
                 a = At[m, S]
@@ -542,14 +539,8 @@ class SLiCS(BaseEstimator):
         if b is None:
             return
         b /= np.sqrt(b @ b)
-        if self.monotone:
-            # On L the error goes from ||E - a b_old^T||^2 = ||E||^2 - 2 a.(E b_old) + ||a||^2 to
-            # ||E||^2 - ||beta||^2 (b unit, beta optimal for b): keep the update only if it lowers
-            # the error by more than the rounding of that comparison.
-            aL, eb = a[L], E @ b_old
-            gain = beta_L @ beta_L - (2.0 * (aL @ eb) - aL @ aL)
-            if gain <= 64 * np.finfo(np.float64).eps * (beta_L @ beta_L + aL @ aL + abs(aL @ eb)):
-                return
+        if self.monotone and not lowers_error(beta_L @ beta_L, a[L] @ (E @ b_old), a[L] @ a[L]):
+            return
         beta = np.zeros_like(a)
         beta[L] = beta_L
         # new residual R[S] + a b_old^T - beta b^T (a and beta are zero off L_m)

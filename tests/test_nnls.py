@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 from scipy.optimize import nnls
 
+import slics_core.nnls as nnls_module
 from slics_core.nnls import bpp_gram, nnls_gram, nnls_shared
 
 
@@ -75,11 +76,8 @@ def test_nnls_shared_rejects_bad_input():
         nnls_shared(B, X, ridge=-1)
 
 
-
 def test_rows_the_compiled_solver_does_not_finish_go_to_scipy(monkeypatch):
     """nnls_gram's fallback: every row reported unfinished is solved again by scipy on its allowed atoms."""
-    import slics_core.nnls as nnls_module
-
     B, X, allowed = _problem(5, n=40)
     good = nnls_gram(B @ B.T, X @ B.T, allowed)
     solver = nnls_module._bpp_allowed
