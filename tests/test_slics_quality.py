@@ -6,12 +6,18 @@ never tuned on (other seeds, sizes, one concept, d > n, mini-batch and full
 batch) SLiCS's final reconstruction error must never be above the
 reference's by more than 1e-4 (relative). Since SLiCS computes every rank-1
 SVD to a relative residual of 1e-9, it reproduces the reference's final error
-to about 1e-10 here, so the test also checks closeness both ways at 1e-6: an
-approximate atom update (e.g. a Lanczos tolerance of 1e-3) measured 1e-5 to
-1e-4 *above* the reference on these configurations and 3.5e-2 off on the
-noisy small-batch one.
+to about 1e-10 on the fixed grid below, so that test also checks closeness
+both ways at 1e-6: an approximate atom update (e.g. a Lanczos tolerance of
+1e-3) measured 1e-5 to 1e-4 *above* the reference on these configurations.
+
+The fixed grid holds well-conditioned configurations only. On configurations
+drawn at random (``benchmarks/bench_fit_quality.py``) about one in ten is
+chaotic: a 1e-9 perturbation of X moves the reference's own final error by
+1e-3 to 1e-1, so the comparison is judged only where the reference is
+determined (:func:`test_never_above_where_algorithm_1_is_well_conditioned`).
 """
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +27,18 @@ from scipy.optimize import nnls
 from slics_core import SLiCS
 from slics_core.synthetic import make_concept_cones
 
-_spec = importlib.util.spec_from_file_location(
-    "bench_fit", Path(__file__).resolve().parents[1] / "benchmarks" / "bench_fit.py")
-bench_fit = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_fit)
+
+def _benchmark(name):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+bench_fit = _benchmark("bench_fit")
+bench_fit_quality = _benchmark("bench_fit_quality")
 
 #: (seed, n, d, S, d0, noise, batch_size)
 GRID = [
@@ -58,6 +72,25 @@ def test_final_error_never_above_exact_svd_algorithm_1(seed, n, d, S, d0, noise,
     ref = bench_fit.reference_error(X, Y, B, groups)
     assert ours <= ref * (1 + 1e-4), (ours, ref)  # the requirement
     assert abs(ours - ref) <= 1e-6 * ref, (ours, ref)  # exact Algorithm 1, up to rounding
+
+
+def test_never_above_where_algorithm_1_is_well_conditioned():
+    """Random held-out configurations, judged where the reference itself is determined.
+
+    Where a 1e-9 perturbation of X moves the reference's own final error by
+    more than 1e-5 (chaotic trajectories: small batches of noisy data), no
+    implementation that differs from it by rounding can match it, and the row
+    is not judged. Everywhere else SLiCS must not end above it by more than
+    1e-4. An approximate atom update is caught here: with a Lanczos residual of
+    1e-3 SLiCS ended as much as 0.10 above the reference on these configurations.
+    """
+    rows = [bench_fit_quality.compare(c) for c in bench_fit_quality.held_out_configs(20)]
+    well = [r for r in rows if not r.chaotic]
+    assert len(well) >= 15, [str(r.config) for r in rows if r.chaotic]
+    above = [(str(r.config), r.ours) for r in well if r.ours > 1e-4]
+    assert not above, above
+    # the chaotic rows are chaotic for the reference itself, not only for SLiCS
+    assert all(abs(r.spread) > 1e-4 for r in rows if r.chaotic)
 
 
 def test_tol_stop_returns_a_complete_exact_epoch():
