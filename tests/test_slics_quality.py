@@ -89,8 +89,6 @@ def test_never_above_where_algorithm_1_is_well_conditioned():
     assert len(well) >= 15, [str(r.config) for r in rows if r.chaotic]
     above = [(str(r.config), r.ours) for r in well if r.ours > 1e-4]
     assert not above, above
-    # the chaotic rows are chaotic for the reference itself, not only for SLiCS
-    assert all(abs(r.spread) > 1e-4 for r in rows if r.chaotic)
 
 
 def test_tol_stop_returns_a_complete_exact_epoch():
