@@ -33,6 +33,8 @@ from numba import njit
 
 #: reassociation (vectorised sums) and fused multiply-add; no assumptions about NaN or infinities
 _FAST = {"reassoc", "contract"}
+#: machine epsilon, a compile-time constant (``np.finfo`` inside a kernel compiles string machinery)
+_EPS = float(np.finfo(np.float64).eps)
 
 
 @njit(cache=True, nogil=True)
@@ -180,7 +182,7 @@ def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from):
     alphas = np.empty(steps + 1)
     betas = np.empty(steps + 1)
     coef = np.empty(steps + 1)
-    rounding = 8 * np.finfo(np.float64).eps
+    rounding = 8 * _EPS
     top = 0.0
     k = 0  # index of the newest Lanczos vector
     z = np.ones(1)
@@ -222,11 +224,16 @@ def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from):
                 break
         k += 1
         if k == V.shape[0]:
+            # element loops, not slice assignment: a slice assignment compiles numba's
+            # shape-mismatch message (string formatting), several seconds of the first compile
             cap = min(steps + 1, 2 * k)
             V2 = np.empty((cap, d))
-            V2[:k] = V
             S2 = np.zeros((cap, n))
-            S2[:k] = S
+            for q in range(k):
+                for j in range(d):
+                    V2[q, j] = V[q, j]
+                for i in range(n):
+                    S2[q, i] = S[q, i]
             V, S = V2, S2
         for j in range(d):
             V[k, j] = w[j] / be
@@ -260,7 +267,7 @@ def lowers_error(bb, aeb, aa):
     that comparison. Used by the compiled K-SVD update and by the block-coordinate update in Python.
     """
     gain = bb - (2.0 * aeb - aa)
-    return gain > 64 * np.finfo(np.float64).eps * (bb + aa + abs(aeb))
+    return gain > 64 * _EPS * (bb + aa + abs(aeb))
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)

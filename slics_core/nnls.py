@@ -171,8 +171,9 @@ def _bpp_allowed(G, rhs, allowed, init, warm):
             c[q] = rhs[i, idx[q]]
             F[q] = warm and init[i, idx[q]] > 0.0
             support = support or F[q]
-        if not support:
-            F[:] = True  # no previous support: start from the unconstrained solution
+        if not support:  # no previous support: start from the unconstrained solution
+            for q in range(k):
+                F[q] = True
         ok[i] = _bpp_one(G, idx, c, F, x, 5 * k + 30)
         for q in range(k):
             coef[i, idx[q]] = x[q]
@@ -254,17 +255,18 @@ def nnls_gram(gram, rhs, allowed=None, init=None):
     coef : ndarray of shape (n, M)
         Non-negative coefficients, zero on disallowed atoms.
     """
+    # C order throughout: the compiled solver is then compiled for one signature only
     gram = np.asarray(gram, dtype=np.float64)
-    rhs = np.asarray(rhs, dtype=np.float64)
+    rhs = np.ascontiguousarray(rhs, dtype=np.float64)
     n, M = rhs.shape
     if gram.shape != (M, M):
         raise ValueError(f"gram must have shape ({M}, {M}); got {gram.shape}.")
     G = gram + _jitter(np.diag(gram)) * np.eye(M)
-    allowed = np.ones((n, M), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    allowed = np.ones((n, M), dtype=bool) if allowed is None else np.ascontiguousarray(allowed, dtype=bool)
     if init is None:
         coef, ok = _bpp_allowed(G, rhs, allowed, rhs, False)
     else:
-        coef, ok = _bpp_allowed(G, rhs, allowed, np.asarray(init, dtype=np.float64), True)
+        coef, ok = _bpp_allowed(G, rhs, allowed, np.ascontiguousarray(init, dtype=np.float64), True)
     for i in np.flatnonzero(~ok):  # not converged: exact fallback on the row's allowed atoms
         P = np.flatnonzero(allowed[i])
         coef[i] = 0.0

@@ -498,7 +498,7 @@ class SLiCS(BaseEstimator):
         gram = B @ B.T
         if self.ridge:
             gram = gram + self.ridge * np.eye(B.shape[0])
-        rhs = X @ B.T if allowed is None else allowed_products(X, B, allowed)
+        rhs = X @ B.T if allowed is None else allowed_products(X, B, np.ascontiguousarray(allowed))
         return nnls_gram(gram, rhs, allowed, init=init)
 
     def _update_atoms(self, X, At, B, allowed, full_batch):

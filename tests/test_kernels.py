@@ -205,3 +205,21 @@ def test_top_triplet_with_many_lanczos_steps():
     assert abs(v @ Vt[0]) > 1 - 1e-10
     np.testing.assert_allclose(ev, E @ v, atol=1e-10)
     np.testing.assert_allclose(np.linalg.norm(ev), s[0], rtol=1e-12)
+
+
+def test_each_kernel_is_compiled_for_one_signature():
+    """Fits, ``transform`` and ``project`` hand the kernels C-ordered float64 / bool arrays whatever
+    the caller passes, so each kernel compiles once per machine (another array layout or dtype would
+    compile it again: about 2 s more for the NNLS kernel on a first run)."""
+    from slics_core.nnls import _bpp_allowed
+
+    data = make_concept_cones(n_samples=90, n_features=12, n_concepts=3, n_atoms=3, noise=0.3, random_state=4)
+    X, Y = data.X, data.Y
+    model = SLiCS(n_atoms=2, n_iter=2).fit(np.asfortranarray(X), np.asfortranarray(Y))
+    SLiCS(n_atoms=2, n_iter=2, batch_size=30, random_state=0).fit(X.astype(np.float32), Y)
+    for Xq in (X, np.asfortranarray(X), X.astype(np.float32)):
+        model.transform(Xq, np.asfortranarray(Y))
+        model.transform(Xq, Y.astype(np.uint8))
+        model.project(Xq, 1)
+    for kernel in (allowed_products, _bpp_allowed, residual, ksvd_atoms):
+        assert len(kernel.signatures) == 1, (kernel.__name__, kernel.signatures)
