@@ -135,7 +135,13 @@ def test_lasso_picks_the_points_inside_it_and_the_figure_downloads_self_containe
     assert inside <= picked <= inside | near, (sorted(inside - picked), sorted(picked - inside - near))
     shot(page, screenshot_dir, "map_lasso")
 
-    # the figure's HTML carries plotly.js (no CDN script): it opens offline
+    # the figure's HTML carries plotly.js (no CDN script): it opens offline.
+    # The download is deferred: Streamlit sends its URL as a backend-operation response, and a
+    # script run that starts while that response waits in the session's queue drops it (the
+    # queue keeps only lifecycle messages), leaving the button spinning. Once in a full-suite
+    # run under load the lasso's reruns were not over 0.6 s after the last one, so wait for the
+    # app to stay idle longer before clicking.
+    wait_for_app(page, settle_s=2.0)
     with page.expect_download() as dl:
         by_key(page, "tsne_html").get_by_role("button").click()
     html = open(dl.value.path(), encoding="utf-8").read()
