@@ -225,7 +225,7 @@ def bpp_gram(G, c, passive=None, max_steps=None):
     n, k = c.shape
     if n == 0 or k == 0:
         return np.zeros((n, k))
-    F = np.ones((n, k), dtype=bool) if passive is None else np.array(passive, dtype=bool)
+    F = np.ones((n, k), dtype=bool) if passive is None else np.array(passive, dtype=bool, order="C")
     steps = 5 * k + 30 if max_steps is None else int(max_steps)
     x, ok = _bpp_stack(G, c, F, steps)
     for r in np.flatnonzero(~ok):  # not finished: exact fallback

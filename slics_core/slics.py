@@ -216,6 +216,14 @@ def bcd_atom_update(E, beta0, n_power_steps=0):
     return b, beta
 
 
+def _allowed_atoms(Y, groups):
+    """Which atoms each sample may use (those of its concepts), C-ordered as the compiled kernels take it.
+
+    ``Y[:, groups]`` alone is Fortran-ordered, and a second layout would compile each kernel again.
+    """
+    return np.ascontiguousarray(Y[:, groups])
+
+
 def initial_atoms(X, Y, n_atoms, random_state=None):
     """Supervised SVD initialisation (Algorithm 1, lines 1-3): the S-SVD dictionary.
 
@@ -448,12 +456,8 @@ class SLiCS(BaseEstimator):
         with threadpool_limits(limits=1, user_api="blas"):
             # Initialise each B_j from the truncated SVD of its concept's embeddings.
             B, groups = initial_atoms(X, Y, sizes, random_state=rng)
-            allowed = Y[:, groups]  # which atoms each sample may use
             A = np.zeros((X.shape[0], B.shape[0]))
-            try:
-                self._epochs(X, A, B, groups, allowed, rng, history)
-            finally:
-                self.__dict__.pop("_lanczos_steps", None)
+            self._epochs(X, A, B, _allowed_atoms(Y, groups), rng, history)
 
         self.atoms_ = B
         self.groups_ = groups
@@ -464,13 +468,13 @@ class SLiCS(BaseEstimator):
         self.concept_names_ = names
         return self
 
-    def _epochs(self, X, A, B, groups, allowed, rng, history):
+    def _epochs(self, X, A, B, allowed, rng, history):
         """The loop of Algorithm 1 (lines 4-14); updates ``A``, ``B`` and ``history`` in place."""
         n = X.shape[0]
         full_batch = self.batch_size is None or self.batch_size >= n
         # Lanczos steps of each atom's last rank-1 SVD: the next one starts checking convergence
         # one step earlier (checking costs a small eigenproblem; it never changes the stopping rule).
-        self._lanczos_steps = np.full(B.shape[0], 3, dtype=np.int64)
+        steps = np.full(B.shape[0], 3, dtype=np.int64)
         for epoch in range(self.n_iter):
             error = 0.0
             batches = self._batches(n, rng)
@@ -480,7 +484,7 @@ class SLiCS(BaseEstimator):
                 Ab = self._coefficients(Xb, B, allowed_b, init=A[batch])
                 # Atom step: rank-1 update of every atom on the samples that use it.
                 At = np.ascontiguousarray(Ab.T)
-                error += self._update_atoms(Xb, At, B, allowed_b, full_batch)
+                error += self._update_atoms(Xb, At, B, allowed_b, full_batch, steps)
                 A[batch] = At.T
                 if self.callback is not None:
                     self.callback(epoch, self.n_iter, b, len(batches))
@@ -498,20 +502,21 @@ class SLiCS(BaseEstimator):
         gram = B @ B.T
         if self.ridge:
             gram = gram + self.ridge * np.eye(B.shape[0])
-        rhs = X @ B.T if allowed is None else allowed_products(X, B, np.ascontiguousarray(allowed))
+        rhs = X @ B.T if allowed is None else allowed_products(X, B, allowed)
         return nnls_gram(gram, rhs, allowed, init=init)
 
-    def _update_atoms(self, X, At, B, allowed, full_batch):
+    def _update_atoms(self, X, At, B, allowed, full_batch, steps):
         """Update every atom in turn (in place); return the batch's squared error.
 
         The residual ``R = X - A B`` (double precision) is formed once and then
         updated incrementally: a rank-2 update on the rows of each atom.
+        ``steps`` holds each atom's last Lanczos step count (updated in place).
         """
         R = residual(X, At, B)
-        self._update_each_atom(R, At, B, allowed, full_batch)
+        self._update_each_atom(R, At, B, allowed, full_batch, steps)
         return float(np.einsum("ij,ij->", R, R))
 
-    def _update_each_atom(self, R, At, B, allowed, full_batch):
+    def _update_each_atom(self, R, At, B, allowed, full_batch, steps):
         """The inner loop of Algorithm 1 (lines 7-13) over atoms ``m = 1..M``.
 
         Every atom is updated in place on the rows of ``R`` that may use it (its
@@ -522,7 +527,7 @@ class SLiCS(BaseEstimator):
         of Algorithm 1.
         """
         if self.update == "ksvd":
-            ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), self._lanczos_steps, _LANCZOS_TOL,
+            ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, _LANCZOS_TOL,
                        _LANCZOS_MAX_STEPS, bool(self.monotone), bool(full_batch))
             return
         for m in range(B.shape[0]):
@@ -579,8 +584,7 @@ class SLiCS(BaseEstimator):
     def _allowed(self, Y, n):
         if Y is None:
             return None
-        Y = check_labels(Y, n, n_concepts=self.n_concepts_)
-        return Y[:, self.groups_]
+        return _allowed_atoms(check_labels(Y, n, n_concepts=self.n_concepts_), self.groups_)
 
     def transform(self, X, Y=None):
         """Coefficients of ``X`` on the dictionary (disentanglement, eq. 2).

@@ -25,7 +25,6 @@ import pytest
 from scipy.optimize import nnls
 
 from slics_core import SLiCS
-from slics_core.synthetic import make_concept_cones
 
 
 def _benchmark(name):
@@ -57,9 +56,8 @@ GRID = [
 
 
 def _data(seed, n, d, S, d0, noise):
-    data = make_concept_cones(n_samples=n, n_features=d, n_concepts=S, n_atoms=d0 + 1, noise=noise,
-                              random_state=seed)
-    return bench_fit.unit(data.X), data.Y
+    """Unit embeddings and labels of a planted configuration (as the quality benchmark makes them)."""
+    return bench_fit_quality.Config(seed, n, d, S, d0, noise, None).data()
 
 
 @pytest.mark.parametrize("seed, n, d, S, d0, noise, batch", GRID)
@@ -114,9 +112,9 @@ def _batch_error(X, allowed, B):
 class _Recording(SLiCS):
     """SLiCS that records every batch's samples and dictionary before and after its update."""
 
-    def _update_atoms(self, X, At, B, allowed, full_batch):
+    def _update_atoms(self, X, At, B, allowed, full_batch, steps):
         before = B.copy()
-        error = super()._update_atoms(X, At, B, allowed, full_batch)
+        error = super()._update_atoms(X, At, B, allowed, full_batch, steps)
         self.log_.append((X.copy(), allowed.copy(), before, B.copy()))
         return error
 
