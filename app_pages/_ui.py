@@ -27,6 +27,7 @@ from app_pages import _state as state
 from app_pages._state import apply_link, capture_link, link_problems
 from slics_core.captions import prepare_text_embeddings
 from slics_core.explorer.quantized import quantization_info, quantized_pool_index
+from slics_core.explorer.generation import load_workspace_generator
 from slics_core.explorer.workspace import (
     EMOJI,
     PROVISIONAL_D0,
@@ -34,7 +35,6 @@ from slics_core.explorer.workspace import (
     list_workspaces,
     load_query_encoder,
     load_workspace,
-    load_workspace_generator,
     start_emoji_workspace,
     workspace_path,
     workspace_vocabulary,

@@ -112,10 +112,10 @@ def main():
     from slics_core.explorer.workspace import (
         embed_query,
         load_query_encoder,
-        load_workspace_generator,
         open_emoji_workspace,
         workspace_vocabulary,
     )
+    from slics_core.explorer.generation import load_workspace_generator
 
     cache = args.keep_cache or tempfile.mkdtemp(prefix="slics-bench-")
     rows = []

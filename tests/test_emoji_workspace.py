@@ -160,7 +160,8 @@ def test_staged_start_preview_then_the_same_world(tmp_path):
     import time
 
     from slics_core.emoji.world import preview_config
-    from slics_core.explorer.workspace import PROVISIONAL_D0, load_workspace_generator, start_emoji_workspace
+    from slics_core.explorer.generation import load_workspace_generator
+    from slics_core.explorer.workspace import PROVISIONAL_D0, start_emoji_workspace
 
     cfg = EmojiWorldConfig(n_train=260, n_val=60, n_query=80, n_pool=200, d0_values=(2, 3), n_iter=2)
     handle = start_emoji_workspace(tmp_path / "staged", cfg, preview_scenes=256)

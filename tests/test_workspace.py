@@ -9,13 +9,13 @@ from test_cli_data import toy  # noqa: F401  (fixture)
 from slics_core.cli import main
 from slics_core.emoji.world import config_from_env
 from slics_core.slics import SLiCS
+from slics_core.explorer.generation import load_workspace_generator
 from slics_core.explorer.workspace import (
     build_workspace_from_cache,
     embed_query,
     list_workspaces,
     load_query_encoder,
     load_workspace,
-    load_workspace_generator,
     open_emoji_workspace,
     workspace_vocabulary,
 )

@@ -53,7 +53,7 @@ from slics_core.emoji.models import encode_images, load_emoji_clip, zero_shot_sc
 from slics_core.emoji.scenes import load_sprites, render_single_object
 from slics_core.emoji.train_clip import precision_at_2
 from slics_core.explorer.scoring import methods_table
-from slics_core.explorer.workspace import load_workspace_generator
+from slics_core.explorer.generation import load_workspace_generator
 from slics_core.generators import concept_atoms, interpolate_atoms
 
 __all__ = ["zero_shot_precision", "generation_concept_accuracy", "judged_generation", "methods_map",

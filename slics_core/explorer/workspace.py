@@ -53,11 +53,9 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from slics_core._validation import check_embeddings
-from slics_core.alignment import ProcrustesAlignment
 from slics_core.captions import default_vocabulary, prepare_text_embeddings
 from slics_core.data import LabelledEmbeddings, eval_data, load_cache, make_split, vocabulary_embeddings
 from slics_core.datasets import ImageLoadError, load_image
-from slics_core.emoji.generator import EmojiGenerator
 from slics_core.emoji.preview_table import preview_encoder
 from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
 from slics_core.emoji.world import (
@@ -96,8 +94,6 @@ __all__ = [
     "embed_text_query",
     "text_mean",
     "workspace_vocabulary",
-    "WorkspaceGenerator",
-    "load_workspace_generator",
 ]
 
 FORMAT = "slics-workspace-v2"
@@ -1075,68 +1071,3 @@ def workspace_vocabulary(ws: Workspace) -> tuple:
         raise FileNotFoundError(f"workspace {ws.name!r} has no word vocabulary (it needs an encoder with a text "
                                 "tower when it is built: `slics workspace --encoder ...`)")
     return list(ws.vocab_words), np.asarray(ws.vocab_text, dtype=np.float32)
-
-
-# ---------------------------------------------------------------------- generation
-class WorkspaceGenerator:
-    """Image generation from rows of the workspace's (preprocessed) embedding space.
-
-    The paper's image-to-prompt route (sec. 3.8): a component in the SLiCS
-    space -> orthogonal Procrustes (fitted on the training items' paired
-    embeddings) -> the generator's conditioning space -> generator.
-
-    Attributes
-    ----------
-    name : str
-    alignment : slics_core.alignment.ProcrustesAlignment
-    deterministic : bool
-        True when ``seed`` and ``steps`` have no effect (a one-pass decoder).
-    """
-
-    def __init__(self, name, alignment, generate_fn, deterministic, info=None):
-        self.name = name
-        self.alignment = alignment
-        self._generate = generate_fn
-        self.deterministic = bool(deterministic)
-        self.info = dict(info or {})
-
-    def generate(self, V, *, seed: int = 0, steps: int | None = None) -> list:
-        """PIL images, one per row of ``V`` (n, d) in the workspace space (zero rows are an error)."""
-        V = np.atleast_2d(np.asarray(V, dtype=np.float64))
-        V = check_embeddings(V, name="embeddings to generate from", allow_zero_rows=True)
-        if np.any(np.linalg.norm(V, axis=1) <= 1e-12):
-            raise ValueError("a zero component has no direction to draw (the concept is absent from this query)")
-        return self._generate(self.alignment.transform(V), int(seed), steps)
-
-
-def load_workspace_generator(ws: Workspace) -> WorkspaceGenerator:
-    """The generator of ``ws`` with its fitted alignment.
-
-    Emoji world: the shipped emoji generator conditioned on the ``emoji-large`` embeddings
-    (``extras["cond"]``); alignment: workspace space -> conditioning space, fitted on the
-    training items.
-
-    Raises
-    ------
-    FileNotFoundError
-        No generator is available for this workspace here; the message says what is missing.
-    """
-    if ws.building is not None:
-        raise FileNotFoundError(
-            f"the generator needs the whole emoji world, which is being built in the background "
-            f"({ws.building.percent():.0f} %); this page works when it is done")
-    if ws.generator != "emoji" or "cond" not in ws.extras:
-        raise FileNotFoundError(
-            f"no generator for workspace {ws.name!r} on this machine: image-to-prompt generation needs "
-            "Stable Diffusion and CLIP ViT-L/14 embeddings of the same images (`slics download sd-1.5`)")
-    gen = EmojiGenerator.load()
-    tr = ws.index["train"]
-    align = ProcrustesAlignment(normalize=True).fit(ws.X[tr], gen.condition(ws.extras["cond"][tr]))
-    stochastic = getattr(gen, "deterministic", True) is False
-
-    def run(C, seed, steps):
-        kw = {"seed": seed, "steps": steps} if stochastic else {}
-        return [Image.fromarray(a) for a in gen.generate(C, **kw)]
-
-    return WorkspaceGenerator("emoji generator", align, run, deterministic=not stochastic,
-                              info={"alignment_train_cosine": float(align.train_cosine_)})
