@@ -164,6 +164,7 @@ def test_laptop_settings_open_a_tab_without_deploy_button():
     assert cfg["server.showEmailPrompt"] == "false"  # ... without asking for an e-mail address first
     assert cfg["client.toolbarMode"] == "viewer"  # no Deploy button, no developer menu
     assert cfg["server.maxUploadSize"] == "20"
+    assert cfg["server.fileWatcherType"] == "none"  # never watches the repository's .venv (issue 24)
 
 
 @pytest.mark.parametrize("how", ["flags", "env"])
