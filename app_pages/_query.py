@@ -114,7 +114,7 @@ def query_picker(ws, required: bool = False) -> Query | None:
     q = _query_picker(ws)
     if q is None and required:
         st.info("Pick a query from the query set or upload an image to start.")
-        st.stop()
+        state.stop()
     return q
 
 

@@ -2,7 +2,7 @@
 
 Every page reads and writes the same few values, so a choice made on one page holds on the
 others, and the URL always reopens the same view (``app.py`` calls :func:`sync_url` after
-every run):
+every run; a page that ends its run early calls :func:`stop`, which writes the URL first):
 
 =================  =============  ==========================================================
 session key        URL            value
@@ -29,6 +29,8 @@ workspace cannot honour (unknown row, method, d0 or concept) is left out and lis
 :func:`link_problems`, which the pages show as one warning.
 """
 from __future__ import annotations
+
+from typing import NoReturn
 
 import streamlit as st
 
@@ -189,9 +191,13 @@ def history() -> list:
 
 # ---------------------------------------------------------------------- writing
 def sync_url() -> None:
-    """Write the shared state to the URL (only what is set; nothing while a link is still pending)."""
+    """Write the shared state to the URL: exactly what is set (a cleared value leaves the URL); while a link is
+    still to be applied, the link itself."""
     ss = st.session_state
-    if link_pending():
+    if link_pending():  # not applied yet (a page that opens no workspace): the link stays as it came
+        want = {k: str(v) for k, v in ss["_link"].items()}
+        if {k: st.query_params.get(k) for k in st.query_params} != want:
+            st.query_params.from_dict(want)
         return
     want = {}
     ch = ss.get("ws_choice")
@@ -215,6 +221,18 @@ def sync_url() -> None:
     ss["_page_extras"] = False
     if {k: st.query_params.get(k) for k in st.query_params} != want:
         st.query_params.from_dict(want)
+
+
+def stop() -> NoReturn:
+    """End this run early (``st.stop``) with the URL written first.
+
+    Once ``st.stop()`` is requested Streamlit sends nothing more to the browser, so the write in
+    ``app.py``'s ``finally`` would never reach the address bar: a page that stops early (Generate
+    without a generator, Retrieve with every concept cleared) would leave it bare after a page switch,
+    or holding values that no longer hold. Pages call this instead of ``st.stop()``.
+    """
+    sync_url()
+    st.stop()
 
 
 def use_extras() -> None:

@@ -169,7 +169,7 @@ def get_workspace():
         if picked is not None:
             st.session_state["ws_choice"] = choices[picked]
             st.rerun()
-        st.stop()
+        state.stop()
     generation = handle.generation  # read before the workspace: a publication in between reruns once more
     ws = handle.workspace
     if not handle.finished or handle.error:
@@ -258,7 +258,7 @@ def require_dictionaries(ws) -> list:
     if not methods:
         st.info(f"Workspace {ws.name!r} has no fitted dictionary (S-SVD, S-SLiCS or U-SLiCS), so this page has "
                 "nothing to show; rebuild it with one of them among `slics workspace --methods`.")
-        st.stop()
+        state.stop()
     return methods
 
 

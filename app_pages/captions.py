@@ -2,6 +2,7 @@
 """Captions: the words of every concept subspace, supervised beside unsupervised (paper Table 1, sec. 3.7)."""
 import streamlit as st
 
+from app_pages import _state as state
 from app_pages._ui import csv_download, d0_picker, get_workspace, page_intro, workspace_words, ws_id
 from slics_core.explorer.maps import caption_table
 
@@ -38,11 +39,11 @@ try:
         status.update(label=f"Vocabulary: {len(words)} words (loaded in {seconds:.1f} s)", state="complete")
 except (FileNotFoundError, ImportError, ValueError) as exc:
     st.warning(f"No word vocabulary for this workspace, so no captions: {exc}")
-    st.stop()
+    state.stop()
 
 if not methods:
     st.info("Pick at least one method.")
-    st.stop()
+    state.stop()
 
 with st.spinner("Captioning the subspaces…"):
     table = _captions(ws_id(ws), tuple(methods), int(d0), int(n_words), ws, words, Wp)

@@ -139,10 +139,10 @@ st.caption("Concept-filtered retrieval scored as in the paper (sec. 4.4): for ev
 if getattr(ws, "building", None) is not None:
     st.info(f"Evaluate needs every method at every d0: they are being built in the background "
             f"({ws.building.percent():.0f} %). This page fills in by itself when the build is done.")
-    st.stop()
+    state.stop()
 if not ws.d0_values or "S-SLiCS" not in ws.methods:
     st.info("This workspace has no fitted S-SLiCS models to evaluate. Build one with `slics workspace`.")
-    st.stop()
+    state.stop()
 if ws.Z is None:
     st.caption("This workspace has no sub-labels: only general-label scores are shown, and d0 is chosen by "
                "general-label mAP.")
@@ -158,7 +158,7 @@ try:
     sweep = _run(ws, scoring.sweep_jobs(ws, "S-SLiCS", splits=("val", "query")), k, norm, "d0 sweep")
 except ValueError as exc:
     st.error(f"Cannot evaluate this workspace: {exc}")
-    st.stop()
+    state.stop()
 chosen = choose_d0(sweep, mode="partial", by="sub")
 
 d0_options = list(ws.d0_values)

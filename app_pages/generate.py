@@ -8,6 +8,7 @@ atom_a, atom_b, interp_n, interp_png.
 import numpy as np
 import streamlit as st
 
+from app_pages import _state as state
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import (component_picker, d0_picker, get_workspace, method_picker, page_intro, png_bytes,
                           sidebar_workspace_note, workspace_generator, ws_id)
@@ -98,7 +99,7 @@ with right:
 
 if gen is None:
     st.warning(f"No generator for this workspace: {gen_error}")
-    st.stop()
+    state.stop()
 
 # ---------------------------------------------------------------- components
 st.subheader("Concept components of the query")
@@ -109,7 +110,7 @@ try:
         else np.zeros((len(names), q.x.shape[0]))
 except ValueError as exc:
     st.error(str(exc))
-    st.stop()
+    state.stop()
 rows, titles, skipped = generation_rows(q.x, V, picked, names)
 if skipped:
     st.caption("Nothing to draw for " + ", ".join(skipped) + ": the query's component there is zero.")
@@ -141,13 +142,13 @@ atoms = concept_atoms(model, names.index(cname))
 n_atoms = atoms.shape[0]
 if n_atoms < 2:
     st.info(f"{cname} has fewer than two atoms in this model.")
-    st.stop()
+    state.stop()
 a_idx = c2.selectbox("Atom b₁", list(range(n_atoms)), index=0, key="atom_a")
 b_idx = c3.selectbox("Atom b₂", list(range(n_atoms)), index=1, key="atom_b")
 n_steps = c4.slider("Images", 3, 9, 5, key="interp_n")
 if a_idx == b_idx:
     st.info("Pick two different atoms.")
-    st.stop()
+    state.stop()
 alphas = np.linspace(0.0, 1.0, n_steps)
 R = interpolate_atoms(atoms[a_idx], atoms[b_idx], alphas)
 R_titles = [f"a={a:.2f}" for a in alphas]

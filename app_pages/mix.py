@@ -69,14 +69,14 @@ model = ws.model(method, d0)
 order_a = _ranked_concepts(model, q.x)
 if not order_a:
     st.info("This query has no non-zero concept component; pick another query.")
-    st.stop()
+    state.stop()
 
 candidates = [h for h in state.history() if isinstance(h, int) and h != q.row] + \
     [int(r) for r in query_rows(ws) if int(r) != q.row]
 candidates = list(dict.fromkeys(candidates))
 if not candidates:
     st.info("The workspace has no other item to mix with.")
-    st.stop()
+    state.stop()
 q2_default = state.get("q2")
 if q2_default not in candidates:  # default: a query whose best concept differs from the first query's
     best_a = names.index(order_a[0])
@@ -102,7 +102,7 @@ with mid:
     order_b = _ranked_concepts(model, q2.x)
     if not order_b:
         st.info("The second query has no non-zero concept component; pick another.")
-        st.stop()
+        state.stop()
     default_c2 = state.get("c2")
     if default_c2 not in order_b:
         default_c2 = next((c for c in order_b if c != c1), order_b[0])
@@ -118,7 +118,7 @@ try:
                                           (q2.x, j2, np.flatnonzero(q2.Y))], mode=mode)
 except ValueError as exc:
     st.error(str(exc))
-    st.stop()
+    state.stop()
 
 with right:
     st.markdown(f"**= {c1} of the first + {c2} of the second**")

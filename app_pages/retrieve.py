@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app_pages import _state as state
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import (
     component_picker,
@@ -135,7 +136,7 @@ with right:
 picked = concept_picker(ws, q, preselect, label="Concepts to retrieve by")
 if not picked:
     st.info("Pick at least one concept to see its gallery.")
-    st.stop()
+    state.stop()
 
 active = tuple(sorted(picked)) if (mode == "full" and "full" in spec.modes) else ()
 V = _components(ws_id(ws), method, mkey, q.key, mode, active, model, q.x)

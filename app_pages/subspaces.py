@@ -37,6 +37,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+from app_pages import _state as state
 from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker,
                            require_dictionaries, show_image, thumbnail, ws_id)
 from slics_core.explorer.maps import (ATOM_SUB, KINDS, NONE, OTHER, OTHER_CONCEPTS, SEVERAL, colour_groups,
@@ -126,7 +127,7 @@ include = (query,) if (mark_query and query is not None) else ()
 
 if not kinds:
     st.info("Pick at least one kind of point to show (embedding, component, atom).")
-    st.stop()
+    state.stop()
 
 
 # ---------------------------------------------------------------- layout (cached, two steps with progress)
@@ -158,7 +159,7 @@ try:
 except ValueError as exc:
     bar.empty()
     st.warning(f"No map for these settings: {exc}")
-    st.stop()
+    state.stop()
 bar.empty()
 table = table.assign(x=xy[:, 0], y=xy[:, 1])
 n = len(table)
