@@ -12,14 +12,14 @@ from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, l
                           ws_id)
 from slics_core.explorer.maps import (atom_heatmaps, atom_labels, atom_top_items, atom_top_words, group_layout, item_codes,
                              matrix_table, selected_point_ids)
+from slics_core.explorer.narration import atom_sentences
 
 st.title("Atoms")
-page_intro("Look at the blocks on the diagonal: atoms of one concept are used together and point alike, "
-           "atoms of different concepts much less.")
-st.caption("Every concept owns a group of atoms. Left: how often atoms are active together (non-negative OMP "
-           "codes of the validation items, no labels used; each row divided by its diagonal). Right: cosine "
-           "similarity of the atoms. Click a cell (or pick below) to see the images that use its row's atom "
-           "most and the words closest to it.")
+look_at = st.empty()  # the page's one sentence, written from the matrices' own numbers (below)
+st.caption("Every concept owns a group of atoms (rows and columns ordered by concept, lines between groups). "
+           "First: how often atoms are active together (non-negative OMP codes of the validation items, no "
+           "labels used; each row divided by its diagonal). Second: cosine similarity of the atoms. Click a "
+           "cell (or pick below) to see the images that use its row's atom most and the words closest to it.")
 
 ws = get_workspace()
 require_dictionaries(ws)
@@ -56,6 +56,7 @@ def _pool_codes(key, method, d0, _ws):
 with st.spinner("Sparse coding the validation items…"):
     mats = _matrices(ws_id(ws), method, int(d0), int(n_nonzero), code_split, ws)
 
+HEATMAP_PX = 820
 lay = group_layout(model.groups_)
 order = lay["order"]
 names = ws.concept_names
@@ -80,10 +81,12 @@ def heatmap(Z, title, zmin, zmax, colorscale, key):
         fig.add_shape(type="line", x0=-0.5, x1=M - 0.5, y0=b, y1=b, line=line)
         fig.add_shape(type="line", x0=b, x1=b, y0=-0.5, y1=M - 0.5, line=line)
     ticks = dict(tickmode="array", tickvals=lay["centres"], ticktext=[names[c] for c in lay["concepts"]],
-                 showgrid=False, zeroline=False, constrain="domain")
-    fig.update_layout(title=title, height=560, margin=dict(l=10, r=10, t=50, b=10), clickmode="event+select",
-                      hovermode="closest", xaxis=dict(**ticks, tickangle=-60, range=[-0.5, M - 0.5]),
-                      yaxis=dict(**ticks, range=[M - 0.5, -0.5], scaleanchor="x"))
+                 showgrid=False, zeroline=False, constrain="domain", tickfont=dict(size=16))
+    # one matrix per row of the page, square and large enough to read on a projector
+    fig.update_layout(title=dict(text=title, font=dict(size=20)), height=HEATMAP_PX,
+                      margin=dict(l=10, r=10, t=50, b=10), clickmode="event+select", hovermode="closest",
+                      xaxis=dict(**ticks, tickangle=-45, range=[-0.5, M - 0.5]),
+                      yaxis=dict(**ticks, range=[M - 0.5, -0.5], scaleanchor="x"), font=dict(size=15))
     return st.plotly_chart(fig, on_select="rerun", selection_mode=("points",), key=key, width="stretch")
 
 
@@ -99,21 +102,19 @@ if st.session_state.get("_atom") not in range(M):
     st.session_state["_atom"] = int(order[0])
 
 C, cos, summ = mats["cooccurrence"], mats["cosine"], mats["summary"]
-left, right = st.columns(2)
-with left:
-    heatmap(np.nan_to_num(C, nan=0.0), f"Co-occurrence ({len(ws.index[code_split])} {code_split} items, "
-            f"{mats['n_nonzero']} atoms each)", 0.0, 1.0, "Blues", "cooc_map")
-    st.caption(f"Mean co-occurrence within concepts {summ['cooc_within_mean']:.3f}, between "
-               f"{summ['cooc_between_mean']:.3f}; {int(np.sum(mats['usage'] == 0))} atoms unused by OMP.")
-    csv_download(matrix_table(C, [atom_label[a] for a in range(M)]), f"cooccurrence_{method}_d0{d0}.csv",
-                 "Download co-occurrence (CSV)", key="cooc_csv")
-with right:
-    heatmap(cos, "Cosine similarity of the atoms", -1.0, 1.0, "RdBu_r", "cos_map")
-    st.caption(f"Within-concept cosine {summ['within_mean']:.3f} ± {summ['within_std']:.3f}; between concepts "
-               f"{summ['between_mean']:.3f} ± {summ['between_std']:.3f} (paper, COCO: −0.056 ± 0.062 vs "
-               "0.000 ± 0.134).")
-    csv_download(matrix_table(cos, [atom_label[a] for a in range(M)]), f"atom_cosine_{method}_d0{d0}.csv",
-                 "Download cosines (CSV)", key="cos_csv")
+said = atom_sentences(summ)
+with look_at.container():
+    page_intro(said["look_at"])
+heatmap(np.nan_to_num(C, nan=0.0), f"Co-occurrence ({len(ws.index[code_split])} {code_split} items, "
+        f"{mats['n_nonzero']} atoms each)", 0.0, 1.0, "Blues", "cooc_map")
+st.markdown(said["cooccurrence"])
+st.caption(f"{int(np.sum(mats['usage'] == 0))} atoms unused by OMP.")
+csv_download(matrix_table(C, [atom_label[a] for a in range(M)]), f"cooccurrence_{method}_d0{d0}.csv",
+             "Download co-occurrence (CSV)", key="cooc_csv")
+heatmap(cos, "Cosine similarity of the atoms", -1.0, 1.0, "RdBu_r", "cos_map")
+st.markdown(said["cosine"])
+csv_download(matrix_table(cos, [atom_label[a] for a in range(M)]), f"atom_cosine_{method}_d0{d0}.csv",
+             "Download cosines (CSV)", key="cos_csv")
 
 # ---------------------------------------------------------------- one atom
 st.subheader("One atom")

@@ -4,7 +4,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from slics_core import SLiCS
-from slics_core.synthetic import atom_recovery, make_concept_cones
+from slics_core.synthetic import atom_recovery, make_concept_cones, match_atoms
 
 
 @st.cache_resource(show_spinner=False)
@@ -17,8 +17,8 @@ def fitted(n_samples, n_features, n_concepts, d0, noise, n_iter, update, seed):
 
 
 st.title("Planted cones")
-st.markdown("**What to look at:** how close each learned atom comes to a planted one (cosine near 1), "
-            "and how that changes with noise and epochs.")
+st.markdown("**What to look at:** the diagonal of the matched cosine matrix (each planted atom beside its own "
+            "learned atom): near ±1 where SLiCS recovered it; watch it fade as noise grows.")
 st.caption("Data made from known concept cones (ground truth), so you can watch SLiCS recover them.")
 with st.sidebar:
     n_concepts = st.slider("Concepts S", 2, 12, 5, key="cones_S")
@@ -45,10 +45,21 @@ with left:
     fig.update_layout(title="Reconstruction error per epoch", xaxis_title="epoch", yaxis_title="mean squared error")
     st.plotly_chart(fig, width="stretch")
 with right:
-    cos = data.atoms @ model.atoms_.T
-    fig = go.Figure(go.Heatmap(z=cos, zmin=-1, zmax=1, colorscale="RdBu"))
-    fig.update_layout(title="Cosine: planted atoms (rows) vs learned atoms (columns)")
+    # columns in matched order (Hungarian on |cos|, within each concept): recovery shows as the diagonal
+    order, matched = match_atoms(data.atoms, model.atoms_, data.groups, model.groups_)
+    P = data.atoms / np.linalg.norm(data.atoms, axis=1, keepdims=True)
+    L = model.atoms_ / np.linalg.norm(model.atoms_, axis=1, keepdims=True)
+    cos = P @ L[order].T
+    fig = go.Figure(go.Heatmap(z=cos, zmin=-1, zmax=1, colorscale="RdBu_r",
+                               hovertemplate="planted %{y} · learned (matched) %{x}<br>cos %{z:.3f}<extra></extra>"))
+    fig.update_layout(title="Cosine: planted atoms (rows) vs learned atoms (columns, matched)",
+                      xaxis_title="learned atom, in matched order", yaxis_title="planted atom",
+                      yaxis=dict(autorange="reversed", scaleanchor="x"), height=520)
     st.plotly_chart(fig, width="stretch")
+    good = int(np.sum(np.abs(matched) >= 0.9))
+    st.caption(f"Learned atoms matched one to one to planted atoms of the same concept by the Hungarian algorithm "
+               f"on |cos|: {good} of {len(matched)} matched pairs have |cos| ≥ 0.9 (median "
+               f"{np.median(np.abs(matched)):.3f}).")
 st.download_button("Download learned atoms (CSV)",
                    "\n".join(",".join(f"{v:.6g}" for v in row) for row in model.atoms_),
                    file_name="atoms.csv", mime="text/csv")

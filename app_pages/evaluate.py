@@ -21,10 +21,11 @@ import streamlit as st
 
 from app_pages import _state as state
 
-from app_pages._ui import csv_download, get_workspace, pool_index, sidebar_workspace_note, ws_id
+from app_pages._ui import csv_download, get_workspace, page_intro, pool_index, sidebar_workspace_note, ws_id
 from slics_core.evaluation import choose_d0
 from slics_core.explorer import scoring
 from slics_core.explorer.exports import figure_html, with_settings
+from slics_core.explorer.narration import evaluate_look_at, missing
 
 SPLIT_LABELS = {"query": "Query set (test)", "val": "Validation set"}
 NORM_LABELS = {"retrieved": "relevant retrieved (default)", "min": "min(k, relevant in pool)"}
@@ -110,9 +111,14 @@ def _table_frame(rows, k):
 
 
 def _shown(df):
-    """The table as displayed: "—" where a method has no d0 or no full component (never None / <NA>)."""
-    num_cols = [c for c in df.columns if c.startswith(("Gen.", "Sub."))]
-    return df.style.format("{:.3f}", subset=num_cols, na_rep="—").format(na_rep="—", subset=["d0"])
+    """The table as displayed: "—" where a method has no d0 or no full component (never None / <NA>: a
+    Styler's ``na_rep`` is not honoured by st.dataframe, which prints None)."""
+    out = df.copy()
+    for c in out.columns:
+        if c.startswith(("Gen.", "Sub.")):
+            out[c] = [missing(v) for v in out[c]]
+    out["d0"] = [missing(v, "{:d}") for v in out["d0"]]
+    return out
 
 
 def _csv_frame(df, ws, split, k, norm, d0):
@@ -129,6 +135,7 @@ def _html_download(fig, file_name, key):
 
 # ---------------------------------------------------------------------- page
 st.title("Evaluate")
+look_at = st.empty()  # the page's one sentence, written from the table once it is computed
 ws = get_workspace()
 sidebar_workspace_note(ws)
 st.caption("Concept-filtered retrieval scored as in the paper (sec. 4.4): for every query and every concept it "
@@ -171,7 +178,10 @@ d0 = st.select_slider("d0 of the dictionary methods in the table", options=d0_op
 table_records = _run(ws, scoring.table_jobs(ws, d0, split=split), k, norm, "Methods table")
 
 st.subheader(f"Methods (mAP@{k}, {SPLIT_LABELS[split].lower()}, d0 = {d0})")
-df = _table_frame(scoring.summary_rows(table_records), k)
+summary = scoring.summary_rows(table_records)
+with look_at.container():
+    page_intro(evaluate_look_at(summary, chosen, k, ws.Z is not None))
+df = _table_frame(summary, k)
 st.dataframe(_shown(df), hide_index=True, width="stretch", key="eval_table")
 st.caption("Gen./Sub.: ranked by the partial component ṽ_j (eq. 3) for the dictionary methods, by the whole "
            "query for UF, by the word-group component for F-SpLiCE. (v_j): ranked by the full component "
@@ -202,5 +212,6 @@ with right:
 sweep_df = pd.DataFrame(sweep)[["method", "d0", "mode", "split", "k", "normalization", "general", "sub",
                                 "n_pairs_general", "n_pairs_sub"]]
 with st.expander("Sweep numbers"):
-    st.dataframe(sweep_df, hide_index=True, width="stretch")
+    st.dataframe(sweep_df.assign(**{c: [missing(v) for v in sweep_df[c]] for c in ("general", "sub")}),
+                 hide_index=True, width="stretch")
     csv_download(with_settings(sweep_df, workspace=ws.name), f"slics_d0_sweep_k{k}.csv", key="eval_sweep_csv")

@@ -12,6 +12,7 @@ from app_pages._ui import (
     workspace_choices,
     ws_id,
 )
+from slics_core.explorer.narration import example_caption, page_readiness
 from slics_core.retrieval import ConceptRetriever
 
 st.title("SLiCS Explorer")
@@ -46,15 +47,18 @@ ws = get_workspace()
 
 
 # ---------------------------------------------------------------- one picture
+SHOWN = 4  # components drawn in the row (a query with more concepts says which are left out)
+
+
 @st.cache_data(show_spinner=False, max_entries=8)
 def _example(key: str, row: int, method: str, _ws):
-    """Top-3 pool images by the query's two strongest labelled concepts, and unfiltered."""
+    """Top-3 pool images by each of the query's labelled concepts (at most SHOWN), and unfiltered."""
     model = _ws.model(method)
     x = _ws.X[[row]]
-    concepts = np.flatnonzero(_ws.Y[row])
+    concepts = np.flatnonzero(_ws.Y[row])[:SHOWN]
     pool = _ws.index["pool"]
     r = ConceptRetriever(model, _ws.X[pool])
-    res = r.search(x, k=3, concepts=concepts[:2])
+    res = r.search(x, k=3, concepts=concepts)
     uf, _ = r.search_unfiltered(x, k=3)
     return [(int(c), pool[res.indices[0, i]].tolist()) for i, c in enumerate(res.concepts)], pool[uf[0]].tolist()
 
@@ -73,15 +77,17 @@ if len(multi) and dictionaries:
         show_image(thumbnail(ws, row, 160), caption="query", width="stretch")
     with cols[1]:
         st.markdown("### ≈")
+    more = len(per_concept) < int(ws.Y[row].sum())  # concepts beyond SHOWN: "+ …" ends the sum
     for k, (c, rows) in enumerate(per_concept):
         with cols[2 + k]:
-            st.markdown(f"**{'+ ' if k else ''}v({ws.concept_names[c]})** retrieves")
+            tail = " + …" if more and k == len(per_concept) - 1 else ""
+            st.markdown(f"**{'+ ' if k else ''}v({ws.concept_names[c]}){tail}** retrieves")
             show_image([thumbnail(ws, r, 96) for r in rows], width=72)
     with cols[-1]:
         st.markdown("**whole x** retrieves")
         show_image([thumbnail(ws, r, 96) for r in uf], width=72)
-    st.caption("Each component of the query finds images sharing that concept; the whole embedding finds "
-               "images like the whole scene. Pick another example:")
+    st.caption(example_caption([ws.concept_names[c] for c, _ in per_concept], ws.labels_of(row)["concepts"])
+               + " Pick another example:")
     st.selectbox("Example query", multi[:50].tolist(), index=0, key="home_example",
                  format_func=lambda r: f"#{r}: " + ", ".join(ws.labels_of(r)["concepts"]))
 
@@ -93,7 +99,9 @@ c1.metric("Items", s["n_items"])
 c2.metric("Embedding dim", s["dim"])
 c3.metric("Concepts", s["n_concepts"])
 c4.metric("Sub-labels", s["n_sub_labels"])
-st.write(f"**{s['name']}** ({s['kind']}), encoder `{s['encoder']}`, stored in `{s['path']}`")
+# the folder is the server's own path: shown only where error details are (a laptop), never to a classroom
+where = f", stored in `{s['path']}`" if st.get_option("client.showErrorDetails") in ("full", True) else ""
+st.write(f"**{s['name']}** ({s['kind']}), encoder `{s['encoder']}`{where}")
 st.dataframe(pd.DataFrame([{"split": k, "items": v} for k, v in s["splits"].items()]), hide_index=True)
 fitted = pd.DataFrame([{"method": m, "d0": d, "atoms": f"{int(mod.atoms_.shape[0])} atoms, {int(mod.n_iter_)} epochs"}
                        for (m, d), mod in ws.models.items() if d is not None])
@@ -109,4 +117,11 @@ else:
 others = [m for m in ws.methods if m not in ws.dictionary_methods()]
 st.caption("Baselines fitted too: " + (", ".join(others) if others else "none")
            + "".join(f" · {m} left out: {why}" for m, why in ws.skipped.items()))
-st.success("Ready: every page works on this workspace. Start with **Retrieve** in the sidebar.")
+ready = page_readiness(ws)
+missing_pages = [r["page"] for r in ready if not r["ready"]]
+if missing_pages:
+    st.warning(f"Ready except {', '.join(missing_pages)}; see below. Start with **Retrieve** in the sidebar.")
+else:
+    st.success("Ready: every page works on this workspace. Start with **Retrieve** in the sidebar.")
+st.dataframe(pd.DataFrame([{"page": r["page"], "ready": "✅" if r["ready"] else "—", "what it needs": r["note"]}
+                           for r in ready]), hide_index=True, width="stretch", key="readiness")

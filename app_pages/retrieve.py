@@ -30,6 +30,7 @@ from slics_core.explorer.exports import with_settings
 from slics_core.explorer.quantized import has_quantized_pool
 from slics_core.explorer.queries import concept_galleries, concept_scores, galleries_table, query_components
 from slics_core.methods import get_method
+from slics_core.explorer.narration import component_words
 
 GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"
 
@@ -160,7 +161,7 @@ for cg, uf in pairs:
     m[3].metric(f"P@{k} sub-label · unfiltered", _pct(uf.precision_sub))
     a, b = st.columns(2)
     with a:
-        st.markdown(f"**By the {name} component** ({'ṽ' if mode == 'partial' else 'v'}ⱼ, {method})")
+        st.markdown(f"**By the {name} component** ({component_words(method, mode)})")
         _draw_gallery(ws, cg, n_cols, pick_key=f"pick_{cg.concept}")
     with b:
         st.markdown("**Unfiltered** (whole query)")

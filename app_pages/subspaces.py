@@ -39,7 +39,7 @@ from streamlit.errors import StreamlitAPIException
 
 from app_pages import _state as state
 from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker,
-                           require_dictionaries, show_image, thumbnail, ws_id)
+                           page_intro, require_dictionaries, show_image, thumbnail, ws_id)
 from slics_core.explorer.maps import (ATOM_SUB, KINDS, NONE, OTHER, OTHER_CONCEPTS, SEVERAL, colour_groups,
                                       map_points, map_sample, match_points, point_text, selected_point_ids,
                                       tsne_layout)
@@ -59,8 +59,9 @@ SIZES = {"embedding": 6, "component": 7, "atom": 14}
 DRAG = {"click · zoom": "zoom", "click · pan": "pan", "box": "select", "lasso": "lasso"}
 
 st.title("Subspaces")
-st.caption("What to look at: each concept's components should gather around that concept's atoms (★), away "
-           "from the other concepts — click, box or lasso points to see their images and make one the query.")
+page_intro("whether each concept's components (◆) gather around that concept's own atoms (★), away from "
+           "the other concepts (t-SNE keeps neighbours, not distances); click, box or lasso points to see their "
+           "images and make one the query.")
 
 ws = get_workspace()
 require_dictionaries(ws)

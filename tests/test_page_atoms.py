@@ -57,10 +57,10 @@ def test_heatmaps_have_group_boundaries_and_concept_ticks(ws):
     np.testing.assert_allclose(cos, B @ B.T, atol=1e-6)
     cooc = _arr(json.loads(charts[0].proto.spec)["data"][0]["z"])
     np.testing.assert_allclose(np.diag(cooc)[np.diag(cooc) > 0], 1.0)
-    before = [c.value for c in at.caption if "co-occurrence" in c.value]
+    before = [m.value for m in at.markdown if "together" in m.value]  # the sentence under the co-occurrence
     at.slider(key="n_nonzero").set_value(2).run()
     assert not at.exception
-    after = [c.value for c in at.caption if "co-occurrence" in c.value]
+    after = [m.value for m in at.markdown if "together" in m.value]
     assert before != after
     assert "2 atoms each" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
 

@@ -23,8 +23,13 @@ def independent(ws, method, d0, k, split="query", mode="partial"):
 
 
 def row(at, method):
+    """The shown row of ``method``, its numbers read back (the page shows them to 3 decimals, "—" if absent)."""
     df = at.dataframe[0].value
-    return df[df["Method"] == method].iloc[0]
+    r = df[df["Method"] == method].iloc[0].copy()
+    for c in r.index:
+        if c.startswith(("Gen.", "Sub.")) or c == "d0":
+            r[c] = float("nan") if r[c] == "—" else float(r[c])
+    return r
 
 
 def test_evaluate_page_table_sweep_and_widgets(ws):
@@ -39,12 +44,12 @@ def test_evaluate_page_table_sweep_and_widgets(ws):
     d0 = int(r["d0"])
     assert d0 == at.session_state["eval_d0"]
     gen, sub = independent(ws, "S-SLiCS", d0, 20)
-    assert r["Gen. mAP@20"] == pytest.approx(gen, abs=1e-12)
-    assert r["Sub. mAP@20"] == pytest.approx(sub, abs=1e-12)
+    assert r["Gen. mAP@20"] == pytest.approx(gen, abs=5e-4)
+    assert r["Sub. mAP@20"] == pytest.approx(sub, abs=5e-4)
     gen_f, sub_f = independent(ws, "S-SLiCS", d0, 20, mode="full")
-    assert r["Gen. mAP@20 (v_j)"] == pytest.approx(gen_f, abs=1e-12)
-    assert r["Sub. mAP@20 (v_j)"] == pytest.approx(sub_f, abs=1e-12)
-    assert row(at, "UF")["Gen. mAP@20"] == pytest.approx(independent(ws, "UF", None, 20)[0], abs=1e-12)
+    assert r["Gen. mAP@20 (v_j)"] == pytest.approx(gen_f, abs=5e-4)
+    assert r["Sub. mAP@20 (v_j)"] == pytest.approx(sub_f, abs=5e-4)
+    assert row(at, "UF")["Gen. mAP@20"] == pytest.approx(independent(ws, "UF", None, 20)[0], abs=5e-4)
     # chosen d0: best validation sub-label mAP (partial), independently computed
     vals = {d: independent(ws, "S-SLiCS", d, 20, split="val")[1] for d in ws.d0_values}
     best = max(vals, key=lambda d: (vals[d], -d))
@@ -55,21 +60,21 @@ def test_evaluate_page_table_sweep_and_widgets(ws):
     at.number_input(key="eval_k").set_value(5).run()
     assert not at.exception
     r5 = row(at, "S-SLiCS")
-    assert r5["Gen. mAP@5"] == pytest.approx(independent(ws, "S-SLiCS", int(r5["d0"]), 5)[0], abs=1e-12)
+    assert r5["Gen. mAP@5"] == pytest.approx(independent(ws, "S-SLiCS", int(r5["d0"]), 5)[0], abs=5e-4)
     # the split switches the queries
     at.radio(key="eval_split").set_value("val").run()
     assert not at.exception
     rv = row(at, "S-SLiCS")
     assert rv["Queries"] == "val"
     assert rv["Sub. mAP@5"] == pytest.approx(independent(ws, "S-SLiCS", int(rv["d0"]), 5, split="val")[1],
-                                             abs=1e-12)
+                                             abs=5e-4)
     # another d0
     other = [d for d in ws.d0_values if d != int(rv["d0"])][0]
     at.select_slider(key="eval_d0").set_value(other).run()
     assert not at.exception
     assert int(row(at, "S-SVD")["d0"]) == other
     assert row(at, "S-SVD")["Gen. mAP@5"] == pytest.approx(independent(ws, "S-SVD", other, 5, split="val")[0],
-                                                          abs=1e-12)
+                                                          abs=5e-4)
 
 
 def test_evaluate_exports_and_no_missing_cells(ws):
@@ -87,8 +92,11 @@ def test_evaluate_exports_and_no_missing_cells(ws):
     import pyarrow as pa
 
     raw = at.dataframe[0].value
-    # what the browser renders: the styler's display values
-    shown = pa.ipc.open_stream(at.dataframe[0].proto.arrow_data.styler.display_values).read_all().to_pandas()
+    # what the browser renders: the cells themselves (st.dataframe prints a null cell as "None" whatever a
+    # Styler says), so the page sends text, and no Styler
+    assert not at.dataframe[0].proto.arrow_data.styler.display_values
+    shown = pa.ipc.open_stream(at.dataframe[0].proto.arrow_data.data).read_all().to_pandas()
+    assert shown.isna().sum().sum() == 0
     cells = shown.astype(str).to_numpy().ravel().tolist()
     assert not {"None", "<NA>", "nan", "NaN", ""} & set(cells)
     uf = shown[raw["Method"].to_numpy() == "UF"].iloc[0]

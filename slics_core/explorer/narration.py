@@ -1,0 +1,206 @@
+"""Sentences the pages show that depend on the numbers shown beside them.
+
+A page that says "look at the blocks on the diagonal" must show blocks; one that says "every page
+works" must have what every page needs. These functions read the numbers (or the workspace) and say
+what is true of them, so a workspace whose numbers differ from the paper's gets a different sentence.
+No Streamlit here: the pages draw the strings.
+"""
+from __future__ import annotations
+
+import math
+
+__all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "example_caption", "missing",
+           "page_readiness"]
+
+#: Fig. 6 of the paper (COCO, S-SLiCS): within-group and between-group cosine of the atoms (mean, std).
+PAPER_ATOM_COSINE = {"within": (-0.056, 0.062), "between": (0.000, 0.134)}
+#: Co-occurrence within / between of at least this ratio is "blocks on the diagonal"; cosines closer than
+#: COSINE_SAME are "about as alike".
+BLOCK_RATIO = 1.5
+COSINE_SAME = 0.03
+
+MISSING = "—"
+
+
+def missing(value, fmt: str = "{:.3f}") -> str:
+    """``value`` formatted, or "—" when it is absent (None, NaN, pandas NA)."""
+    try:
+        if value is None or (isinstance(value, float) and math.isnan(value)) or value != value:
+            return MISSING
+    except (TypeError, ValueError):  # pandas NA refuses comparison
+        return MISSING
+    try:
+        return fmt.format(value)
+    except (TypeError, ValueError):
+        return MISSING if str(value) in ("<NA>", "nan", "None") else str(value)
+
+
+def _fin(*values) -> bool:
+    return all(v is not None and math.isfinite(v) for v in values)
+
+
+def atom_sentences(summary: dict) -> dict:
+    """What the Atoms page's two matrices show, from their own summary numbers.
+
+    ``summary``: :func:`slics_core.explorer.maps.atom_heatmaps`'s ``summary`` (``cooc_within_mean``,
+    ``cooc_between_mean``, ``within_mean``, ``within_std``, ``between_mean``, ``between_std``).
+
+    Returns ``look_at`` (the page's one sentence), ``cooccurrence`` and ``cosine`` (the captions under
+    each matrix). The paper (Fig. 6) finds blocks in the co-occurrence matrix and none in the cosine
+    matrix: atoms of one concept are used together, yet are *less* alike than atoms of different concepts
+    (−0.056 ± 0.062 against 0.000 ± 0.134), because a concept's atoms spread out to cover its variety.
+    """
+    cw, cb = summary.get("cooc_within_mean"), summary.get("cooc_between_mean")
+    wm, wsd = summary.get("within_mean"), summary.get("within_std")
+    bm, bsd = summary.get("between_mean"), summary.get("between_std")
+    pw, pb = PAPER_ATOM_COSINE["within"], PAPER_ATOM_COSINE["between"]
+    paper = (f"the paper (COCO, Fig. 6): {pw[0]:+.3f} ± {pw[1]:.3f} within against {pb[0]:+.3f} ± "
+             f"{pb[1]:.3f} between")
+
+    if not _fin(cw, cb):
+        blocks = None
+        cooc = ("Co-occurrence within a concept is not defined here (one atom per concept, or no item uses two "
+                "atoms of one concept).")
+    elif cw >= BLOCK_RATIO * cb and cw > cb:
+        blocks = True
+        cooc = (f"Blocks on the diagonal: two atoms of one concept are active together {cw:.2f} of the time on "
+                f"average, two atoms of different concepts {cb:.2f}"
+                + (f" ({cw / cb:.1f}×)." if cb > 0 else "."))
+    elif cw > cb:
+        blocks = False
+        cooc = (f"Weak blocks: atoms of one concept are active together only a little more often ({cw:.2f}) than "
+                f"atoms of different concepts ({cb:.2f}).")
+    else:
+        blocks = False
+        cooc = (f"No blocks here: atoms of one concept are not active together more often ({cw:.2f}) than atoms "
+                f"of different concepts ({cb:.2f}), unlike the paper's Fig. 6.")
+
+    if not _fin(wm, bm):
+        alike = None
+        cos = "Cosines within a concept are not defined here (one atom per concept)."
+    else:
+        nums = f"{wm:+.3f} ± {wsd:.3f} within a concept, {bm:+.3f} ± {bsd:.3f} between concepts"
+        if wm < bm - COSINE_SAME:
+            alike = "less"
+            cos = (f"No blocks: atoms of one concept are less alike than atoms of different concepts ({nums}); a "
+                   f"concept's atoms spread out to cover its variety, as in {paper}.")
+        elif wm <= bm + COSINE_SAME:
+            alike = "same"
+            cos = (f"No blocks: atoms of one concept are about as alike as atoms of different concepts ({nums}); "
+                   f"{paper}.")
+        else:
+            alike = "more"
+            cos = (f"Atoms of one concept point more alike than atoms of different concepts here ({nums}), unlike "
+                   f"{paper}.")
+
+    if blocks:
+        first = "the left matrix's blocks on the diagonal: atoms of one concept are used together"
+    elif blocks is None:
+        first = "which atoms are used together (left)"
+    else:
+        first = "the left matrix: here atoms of one concept are hardly used together more than others"
+    if alike == "less":
+        second = "the right matrix has no blocks, because atoms of one concept point apart, not alike"
+    elif alike == "same":
+        second = "the right matrix has no blocks: atoms of one concept point no more alike than others"
+    elif alike == "more":
+        second = "on the right, atoms of one concept also point alike (the paper found the opposite)"
+    else:
+        second = "the cosines of the atoms (right)"
+    return {"look_at": f"{first[0].upper()}{first[1:]}; {second}.", "cooccurrence": cooc, "cosine": cos}
+
+
+def component_words(method: str, mode: str) -> str:
+    """How a page names the component a gallery is ranked by, for ``method`` and component ``mode``.
+
+    Dictionary methods have ṽⱼ (partial: nearest point of the cone) and vⱼ (full: joint NNLS); F-SpLiCE's
+    component is its word group's part of the sparse decomposition, UF ranks by the whole embedding.
+    """
+    from slics_core.methods import get_method
+
+    m = get_method(method)
+    if m.dictionary:
+        return f"{'ṽⱼ, partial' if mode == 'partial' else 'vⱼ, full'}, {method}"
+    if method == "UF":
+        return "the whole embedding, UF: no concept filter"
+    return f"its word group's part of the sparse decomposition, {method}"
+
+
+def example_caption(shown: list, all_concepts: list) -> str:
+    """The caption of Home's one-picture row: which of the query's concepts the row shows."""
+    shown, all_concepts = list(shown), list(all_concepts)
+    if len(shown) == len(all_concepts):
+        return ("The query is about the sum of its concept components; each component finds images sharing "
+                "that concept, the whole embedding finds images like the whole scene.")
+    rest = [c for c in all_concepts if c not in shown]
+    return (f"The query has {len(all_concepts)} concepts; the row shows {len(shown)} of its components "
+            f"({', '.join(shown)}) and leaves out {', '.join(rest)} (+ … in the sum). Each component finds images "
+            "sharing that concept; the whole embedding finds images like the whole scene.")
+
+
+def page_readiness(ws) -> list:
+    """What each page can do on workspace ``ws``: rows ``{"page", "ready", "note"}``.
+
+    Read from what the workspace records (fitted methods, d0 values, vocabulary, encoder, generator);
+    nothing is loaded, so the list costs nothing to draw.
+    """
+    building = getattr(ws, "building", None) is not None
+    dicts = list(ws.dictionary_methods())
+    no_dict = "needs a dictionary (S-SVD, S-SLiCS or U-SLiCS among `slics workspace --methods`)"
+    enc = getattr(ws, "encoder", None)
+    vocab = bool(getattr(ws, "vocab_words", None)) and getattr(ws, "vocab_text", None) is not None
+    rows = []
+
+    def add(page, ready, note):
+        rows.append({"page": page, "ready": bool(ready), "note": note})
+
+    add("Retrieve", True, "query-set rows" + (f"; uploads and typed phrases through encoder `{enc}` (loaded on "
+                                              "first use; needs its weights on this machine)" if enc else
+                                              "; no uploads or typed phrases (no encoder recorded)"))
+    add("Mix concepts", bool(dicts), "ready" if dicts else no_dict)
+    add("Subspaces", bool(dicts), "ready" if dicts else no_dict)
+    add("Atoms", bool(dicts), (("ready" if vocab else "ready; no top words (no caption vocabulary)")
+                               if dicts else no_dict))
+    add("Captions", bool(vocab and dicts),
+        "ready" if vocab and dicts else
+        ("needs a caption vocabulary: an encoder with a text tower when the workspace is built" if not vocab
+         else no_dict))
+    if building:
+        add("Generate", False, "waits for the whole emoji world, being built in the background")
+    elif getattr(ws, "generator", None):
+        add("Generate", True, f"ready (generator: {ws.generator})")
+    else:
+        add("Generate", False, "needs Stable Diffusion and CLIP ViT-L/14 embeddings of the same images "
+                               "(`slics download sd-1.5`, then rebuild the workspace); the other pages do not")
+    if building:
+        add("Evaluate", False, "waits for every method at every d0, being built in the background")
+    elif "S-SLiCS" in ws.methods and ws.d0_values:
+        add("Evaluate", True, "ready" + ("" if ws.Z is not None else " (no sub-labels: general-label scores only)"))
+    else:
+        add("Evaluate", False, "needs S-SLiCS fitted for at least one d0")
+    for page in ("Learn: concept cones", "Planted cones", "Glossary"):
+        add(page, True, "ready (needs no workspace)")
+    return rows
+
+
+def evaluate_look_at(rows: list, chosen_d0, k: int, sub_labels: bool) -> str:
+    """Evaluate's one sentence, from its methods table (``scoring.summary_rows``) and the chosen d0.
+
+    Names the best method by general-label mAP@k and how it compares with UF (the unfiltered baseline:
+    the whole query, no concept), since concept filtering is what the table is about.
+    """
+    scored = [r for r in rows if _fin(r.get("general"))]
+    if not scored:
+        return "the table has no scores for these settings."
+    best = max(scored, key=lambda r: r["general"])
+    uf = next((r for r in scored if r["method"] == "UF"), None)
+    s = f"the Gen. mAP@{k} column: {best['method']} ranks best ({best['general']:.3f})"
+    if uf is not None and best["method"] != "UF":
+        gap = best["general"] - uf["general"]
+        s += (f", {gap:.3f} above UF, the whole query without a concept filter ({uf['general']:.3f})" if gap > 0
+              else f", level with UF ({uf['general']:.3f})")
+    elif uf is not None:
+        s += ": here the whole query without a concept filter does best"
+    s += (f"; then the d0 curve below, whose best validation {'sub-label' if sub_labels else 'general-label'} "
+          f"score picks d0 = {chosen_d0}.")
+    return s
