@@ -52,14 +52,14 @@ SHOWN = 4  # components drawn in the row (a query with more concepts says which 
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _example(key: str, row: int, method: str, _ws):
-    """Top-3 pool images by each of the query's labelled concepts (at most SHOWN), and unfiltered."""
+    """Top-4 pool images (a 2 × 2 block) by each of the query's labelled concepts (at most SHOWN), and unfiltered."""
     model = _ws.model(method)
     x = _ws.X[[row]]
     concepts = np.flatnonzero(_ws.Y[row])[:SHOWN]
     pool = _ws.index["pool"]
     r = ConceptRetriever(model, _ws.X[pool])
-    res = r.search(x, k=3, concepts=concepts)
-    uf, _ = r.search_unfiltered(x, k=3)
+    res = r.search(x, k=4, concepts=concepts)
+    uf, _ = r.search_unfiltered(x, k=4)
     return [(int(c), pool[res.indices[0, i]].tolist()) for i, c in enumerate(res.concepts)], pool[uf[0]].tolist()
 
 
@@ -123,5 +123,4 @@ if missing_pages:
     st.warning(f"Ready except {', '.join(missing_pages)}; see below. Start with **Retrieve** in the sidebar.")
 else:
     st.success("Ready: every page works on this workspace. Start with **Retrieve** in the sidebar.")
-st.dataframe(pd.DataFrame([{"page": r["page"], "ready": "✅" if r["ready"] else "—", "what it needs": r["note"]}
-                           for r in ready]), hide_index=True, width="stretch", key="readiness")
+st.markdown("\n".join(f"- {'✅' if r['ready'] else '⛔'} **{r['page']}**: {r['note']}" for r in ready))

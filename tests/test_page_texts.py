@@ -55,7 +55,7 @@ def test_atom_sentences_follow_the_numbers():
     # the paper's Fig. 6 situation: blocks of co-occurrence, no blocks of cosine
     s = atom_sentences({"cooc_within_mean": 0.4, "cooc_between_mean": 0.1, "within_mean": -0.056,
                         "within_std": 0.062, "between_mean": 0.0, "between_std": 0.134})
-    assert s["look_at"].startswith("The left matrix's blocks on the diagonal")
+    assert s["look_at"].startswith("The co-occurrence matrix's blocks on the diagonal")
     assert "4.0×" in s["cooccurrence"] and "less alike" in s["cosine"]
     # the opposite of the paper is said as such
     s = atom_sentences({"cooc_within_mean": 0.4, "cooc_between_mean": 0.1, "within_mean": 0.5,
@@ -129,11 +129,12 @@ def test_home_on_a_workspace_without_generator_says_what_is_missing(dataset_ws):
     text = _texts(at)
     assert "every page works" not in text
     assert any("Generate" in w.value for w in at.warning)
-    table = next(d.value for d in at.dataframe if "what it needs" in d.value.columns)
-    gen = table[table.page == "Generate"].iloc[0]
-    assert gen["ready"] == "—" and "Stable Diffusion" in gen["what it needs"]
-    rows = {r["page"]: r for r in page_readiness(load_workspace(folder))}
-    assert list(table.page) == list(rows)
+    lines = next(m.value for m in at.markdown if "**Generate**" in m.value).splitlines()
+    gen = next(ln for ln in lines if "**Generate**" in ln)
+    assert gen.startswith("- ⛔") and "Stable Diffusion" in gen
+    rows = page_readiness(load_workspace(folder))
+    assert [ln.split("**")[1] for ln in lines] == [r["page"] for r in rows]
+    assert [ln.startswith("- ✅") for ln in lines] == [r["ready"] for r in rows]
 
 
 def test_home_hides_the_server_path_when_error_details_are_off(dataset_ws):  # noqa: F811

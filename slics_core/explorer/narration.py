@@ -94,19 +94,19 @@ def atom_sentences(summary: dict) -> dict:
                    f"{paper}.")
 
     if blocks:
-        first = "the left matrix's blocks on the diagonal: atoms of one concept are used together"
+        first = "the co-occurrence matrix's blocks on the diagonal: atoms of one concept are used together"
     elif blocks is None:
-        first = "which atoms are used together (left)"
+        first = "which atoms are used together (the co-occurrence matrix)"
     else:
-        first = "the left matrix: here atoms of one concept are hardly used together more than others"
+        first = "the co-occurrence matrix: here atoms of one concept are hardly used together more than others"
     if alike == "less":
-        second = "the right matrix has no blocks, because atoms of one concept point apart, not alike"
+        second = "the cosine matrix has no blocks, because atoms of one concept point apart, not alike"
     elif alike == "same":
-        second = "the right matrix has no blocks: atoms of one concept point no more alike than others"
+        second = "the cosine matrix has no blocks: atoms of one concept point no more alike than others"
     elif alike == "more":
-        second = "on the right, atoms of one concept also point alike (the paper found the opposite)"
+        second = "in the cosine matrix, atoms of one concept also point alike (the paper found the opposite)"
     else:
-        second = "the cosines of the atoms (right)"
+        second = "the cosines of the atoms"
     return {"look_at": f"{first[0].upper()}{first[1:]}; {second}.", "cooccurrence": cooc, "cosine": cos}
 
 
