@@ -10,8 +10,9 @@ import streamlit as st
 from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, page_intro,
                           require_dictionaries, workspace_words,
                           ws_id)
-from slics_core.explorer.maps import (atom_heatmaps, atom_labels, atom_top_items, atom_top_words, group_layout, item_codes,
-                             matrix_table, selected_point_ids)
+from slics_core.explorer.arrival import atom_matrices, atoms_split, pool_codes
+from slics_core.explorer.maps import (atom_labels, atom_top_items, atom_top_words, group_layout, matrix_table,
+                                      selected_point_ids)
 from slics_core.explorer.narration import atom_sentences
 
 st.title("Atoms")
@@ -39,18 +40,18 @@ with c3:
                           key="n_nonzero", help="Sparsity of the label-free non-negative OMP codes "
                                                "(the paper is silent; default d0).")
 
-code_split = "val" if len(ws.index.get("val", [])) else "train"
+code_split = atoms_split(ws)
 
 
+# both from the workspace's store when the build or another process made them (slics_core.explorer.arrival)
 @st.cache_data(show_spinner=False, max_entries=16)
 def _matrices(key, method, d0, n_nonzero, split, _ws):
-    return atom_heatmaps(_ws.model(method, d0), _ws.X[_ws.index[split]], n_nonzero=n_nonzero)
+    return atom_matrices(_ws, method, d0, n_nonzero, split)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _pool_codes(key, method, d0, _ws):
-    pool = _ws.index["pool"]
-    return item_codes(_ws.model(method, d0), _ws.X[pool], _ws.Y[pool])
+    return pool_codes(_ws, method, d0)
 
 
 with st.spinner("Sparse coding the validation items…"):

@@ -24,6 +24,7 @@ from app_pages import _state as state
 from app_pages._ui import csv_download, get_workspace, page_intro, pool_index, sidebar_workspace_note, ws_id
 from slics_core.evaluation import choose_d0
 from slics_core.explorer import scoring
+from slics_core.explorer.arrival import job_rankings
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.narration import evaluate_look_at, missing
 
@@ -34,8 +35,9 @@ LABEL_COLOURS = {"general": "#1f77b4", "sub": "#d62728"}
 
 @st.cache_resource(show_spinner=False, max_entries=256)
 def _rankings(key: str, method: str, d0, mode, split: str, depth: int, _ws):
-    """Top-``depth`` rankings of one job, ranked once per process (read-only, shared)."""
-    idx = scoring.rank_job(_ws, scoring.Job(method, d0, mode, split), depth=depth, index=pool_index(_ws))
+    """Top-``depth`` rankings of one job (read-only, shared): from the workspace's store, where the build or
+    any process put them, else ranked once and stored (slics_core.explorer.arrival)."""
+    idx = job_rankings(_ws, scoring.Job(method, d0, mode, split), depth, index=lambda: pool_index(_ws))
     idx.setflags(write=False)
     return idx
 

@@ -41,8 +41,8 @@ from app_pages import _state as state
 from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker,
                            page_intro, require_dictionaries, show_image, thumbnail, ws_id)
 from slics_core.explorer.maps import (ATOM_SUB, KINDS, NONE, OTHER, OTHER_CONCEPTS, SEVERAL, colour_groups,
-                                      map_points, map_sample, match_points, point_text, selected_point_ids,
-                                      tsne_layout)
+                                      map_points, map_sample, match_points, point_text, selected_point_ids)
+from slics_core.explorer.arrival import MAP_DEFAULTS, map_layout
 from slics_core.explorer.exports import figure_html, with_settings
 
 MAX_SHOWN = 40
@@ -102,7 +102,8 @@ with c2:
 with c3:
     concepts = st.multiselect("Concepts (empty: all)", ws.concept_names, key="map_concepts")
 with c4:
-    n_points = st.number_input("Items (sample)", min_value=10, max_value=3000, value=200, step=50, key="n_points",
+    n_points = st.number_input("Items (sample)", min_value=10, max_value=3000, value=MAP_DEFAULTS["n_points"],
+                               step=50, key="n_points",
                                help="At most this many items are sampled; t-SNE time grows with the number "
                                     "of points (items + their components + atoms).")
 query = st.session_state.get("query")
@@ -111,8 +112,10 @@ c1, c2, c3, c4 = st.columns([1, 2, 2, 2])
 with c1:
     seed = st.number_input("Seed", min_value=0, max_value=10_000, value=0, key="map_seed")
 with c2:
-    mark_query = st.checkbox(f"Mark the current query (item {query})" if query is not None
-                             else "Mark the current query (pick one on Retrieve)", value=query is not None,
+    # off by default: the first view is the map prepared at build time (slics_core.explorer.arrival);
+    # adding the query changes the points, so t-SNE runs again
+    mark_query = st.checkbox(f"Add and mark the current query (item {query})" if query is not None
+                             else "Add and mark the current query (pick one on Retrieve)", value=False,
                              disabled=query is None, key="mark_query")
 with c3:
     st.button("Paper's Fig. 5 view (animal components by sub-label)", key="fig5", on_click=_fig5_view)
@@ -142,11 +145,12 @@ def _points(key, method, d0, kinds, component, n_points, concepts, split, seed, 
 
 
 @st.cache_data(show_spinner=False, max_entries=24)
-def _tsne(key, params, seed, _P):
+def _tsne(key, params, seed, _P, _ws):
+    """The layout, from the workspace's store when any process (or the build) made it already."""
     import time
 
     t0 = time.perf_counter()
-    xy = tsne_layout(_P, random_state=seed)
+    xy = map_layout(_ws, _P, seed)
     return xy, time.perf_counter() - t0
 
 
@@ -156,7 +160,7 @@ bar = st.progress(0.0, text="Disentangling the items into components…")
 try:
     P, table = _points(*params, ws)
     bar.progress(0.3, text=f"t-SNE of {len(table)} points (about a second per 500 points)…")
-    xy, tsne_seconds = _tsne(ws_id(ws), params, int(seed), P)
+    xy, tsne_seconds = _tsne(ws_id(ws), params, int(seed), P, ws)
 except ValueError as exc:
     bar.empty()
     st.warning(f"No map for these settings: {exc}")

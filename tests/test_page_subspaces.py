@@ -278,6 +278,11 @@ def test_current_query_is_marked_with_its_components(ws):
     q = int(ws.index["query"][np.flatnonzero(ws.Y[ws.index["query"]].sum(1) >= 2)[0]])
     at = _page(query=q)
     assert not at.exception
+    # off at first (the first view is the map prepared at build time): no query among the pool's points
+    assert not at.checkbox(key="mark_query").value
+    assert not [t for t in _spec(at)["data"] if t.get("name") == "current query"]
+    at.checkbox(key="mark_query").check().run()
+    assert not at.exception
     exp = _expected_table(ws, at)
     spec = _spec(at)
     marked = [t for t in spec["data"] if t.get("name") == "current query"]

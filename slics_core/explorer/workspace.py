@@ -69,6 +69,7 @@ from slics_core.emoji.world import (
     render_emoji_world,
 )
 from slics_core.encoders import create_encoder
+from slics_core.explorer.arrival import prepare_pages
 from slics_core.evaluation import Split, choose_d0, fit_inputs, sweep_d0
 from slics_core.methods import REGISTRY, fit_method, get_method, method_names, needs_message
 from slics_core.preprocessing import load_mean, make_preprocessor
@@ -367,7 +368,7 @@ def _embed_vocabulary(encoder, words, store, progress):
 def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None, n_train=None, n_val=None,
                     n_query=None, seed=0, d0_values=(5, 10, 15), n_iter=10, methods=None, mean=None,
                     vocabulary=None, encoder=None, store=None, name=None, kind="dataset", generator=None,
-                    progress=None, replace=True, codebook=None) -> Workspace:
+                    progress=None, replace=True, codebook=None, prepare=True) -> Workspace:
     """Build, save and return a workspace from labelled embeddings (see the module docstring).
 
     Parameters
@@ -396,6 +397,9 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
     progress : callable ``progress(stage, done, total)``, optional
     codebook : array-like of shape (K, token_dim), optional
         Token codebook (TiTok) kept with the workspace for quantized-pool retrieval.
+    prepare : bool
+        After saving, compute and store what the pages show on arrival
+        (:func:`slics_core.explorer.arrival.prepare_pages`), so no first visit waits.
 
     Returns
     -------
@@ -459,6 +463,8 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         _progress(progress, "save the workspace", 0, 1)
         save_workspace(ws, out)
         _progress(progress, "save the workspace", 1, 1)
+        if prepare:  # what the pages show on arrival, stored in the folder for every process (issue 24)
+            prepare_pages(ws, progress)
     return ws
 
 
@@ -733,7 +739,7 @@ PROVISIONAL_D0 = 5
 #: used to turn per-step progress into one overall fraction.
 _STEPS = (("preview render", 3.5), ("preview embed", 4.0), ("preview fit", 1.0), ("render", 21.0),
           ("embed with emoji-small", 24.0), ("embed with emoji-large", 40.0), ("embed the vocabulary", 0.5),
-          ("fit", 90.0), ("choose d0", 10.0), ("save", 2.0))
+          ("fit", 90.0), ("choose d0", 10.0), ("save", 2.0), ("prepare the pages", 30.0))
 
 
 class BuildProgress:

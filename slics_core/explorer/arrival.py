@@ -1,0 +1,222 @@
+"""What the pages need on arrival, computed once per workspace and kept in its folder for every process.
+
+A page's first visit in a new server process used to redo work that depends only on the workspace:
+Evaluate ranked every job of its d0 sweep and methods table, Subspaces ran t-SNE, Atoms sparse-coded
+the validation items and the pool. These results are stored as ``.npz`` entries in the folder
+``<workspace>/pagecache/`` (:data:`STORE`): a page reads an entry when it is there and writes it when it
+computed one, so every process on the machine (a classroom's two servers, a restart) shares them, and
+:func:`prepare_pages` fills the defaults at build time (``slics workspace``, ``slics emoji-build`` and the
+app's background build call it through :func:`slics_core.explorer.workspace.build_workspace`).
+
+Rules: an entry is named by what it was computed from (a hash of the inputs' description), so a stale
+entry is never read; ``slics workspace`` replaces the whole folder, entries included. Entries are written
+to a temporary file and renamed (a concurrent reader never sees half a file); a file over
+:data:`MAX_ENTRY_BYTES`, unreadable, or missing an array is recomputed; at most :data:`MAX_ENTRIES` are
+kept (least recently used go). A folder that cannot be written is used read-only, or not at all.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "map_layout", "pool_codes", "prepare_pages",
+           "stored"]
+
+STORE = "pagecache"
+MAX_ENTRY_BYTES = 256 * 2**20
+MAX_ENTRIES = 512
+#: The Subspaces page's first view (its widgets' defaults), prepared at build time.
+MAP_DEFAULTS = {"kinds": ("embedding", "component", "atom"), "component": "partial", "n_points": 200,
+                "concepts": (), "split": "pool", "seed": 0}
+#: The Atoms page's co-occurrence split and k of mAP@k on Evaluate's first view.
+DEFAULT_K = 20
+
+
+def _folder(ws) -> Path | None:
+    """The workspace's store folder, or None (a workspace being built, or not saved)."""
+    if getattr(ws, "building", None) is not None or getattr(ws, "path", None) is None:
+        return None
+    path = Path(ws.path)
+    return path / STORE if path.is_dir() else None
+
+
+def _name(kind: str, description) -> str:
+    digest = hashlib.sha256(json.dumps(description, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return f"{kind}-{digest}.npz"
+
+
+def _read(path: Path, names) -> dict | None:
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_ENTRY_BYTES:
+            return None
+        with np.load(path, allow_pickle=False) as z:
+            if not set(names) <= set(z.files):
+                return None
+            out = {k: z[k] for k in z.files}
+        os.utime(path)  # recently used
+        return out
+    except (OSError, ValueError, EOFError):
+        return None
+
+
+def _prune(folder: Path) -> None:
+    entries = sorted(folder.glob("*.npz"), key=lambda p: p.stat().st_mtime)
+    for p in entries[:max(0, len(entries) - MAX_ENTRIES)]:
+        try:
+            p.unlink()
+        except OSError:
+            pass
+
+
+def _write(folder: Path, path: Path, arrays: dict) -> None:
+    try:
+        folder.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".entry-", suffix=".npz", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **arrays)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        _prune(folder)
+    except OSError:
+        pass  # a read-only workspace: the result is still returned, only not shared
+
+
+def stored(ws, kind: str, description, compute, names=None) -> dict:
+    """The arrays ``compute()`` returns (a dict of ndarrays), read from ``ws``'s store when an entry made from
+    the same ``description`` is there, else computed and stored.
+
+    ``description``: JSON-able description of everything the result depends on besides the workspace.
+    ``names``: arrays an entry must hold (default: those of the computed result, so a first call computes).
+    """
+    folder = _folder(ws)
+    path = None if folder is None else folder / _name(kind, description)
+    if path is not None and names is not None:
+        got = _read(path, names)
+        if got is not None:
+            return got
+    out = {k: np.asarray(v) for k, v in compute().items()}
+    if path is not None:
+        _write(folder, path, out)
+    return out
+
+
+# ---------------------------------------------------------------------- what the pages store
+def job_rankings(ws, job, depth: int, index=None) -> np.ndarray:
+    """:func:`slics_core.explorer.scoring.rank_job` of ``job`` at ``depth``, stored (Evaluate)."""
+    from slics_core.explorer import scoring
+
+    desc = {"method": job.method, "d0": job.d0, "mode": job.mode, "split": job.split, "depth": int(depth)}
+    index_fn = index if callable(index) else (lambda: index)
+    return stored(ws, "rank", desc, lambda: {"idx": scoring.rank_job(ws, job, depth=depth, index=index_fn())},
+                  names=("idx",))["idx"]
+
+
+def map_layout(ws, P, seed: int) -> np.ndarray:
+    """:func:`slics_core.explorer.maps.tsne_layout` of the points ``P`` (keyed by their bytes), stored
+    (Subspaces)."""
+    from slics_core.explorer.maps import tsne_layout
+
+    P = np.ascontiguousarray(P, dtype=np.float64)
+    desc = {"points": hashlib.sha256(P.tobytes()).hexdigest(), "shape": list(P.shape), "seed": int(seed)}
+    return stored(ws, "tsne", desc, lambda: {"xy": tsne_layout(P, random_state=int(seed))}, names=("xy",))["xy"]
+
+
+def atom_matrices(ws, method: str, d0: int, n_nonzero: int, split: str) -> dict:
+    """:func:`slics_core.explorer.maps.atom_heatmaps` of the ``split`` items, stored (Atoms)."""
+    from slics_core.explorer.maps import atom_heatmaps
+
+    def compute():
+        m = atom_heatmaps(ws.model(method, d0), ws.X[ws.index[split]], n_nonzero=n_nonzero)
+        return {"cooccurrence": m["cooccurrence"], "cosine": m["cosine"], "codes": m["codes"], "usage": m["usage"],
+                "n_nonzero": m["n_nonzero"], "summary": json.dumps(m["summary"])}
+
+    keep = ("cooccurrence", "cosine", "codes", "usage", "n_nonzero", "summary")
+    got = stored(ws, "atoms", {"method": method, "d0": int(d0), "n_nonzero": int(n_nonzero), "split": split},
+                 compute, names=keep)
+    out = dict(got)
+    out["summary"] = json.loads(str(got["summary"]))
+    out["n_nonzero"] = int(got["n_nonzero"])
+    return out
+
+
+def pool_codes(ws, method: str, d0: int) -> np.ndarray:
+    """:func:`slics_core.explorer.maps.item_codes` of the pool (labelled concepts), stored (Atoms)."""
+    from slics_core.explorer.maps import item_codes
+
+    pool = ws.index["pool"]
+    return stored(ws, "codes", {"method": method, "d0": int(d0)},
+                  lambda: {"codes": item_codes(ws.model(method, d0), ws.X[pool], ws.Y[pool])},
+                  names=("codes",))["codes"]
+
+
+def default_map_points(ws, method: str, d0: int):
+    """``(P, table)`` of the Subspaces page's first view (:data:`MAP_DEFAULTS`) for ``method`` and ``d0``."""
+    from slics_core.explorer.maps import map_points, map_sample
+
+    m = MAP_DEFAULTS
+    rows = map_sample(ws.Y, ws.index[m["split"]], m["n_points"], random_state=m["seed"], concepts=None,
+                      concept_names=ws.concept_names, include=[])
+    return map_points(ws.model(method, d0), ws.X, ws.Y, rows, kinds=list(m["kinds"]), component=m["component"],
+                      concepts=None, Z=ws.Z, sub_to_concept=ws.sub_to_concept, concept_names=ws.concept_names,
+                      sub_names=ws.sub_names)
+
+
+def atoms_split(ws) -> str:
+    """The items the Atoms page sparse-codes: the validation split (the paper's), else the training split."""
+    return "val" if len(ws.index.get("val", [])) else "train"
+
+
+def prepare_pages(ws, progress=None) -> list:
+    """Compute and store what the pages show on arrival with their default settings: Evaluate's d0 sweep and
+    methods table (rankings at depth 50, any k <= 50 then costs no ranking), the Subspaces map and the Atoms
+    matrices and pool codes of the default method and d0. Returns the names of what was prepared.
+
+    Needs a saved workspace (``ws.path``); does nothing for one being built.
+    """
+    from slics_core.explorer import scoring
+    from slics_core.retrieval import build_index
+
+    if _folder(ws) is None:
+        return []
+    jobs = []
+    if "S-SLiCS" in ws.methods and ws.d0_values:
+        jobs += scoring.sweep_jobs(ws, "S-SLiCS", splits=("val", "query"))
+        for split in ("query", "val"):
+            jobs += [j for j in scoring.table_jobs(ws, ws.default_d0, split=split) if j not in jobs]
+    dicts = ws.dictionary_methods()
+    method = "S-SLiCS" if "S-SLiCS" in dicts else (dicts[0] if dicts else None)
+    total = len(jobs) + (3 if method else 0)
+    done = []
+
+    def step(name):
+        if progress is not None:
+            progress(f"prepare the pages: {name}", len(done), total)
+        done.append(name)
+
+    if jobs:
+        index = build_index(ws.X[ws.index["pool"]], "auto")
+        depth = scoring.ranking_depth(DEFAULT_K)
+        for job in jobs:
+            step(f"Evaluate {job.label()}")
+            job_rankings(ws, job, depth, index)
+    if method is not None and ws.default_d0 is not None:
+        d0 = int(ws.default_d0)
+        step("Subspaces map")
+        P, _ = default_map_points(ws, method, d0)
+        map_layout(ws, P, MAP_DEFAULTS["seed"])
+        step("Atoms matrices")
+        model = ws.model(method, d0)
+        atom_matrices(ws, method, d0, int(np.bincount(model.groups_).max()), atoms_split(ws))
+        step("Atoms pool codes")
+        pool_codes(ws, method, d0)
+    if progress is not None:
+        progress("prepare the pages", total, total)
+    return done

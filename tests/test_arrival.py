@@ -1,0 +1,94 @@
+"""What the pages need on arrival is computed at build time and shared through the workspace folder
+(slics_core.explorer.arrival; issue 24, item 1)."""
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+from test_cli_data import toy  # noqa: F401  (fixture)
+from test_workspace import dataset_ws  # noqa: F401  (fixture)
+
+from slics_core.explorer import arrival, scoring
+from slics_core.explorer.workspace import load_workspace
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_stored_computes_once_and_recovers_from_damage(dataset_ws, monkeypatch):  # noqa: F811
+    ws = load_workspace(dataset_ws[1])
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"a": np.arange(5) * len(calls)}
+
+    first = arrival.stored(ws, "t", {"x": 1}, compute, names=("a",))
+    again = arrival.stored(ws, "t", {"x": 1}, compute, names=("a",))
+    assert len(calls) == 1 and np.array_equal(first["a"], again["a"])
+    other = arrival.stored(ws, "t", {"x": 2}, compute, names=("a",))  # another description: computed
+    assert len(calls) == 2 and np.array_equal(other["a"], np.arange(5) * 2)
+    entry = ws.path / arrival.STORE / arrival._name("t", {"x": 1})
+    entry.write_bytes(b"not an npz")  # damaged: recomputed and rewritten
+    assert np.array_equal(arrival.stored(ws, "t", {"x": 1}, compute, names=("a",))["a"], np.arange(5) * 3)
+    monkeypatch.setattr(arrival, "MAX_ENTRY_BYTES", 10)  # over the size limit: not loaded
+    arrival.stored(ws, "t", {"x": 1}, compute, names=("a",))
+    assert len(calls) == 4
+    monkeypatch.setattr(arrival, "MAX_ENTRIES", 2)  # bounded: the least recently used go
+    for i in range(4):
+        arrival.stored(ws, "t", {"y": i}, compute, names=("a",))
+    assert len(list((ws.path / arrival.STORE).glob("*.npz"))) == 2
+
+
+def test_build_prepares_every_default_job_and_the_pages_use_it(dataset_ws, monkeypatch):  # noqa: F811
+    ws = load_workspace(dataset_ws[1])
+    store = ws.path / arrival.STORE
+    assert store.is_dir() and len(list(store.glob("rank-*.npz"))) >= len(scoring.sweep_jobs(ws))
+    # a stored ranking is the ranking
+    job = scoring.Job("S-SLiCS", ws.default_d0, "partial", "query")
+    np.testing.assert_array_equal(arrival.job_rankings(ws, job, 50), scoring.rank_job(ws, job, depth=50))
+
+    # a new process (empty in-memory caches) opening Evaluate, Subspaces and Atoms ranks, lays out and codes
+    # nothing: everything comes from the folder
+    def refuse(*a, **k):
+        raise AssertionError("computed on arrival")
+
+    monkeypatch.setattr(scoring, "rank_job", refuse)
+    monkeypatch.setattr("slics_core.explorer.maps.tsne_layout", refuse)
+    monkeypatch.setattr("slics_core.explorer.maps.atom_heatmaps", refuse)
+    monkeypatch.setattr("slics_core.explorer.maps.item_codes", refuse)
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.query_params["ws"] = ws.path.name
+    at.run()
+    for page in ("evaluate", "subspaces", "atoms"):
+        at.switch_page(f"app_pages/{page}.py").run()
+        assert not at.exception, (page, [e.value for e in at.exception])
+    at.switch_page("app_pages/evaluate.py").run()
+    shown = at.dataframe[0].value
+    r = shown[shown.Method == "S-SLiCS"].iloc[0]
+    monkeypatch.undo()
+    expected = scoring.run_job(ws, scoring.Job("S-SLiCS", int(r["d0"]), "partial", "query"), k=20)
+    assert r["Gen. mAP@20"] == f"{expected['general']:.3f}"
+
+
+def test_prepare_pages_skips_a_workspace_being_built(dataset_ws):  # noqa: F811
+    ws = load_workspace(dataset_ws[1])
+    ws.building = object()
+    assert arrival.prepare_pages(ws) == []
+    ws.building, ws.path = None, None
+    assert arrival.prepare_pages(ws) == []
+
+
+def test_unwritable_workspace_still_answers(dataset_ws, monkeypatch):  # noqa: F811
+    """A folder that cannot be written (a shared read-only install): the result is computed and returned."""
+    ws = load_workspace(dataset_ws[1])
+
+    def no_write(*a, **k):
+        raise PermissionError(13, "read-only file system")
+
+    monkeypatch.setattr(arrival.tempfile, "mkstemp", no_write)
+    got = arrival.stored(ws, "t", {"ro": 1}, lambda: {"a": np.ones(3)}, names=("a",))
+    assert np.array_equal(got["a"], np.ones(3))
+    assert not (ws.path / arrival.STORE / arrival._name("t", {"ro": 1})).exists()
