@@ -1,6 +1,6 @@
 """SLiCS Explorer: Streamlit front end (``streamlit run app.py``).
 
-This file is the frame: page navigation, the glossary link on every page, and the shared state
+This file is the frame: page navigation (the Glossary is in every page's sidebar), and the shared state
 (app_pages/_state.py) read from the URL on a session's first run and written back to it after
 every run. Pages only arrange and draw; all computation is in :mod:`slics_core`.
 """
@@ -31,7 +31,6 @@ pages = {
 }
 page = st.navigation(pages)
 state.capture_link()
-st.sidebar.page_link("app_pages/glossary.py", label="Glossary: the words used here", icon="📖")
 try:
     page.run()
 finally:

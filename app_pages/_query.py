@@ -164,7 +164,7 @@ def _query_picker(ws) -> Query | None:
             for i, r in enumerate(shown):
                 with cols[i]:
                     show_image(store.thumbnail(r, 96), caption=f"#{r}", width="stretch")
-                    st.button("● current" if r == cur else "Use", key=f"query_thumb_{i}", on_click=_set_query,
+                    st.button("●" if r == cur else "Use", key=f"query_thumb_{i}", on_click=_set_query,
                               args=(r,), type="primary" if r == cur else "secondary", width="stretch",
                               help=f"Use query #{r}: {store.label(r)}")
             nav = st.columns([1, 1, 4])

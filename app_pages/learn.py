@@ -145,9 +145,9 @@ with left:
     st.caption(sc.description + " Drag to rotate the view; move x* with the sliders in the sidebar.")
 with right:
     m1, m2 = st.columns(2)
-    m1.metric("Reconstruction error ‖x* − Σ v_j‖", f"{d.error:.3f}")
+    m1.metric("Reconstruction error", f"{d.error:.3f}", help="‖x* − Σ v_j‖")
     best = int(np.nanargmax(np.nan_to_num(d.projection_cosines, nan=-2.0)))
-    m2.metric("Closest cone (largest cos(ṽ_j, x*))", sc.names[best])
+    m2.metric("Closest cone", sc.names[best], help="The cone with the largest cos(ṽ_j, x*)")
     table = pd.DataFrame(d.table(sc.names))
     st.dataframe(table[["concept", "active", "||v_j||", "||ṽ_j||", "cos(ṽ_j, x*)", "cos(v_j, x*)",
                         "||ṽ_j − v_j||"]], hide_index=True, width="stretch",

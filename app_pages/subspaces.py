@@ -93,7 +93,7 @@ with c4:
     color_by = st.radio("Colour by", color_options, horizontal=True, key="color_by",
                         help="sub-label: the sub-labels of one concept; the other concepts are grey")
 
-c1, c2, c3, c4 = st.columns([2, 1, 2, 1])
+c1, c2, c3, c4 = st.columns([3, 1, 3, 1])  # wide enough for the three kind chips unclipped
 with c1:
     kinds = st.multiselect("Show", list(KINDS), default=list(KINDS), key="kinds")
 with c2:
@@ -118,7 +118,8 @@ with c2:
                              else "Add and mark the current query (pick one on Retrieve)", value=False,
                              disabled=query is None, key="mark_query")
 with c3:
-    st.button("Paper's Fig. 5 view (animal components by sub-label)", key="fig5", on_click=_fig5_view)
+    st.button("Paper's Fig. 5 view", key="fig5", on_click=_fig5_view,
+              help="The paper's Fig. 5: the animal components and atoms, coloured by sub-label")
 with c4:
     sub_concept = None
     if color_by == "sub-label":

@@ -12,6 +12,10 @@ the next start is ready in a few seconds. This times, on this machine:
   first visit and repeated visits apart (what caches save).
 
     python benchmarks/bench_app.py [--scale 1.0] [--keep-cache DIR] [--interactions-only]
+    python benchmarks/bench_app.py --pages [--keep-cache DIR | --ws NAME] [--query ROW]
+
+``--pages``: every page's first and warm visit in a new process (server wall and CPU), the issue-24 check
+that no first visit on a built world waits over 3 s.
 """
 import argparse
 import os
@@ -88,15 +92,69 @@ def interactions(cache):
     return rows
 
 
+PAGES = ("home", "retrieve", "mix", "subspaces", "atoms", "captions", "generate", "evaluate", "learn", "cones",
+         "glossary")
+
+
+def page_visits(ws_name=None, query=None):
+    """Every page's first and warm visit in this (new) process: server wall and CPU seconds of the script run
+    (AppTest runs the real pages; CPU is the whole process's, background threads included).
+
+    A new process is what a restarted or second classroom server is: its first visits find nothing in memory
+    and only what the build stored in the workspace folder (slics_core.explorer.arrival).
+    """
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    app = str(Path(__file__).resolve().parent.parent / "app.py")
+    at = AppTest.from_file(app, default_timeout=900)
+    if ws_name:
+        at.query_params["ws"] = ws_name
+    if query is not None:
+        at.query_params["q"] = str(query)
+    rows = []
+    c, t = time.process_time(), time.perf_counter()
+    at.switch_page("app_pages/learn.py").run()  # the process's own start (Streamlit, imports), no workspace
+    rows.append(("process start (Learn page)", time.perf_counter() - t, time.process_time() - c))
+    for page in PAGES:
+        for visit in ("first", "warm"):
+            c, t = time.process_time(), time.perf_counter()
+            at.switch_page(f"app_pages/{page}.py").run()
+            wall, cpu = time.perf_counter() - t, time.process_time() - c
+            err = " (EXCEPTION)" if at.exception else ""
+            rows.append((f"{page}: {visit} visit{err}", wall, cpu))
+    print(f"every page, first and warm visit, workspace {ws_name or 'emoji'} ({os.cpu_count()} CPUs, "
+          f"load {os.getloadavg()[0]:.1f}):")
+    for name, wall, cpu in rows:
+        flag = "" if wall <= 3.0 else "   > 3 s"
+        print(f"  {name:<28}  wall {wall:7.3f} s  CPU {cpu:7.3f} s{flag}")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0, help="SLICS_EMOJI_SCALE (1 = the app's default sizes)")
     ap.add_argument("--keep-cache", default=None, help="build into this folder and keep it")
     ap.add_argument("--interactions-only", action="store_true",
                     help="only the per-interaction times (uses --keep-cache, built there if empty)")
+    ap.add_argument("--pages", action="store_true",
+                    help="only every page's first and warm visit in this new process, on a built world "
+                         "(--keep-cache, built there if empty) or on the dataset workspace --ws")
+    ap.add_argument("--ws", default=None, help="with --pages: a dataset workspace name under $SLICS_WORKSPACES")
+    ap.add_argument("--query", type=int, default=None, help="with --pages: the query row (?q=)")
     args = ap.parse_args()
     os.environ["SLICS_EMOJI_SCALE"] = str(args.scale)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.pages:
+        if args.ws is None:
+            cache = args.keep_cache or tempfile.mkdtemp(prefix="slics-bench-")
+            os.environ["SLICS_EMOJI_CACHE"] = cache
+            from slics_core.explorer.workspace import open_emoji_workspace
+
+            open_emoji_workspace(cache_dir=cache)
+        page_visits(args.ws, args.query)
+        return
     if args.interactions_only:
         cache = args.keep_cache or tempfile.mkdtemp(prefix="slics-bench-")
         from slics_core.explorer.workspace import open_emoji_workspace
