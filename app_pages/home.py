@@ -3,6 +3,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app_pages import _safe
 from app_pages._ui import (
     current_choice,
     get_workspace,
@@ -75,7 +76,7 @@ if len(multi) and dictionaries:
         st.markdown("### ≈")
     for k, (c, rows) in enumerate(per_concept):
         with cols[2 + k]:
-            st.markdown(f"**{'+ ' if k else ''}v({ws.concept_names[c]})** retrieves")
+            st.markdown(f"**{'+ ' if k else ''}v({_safe.text(ws.concept_names[c])})** retrieves")
             show_image([thumbnail(ws, r, 96) for r in rows], width=72)
     with cols[-1]:
         st.markdown("**whole x** retrieves")
@@ -93,7 +94,8 @@ c1.metric("Items", s["n_items"])
 c2.metric("Embedding dim", s["dim"])
 c3.metric("Concepts", s["n_concepts"])
 c4.metric("Sub-labels", s["n_sub_labels"])
-st.write(f"**{s['name']}** ({s['kind']}), encoder `{s['encoder']}`, stored in `{s['path']}`")
+st.write(f"**{_safe.text(s['name'])}** ({s['kind']}), encoder {_safe.code(s['encoder'])}, stored in "
+         f"{_safe.code(s['path'])}")
 st.dataframe(pd.DataFrame([{"split": k, "items": v} for k, v in s["splits"].items()]), hide_index=True)
 fitted = pd.DataFrame([{"method": m, "d0": d, "atoms": f"{int(mod.atoms_.shape[0])} atoms, {int(mod.n_iter_)} epochs"}
                        for (m, d), mod in ws.models.items() if d is not None])
@@ -108,5 +110,5 @@ else:
                 "`slics workspace --methods`).")
 others = [m for m in ws.methods if m not in ws.dictionary_methods()]
 st.caption("Baselines fitted too: " + (", ".join(others) if others else "none")
-           + "".join(f" · {m} left out: {why}" for m, why in ws.skipped.items()))
+           + "".join(f" · {_safe.text(m)} left out: {_safe.text(why)}" for m, why in ws.skipped.items()))
 st.success("Ready: every page works on this workspace. Start with **Retrieve** in the sidebar.")

@@ -184,14 +184,23 @@ def _to_rgb(im):
 
     mode = im.mode
     if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
-        arr = np.asarray(im, dtype=np.float64)
+        # one float32 working copy, scaled in place (a 16-bit value never lands on a .5 tie: float32 is exact
+        # enough); float64 temporaries cost 28 bytes a pixel, this 7
+        arr = np.array(im, dtype=np.float32)  # a writable copy (an F image's own buffer is read-only)
         if mode == "F":
             lo, hi = float(arr.min()), float(arr.max())
-            arr = (arr - lo) / (hi - lo) * 255.0 if hi > lo else np.zeros_like(arr)
+            if hi > lo:
+                arr -= lo
+                arr *= 255.0 / (hi - lo)
+            else:
+                arr[:] = 0
         else:
             hi = 65535.0 if mode.startswith("I;16") or arr.max() > 255 else 255.0
-            arr = arr / hi * 255.0
-        im = Image.fromarray(np.clip(np.rint(arr), 0, 255).astype(np.uint8), "L")
+            arr *= 255.0 / hi
+        np.rint(arr, out=arr)
+        np.clip(arr, 0, 255, out=arr)
+        im = Image.fromarray(arr.astype(np.uint8), "L")
+        del arr
         return im.convert("RGB")
     if mode == "P" and "transparency" in im.info:
         im = im.convert("RGBA")

@@ -842,10 +842,8 @@ def list_workspaces(root=None) -> list:
     for p in sorted(root.iterdir()):
         if p.name.startswith(".") or not (p / "workspace.json").is_file():
             continue
-        try:  # the small marker names the workspace; the header (ids, paths of every item) is not read
-            out.append((str(json.loads((p / MARKER).read_text()).get("name", p.name)), p))
-        except (OSError, ValueError, AttributeError):
-            out.append((f"{p.name} (damaged)", p))
+        name = _marker(p).get("name")  # the small marker names the workspace; the large header is not read
+        out.append((name, p) if isinstance(name, str) and name.strip() else (f"{p.name} (damaged)", p))
     return out
 
 
