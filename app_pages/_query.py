@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
+from app_pages import _safe
 from app_pages import _state as state
 from app_pages._ui import query_encoder, query_rows, shared, show_image, thumbnail, ws_id
 from slics_core.datasets import ImageLoadError
@@ -88,16 +89,16 @@ def _handle_upload(ws, up):
     try:
         img = load_upload(data, up.name)
     except UploadError as exc:
-        st.session_state["upload_error"] = ("error", str(exc))
+        st.session_state["upload_error"] = ("error", _safe.text(exc))
         return
     try:
         enc = query_encoder(ws)
         raw, x = embed_query(ws, enc, img)
     except FileNotFoundError as exc:
-        st.session_state["upload_error"] = ("warning", f"Uploads cannot be embedded here: {exc}")
+        st.session_state["upload_error"] = ("warning", f"Uploads cannot be embedded here: {_safe.text(exc)}")
         return
     except ValueError as exc:
-        st.session_state["upload_error"] = ("error", f"“{up.name}” could not be embedded: {exc}")
+        st.session_state["upload_error"] = ("error", f"{_safe.code(up.name)} could not be embedded: {_safe.text(exc)}")
         return
     shown = img.copy()
     shown.thumbnail((512, 512))  # only a display copy is kept in the session
@@ -166,7 +167,7 @@ def _query_picker(ws) -> Query | None:
                     show_image(store.thumbnail(r, 96), caption=f"#{r}", width="stretch")
                     st.button("●" if r == cur else "Use", key=f"query_thumb_{i}", on_click=_set_query,
                               args=(r,), type="primary" if r == cur else "secondary", width="stretch",
-                              help=f"Use query #{r}: {store.label(r)}")
+                              help=f"Use query #{r}: {_safe.text(store.label(r))}")
             nav = st.columns([1, 1, 4])
             nav[0].button("◀ previous", key="query_strip_prev", on_click=_shift_strip, args=(-STRIP, n),
                           help="Previous query images", width="stretch")
@@ -190,7 +191,7 @@ def _query_picker(ws) -> Query | None:
                     st.caption("The previous query is kept.")
         up_state = st.session_state.get("upload_query")
         if up_state is not None and st.session_state["query"] != "upload":
-            st.button(f"Use the uploaded image “{up_state['name']}” again", key="query_use_upload",
+            st.button(f"Use the uploaded image {_safe.code(up_state['name'])} again", key="query_use_upload",
                       on_click=_use_upload)
 
     cur = st.session_state["query"]
@@ -205,7 +206,7 @@ def _query_picker(ws) -> Query | None:
         try:
             raw, x = _text_embedding(ws_id(ws), phrase, ws)
         except (FileNotFoundError, ValueError) as exc:
-            st.warning(f"Text queries cannot be used here: {exc}")
+            st.warning(f"Text queries cannot be used here: {_safe.text(exc)}")
             return None
         return Query(key=cur, row=None, image=None, raw=raw, x=x, Y=None, Z=None, title=f"Text “{phrase}”",
                      text=phrase)
@@ -245,18 +246,18 @@ def preselection(ws, q: Query, model, method: str, d0, scores):
 def show_query(ws, q: Query, width: int = 220):
     """The query image (or phrase) and its known labels."""
     if q.text is not None:
-        st.markdown(f"### “{q.text}”")
+        st.markdown(f"### “{_safe.text(q.text)}”")
         st.caption("Text query: labels unknown.")
         return
     if q.row is not None:  # the row's image (or its grey tile), encoded once per process
         show_image(thumbnail(ws, q.row, max(q.image.size)), caption=q.title, width=width)
     else:
-        st.image(q.image, caption=q.title, width=width)
+        show_image(q.image, caption=q.title, width=width)
     if q.row is not None:
         lab = ws.labels_of(q.row)
-        st.markdown("**Concepts:** " + (", ".join(lab["concepts"]) or "none"))
+        st.markdown("**Concepts:** " + (_safe.text(", ".join(lab["concepts"])) or "none"))
         if lab.get("sub_labels"):
-            st.markdown("**Sub-labels:** " + ", ".join(lab["sub_labels"]))
+            st.markdown("**Sub-labels:** " + _safe.text(", ".join(lab["sub_labels"])))
     else:
         st.caption("Uploaded image: labels unknown.")
 

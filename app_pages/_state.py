@@ -34,6 +34,7 @@ from typing import NoReturn
 
 import streamlit as st
 
+from app_pages import _safe
 from slics_core.explorer.queries import parse_concept_param
 
 EMOJI = "emoji"
@@ -97,7 +98,7 @@ def apply_link(ws, *, preview: bool = False) -> None:
             if r is not None and 0 <= r < len(ws):
                 ss["query"] = r
             else:
-                problems.append(f"query q={q!r} is not an item of this workspace (0…{len(ws) - 1})")
+                problems.append(f"query q={_safe.code(q)} is not an item of this workspace (0…{len(ws) - 1})")
     if "c" in link:
         names = list(ws.concept_names)
         asked = [n.strip() for n in str(link["c"]).split(",") if n.strip()]
@@ -108,41 +109,41 @@ def apply_link(ws, *, preview: bool = False) -> None:
             # the picks belong to the link's query, or to whatever query the page starts with
             ss["concepts_for"] = _query_key(ss.get("query")) or LINKED
         if unknown:
-            problems.append("unknown concept(s) " + ", ".join(repr(n) for n in unknown))
+            problems.append("unknown concept(s) " + ", ".join(_safe.code(n) for n in unknown))
     if "method" in link:
         if link["method"] in ws.methods:
             ss["_s_method"] = link["method"]
         else:
-            problems.append(f"method {link['method']!r} is not fitted here ({', '.join(ws.methods)})")
+            problems.append(f"method {_safe.code(link['method'])} is not fitted here ({', '.join(ws.methods)})")
     if "d0" in link:
         d0 = _int(link["d0"])
         if d0 in ws.d0_values:
             ss["_s_d0"] = d0
         else:
-            problems.append(f"d0={link['d0']!r} is not fitted here ({', '.join(map(str, ws.d0_values))})")
+            problems.append(f"d0={_safe.code(link['d0'])} is not fitted here ({', '.join(map(str, ws.d0_values))})")
     if "mode" in link:
         if link["mode"] in MODES:
             ss["_s_mode"] = link["mode"]
         else:
-            problems.append(f"mode={link['mode']!r} is not 'partial' or 'full'")
+            problems.append(f"mode={_safe.code(link['mode'])} is not 'partial' or 'full'")
     if "k" in link:
         k = _int(link["k"])
         if k is not None and K_RANGE[0] <= k <= K_RANGE[1]:
             ss["_s_k"] = k
         else:
-            problems.append(f"k={link['k']!r} is not a whole number from {K_RANGE[0]} to {K_RANGE[1]}")
+            problems.append(f"k={_safe.code(link['k'])} is not a whole number from {K_RANGE[0]} to {K_RANGE[1]}")
     if "q2" in link:
         r = _int(link["q2"])
         if r is not None and 0 <= r < len(ws):
             ss["_s_q2"] = r
         else:
-            problems.append(f"second query q2={link['q2']!r} is not an item of this workspace")
+            problems.append(f"second query q2={_safe.code(link['q2'])} is not an item of this workspace")
     for key in ("c1", "c2"):
         if key in link:
             if link[key] in ws.concept_names:
                 ss[f"_s_{key}"] = link[key]
             else:
-                problems.append(f"{key}={link[key]!r} is not a concept of this workspace")
+                problems.append(f"{key}={_safe.code(link[key])} is not a concept of this workspace")
     if not preview:
         ss["_link_problems"] = problems
 

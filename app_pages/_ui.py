@@ -23,6 +23,7 @@ import numpy as np
 import streamlit as st
 from PIL import ImageOps
 
+from app_pages import _safe
 from app_pages import _state as state
 from app_pages._state import apply_link, capture_link, link_problems
 from slics_core.captions import prepare_text_embeddings
@@ -108,7 +109,7 @@ def _build_banner(handle, seen_generation: int):
     if snap["generation"] != seen_generation:
         st.rerun()
     if snap["error"]:
-        st.warning(f"Building the whole workspace failed: {snap['error']}. The preview stays usable; restart the "
+        st.warning(f"Building the whole workspace failed: {_safe.text(snap['error'])}. The preview stays usable; restart the "
                    "server to try again, or prepare the cache with `slics emoji-build`.")
         return
     st.progress(min(1.0, snap["percent"] / 100),
@@ -158,7 +159,7 @@ def get_workspace():
             error = exc
     placeholder.empty()
     if error is not None:
-        st.error(f"Could not open workspace `{choice}`: {error}")
+        st.error(f"Could not open workspace {_safe.code(choice)}: {_safe.text(error)}")
         st.session_state.pop("ws_choice", None)
         st.session_state.pop("_link", None)  # the rest of the link was for that workspace
         if "ws" in st.query_params:
@@ -256,7 +257,7 @@ def require_dictionaries(ws) -> list:
     there are none (e.g. a workspace built with ``--methods UF``)."""
     methods = ws.dictionary_methods()
     if not methods:
-        st.info(f"Workspace {ws.name!r} has no fitted dictionary (S-SVD, S-SLiCS or U-SLiCS), so this page has "
+        st.info(f"Workspace {_safe.code(ws.name)} has no fitted dictionary (S-SVD, S-SLiCS or U-SLiCS), so this page has "
                 "nothing to show; rebuild it with one of them among `slics workspace --methods`.")
         state.stop()
     return methods
@@ -403,7 +404,13 @@ def thumbnail(ws, row: int, size: int = 128, border: str | None = None) -> str:
 
 
 def show_image(url, **kw):
-    """``st.image`` of ``data:`` URLs from :func:`thumbnail` (one or a list; drawn as they are)."""
+    """``st.image`` of ``data:`` URLs from :func:`thumbnail` (one or a list; drawn as they are).
+
+    A ``caption`` (str or list) is shown as plain text (:func:`app_pages._safe.text`): captions carry
+    dataset ids, labels and file names."""
+    cap = kw.get("caption")
+    if cap is not None:
+        kw["caption"] = [_safe.text(c) for c in cap] if isinstance(cap, (list, tuple)) else _safe.text(cap)
     return st.image(url, **kw)
 
 
@@ -484,4 +491,4 @@ def page_intro(look_at: str, more: str | None = None) -> None:
 
 def sidebar_workspace_note(ws):
     with st.sidebar:
-        st.caption(f"Workspace: **{ws.name}** · {len(ws)} items · {ws.X.shape[1]}-d")
+        st.caption(f"Workspace: **{_safe.text(ws.name)}** · {len(ws)} items · {ws.X.shape[1]}-d")

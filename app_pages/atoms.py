@@ -7,6 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from app_pages import _safe
 from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, page_intro,
                           require_dictionaries, workspace_words,
                           ws_id)
@@ -128,7 +129,7 @@ with a1:
 with a2:
     k = st.number_input("Images", min_value=1, max_value=60, value=12, key="atom_k")
 atom = int(atom)
-st.caption(f"Concept **{names[model.groups_[atom]]}**; used by {mats['usage'][atom]:.1%} of the {code_split} "
+st.caption(f"Concept **{_safe.text(names[model.groups_[atom]])}**; used by {mats['usage'][atom]:.1%} of the {code_split} "
            f"items in the OMP codes.")
 
 img_col, word_col = st.columns([3, 1])
@@ -150,7 +151,7 @@ with word_col:
         with st.spinner("Embedding the vocabulary (first time only)…"):
             words, Wp, _ = workspace_words(ws)
     except (FileNotFoundError, ImportError, ValueError) as exc:
-        st.warning(f"No word vocabulary for this workspace: {exc}")
+        st.warning(f"No word vocabulary for this workspace: {_safe.text(exc)}")
     else:
         tw = atom_top_words(model.atoms_[atom], Wp, words, k=10)
         st.dataframe(tw[["word", "cosine"]], hide_index=True, width="stretch")

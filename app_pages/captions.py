@@ -3,6 +3,7 @@
 import streamlit as st
 
 from app_pages import _state as state
+from app_pages import _safe
 from app_pages._ui import csv_download, d0_picker, get_workspace, page_intro, workspace_words, ws_id
 from slics_core.explorer.maps import caption_table
 
@@ -38,7 +39,7 @@ try:
         words, Wp, seconds = workspace_words(ws)
         status.update(label=f"Vocabulary: {len(words)} words (loaded in {seconds:.1f} s)", state="complete")
 except (FileNotFoundError, ImportError, ValueError) as exc:
-    st.warning(f"No word vocabulary for this workspace, so no captions: {exc}")
+    st.warning(f"No word vocabulary for this workspace, so no captions: {_safe.text(exc)}")
     state.stop()
 
 if not methods:

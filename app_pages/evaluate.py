@@ -19,6 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app_pages import _safe
 from app_pages import _state as state
 
 from app_pages._ui import csv_download, get_workspace, page_intro, pool_index, sidebar_workspace_note, ws_id
@@ -166,7 +167,7 @@ norm = c3.radio("AP normalisation", list(NORM_LABELS), format_func=NORM_LABELS.g
 try:
     sweep = _run(ws, scoring.sweep_jobs(ws, "S-SLiCS", splits=("val", "query")), k, norm, "d0 sweep")
 except ValueError as exc:
-    st.error(f"Cannot evaluate this workspace: {exc}")
+    st.error(f"Cannot evaluate this workspace: {_safe.text(exc)}")
     state.stop()
 chosen = choose_d0(sweep, mode="partial", by="sub")
 
@@ -191,7 +192,7 @@ st.caption("Gen./Sub.: ranked by the partial component ṽ_j (eq. 3) for the dic
            f"{table_records[0]['n_pairs_general']} (query, concept) pairs. —: methods without atoms have no d0, "
            "and methods with one kind of component have no separate v_j column.")
 for m, why in ws.skipped.items():
-    st.caption(f"{m} is not in this workspace: {why}.")
+    st.caption(f"{_safe.text(m)} is not in this workspace: {_safe.text(why)}.")
 if "F-SpLiCE" in ws.methods and ws.kind == "emoji":
     st.caption("Emoji world caveat: F-SpLiCE's vocabulary here is exactly the 82 category and supercategory "
                "names, i.e. the sub-labels themselves, which favours it on sub-label retrieval; the paper's "

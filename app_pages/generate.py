@@ -9,6 +9,7 @@ import numpy as np
 import streamlit as st
 
 from app_pages import _state as state
+from app_pages import _safe
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import (component_picker, d0_picker, get_workspace, method_picker, page_intro, png_bytes,
                           sidebar_workspace_note, workspace_generator, ws_id)
@@ -33,7 +34,7 @@ def _generate(gen, rows, titles, seed, steps, cache_key):
             bar.progress(i / len(rows), text=f"Generating {title} ({i + 1}/{len(rows)})…")
             images.extend(gen.generate(row[None], seed=int(seed), steps=int(steps)))
     except (ValueError, RuntimeError) as exc:
-        st.error(f"Generation failed: {exc}")
+        st.error(f"Generation failed: {_safe.text(exc)}")
         return []
     finally:
         bar.empty()
@@ -47,7 +48,7 @@ def _show_images(images, titles, key_prefix, n_cols=6):
     cols = st.columns(min(n_cols, len(images)))
     for i, (im, title) in enumerate(zip(images, titles)):
         with cols[i % len(cols)]:
-            st.image(im.resize((192, 192), resample=0) if im.width < 192 else im, caption=title, width=192)
+            st.image(im.resize((192, 192), resample=0) if im.width < 192 else im, caption=_safe.text(title), width=192)
             st.download_button("PNG", png_bytes(im), file_name=f"{key_prefix}-{i}-{title}.png".replace(" ", "_"),
                                mime="image/png", key=f"{key_prefix}_png_{i}")
 
@@ -98,7 +99,7 @@ with right:
                       if "alignment_train_cosine" in gen.info else ""))
 
 if gen is None:
-    st.warning(f"No generator for this workspace: {gen_error}")
+    st.warning(f"No generator for this workspace: {_safe.text(gen_error)}")
     state.stop()
 
 # ---------------------------------------------------------------- components
@@ -109,11 +110,11 @@ try:
     V = query_components(model, q.x, mode=mode, active=picked if mode == "full" else None) if picked \
         else np.zeros((len(names), q.x.shape[0]))
 except ValueError as exc:
-    st.error(str(exc))
+    st.error(_safe.text(exc))
     state.stop()
 rows, titles, skipped = generation_rows(q.x, V, picked, names)
 if skipped:
-    st.caption("Nothing to draw for " + ", ".join(skipped) + ": the query's component there is zero.")
+    st.caption("Nothing to draw for " + _safe.text(", ".join(skipped)) + ": the query's component there is zero.")
 run = True
 if not gen.deterministic:
     run = st.button("Generate", key="generate", type="primary") or \
@@ -141,7 +142,7 @@ cname = c1.selectbox("Concept", names, key="interp_concept")
 atoms = concept_atoms(model, names.index(cname))
 n_atoms = atoms.shape[0]
 if n_atoms < 2:
-    st.info(f"{cname} has fewer than two atoms in this model.")
+    st.info(f"{_safe.text(cname)} has fewer than two atoms in this model.")
     state.stop()
 a_idx = c2.selectbox("Atom b₁", list(range(n_atoms)), index=0, key="atom_a")
 b_idx = c3.selectbox("Atom b₂", list(range(n_atoms)), index=1, key="atom_b")

@@ -4,6 +4,8 @@ Widget keys: "glossary_search".
 """
 import streamlit as st
 
+from app_pages import _safe
+
 TERMS = {
     "Embedding (x)": "The vector an encoder (CLIP, DINOv2, TiTok…) gives an image. Here it is prepared as in the "
                      "paper (sec. 4.1): unit length, minus the mean of the training images, unit length again.",
@@ -62,6 +64,6 @@ st.markdown("**What to look at:** the words the pages use, each in two or three 
 query = st.text_input("Find a term", key="glossary_search", placeholder="e.g. cone, d0, mAP")
 shown = {t: d for t, d in TERMS.items() if not query or query.lower() in (t + " " + d).lower()}
 if not shown:
-    st.info(f"No term mentions “{query}”.")
+    st.info(f"No term mentions “{_safe.text(query)}”.")
 for term, text in shown.items():
     st.markdown(f"**{term}** — {text}")

@@ -3,6 +3,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app_pages import _safe
 from app_pages._ui import (
     current_choice,
     get_workspace,
@@ -81,7 +82,7 @@ if len(multi) and dictionaries:
     for k, (c, rows) in enumerate(per_concept):
         with cols[2 + k]:
             tail = " + …" if more and k == len(per_concept) - 1 else ""
-            st.markdown(f"**{'+ ' if k else ''}v({ws.concept_names[c]}){tail}** retrieves")
+            st.markdown(f"**{'+ ' if k else ''}v({_safe.text(ws.concept_names[c])}){tail}** retrieves")
             show_image([thumbnail(ws, r, 96) for r in rows], width=72)
     with cols[-1]:
         st.markdown("**whole x** retrieves")
@@ -100,8 +101,8 @@ c2.metric("Embedding dim", s["dim"])
 c3.metric("Concepts", s["n_concepts"])
 c4.metric("Sub-labels", s["n_sub_labels"])
 # the folder is the server's own path: shown only where error details are (a laptop), never to a classroom
-where = f", stored in `{s['path']}`" if st.get_option("client.showErrorDetails") in ("full", True) else ""
-st.write(f"**{s['name']}** ({s['kind']}), encoder `{s['encoder']}`{where}")
+where = f", stored in {_safe.code(s['path'])}" if st.get_option("client.showErrorDetails") in ("full", True) else ""
+st.write(f"**{_safe.text(s['name'])}** ({s['kind']}), encoder {_safe.code(s['encoder'])}{where}")
 st.dataframe(pd.DataFrame([{"split": k, "items": v} for k, v in s["splits"].items()]), hide_index=True)
 fitted = pd.DataFrame([{"method": m, "d0": d, "atoms": f"{int(mod.atoms_.shape[0])} atoms, {int(mod.n_iter_)} epochs"}
                        for (m, d), mod in ws.models.items() if d is not None])
@@ -116,7 +117,7 @@ else:
                 "`slics workspace --methods`).")
 others = [m for m in ws.methods if m not in ws.dictionary_methods()]
 st.caption("Baselines fitted too: " + (", ".join(others) if others else "none")
-           + "".join(f" · {m} left out: {why}" for m, why in ws.skipped.items()))
+           + "".join(f" · {_safe.text(m)} left out: {_safe.text(why)}" for m, why in ws.skipped.items()))
 ready = page_readiness(ws)
 missing_pages = [r["page"] for r in ready if not r["ready"]]
 if missing_pages:

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app_pages import _safe
 from app_pages import _state as state
 from app_pages._query import query_picker, row_query, show_query
 from app_pages._ui import (
@@ -117,13 +118,13 @@ try:
     mixed, parts = mix_components(model, [(q.x, j1, None if q.Y is None else np.flatnonzero(q.Y)),
                                           (q2.x, j2, np.flatnonzero(q2.Y))], mode=mode)
 except ValueError as exc:
-    st.error(str(exc))
+    st.error(_safe.text(exc))
     state.stop()
 
 with right:
-    st.markdown(f"**= {c1} of the first + {c2} of the second**")
+    st.markdown(f"**= {_safe.text(c1)} of the first + {_safe.text(c2)} of the second**")
     n = np.linalg.norm(parts, axis=1)
-    st.caption(f"Component norms: {c1} {n[0]:.2f}, {c2} {n[1]:.2f}; cosine between them "
+    st.caption(f"Component norms: {_safe.text(c1)} {n[0]:.2f}, {_safe.text(c2)} {n[1]:.2f}; cosine between them "
                f"{float(parts[0] @ parts[1] / max(n[0] * n[1], 1e-12)):.2f}.")
     gen, gen_error = None, None
     try:
@@ -134,13 +135,14 @@ with right:
         imgs = gen.generate(np.stack([parts[0], parts[1], mixed]), seed=0)
         cols = st.columns(3)
         for col, im, t in zip(cols, imgs, (c1, c2, "mix")):
-            col.image(im.resize((128, 128), resample=0) if im.width < 128 else im, caption=t, width="stretch")
+            col.image(im.resize((128, 128), resample=0) if im.width < 128 else im, caption=_safe.text(t),
+                      width="stretch")
         st.download_button("Download the mix image (PNG)", png_bytes(imgs[2]), file_name=f"mix-{c1}-{c2}.png",
                            mime="image/png", key="mix_png")
     elif gen is not None:
         st.caption(f"Draw it on the Generate page's generator ({gen.name}) — sampling is slow, so it is not run here.")
     else:
-        st.caption(f"No generator for this workspace: {gen_error}")
+        st.caption(f"No generator for this workspace: {_safe.text(gen_error)}")
 
 # ---------------------------------------------------------------- retrieval by the mix
 rows, sc = rank_pool(mixed[None], ws.X, ws.index["pool"], k, index=pool_index(ws))
@@ -152,9 +154,9 @@ st.subheader(f"Pool images closest to the mix ({method}{'' if d0 is None else f'
 if g1 is not None:
     both = g1 & g2
     m = st.columns(3)
-    m[0].metric(f"P@{len(rows)} · has {c1} and {c2}", f"{100 * both.mean():.0f}%")
-    m[1].metric(f"has {c1}", f"{100 * g1.mean():.0f}%")
-    m[2].metric(f"has {c2}", f"{100 * g2.mean():.0f}%")
+    m[0].metric(f"P@{len(rows)} · has {_safe.text(c1)} and {_safe.text(c2)}", f"{100 * both.mean():.0f}%")
+    m[1].metric(f"has {_safe.text(c1)}", f"{100 * g1.mean():.0f}%")
+    m[2].metric(f"has {_safe.text(c2)}", f"{100 * g2.mean():.0f}%")
 borders = None if g1 is None else ["#2e9d4f" if a and b else ("#e69500" if a or b else "#d0342c")
                                    for a, b in zip(g1, g2)]
 st.caption("Border: green has both concepts, orange one of them, red neither.")

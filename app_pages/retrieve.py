@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import _state as state
+from app_pages import _safe
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import (
     component_picker,
@@ -57,7 +58,7 @@ def _mark(rel_g, rel_s, r):
 
 def _draw_gallery(ws, g, n_cols, pick_key):
     if not len(g.rows):
-        st.caption(f"Empty: {g.note}.")
+        st.caption(f"Empty: {_safe.text(g.note)}.")
         return
     borders, caps = [], []
     for r in range(len(g.rows)):
@@ -152,16 +153,16 @@ st.markdown(f"Border: <span style='color:{GREEN}'>■ relevant</span> (has the c
             f"<span style='color:{RED}'>■ not relevant</span>", unsafe_allow_html=True)
 for cg, uf in pairs:
     name = names[cg.concept]
-    st.subheader(f"{name}")
+    st.subheader(_safe.text(name))
     m = st.columns(4)
-    m[0].metric(f"P@{k} general · {name}", _pct(cg.precision_general),
+    m[0].metric(f"P@{k} general · {_safe.text(name)}", _pct(cg.precision_general),
                 _delta(cg.precision_general, uf.precision_general))
     m[1].metric(f"P@{k} general · unfiltered", _pct(uf.precision_general))
-    m[2].metric(f"P@{k} sub-label · {name}", _pct(cg.precision_sub), _delta(cg.precision_sub, uf.precision_sub))
+    m[2].metric(f"P@{k} sub-label · {_safe.text(name)}", _pct(cg.precision_sub), _delta(cg.precision_sub, uf.precision_sub))
     m[3].metric(f"P@{k} sub-label · unfiltered", _pct(uf.precision_sub))
     a, b = st.columns(2)
     with a:
-        st.markdown(f"**By the {name} component** ({component_words(method, mode)})")
+        st.markdown(f"**By the {_safe.text(name)} component** ({component_words(method, mode)})")
         _draw_gallery(ws, cg, n_cols, pick_key=f"pick_{cg.concept}")
     with b:
         st.markdown("**Unfiltered** (whole query)")

@@ -38,6 +38,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from app_pages import _state as state
+from app_pages import _safe
 from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker,
                            page_intro, require_dictionaries, show_image, thumbnail, ws_id)
 from slics_core.explorer.maps import (ATOM_SUB, KINDS, NONE, OTHER, OTHER_CONCEPTS, SEVERAL, colour_groups,
@@ -164,7 +165,7 @@ try:
     xy, tsne_seconds = _tsne(ws_id(ws), params, int(seed), P, ws)
 except ValueError as exc:
     bar.empty()
-    st.warning(f"No map for these settings: {exc}")
+    st.warning(f"No map for these settings: {_safe.text(exc)}")
     state.stop()
 bar.empty()
 table = table.assign(x=xy[:, 0], y=xy[:, 1])
@@ -233,7 +234,7 @@ def _figure(params, color_by, sub_concept, highlight, drag, _table, _texts, _gro
                 opacity = np.full(idx.size, 1.0 if k == "atom" else 0.8)
                 line_w = np.full(idx.size, 1.0 if k == "atom" else 0.0)
             fig.add_trace(go.Scatter(
-                x=table.x.to_numpy()[idx], y=table.y.to_numpy()[idx], mode="markers", name=g, legendgroup=g,
+                x=table.x.to_numpy()[idx], y=table.y.to_numpy()[idx], mode="markers", name=_safe.figure_text(g), legendgroup=g,
                 showlegend=g not in legend_shown, customdata=[[int(p)] for p in table.point.to_numpy()[idx]],
                 hovertext=[texts[i] for i in idx], hovertemplate="%{hovertext}<extra></extra>",
                 marker=dict(symbol=SYMBOLS[k], size=SIZES[k], color=colours[g], opacity=opacity.tolist(),
@@ -241,7 +242,7 @@ def _figure(params, color_by, sub_concept, highlight, drag, _table, _texts, _gro
             legend_shown.add(g)
     marked = table[(table.row >= 0) & table.row.isin(include)]
     if len(marked):
-        names = [f"x (item {r})" if k == "embedding" else f"{'ṽ' if component == 'partial' else 'v'}: {c}"
+        names = [f"x (item {r})" if k == "embedding" else f"{'ṽ' if component == 'partial' else 'v'}: {_safe.figure_text(c)}"
                  for r, k, c in zip(marked.row, marked.kind, marked.concept)]
         fig.add_trace(go.Scatter(x=marked.x, y=marked.y, mode="markers+text", text=names, textposition="top center",
                                  customdata=marked[["point"]].to_numpy().tolist(), name="current query",
@@ -254,10 +255,10 @@ def _figure(params, color_by, sub_concept, highlight, drag, _table, _texts, _gro
         title=f"{method}, d0={d0}: {int((table.kind == 'embedding').sum())} items, "
               f"{int((table.kind == 'component').sum())} components, "
               f"{int((table.kind == 'atom').sum())} atoms (t-SNE {_tsne_seconds:.1f} s)"
-              + (f" · {n_hit} points match “{highlight}”" if highlight else ""),
+              + (f" · {n_hit} points match “{_safe.figure_text(highlight)}”" if highlight else ""),
         height=680, margin=dict(l=40, r=10, t=60, b=40), xaxis_title="t-SNE 1", yaxis_title="t-SNE 2",
         clickmode="event+select", dragmode=DRAG[drag], hovermode="closest",
-        legend=dict(title_text=(f"sub-labels of {sub_concept}" if color_by == "sub-label" else "concept")
+        legend=dict(title_text=(f"sub-labels of {_safe.figure_text(sub_concept)}" if color_by == "sub-label" else "concept")
                     + f"<br><sub>{kind_key}</sub>",
                     orientation="v", x=1.01, xanchor="left", y=1, yanchor="top", itemsizing="constant",
                     font=dict(size=11), tracegroupgap=0))
@@ -304,8 +305,8 @@ with right:
             r = int(table.row.iat[focus])
             with st.container(key="map_preview"):
                 show_image(thumbnail(ws, r, 256), caption=f"#{r}", width=256)
-                st.markdown(texts[focus].replace("<i>", "*").replace("</i>", "*"))
-                st.caption(label_text(ws, r))
+                st.markdown(_safe.text(plain[focus]))
+                st.caption(_safe.text(label_text(ws, r)))
                 if st.button(f"Use #{r} as the query", key="map_use_query", type="primary",
                              help="Open Retrieve with this item as the query"):
                     st.session_state["query"] = r
@@ -324,7 +325,7 @@ with right:
                 st.caption(f"First {MAX_SHOWN} of {(sub.row >= 0).sum()} picked items shown.")
         atoms = sub[sub.kind == "atom"]
         if len(atoms):
-            st.markdown("**Atoms picked:** " + ", ".join(plain[p] for p in atoms.index)
+            st.markdown("**Atoms picked:** " + _safe.text(", ".join(plain[p] for p in atoms.index))
                         + " — see the Atoms page for the images that use them most.")
         details = sub.reset_index()[["point", "kind", "row", "atom", "concept", "sub_label"]]
         details["description"] = [plain[p] for p in details.point]

@@ -99,6 +99,9 @@ class ImageDataset:
     sub_names : list of str
     sub_to_concept : ndarray of int, shape (L,)
     name : str
+    label_report : str or None
+        How a separate label file was matched to the ids ("N of M label rows matched, K ids
+        unlabelled"), when one was.
     """
 
     paths: list
@@ -109,6 +112,7 @@ class ImageDataset:
     sub_names: list = field(default_factory=list)
     sub_to_concept: np.ndarray | None = None
     name: str = "dataset"
+    label_report: str | None = None
 
     def __len__(self):
         return len(self.paths)
@@ -180,14 +184,23 @@ def _to_rgb(im):
 
     mode = im.mode
     if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
-        arr = np.asarray(im, dtype=np.float64)
+        # one float32 working copy, scaled in place (a 16-bit value never lands on a .5 tie: float32 is exact
+        # enough); float64 temporaries cost 28 bytes a pixel, this 7
+        arr = np.array(im, dtype=np.float32)  # a writable copy (an F image's own buffer is read-only)
         if mode == "F":
             lo, hi = float(arr.min()), float(arr.max())
-            arr = (arr - lo) / (hi - lo) * 255.0 if hi > lo else np.zeros_like(arr)
+            if hi > lo:
+                arr -= lo
+                arr *= 255.0 / (hi - lo)
+            else:
+                arr[:] = 0
         else:
             hi = 65535.0 if mode.startswith("I;16") or arr.max() > 255 else 255.0
-            arr = arr / hi * 255.0
-        im = Image.fromarray(np.clip(np.rint(arr), 0, 255).astype(np.uint8), "L")
+            arr *= 255.0 / hi
+        np.rint(arr, out=arr)
+        np.clip(arr, 0, 255, out=arr)
+        im = Image.fromarray(arr.astype(np.uint8), "L")
+        del arr
         return im.convert("RGB")
     if mode == "P" and "transparency" in im.info:
         im = im.convert("RGBA")
@@ -415,36 +428,65 @@ def load_folder(image_dir, labels=None):
         return ImageDataset(files, [os.path.relpath(f, image_dir) for f in files],
                             np.zeros((len(files), 0), dtype=bool), [], name=image_dir.name)
     records, declared = _read_label_records(labels)
-    find = _name_index([os.path.relpath(f, image_dir) for f in files], files)
-    rows = []
-    for rec in records:
-        img = rec["image"].replace("\\", "/")
-        path, n_hits = find(img)
-        if path is None:
-            raise ValueError(f"label file names image {img!r}, which is {'not' if not n_hits else 'not uniquely'} "
-                             f"found under {str(image_dir)!r}.")
-        rows.append((path, img, rec))
-    Y, concepts, Z, subs, s2c = _label_arrays([r[2] for r in rows], declared)
-    return ImageDataset([r[0] for r in rows], [r[1] for r in rows], Y, concepts, Z, subs, s2c,
-                        name=image_dir.name)
+    rel = [os.path.relpath(f, image_dir) for f in files]
+    row_of = _match_label_rows(rel, records, labels, root=image_dir)
+    matched = {r: i for i, r in enumerate(row_of) if r is not None}
+    missing = next((rec for r, rec in enumerate(records) if r not in matched), None)
+    if missing is not None:
+        raise ValueError(f"label file {os.fspath(labels)!r} {missing['where']}: image {missing['image']!r} is not "
+                         f"found under {str(image_dir)!r}; fix the path or remove that row.")
+    order = [matched[r] for r in range(len(records))]
+    Y, concepts, Z, subs, s2c = _label_arrays(records, declared)
+    return ImageDataset([files[i] for i in order], [rel[i].replace("\\", "/") for i in order], Y, concepts, Z, subs,
+                        s2c, name=image_dir.name)
 
 
-def _name_index(names, values):
-    """``find(name) -> (value, n_hits)``: the value of ``name`` matched exactly (``/`` or ``\\`` separators),
-    else by file name when exactly one entry has that file name (``value`` None otherwise)."""
-    exact = {str(n).replace("\\", "/"): v for n, v in zip(names, values)}
-    by_base = {}
-    for n, v in zip(names, values):
-        by_base.setdefault(os.path.basename(str(n).replace("\\", "/")), []).append(v)
+def _path_parts(path, root_parts=()) -> tuple:
+    """Components of ``path`` (``/`` or ``\\`` separators, no empty or ``.`` parts), relative to the root
+    whose components are ``root_parts`` when ``path`` is an absolute path under it."""
+    text = str(path).replace("\\", "/")
+    parts = tuple(c for c in text.split("/") if c not in ("", "."))
+    if root_parts and text.startswith("/") and parts[:len(root_parts)] == root_parts:
+        parts = parts[len(root_parts):]
+    return parts
 
-    def find(name):
-        name = str(name).replace("\\", "/")
-        if name in exact:
-            return exact[name], 1
-        hits = by_base.get(os.path.basename(name), [])
-        return (hits[0] if len(hits) == 1 else None), len(hits)
 
-    return find
+def _match_label_rows(ids, records, source, *, root=None) -> list:
+    """For each id, the number of the label record naming it (None: unlabelled), one-to-one.
+
+    A record names an id when one path is the other's whole-component suffix (``set1/a.jpg``
+    names ``/data/set1/a.jpg``, never ``/data/set2/a.jpg``; ``g.jpg`` never names ``img.jpg``),
+    after making absolute paths under ``root`` relative to it. The exact path wins, then the longest
+    suffix; a record fitting several ids, or two records naming one id, are refused with a
+    ``ValueError`` naming them.
+    """
+    root_parts = _path_parts(os.path.abspath(root)) if root is not None else ()
+    idp = [_path_parts(x, root_parts) for x in ids]
+    names = [_path_parts(rec["image"], root_parts) for rec in records]
+    full, suffix = {}, {}
+    for i, p in enumerate(idp):
+        full.setdefault(p, []).append(i)
+    for n in {len(p) for p in names}:  # suffixes only of the lengths the label rows have
+        for i, p in enumerate(idp):
+            if 0 < n < len(p):
+                suffix.setdefault(p[-n:], []).append(i)
+    source = os.fspath(source)
+    row_of = [None] * len(ids)
+    for r, (rec, p) in enumerate(zip(records, names)):
+        hits = full.get(p) or suffix.get(p) or next((full[p[k:]] for k in range(1, len(p)) if p[k:] in full), [])
+        if len(hits) > 1:
+            shown = ", ".join(repr(ids[i]) for i in hits[:3]) + (f" and {len(hits) - 3} more" if len(hits) > 3 else "")
+            raise ValueError(f"label file {source!r} {rec['where']}: {rec['image']!r} fits {len(hits)} ids ({shown}); "
+                             "write its path as in the ids (with its folders), or give --images the folder the ids "
+                             "are relative to.")
+        if hits:
+            i = hits[0]
+            if row_of[i] is not None:
+                first = records[row_of[i]]["where"]
+                raise ValueError(f"label file {source!r}: {first.replace('line', 'lines').replace('entry', 'entries')}"
+                                 f" and {rec['where'].split()[-1]} both name {ids[i]!r}; keep one of them.")
+            row_of[i] = r
+    return row_of
 
 
 def _label_arrays(records, declared=()):
@@ -590,8 +632,10 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
         (``image_path``, ``path``, ``image``, ``file``, ``id``, ``key``...) or ``.txt`` (one id
         per line). Label columns ``labels`` / ``sub_labels`` (lists, or ``a|b`` strings) are read too.
     labels : path, optional
-        A CSV / JSON label file in :func:`load_folder`'s formats, matched to the ids (exact,
-        then by file name). Items it does not name get no labels.
+        A CSV / JSON label file in :func:`load_folder`'s formats, matched one-to-one to the ids on
+        whole path components (relative to ``images``, else the longest path suffix); a row that
+        fits several ids, two rows naming one id, or no row naming any id are errors. Items it does
+        not name get no labels; ``dataset.label_report`` says how many rows matched.
     images : path, optional
         Folder the ids are relative to, for thumbnails (ids that are existing files are used
         as they are).
@@ -650,11 +694,17 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
     if len(set(ids)) != len(ids):
         raise ValueError(f"{str(metadata or src)!r}: ids are not unique")
     recs = [None] * len(ids)
-    declared = []
+    declared, report = [], None
     if labels is not None:
         records, declared = _read_label_records(labels)
-        find = _name_index([r["image"] for r in records], records)
-        recs = [find(x)[0] for x in ids]
+        row_of = _match_label_rows(ids, records, labels, root=images)
+        n_matched = sum(r is not None for r in row_of)
+        if records and not n_matched:
+            raise ValueError(f"none of the {len(records)} label rows of {os.fspath(labels)!r} names one of the "
+                             f"{len(ids)} ids of {str(metadata or src)!r} (label {records[0]['image']!r}, id "
+                             f"{ids[0]!r}); write label paths as the ids are written, or relative to --images.")
+        recs = [None if r is None else records[r] for r in row_of]
+        report = f"{n_matched} of {len(records)} label rows matched, {len(ids) - n_matched} ids unlabelled"
     elif "labels" in meta.columns:
         subs = meta["sub_labels"] if "sub_labels" in meta.columns else [None] * len(meta)
         recs = [{"labels": _list_cell(a), "subs": _parse_sub(_list_cell(b), {})} for a, b in zip(meta["labels"], subs)]
@@ -665,7 +715,7 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
         cand = root / x if root is not None else Path(x)
         paths.append(str(cand) if cand.is_file() else None)
     name = src.stem if src.is_file() else src.name
-    return E, ImageDataset(paths, ids, Y, concepts, Z, sub_names, s2c, name=name)
+    return E, ImageDataset(paths, ids, Y, concepts, Z, sub_names, s2c, name=name, label_report=report)
 
 
 def _read_label_records(labels):
@@ -679,14 +729,15 @@ def _read_label_records(labels):
             data = [{"image": k, "labels": v} for k, v in data.items()]
         if not isinstance(data, list):
             raise ValueError(f"{labels!r}: expected a list of records or an {{image: labels}} object.")
-        for rec in data:
+        for entry, rec in enumerate(data, 1):
             if not isinstance(rec, dict) or not any(k in rec for k in _IMAGE_KEYS):
                 raise ValueError(f"{labels!r}: every record needs an 'image' entry; got {rec!r}.")
             img = next(str(rec[k]) for k in _IMAGE_KEYS if k in rec)
             subs = rec.get("sub_labels", [])
             if isinstance(subs, dict):
                 subs = [f"{c}/{s}" for c, ss in subs.items() for s in _split_list(ss)]
-            recs.append({"image": img, "labels": _split_list(rec.get("labels", [])), "subs": _split_list(subs)})
+            recs.append({"image": img, "labels": _split_list(rec.get("labels", [])), "subs": _split_list(subs),
+                         "where": f"entry {entry}"})
     else:
         fields, rows = _read_csv(labels, "label file")
         key = next((f for f in fields if f.lower() in _IMAGE_KEYS), None)
@@ -707,12 +758,12 @@ def _read_label_records(labels):
                         raise ValueError(f"{labels!r} line {line_no}: column {f!r} must be 0/1; got {v!r}.")
                     if v in ("1", "1.0"):
                         (sub if "/" in f else lab).append(f)
-                recs.append({"image": row[key], "labels": lab, "subs": sub})
+                recs.append({"image": row[key], "labels": lab, "subs": sub, "where": f"line {line_no}"})
             else:
                 lk = next(f for f in fields if f.lower() == "labels")
                 sk = next((f for f in fields if f.lower() in ("sub_labels", "sublabels")), None)
                 recs.append({"image": row[key], "labels": _split_list(row.get(lk)),
-                             "subs": _split_list(row.get(sk)) if sk else []})
+                             "subs": _split_list(row.get(sk)) if sk else [], "where": f"line {line_no}"})
     for rec in recs:
         rec["subs"] = _parse_sub(rec["subs"], {})
     return recs, declared

@@ -19,6 +19,9 @@ single line naming the file and what to do:
 :func:`reading` / :func:`writing`
     Context managers that convert the errors raised while reading or
     writing one file into the two classes above.
+:func:`check_npy`
+    The shape and dtype of a ``.npy`` file, checked against the file's size
+    before its data is read.
 :func:`check_npz`
     The members, shapes and dtypes of an ``.npz`` file, checked against the
     sizes in its zip directory *before* any array is read, so a damaged or
@@ -44,6 +47,7 @@ __all__ = [
     "damaged_file_error",
     "reading",
     "writing",
+    "check_npy",
     "check_npz",
 ]
 
@@ -216,6 +220,59 @@ _DEFLATE_MAX_RATIO = 1100
 _DENSE_MAX_RATIO = 50
 
 
+def _npy_header(fh):
+    """``(shape, dtype)`` of the ``.npy`` stream ``fh`` (positioned at its start); ValueError if it is not one."""
+    version = np.lib.format.read_magic(fh)
+    if version not in ((1, 0), (2, 0)):
+        raise ValueError(f"unsupported .npy version {version}")
+    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+            else np.lib.format.read_array_header_2_0)
+    shape, _, dtype = read(fh)
+    return shape, dtype
+
+
+def _damaged_file(path, problem, fix):
+    return DamagedFileError(f"{_name(path)} is damaged or not the expected file ({problem}); "
+                            f"{fix or 'delete it (or restore it) and run again'}.", path=path)
+
+
+def check_npy(path, kinds, *, fix=None):
+    """Shape and dtype of the ``.npy`` file ``path``, checked without reading its data.
+
+    The header's declared size must be exactly what the file holds, so a forged header
+    asking for terabytes is refused before anything is allocated.
+
+    Parameters
+    ----------
+    path : path-like
+    kinds : str
+        The numpy dtype kinds allowed, e.g. ``"f"`` or ``"iu"``.
+    fix : str, optional
+
+    Returns
+    -------
+    (tuple, numpy.dtype)
+
+    Raises
+    ------
+    DamagedFileError, FileSystemError
+    """
+    path = os.fspath(path)
+    with reading(path, fix), open(path, "rb") as fh:
+        try:
+            shape, dtype = _npy_header(fh)
+        except ValueError as exc:
+            raise _damaged_file(path, f"not a .npy array: {exc}", fix) from None
+        offset = fh.tell()
+        size = os.fstat(fh.fileno()).st_size
+    if dtype.hasobject or dtype.kind not in kinds:
+        raise _damaged_file(path, f"dtype {dtype}, expected kind {kinds!r}", fix)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size != offset + nbytes:
+        raise _damaged_file(path, f"it declares {nbytes} bytes for shape {shape} but stores {size - offset}", fix)
+    return shape, dtype
+
+
 def check_npz(path, members, *, dense=(), fix=None):
     """Shapes and dtypes of the arrays of an ``.npz`` file, checked without reading any array data.
 
@@ -252,24 +309,21 @@ def check_npz(path, members, *, dense=(), fix=None):
     path = os.fspath(path)
 
     def damaged(problem):
-        return DamagedFileError(f"{_name(path)} is damaged or not the expected file ({problem}); "
-                                f"{fix or 'delete it (or restore it) and run again'}.", path=path)
+        return _damaged_file(path, problem, fix)
 
     out = {}
     with reading(path, fix), zipfile.ZipFile(path) as archive:
         infos = {i.filename.removesuffix(".npy"): i for i in archive.infolist()}
         if set(infos) != set(members):
             raise damaged(f"it holds {sorted(infos)}, expected {sorted(members)}")
+        stored = os.path.getsize(path)
         for name, kinds in members.items():
             info = infos[name]
+            if info.compress_size > stored:
+                raise damaged(f"member {name!r} declares {info.compress_size} bytes in a file of {stored}")
             with archive.open(info) as fh:
                 try:
-                    version = np.lib.format.read_magic(fh)
-                    if version not in ((1, 0), (2, 0)):
-                        raise ValueError(f"unsupported .npy version {version}")
-                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                            else np.lib.format.read_array_header_2_0)
-                    shape, _, dtype = read(fh)
+                    shape, dtype = _npy_header(fh)
                 except ValueError as exc:
                     raise damaged(f"member {name!r} is not a .npy array: {exc}") from None
                 offset = fh.tell()

@@ -84,7 +84,7 @@ def test_bad_link_values_are_named_and_left_out(ws, multi_row):
     # the warning is shown once, on the page that opened the link
     at2 = _app(q=10**7, d0=77, method="Nope", mode="sideways", k=0, c="animal,not-a-concept")
     text = " ".join(w.value for w in at2.warning)
-    for culprit in ("q=", "d0=", "'Nope'", "mode=", "k=", "not-a-concept"):
+    for culprit in ("q=", "d0=", "`Nope`", "mode=", "k=", "not-a-concept"):
         assert culprit in text, culprit
     # what could not be honoured falls back to the defaults
     assert at.selectbox(key="method").value == "S-SLiCS"

@@ -188,6 +188,8 @@ def _embed_precomputed(args, encoder):
                 _preprocessing_info(args, None if C is None else token_count(E.shape[1], C)),
                 {"name": ds.name, "n": len(ds), "encoder_spec": args.encoder, "source": os.path.abspath(args.embeddings),
                  "paths": [os.path.abspath(p) if p else None for p in ds.paths]}, overwrite=args.overwrite)
+    if ds.label_report:
+        print(f"labels: {ds.label_report}", file=sys.stderr)
     if ds.Y.shape[1]:
         store.save_labels(**ds.labels_dict())
     for b, s in enumerate(range(0, len(E), batch)):

@@ -34,13 +34,19 @@ def _progress(quiet, tag):
 
 
 def cmd_workspace(args) -> int:
-    if args.info:
-        folder = Path(args.info) if Path(args.info).is_dir() else workspace_path(args.info)
+    if args.info is not None:
+        if Path(args.info).is_dir():
+            folder = Path(args.info)
+        elif "/" in args.info or "\\" in args.info or args.info.startswith("."):
+            raise CLIError(f"--info {args.info!r}: no workspace folder there; give a workspace folder or the name of "
+                           f"one under {str(workspaces_root())!r}")
+        else:
+            folder = workspace_path(args.info)
         print(json.dumps(load_workspace(folder).summary(), indent=1))
         return 0
     if not args.cache:
         raise CLIError("slics workspace needs --cache (an embedding cache from `slics embed`) or --info NAME")
-    name = check_workspace_name(args.name) if args.name else None
+    name = check_workspace_name(args.name) if args.name is not None else None
     out = Path(args.out) if args.out else workspaces_root() / (name or check_workspace_name(
         Path(args.cache).resolve().name))
     if args.methods:
@@ -56,7 +62,8 @@ def cmd_workspace(args) -> int:
     ws = build_workspace_from_cache(args.cache, out, encoder=encoder, mean_file=args.mean_file, vocabulary=vocab,
                                     n_words=args.n_words, d0_values=tuple(args.d0), n_iter=args.n_iter,
                                     n_train=args.n_train, n_val=args.n_val, n_query=args.n_query, seed=args.seed,
-                                    methods=args.methods, name=args.name, progress=_progress(args.quiet, "workspace"))
+                                    methods=args.methods, name=args.name, progress=_progress(args.quiet, "workspace"),
+                                    overwrite=args.overwrite)
     s = ws.summary()
     print(f"workspace {s['name']!r} written to {out}: {s['n_items']} items, splits {s['splits']}, "
           f"{len(ws.models)} fitted models ({', '.join(ws.methods)}; d0 {s['d0_values']}, default {ws.default_d0})"
@@ -117,6 +124,8 @@ def register(subparsers) -> None:
                                                 "cache folder's name); letters, digits, '.', '_', '-', spaces")
     p.add_argument("--out", default=None, help="write the workspace folder here instead (the app lists only "
                                                "$SLICS_WORKSPACES, i.e. ~/.cache/slics/workspaces)")
+    p.add_argument("--overwrite", action="store_true", help="replace a workspace folder built from another cache "
+                                                             "(files you added there are kept)")
     p.add_argument("--encoder", default=None, help="text encoder for the vocabulary (default: the cache's encoder)")
     p.add_argument("--d0", type=int, nargs="+", default=[5, 10, 15], help="atoms per concept to fit (5 10 15)")
     p.add_argument("--methods", nargs="+", default=None, help="registered methods to fit (default: all)")

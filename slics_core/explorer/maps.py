@@ -40,6 +40,7 @@ Choices (the paper is silent on them)
 from __future__ import annotations
 
 import warnings
+from html import escape as html_escape
 
 import numpy as np
 import pandas as pd
@@ -413,7 +414,8 @@ def point_text(table, component="partial", *, ids=None, html=True):
     ids : sequence of str, optional
         Item names (file names) by workspace row, shown after the row number.
     html : bool
-        Concept names in ``<i>…</i>`` (plotly hover labels understand it).
+        Concept names in ``<i>…</i>`` (plotly hover labels understand it), and every name, id and
+        label HTML-escaped (plotly would draw a ``<a href>`` in one as a live link).
 
     Returns
     -------
@@ -424,8 +426,11 @@ def point_text(table, component="partial", *, ids=None, html=True):
         raise ValueError(f"component must be 'partial' or 'full'; got {component!r}.")
     sym = COMPONENT_SYMBOL[component]
 
+    def esc(value):
+        return html_escape(str(value), quote=False) if html else value
+
     def em(name):
-        return f"<i>{name}</i>" if html else name
+        return f"<i>{esc(name)}</i>" if html else name
 
     atom_rank = table.assign(_a=table.kind == "atom").groupby(["concept", "_a"]).cumcount()
     out = []
@@ -434,12 +439,12 @@ def point_text(table, component="partial", *, ids=None, html=True):
         if k == "atom":
             out.append(f"atom {em(c)} #{rank} (atom {a})")
             continue
-        item = f"item #{r}" + (f" ({ids[r]})" if ids is not None and str(ids[r]) != "" else "")
+        item = f"item #{r}" + (f" ({esc(ids[r])})" if ids is not None and str(ids[r]) != "" else "")
         if k == "component":
-            parts = [f"component {sym} of {em(c)}", item] + ([subs] if subs else [])
+            parts = [f"component {sym} of {em(c)}", item] + ([esc(subs)] if subs else [])
         else:
             concepts = ", ".join(em(n) for n in labels.split(", ")) if labels else "no concept"
-            parts = [item, concepts] + ([subs] if subs else [])
+            parts = [item, concepts] + ([esc(subs)] if subs else [])
         out.append(" · ".join(parts))
     return out
 

@@ -13,6 +13,11 @@ shown to the user as is. It guards against:
   ``max_pixels`` *before* any pixel is decoded, and Pillow's own guard
   (:class:`PIL.Image.DecompressionBombWarning` / ``Error``) is turned into an
   :class:`UploadError` too;
+* memory: the memory decoding will take (:func:`_decode_cost`: the decoded
+  frame, its RGB conversion and one more copy, at the size it is decoded at) is
+  compared with ``max_decode_bytes`` (512 MiB) from the header, so a small
+  PNG declaring 110 megapixels is refused before it costs gigabytes; JPEGs
+  are judged at the reduced DCT scale they are decoded at;
 * truncated or corrupt files (checksums verified with
   :meth:`PIL.Image.Image.verify`, then a full decode).
 
@@ -45,13 +50,22 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from slics_core.datasets import _to_rgb
 
 __all__ = ["UploadError", "ACCEPTED_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "DEFAULT_MAX_SIDE",
-           "load_upload", "upload_bytes"]
+           "DEFAULT_MAX_DECODE_BYTES", "load_upload", "upload_bytes"]
 
 #: Pillow format names tried when decoding an upload.
 ACCEPTED_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")  # JPEG covers MPO (multi-picture phone JPEGs)
 DEFAULT_MAX_BYTES = 20 * 2**20
 DEFAULT_MAX_PIXELS = 120_000_000
 DEFAULT_MAX_SIDE = 2048
+#: Memory one upload may take to decode (estimated from its header by :func:`_decode_cost`).
+DEFAULT_MAX_DECODE_BYTES = 512 * 2**20
+#: Peak bytes per decoded pixel by mode, measured (benchmarks/bench_uploads.py, docs/security.md) and
+#: rounded up: the decoded frame (Pillow stores RGB in four bytes), its RGB conversion (16-bit and
+#: float images through a float32 copy) and one more copy (EXIF rotation, resizing).
+_BYTES_PER_PIXEL = {"1": 11, "L": 11, "P": 11, "I;16": 16, "I;16B": 16, "I;16L": 16, "I;16N": 16, "I": 18, "F": 18}
+_DEFAULT_BYTES_PER_PIXEL = 14
+#: libwebp decodes into a buffer of its own first.
+_FORMAT_EXTRA = {"WEBP": 8}
 
 # magic numbers of common non-image uploads, for a more helpful message
 _KNOWN_NON_IMAGES = (
@@ -94,8 +108,28 @@ def _describe_non_image(head: bytes) -> str | None:
         return "a text file"
     return None
 
+def _jpeg_scale(size, max_side) -> int:
+    """The DCT scale (1, 2, 4 or 8) a JPEG of ``size`` is decoded at for a result of ``max_side``."""
+    s = 1
+    while max_side is not None and s < 8 and max(size) / (2 * s) >= max_side:
+        s *= 2
+    return s
+
+
+def _decode_cost(size, mode, fmt, max_side) -> int:
+    """Bytes decoding an image of ``size`` and ``mode`` takes (an upper bound measured per mode and
+    format): the decoded frame (at the reduced DCT scale of a JPEG), its RGB conversion and one more
+    copy (EXIF rotation or resizing)."""
+    w, h = size
+    if fmt == "JPEG":
+        s = _jpeg_scale(size, max_side)
+        w, h = -(-w // s), -(-h // s)
+    return w * h * (_BYTES_PER_PIXEL.get(mode, _DEFAULT_BYTES_PER_PIXEL) + _FORMAT_EXTRA.get(fmt, 0))
+
+
 def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
-                max_pixels: int | None = DEFAULT_MAX_PIXELS, max_side: int | None = DEFAULT_MAX_SIDE):
+                max_pixels: int | None = DEFAULT_MAX_PIXELS, max_side: int | None = DEFAULT_MAX_SIDE,
+                max_decode_bytes: int | None = DEFAULT_MAX_DECODE_BYTES):
     """Decode an untrusted upload into an 8-bit RGB image.
 
     Parameters
@@ -113,6 +147,9 @@ def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
     max_side : int or None, default 2048
         Longest side of the returned image; larger images are scaled down
         (JPEGs while decoding). ``None`` keeps the full size.
+    max_decode_bytes : int or None, default 512 MiB
+        Memory decoding may take, estimated from the header before any pixel
+        is decoded; ``None``: no limit.
 
     Returns
     -------
@@ -151,6 +188,11 @@ def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
                                       f"{max_pixels / 1e6:.0f} megapixels (possible decompression bomb).")
                 if w < 1 or h < 1:
                     raise UploadError(f"{who} has no pixels ({w}×{h}).")
+                cost = _decode_cost((w, h), probe.mode, fmt, max_side)
+                if max_decode_bytes is not None and cost > max_decode_bytes:
+                    raise UploadError(f"{who} is {w}×{h} ({w * h / 1e6:.1f} megapixels, {probe.mode}, {fmt}): decoding "
+                                      f"it would take about {_mb(cost)} of memory, over the {_mb(max_decode_bytes)} an "
+                                      "upload may use; scale it down (or save it as JPEG) and upload it again.")
                 probe.verify()
             # 2) decode the first frame
             with Image.open(io.BytesIO(raw), formats=formats) as im:

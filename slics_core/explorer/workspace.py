@@ -70,6 +70,7 @@ from slics_core.emoji.world import (
 )
 from slics_core.encoders import create_encoder
 from slics_core.explorer.arrival import prepare_pages
+from slics_core.errors import DamagedFileError, check_npy, check_npz, reading, user_message, writing
 from slics_core.evaluation import Split, choose_d0, fit_inputs, sweep_d0
 from slics_core.methods import REGISTRY, fit_method, get_method, method_names, needs_message
 from slics_core.preprocessing import load_mean, make_preprocessor
@@ -84,6 +85,8 @@ __all__ = [
     "build_workspace_from_cache",
     "save_workspace",
     "load_workspace",
+    "WorkspaceDamagedError",
+    "WorkspaceExistsError",
     "list_workspaces",
     "workspace_path",
     "open_emoji_workspace",
@@ -368,7 +371,8 @@ def _embed_vocabulary(encoder, words, store, progress):
 def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None, n_train=None, n_val=None,
                     n_query=None, seed=0, d0_values=(5, 10, 15), n_iter=10, methods=None, mean=None,
                     vocabulary=None, encoder=None, store=None, name=None, kind="dataset", generator=None,
-                    progress=None, replace=True, codebook=None, prepare=True) -> Workspace:
+                    progress=None, replace=True, codebook=None, source=None, overwrite=False,
+                    prepare=True) -> Workspace:
     """Build, save and return a workspace from labelled embeddings (see the module docstring).
 
     Parameters
@@ -400,6 +404,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
     prepare : bool
         After saving, compute and store what the pages show on arrival
         (:func:`slics_core.explorer.arrival.prepare_pages`), so no first visit waits.
+    source, overwrite : see :func:`save_workspace` (checked before anything is fitted).
 
     Returns
     -------
@@ -407,7 +412,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
     """
     out = None if out is None else Path(out)
     if out is not None:
-        _check_target(out)
+        _check_target(out, source, overwrite)
     d0_values = sorted({int(d) for d in d0_values})
     if not d0_values or d0_values[0] < 1:
         raise ValueError(f"d0 values must be positive integers; got {d0_values}")
@@ -461,7 +466,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         ws.chosen_d0 = d0s[0]
     if out is not None:
         _progress(progress, "save the workspace", 0, 1)
-        save_workspace(ws, out)
+        save_workspace(ws, out, source=source, overwrite=True, _warn=False)
         _progress(progress, "save the workspace", 1, 1)
         if prepare:  # what the pages show on arrival, stored in the folder for every process (issue 24)
             prepare_pages(ws, progress)
@@ -503,83 +508,296 @@ def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, voca
                           RuntimeWarning, stacklevel=2)
     store = EmbeddingStore(cache)
     kwargs.setdefault("codebook", store.load_codebook())
+    kwargs.setdefault("source", str(Path(cache).resolve()))
     return build_workspace(data, out, mean=mean, vocabulary=words, encoder=encoder, store=store, **kwargs)
 
 
 # ---------------------------------------------------------------------- saving and opening
+#: Files a workspace writes (relative to its folder); a rebuild replaces or removes only these.
+_OWN_FILE = re.compile(r"^(workspace\.json|arrays\.npz|images\.npy|extra-[A-Za-z0-9_]+\.npy|models/[A-Za-z0-9][A-Za-z0-9._-]*\.npz)$")
+_TMP_PREFIX = ".slics-new-"
+_MAX_HEADER_BYTES = 1 << 30  # workspace.json holds ids, paths and captions: ~100 MB for a million items
+_MAX_MARKER_BYTES = 1 << 20
+
+
+class WorkspaceExistsError(ValueError):
+    """The target folder holds a workspace built from another cache (pass ``overwrite=True``)."""
+
+
 def _is_workspace(folder: Path) -> bool:
     return (folder / MARKER).is_file()
 
 
-def _check_target(out: Path) -> None:
+def _marker(folder: Path) -> dict:
+    """The marker of the workspace in ``folder`` (``{}`` when unreadable)."""
+    try:
+        if (folder / MARKER).stat().st_size > _MAX_MARKER_BYTES:
+            return {}
+        info = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def _check_target(out: Path, source=None, overwrite=False, warn=True) -> None:
+    """Refuse a target that is a file, a folder that is not a workspace, or a workspace of another cache."""
     if out.exists() and not out.is_dir():
-        raise ValueError(f"{out} exists and is a file, not a workspace folder; choose another --out")
-    if out.is_dir() and any(out.iterdir()) and not _is_workspace(out):
-        raise ValueError(f"{out} exists and is not a SLiCS workspace (no {MARKER}); it is left untouched: "
+        raise ValueError(f"{str(out)!r} exists and is a file, not a workspace folder; choose another --out")
+    if out.is_dir() and any(p.name != MARKER for p in out.iterdir()) and not _is_workspace(out):
+        raise ValueError(f"{str(out)!r} exists and is not a SLiCS workspace (no {MARKER}); it is left untouched: "
                          "choose another name or --out")
+    old = _marker(out).get("source") if out.is_dir() else None
+    if source is not None and isinstance(old, str) and old != str(source):
+        if not overwrite:
+            raise WorkspaceExistsError(
+                f"workspace folder {str(out)!r} was built from {old!r}, not {str(source)!r}; pass --overwrite to "
+                "replace it (files you added there are kept), or choose another --name")
+        if warn:
+            warnings.warn(f"workspace folder {str(out)!r} was built from {old!r}; replacing it with a build of "
+                          f"{str(source)!r} (files you added there are kept)", UserWarning, stacklevel=3)
 
 
-def save_workspace(ws: Workspace, out) -> Path:
-    """Write ``ws`` to the folder ``out``: beside it first, then swapped in (never a half-written workspace).
+def _write_files(ws: Workspace, tmp: Path) -> list:
+    """Write the workspace's files into ``tmp``; their paths relative to it."""
+    (tmp / "models").mkdir()
+    arrays = {"X": ws.X, "raw": ws.raw, "mean": ws.mean, "Y": ws.Y}
+    if ws.Z is not None:
+        arrays.update(Z=ws.Z, sub_to_concept=np.asarray(ws.sub_to_concept))
+    if ws.concept_text is not None:
+        arrays["concept_text"] = ws.concept_text
+    if ws.vocab_text is not None:
+        arrays["vocab_text"] = ws.vocab_text
+    if ws.codebook is not None:
+        arrays["codebook"] = ws.codebook
+    arrays.update({f"index_{k}": np.asarray(v) for k, v in ws.index.items()})
+    np.savez(tmp / "arrays.npz", **arrays)
+    written = ["arrays.npz"]
+    if ws.images is not None:
+        np.save(tmp / "images.npy", np.asarray(ws.images, dtype=np.uint8), allow_pickle=False)
+        written.append("images.npy")
+    extra_names = []
+    for k, v in ws.extras.items():
+        if isinstance(v, np.ndarray) and v.dtype != object and re.fullmatch(r"[A-Za-z0-9_]+", k):
+            np.save(tmp / f"extra-{k}.npy", v, allow_pickle=False)
+            extra_names.append(k)
+            written.append(f"extra-{k}.npy")
+    names = {}
+    for (method, d0), model in ws.models.items():
+        fname = f"{method}_d0{d0}.npz" if d0 is not None else f"{method}.npz"
+        model.save(tmp / "models" / fname)
+        names[f"{method}|{'' if d0 is None else d0}"] = fname
+        written.append(f"models/{fname}")
+    head = {"format": FORMAT, "name": ws.name, "kind": ws.kind, "concept_names": ws.concept_names,
+            "sub_names": ws.sub_names, "encoder": ws.encoder, "ids": ws.ids, "paths": ws.paths,
+            "captions": ws.captions, "chosen_d0": ws.chosen_d0, "d0_scores": ws.d0_scores,
+            "preprocessing": ws.preprocessing, "n_tokens": ws.n_tokens, "models": names, "n": len(ws),
+            "vocab_words": ws.vocab_words, "generator": ws.generator, "skipped": ws.skipped,
+            "extras": extra_names}
+    (tmp / "workspace.json").write_text(json.dumps(head))
+    return written + ["workspace.json"]
+
+
+def save_workspace(ws: Workspace, out, *, source=None, overwrite=False, _warn=True) -> Path:
+    """Write ``ws`` to the folder ``out``, replacing only the files a workspace writes.
+
+    The files are written into a hidden folder inside ``out``, then moved into place one by one
+    (``workspace.json`` last); files of the previous build that this one does not write are removed;
+    everything else in ``out`` (a teacher's ``notes.txt``) is kept, and the hidden folder is removed
+    whatever happens.
+
+    Parameters
+    ----------
+    source : str, optional
+        The cache the workspace was built from, recorded in the marker: rebuilding a folder built
+        from another cache is refused unless ``overwrite``.
 
     Raises
     ------
     ValueError
-        ``out`` exists and is not a workspace (nothing is deleted).
+        ``out`` exists and is not a workspace (nothing is deleted); :class:`WorkspaceExistsError`
+        for a workspace of another cache.
+    slics_core.errors.FileSystemError
+        Writing failed (disk full, read-only...): the message names ``out``; the previous build is kept.
     """
     out = Path(out)
-    _check_target(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".new", dir=out.parent))
-    try:
-        (tmp / "models").mkdir()
-        arrays = {"X": ws.X, "raw": ws.raw, "mean": ws.mean, "Y": ws.Y}
-        if ws.Z is not None:
-            arrays.update(Z=ws.Z, sub_to_concept=np.asarray(ws.sub_to_concept))
-        if ws.concept_text is not None:
-            arrays["concept_text"] = ws.concept_text
-        if ws.vocab_text is not None:
-            arrays["vocab_text"] = ws.vocab_text
-        if ws.codebook is not None:
-            arrays["codebook"] = ws.codebook
-        arrays.update({f"index_{k}": np.asarray(v) for k, v in ws.index.items()})
-        np.savez(tmp / "arrays.npz", **arrays)
-        if ws.images is not None:
-            np.save(tmp / "images.npy", np.asarray(ws.images, dtype=np.uint8), allow_pickle=False)
-        extra_names = []
-        for k, v in ws.extras.items():
-            if isinstance(v, np.ndarray) and v.dtype != object:
-                np.save(tmp / f"extra-{k}.npy", v, allow_pickle=False)
-                extra_names.append(k)
-        names = {}
-        for (method, d0), model in ws.models.items():
-            fname = f"{method}_d0{d0}.npz" if d0 is not None else f"{method}.npz"
-            model.save(tmp / "models" / fname)
-            names[f"{method}|{'' if d0 is None else d0}"] = fname
-        head = {"format": FORMAT, "name": ws.name, "kind": ws.kind, "concept_names": ws.concept_names,
-                "sub_names": ws.sub_names, "encoder": ws.encoder, "ids": ws.ids, "paths": ws.paths,
-                "captions": ws.captions, "chosen_d0": ws.chosen_d0, "d0_scores": ws.d0_scores,
-                "preprocessing": ws.preprocessing, "n_tokens": ws.n_tokens, "models": names, "n": len(ws),
-                "vocab_words": ws.vocab_words, "generator": ws.generator, "skipped": ws.skipped,
-                "extras": extra_names}
-        (tmp / "workspace.json").write_text(json.dumps(head))
-        # the marker also carries the display name, so listing workspaces never parses the large header
-        (tmp / MARKER).write_text(json.dumps({"format": FORMAT, "name": ws.name,
-                                              "note": "SLiCS Explorer workspace folder: `slics workspace` may "
-                                                      "replace it"}))
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-            os.rmdir(old)
-            os.replace(out, old)
-        os.replace(tmp, out)
-        if old is not None and _is_workspace(old):
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    _check_target(out, source, overwrite, warn=_warn)
+    previous = _marker(out).get("files") if out.is_dir() else None
+    with writing(out):
+        out.mkdir(parents=True, exist_ok=True)
+        for stale in out.glob(_TMP_PREFIX + "*"):  # left by a killed build
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=out))
+        try:
+            written = _write_files(ws, tmp)
+            (out / "models").mkdir(exist_ok=True)
+            for rel in written:  # workspace.json comes last
+                os.replace(tmp / rel, out / rel)
+            old = [f for f in previous if isinstance(f, str) and _OWN_FILE.match(f)] if isinstance(previous, list) \
+                else []
+            for rel in set(old) - set(written):
+                (out / rel).unlink(missing_ok=True)
+            marker = {"format": FORMAT, "name": ws.name, "files": written,
+                      "note": "SLiCS Explorer workspace folder: `slics workspace` may replace the files listed here, "
+                              "and only those"}
+            if source is not None:
+                marker["source"] = str(source)
+            # the marker also carries the display name, so listing workspaces never parses the large header
+            (tmp / MARKER).write_text(json.dumps(marker))
+            os.replace(tmp / MARKER, out / MARKER)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     ws.path = out
     return out
+
+
+class WorkspaceDamagedError(DamagedFileError):
+    """A workspace folder whose files cannot be read back or do not fit together."""
+
+
+def _need(cond, what):
+    if not cond:
+        raise ValueError(what)
+
+
+def _str_list(head, key, n=None, *, optional=True, items=(str,)):
+    v = head.get(key)
+    if v is None and optional:
+        return None
+    _need(isinstance(v, list) and all(isinstance(x, items) for x in v),
+          f"field {key!r} must be a list of {' or '.join(t.__name__ for t in items)}")
+    if n is not None:
+        _need(len(v) in n, f"field {key!r} has {len(v)} entries, expected {' or '.join(map(str, n))}")
+    return v
+
+
+def _check_head(head) -> dict:
+    """The header's fields, type-checked (raises ValueError naming the field)."""
+    _need(isinstance(head, dict), "workspace.json is not a JSON object")
+    _need(head.get("format") == FORMAT, f"unknown format {head.get('format')!r} (rebuild it with `slics workspace`)")
+    for key, types in (("name", str), ("n", int), ("models", dict)):
+        _need(key in head, f"field {key!r} is missing")
+        _need(isinstance(head[key], types) and not isinstance(head[key], bool),
+              f"field {key!r} must be a {types.__name__}")
+    n = head["n"]
+    _need(n >= 1, "field 'n' must be positive")
+    _need(head.get("kind", "dataset") in ("emoji", "dataset"), "field 'kind' must be 'emoji' or 'dataset'")
+    _need(head.get("preprocessing", "clip") in ("clip", "unit", "token", "none"),
+          "field 'preprocessing' must be clip, unit, token or none")
+    for key in ("encoder", "generator"):
+        _need(head.get(key) is None or isinstance(head[key], str), f"field {key!r} must be a string")
+    for key, low in (("chosen_d0", 1), ("n_tokens", 1)):
+        v = head.get(key)
+        _need(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= low),
+              f"field {key!r} must be a positive whole number")
+    _need("concept_names" in head, "field 'concept_names' is missing")
+    _str_list(head, "concept_names", optional=False)
+    _str_list(head, "sub_names")
+    _str_list(head, "ids", (0, n))
+    _str_list(head, "paths", (n,), items=(str, type(None)))
+    _str_list(head, "captions", (n,))
+    _str_list(head, "vocab_words")
+    _str_list(head, "extras")
+    _need(all(re.fullmatch(r"[A-Za-z0-9_]+", k) for k in head.get("extras") or []), "field 'extras' names a bad file")
+    _need(isinstance(head.get("d0_scores", []), list) and all(isinstance(r, dict) for r in head.get("d0_scores", [])),
+          "field 'd0_scores' must be a list of objects")
+    skipped = head.get("skipped", {})
+    _need(skipped is None or isinstance(skipped, dict) and all(isinstance(v, str) for v in skipped.values()),
+          "field 'skipped' must map methods to reasons")
+    models = {}
+    for key, fname in head["models"].items():
+        method, _, d0 = key.partition("|")
+        _need(_ == "|" and (d0 == "" or d0.isdigit()) and isinstance(fname, str) and _OWN_FILE.match(f"models/{fname}"),
+              f"model entry {key!r}: {fname!r} is not a model of this workspace")
+        models[(method, int(d0) if d0 else None)] = fname
+    return models
+
+
+#: Arrays of ``arrays.npz``: dtype kinds; required ones.
+_ARRAYS = {"X": "f", "raw": "f", "mean": "f", "Y": "biu", "Z": "biu", "sub_to_concept": "iu", "concept_text": "f",
+           "vocab_text": "f", "codebook": "f", **{f"index_{k}": "iu" for k in _SPLITS}}
+_REQUIRED = {"X", "raw", "mean", "Y", *(f"index_{k}" for k in _SPLITS)}
+_DENSE = ("X", "raw", "concept_text", "vocab_text", "codebook")
+
+
+def _check_shapes(shapes, head) -> None:
+    n, S = head["n"], len(head["concept_names"])
+    L = len(head.get("sub_names") or [])
+    d = shapes["X"][0][1] if len(shapes["X"][0]) == 2 else -1
+    want = {"X": (n, d), "raw": (n, d), "mean": (d,), "Y": (n, S), "Z": (n, L), "sub_to_concept": (L,),
+            "concept_text": (S, d)}
+    if head.get("vocab_words") is not None:
+        want["vocab_text"] = (len(head["vocab_words"]), d)
+    for k, shape in want.items():
+        if k in shapes:
+            _need(shapes[k][0] == shape, f"array {k!r} has shape {shapes[k][0]}, expected {shape}")
+    _need(("Z" in shapes) == ("sub_to_concept" in shapes), "arrays 'Z' and 'sub_to_concept' come together")
+    _need(L == 0 or "Z" in shapes, f"{L} sub-label names but no array 'Z'")
+    for k, (shape, _) in shapes.items():
+        if k.startswith("index_"):
+            _need(len(shape) == 1, f"array {k!r} must be one-dimensional")
+        elif k == "codebook":
+            _need(len(shape) == 2, "array 'codebook' must be two-dimensional")
+
+
+def _read_array(file, kinds, shape_ok, what):
+    """One ``.npy`` file, its header and size checked before it is read."""
+    shape, _ = check_npy(file, kinds)
+    _need(shape_ok(shape), f"{what} has shape {shape}")
+    with reading(file):
+        return np.load(file, allow_pickle=False)
+
+
+def _read_workspace(path: Path) -> Workspace:
+    head_file = path / "workspace.json"
+    size = head_file.stat().st_size
+    _need(size <= _MAX_HEADER_BYTES, f"workspace.json is {size} bytes (at most {_MAX_HEADER_BYTES})")
+    head = json.loads(head_file.read_text(encoding="utf-8"))
+    model_files = _check_head(head)
+    n = head["n"]
+    names = set(zipfile.ZipFile(path / "arrays.npz").namelist()) if (path / "arrays.npz").is_file() else set()
+    members = {m.removesuffix(".npy") for m in names}
+    _need(not (_REQUIRED - members), f"arrays.npz lacks {sorted(_REQUIRED - members)}")
+    _need(members <= set(_ARRAYS), f"arrays.npz holds unknown arrays {sorted(members - set(_ARRAYS))}")
+    shapes = check_npz(path / "arrays.npz", {k: _ARRAYS[k] for k in members}, dense=[k for k in _DENSE if k in members])
+    _check_shapes(shapes, head)
+    with np.load(path / "arrays.npz", allow_pickle=False) as z:
+        arr = {k: z[k] for k in z.files}
+    d = arr["X"].shape[1]
+    index = {}
+    for k in _SPLITS:
+        idx = arr[f"index_{k}"].astype(np.int64)
+        _need(idx.size == 0 or (idx.min() >= 0 and idx.max() < n), f"split {k!r} has item numbers outside 0..{n - 1}")
+        index[k] = idx
+    if "sub_to_concept" in arr:
+        s2c = arr["sub_to_concept"]
+        _need(s2c.size == 0 or (s2c.min() >= 0 and s2c.max() < arr["Y"].shape[1]),
+              "array 'sub_to_concept' names concepts that do not exist")
+    images = None
+    if (path / "images.npy").is_file():
+        images = _read_array(path / "images.npy", "u",
+                             lambda s: len(s) == 4 and s[0] == n and s[3] == 3, f"images.npy (expected ({n}, H, W, 3))")
+    extras = {k: _read_array(path / f"extra-{k}.npy", "fiub", lambda s: len(s) >= 1 and s[0] == n,
+                             f"extra-{k}.npy (expected {n} rows)") for k in head.get("extras") or []}
+    models = {}
+    for (method, d0), fname in model_files.items():
+        if method not in REGISTRY:
+            continue  # a method no longer registered here
+        model = _load_model(method, path / "models" / fname)
+        got = (getattr(model, "n_features_in_", d), getattr(model, "n_concepts_", arr["Y"].shape[1]))
+        _need(got == (d, arr["Y"].shape[1]), f"model {fname!r} is for {got[0]}-d embeddings and {got[1]} concepts, "
+                                             f"the workspace has {d} and {arr['Y'].shape[1]}")
+        models[(method, d0)] = model
+    return Workspace(name=head["name"], kind=head.get("kind", "dataset"), path=path, X=arr["X"], raw=arr["raw"],
+                     mean=arr["mean"], Y=arr["Y"].astype(bool), concept_names=list(head["concept_names"]),
+                     index=index, models=models, Z=arr["Z"].astype(bool) if "Z" in arr else None,
+                     sub_names=list(head.get("sub_names") or []), sub_to_concept=arr.get("sub_to_concept"),
+                     concept_text=arr.get("concept_text"), encoder=head.get("encoder"),
+                     captions=head.get("captions"), ids=list(head.get("ids") or []), images=images,
+                     paths=head.get("paths"), chosen_d0=head.get("chosen_d0"),
+                     preprocessing=head.get("preprocessing", "clip"), n_tokens=int(head.get("n_tokens") or 32),
+                     d0_scores=list(head.get("d0_scores") or []), vocab_words=head.get("vocab_words"),
+                     vocab_text=arr.get("vocab_text"), generator=head.get("generator"),
+                     skipped=dict(head.get("skipped") or {}), extras=extras, codebook=arr.get("codebook"))
 
 
 def _load_model(method, path):
@@ -590,56 +808,33 @@ def _load_model(method, path):
 
 
 def load_workspace(path) -> Workspace:
-    """Open a workspace folder written by :func:`save_workspace`.
+    """Open a workspace folder written by :func:`save_workspace`: the one checked reader.
+
+    Every field of ``workspace.json`` is type-checked, every array's header and size checked
+    against its zip entry before it is read (:func:`slics_core.errors.check_npz`), shapes checked
+    against each other, split indices against the number of items, and each model's width and
+    concepts against the workspace's.
 
     Raises
     ------
     FileNotFoundError
         No workspace there.
-    ValueError
-        The folder is damaged (unreadable or inconsistent files); the message names it.
+    WorkspaceDamagedError
+        (a ``ValueError``) Anything else: one line, "workspace '<folder>' is damaged: <what>".
     """
     path = Path(path)
     head_file = path / "workspace.json"
     if not head_file.is_file():
-        raise FileNotFoundError(f"no workspace in {path} (missing workspace.json; build one with `slics workspace`)")
+        raise FileNotFoundError(f"no workspace in {str(path)!r} (missing workspace.json; build one with "
+                                "`slics workspace`)")
     try:
-        head = json.loads(head_file.read_text())
-        if head.get("format") != FORMAT:
-            raise ValueError(f"unknown format {head.get('format')!r} (rebuild it with `slics workspace`)")
-        with np.load(path / "arrays.npz", allow_pickle=False) as z:
-            arr = {k: z[k] for k in z.files}
-        models = {}
-        for key, fname in head["models"].items():
-            method, d0 = key.split("|")
-            if method not in REGISTRY:
-                continue  # a method no longer registered here
-            if "/" in fname or "\\" in fname or fname.startswith("."):
-                raise ValueError(f"model file name {fname!r} is not allowed")
-            models[(method, int(d0) if d0 else None)] = _load_model(method, path / "models" / fname)
-        n = int(head["n"])
-        for k in ("X", "raw", "Y"):
-            if arr[k].shape[0] != n:
-                raise ValueError(f"{k} has {arr[k].shape[0]} rows, expected {n}")
-        index = {k: arr[f"index_{k}"] for k in _SPLITS}
-        images = np.load(path / "images.npy", allow_pickle=False) if (path / "images.npy").is_file() else None
-        extras = {k: np.load(path / f"extra-{k}.npy", allow_pickle=False) for k in head.get("extras", [])
-                  if re.match(r"^[A-Za-z0-9_]+$", k)}
-        if images is not None and len(images) != n:
-            raise ValueError(f"images.npy has {len(images)} images, expected {n}")
-    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"workspace {path} is damaged: {type(exc).__name__}: {exc}") from exc
-    return Workspace(name=head["name"], kind=head.get("kind", "dataset"), path=path, X=arr["X"], raw=arr["raw"],
-                     mean=arr["mean"], Y=arr["Y"].astype(bool), concept_names=list(head["concept_names"]),
-                     index=index, models=models, Z=arr["Z"].astype(bool) if "Z" in arr else None,
-                     sub_names=list(head.get("sub_names") or []), sub_to_concept=arr.get("sub_to_concept"),
-                     concept_text=arr.get("concept_text"), encoder=head.get("encoder"),
-                     captions=head.get("captions"), ids=list(head.get("ids") or []), images=images,
-                     paths=head.get("paths"), chosen_d0=head.get("chosen_d0"),
-                     preprocessing=head.get("preprocessing", "clip"), n_tokens=int(head.get("n_tokens", 32)),
-                     d0_scores=list(head.get("d0_scores") or []), vocab_words=head.get("vocab_words"),
-                     vocab_text=arr.get("vocab_text"), generator=head.get("generator"),
-                     skipped=dict(head.get("skipped") or {}), extras=extras, codebook=arr.get("codebook"))
+        return _read_workspace(path)
+    except (OSError, KeyError, ValueError, TypeError, AttributeError, IndexError, EOFError, RecursionError,
+            zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        detail = user_message(exc) if isinstance(exc, (OSError, ValueError)) else f"{type(exc).__name__}: {exc}"
+        detail = " ".join(detail.split())[:400]
+        raise WorkspaceDamagedError(f"workspace {str(path)!r} is damaged: {detail}; rebuild it with `slics "
+                                    "workspace` (or delete the folder)", path=path) from exc
 
 
 def list_workspaces(root=None) -> list:
@@ -654,10 +849,8 @@ def list_workspaces(root=None) -> list:
     for p in sorted(root.iterdir()):
         if p.name.startswith(".") or not (p / "workspace.json").is_file():
             continue
-        try:  # the small marker names the workspace; the header (ids, paths of every item) is not read
-            out.append((str(json.loads((p / MARKER).read_text()).get("name", p.name)), p))
-        except (OSError, ValueError, AttributeError):
-            out.append((f"{p.name} (damaged)", p))
+        name = _marker(p).get("name")  # the small marker names the workspace; the large header is not read
+        out.append((name, p) if isinstance(name, str) and name.strip() else (f"{p.name} (damaged)", p))
     return out
 
 

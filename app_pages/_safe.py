@@ -1,0 +1,61 @@
+"""Showing values the app does not control (link parameters, workspace and concept names, text
+queries, upload file names, dataset captions, error messages quoting them) in Streamlit Markdown.
+
+Every ``st.markdown`` / ``st.caption`` / alert / image caption renders Markdown, and Streamlit's
+Markdown turns a bare ``https://…``, ``www.…`` or ``name@host.tld`` into a live link even when every
+punctuation mark is backslash-escaped (measured: the autolink pass runs on the parsed text). So:
+
+:func:`code`
+    the value as an inline code span: nothing inside is a link, an image, HTML or a directive.
+    For values quoted in a sentence (a link parameter, a name, a path, a query).
+:func:`figure_text`
+    the value HTML-escaped, for plotly figure text (titles, legends, labels): plotly draws
+    ``<a href>``, ``<b>``... found in text as markup.
+:func:`text`
+    the value as plain text: every ASCII punctuation mark backslash-escaped (no emphasis,
+    links, images, HTML, ``:colour[…]`` directives or ``$maths$``), and the three autolink
+    triggers (``://``, ``www.``, ``@``) broken by an invisible WORD JOINER (U+2060). For
+    names shown as prose (concept names in headings, labels in captions, error messages).
+
+Both make the value one line (a payload cannot start a new block) and cut it to ``limit``
+characters. ``tests/e2e/test_injection.py`` checks every page in a browser.
+"""
+from __future__ import annotations
+
+import re
+from html import escape
+
+__all__ = ["code", "text", "figure_text"]
+
+_WJ = "\u2060"
+_PUNCT = re.compile(r"([!-/:-@\[-`{-~])")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+
+
+def _one_line(value, limit: int) -> str:
+    s = " ".join(_CONTROL.sub(" ", str(value)).split(" "))
+    s = re.sub(r"\s+", " ", s).strip()
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def code(value, limit: int = 200) -> str:
+    """``value`` as a Markdown inline code span (shown literally; never a link or an image)."""
+    s = _one_line(value, limit)
+    if not s:
+        return "` `"
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", s)), default=0) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def text(value, limit: int = 500) -> str:
+    """``value`` as Markdown that shows its characters as they are, with no link, image or markup."""
+    s = _PUNCT.sub(r"\\\1", _one_line(value, limit))
+    s = s.replace("\\:\\/\\/", "\\:" + _WJ + "\\/\\/")
+    s = re.sub(r"(?i)(www)(\\\.)", r"\1" + _WJ + r"\2", s)
+    return s.replace("\\@", "\\@" + _WJ)
+
+
+def figure_text(value) -> str:
+    """``value`` for plotly figure text: HTML-escaped, so no ``<a href>`` in it becomes a link."""
+    return escape(str(value), quote=False)
