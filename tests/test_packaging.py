@@ -161,3 +161,13 @@ def test_slics_app_help_lists_the_command(capsys):
         cli.main(["app", "--help"])
     assert info.value.code == 0
     assert "streamlit run" in capsys.readouterr().out
+
+
+def test_ci_runs_readmes_test_command_then_checks_the_wheel():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0].strip() for b in readme.split("```bash\n")[1:3]]
+    assert 'pip install -e ".[all]"' in blocks[0] and blocks[1].endswith("python -m pytest -q")
+    lines = [ln.strip() for ln in ci.splitlines()]
+    assert blocks[1] in lines and "bash .ci/check_wheel.sh" in lines
+    assert lines.index("bash .ci/check_wheel.sh") > lines.index(blocks[1])
