@@ -6,7 +6,19 @@ functions so that bad input fails early, with a message that names the problem
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
+
+
+#: The one scikit-learn estimator check that cannot apply to the embedding estimators (SLiCS,
+#: EmbeddingNormalizer), with its reason: ``check_estimator(est, expected_failed_checks=...)``.
+SKLEARN_EXPECTED_FAILED_CHECKS = {
+    "check_estimators_dtypes": "its integer X (3 * uniform, truncated) has an all-zero row, and an all-zero "
+                               "embedding has no direction (a failed encoding), which every embedding "
+                               "estimator here refuses by design; the dtypes themselves (float32, int32, "
+                               "int64) are tested on data without such rows in tests/test_sklearn_conventions.py",
+}
 
 
 def _first(indices, limit=5):
@@ -38,24 +50,34 @@ def check_embeddings(X, *, n_features=None, name="X", allow_zero_rows=False, dty
     Raises
     ------
     ValueError
-        If the input is not numeric, not 2-D, empty, contains NaN or infinite
-        values, has rows that are all zero, or has the wrong number of columns.
+        If the input is sparse, complex, not numeric, not 2-D, empty, contains
+        NaN or infinite values, has rows that are all zero, or has the wrong
+        number of columns.
     """
+    check_dense(X, name)
     try:
-        arr = np.asarray(X, dtype=dtype)
+        arr = np.asarray(X)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name} must be a numeric array of embeddings: {exc}") from None
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name} has complex values: embeddings must be real numbers "
+                         "(Complex data not supported; pass the real part if that is what you mean).")
+    try:
+        arr = arr.astype(dtype, copy=False)
+    except (TypeError, ValueError) as exc:  # same type: TypeError for objects that are not numbers
+        raise type(exc)(f"{name} must be a numeric array of embeddings: {exc}") from None
     if arr.ndim == 1:
         raise ValueError(
             f"{name} must be 2-D with one embedding per row (n_samples, n_features); got a 1-D array "
-            f"of length {arr.shape[0]}. Use X.reshape(1, -1) for a single embedding."
+            f"of length {arr.shape[0]}. Reshape your data: X.reshape(1, -1) for a single embedding."
         )
     if arr.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}.")
     if arr.shape[0] == 0:
         raise ValueError(f"{name} has no rows (no samples).")
     if arr.shape[1] == 0:
-        raise ValueError(f"{name} has no columns (zero-dimensional embeddings).")
+        raise ValueError(f"{name} has 0 feature(s) (shape={arr.shape}) while a minimum of 1 is required "
+                         "(zero-dimensional embeddings).")
     if n_features is not None and arr.shape[1] != n_features:
         raise ValueError(
             f"{name} has {arr.shape[1]} features per row, but {n_features} are expected "
@@ -75,6 +97,74 @@ def check_embeddings(X, *, n_features=None, name="X", allow_zero_rows=False, dty
                 "embedding has no direction (failed encoding?). Remove these rows."
             )
     return np.ascontiguousarray(arr)
+
+
+def validate_embeddings(estimator, X, *, reset, allow_zero_rows=False):
+    """:func:`check_embeddings` for a scikit-learn estimator's ``fit`` (``reset=True``) or later methods.
+
+    Also records (``reset=True``) or compares the column names (``feature_names_in_``, for a
+    DataFrame) and the width (``n_features_in_``) as scikit-learn's ``validate_data`` does, with
+    its messages.
+    """
+    from sklearn.utils.validation import validate_data  # scikit-learn only where an estimator is used
+
+    arr = check_embeddings(X, allow_zero_rows=allow_zero_rows)
+    validate_data(estimator, X, reset=reset, skip_check_array=True)
+    return arr
+
+
+def check_dense(X, name="X"):
+    """Refuse a SciPy sparse matrix or array with a one-line message (embeddings are dense)."""
+    sparse = sys.modules.get("scipy.sparse")  # a sparse input means SciPy's sparse module is loaded
+    if sparse is not None and sparse.issparse(X):
+        raise ValueError(f"{name} is a sparse {type(X).__name__}; SLiCS takes dense embeddings only "
+                         f"(convert it with {name}.toarray() if it fits in memory).")
+
+
+def check_targets(y, n_samples, *, classes=None, name="Y"):
+    """Concept labels from multi-label ``Y`` (2-D, 0/1) or class labels ``y`` (1-D, one concept per sample).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples, n_concepts) or (n_samples,)
+        A 0/1 matrix, or one class label per sample (ints, strings...): each distinct label is then a
+        concept and a sample has exactly the concept of its label, as scikit-learn's multi-label tools
+        read class labels.
+    n_samples : int
+    classes : ndarray, optional
+        The classes of a model fitted on class labels; 1-D ``y`` must use only these (in this order).
+
+    Returns
+    -------
+    Y : ndarray of bool, shape (n_samples, n_concepts)
+    classes : ndarray or None
+        The sorted distinct labels of 1-D ``y`` (the concepts, in column order); None for a 2-D ``y``.
+    """
+    if y is None:
+        raise ValueError(f"this model requires y to be passed, but the target y is None: give {name} as "
+                         "concept labels (n_samples, n_concepts) of 0/1, or one class label per sample.")
+    check_dense(y, name)
+    arr = np.asarray(y)
+    if arr.ndim != 1:
+        return check_labels(arr, n_samples, name=name), None
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name} has complex values (Complex data not supported); labels must be real or strings.")
+    if arr.shape[0] != n_samples:
+        raise ValueError(f"{name} has {arr.shape[0]} labels but X has {n_samples} rows; they must match.")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinite class labels.")
+    if classes is None:
+        classes, codes = np.unique(arr, return_inverse=True)
+    else:
+        codes = np.searchsorted(classes, arr)
+        codes = np.minimum(codes, len(classes) - 1)
+        unknown = classes[codes] != arr
+        if unknown.any():
+            raise ValueError(f"{name} has class label {arr[unknown][0]!r}, which the model was not fitted on "
+                             f"(its classes: {list(classes)[:10]}).")
+    Y = np.zeros((n_samples, len(classes)), dtype=bool)
+    Y[np.arange(n_samples), codes.reshape(-1)] = True
+    return Y, classes
 
 
 def check_labels(Y, n_samples, *, n_concepts=None, name="Y"):

@@ -24,6 +24,7 @@ from slics_core import __version__, commands, weights
 from slics_core.commands import COMMANDS, CLIError
 from slics_core.encoders import parse_encoder_spec
 from slics_core.errors import DAMAGED_FILE_ERRORS, UserError, user_message
+from slics_core.extras import MissingExtraError, extra_for, missing_extra_message
 
 __all__ = ["CLIError", "build_parser", "check_encoder_weights", "main"]
 
@@ -104,16 +105,34 @@ def _fail(command, exc) -> int:
     return 2
 
 
+def _missing_extra(command, exc: ModuleNotFoundError) -> int:
+    """One line naming the extra that installs the missing library (other missing modules re-raise)."""
+    if extra_for(exc.name) is None:
+        raise exc
+    message = str(exc) if isinstance(exc, MissingExtraError) else missing_extra_message(exc.name)
+    print(f"slics {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     name = _command_name(argv)
     command = COMMANDS.get(name)
+    rest = argv[argv.index(name) + 1:] if command is not None else []
+    if command is not None and command.passthrough and rest[:1] not in (["-h"], ["--help"]):
+        try:
+            return int(importlib.import_module(f"{commands.__name__}.{command.module}").run(rest) or 0)
+        except _USER_ERRORS as exc:
+            return _fail(name, exc)
     if command is not None and command.loads_encoder and not _HELP & set(argv):
         try:
             check_encoder_weights(_option_value(argv, "--encoder"))
         except _USER_ERRORS as exc:
             return _fail(name, exc)
-    parser = build_parser(_modules_for(argv))
+    try:
+        parser = build_parser(_modules_for(argv))
+    except ModuleNotFoundError as exc:  # a command module imports an optional library at its top
+        return _missing_extra(name, exc)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:
@@ -123,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(func(args) or 0)
     except _USER_ERRORS as exc:
         return _fail(args.command, exc)
+    except ModuleNotFoundError as exc:
+        return _missing_extra(args.command, exc)
     except KeyboardInterrupt:
         print(f"slics {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -49,6 +49,7 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from slics_core import weights as _weights
+from slics_core.extras import require
 
 __all__ = [
     "Encoder",
@@ -102,7 +103,7 @@ class Encoder(Protocol):
 # ----------------------------------------------------------------- utilities
 def default_device():
     """``"cuda"`` when a CUDA GPU is usable, else ``"cpu"``."""
-    import torch
+    torch = require("torch", "an image encoder")
 
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -297,7 +298,7 @@ class OpenCLIPEncoder:
             ident = f"open_clip:{arch}/{tag}"
             if quick_gelu is None:
                 quick_gelu = preset.quick_gelu
-        import open_clip
+        open_clip = require("open_clip", "an open_clip encoder")
 
         if arch not in open_clip.list_models():
             raise ValueError(f"unknown open_clip model {arch!r}")
@@ -319,7 +320,7 @@ class OpenCLIPEncoder:
         if not weights:
             raise FileNotFoundError(f"no weights in {folder} (expected one of {', '.join(_weights.OPEN_CLIP_FILES)})")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import open_clip
+        open_clip = require("open_clip", "an open_clip encoder")
 
         try:
             model_, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{folder}")
@@ -337,7 +338,7 @@ class OpenCLIPEncoder:
         ``model`` is any name in ``open_clip.list_models()`` (including configs
         added with ``open_clip.add_model_config``); ``seed`` fixes the weights.
         """
-        import open_clip
+        open_clip = require("open_clip", "an open_clip encoder")
         import torch
 
         if model not in open_clip.list_models():
@@ -521,6 +522,7 @@ class DINOv2Encoder:
                                               description=f"DINOv2 ({name})", files=("config.json",))
             folder = _weights.resolve(preset, cache_dir=cache_dir, allow_download=allow_download)
             ident = f"dinov2:{preset.repo_id}"
+        require("transformers", "the DINOv2 encoder")
         from transformers import AutoImageProcessor, Dinov2Model
 
         model_ = Dinov2Model.from_pretrained(folder, local_files_only=True)
@@ -530,6 +532,7 @@ class DINOv2Encoder:
     @classmethod
     def random(cls, config=None, processor=None, seed: int = 0, *, device=None, half=None):
         """Randomly initialised DINOv2 of the given ``Dinov2Config`` (default: ViT-B/14 shape)."""
+        require("transformers", "the DINOv2 encoder")
         import torch
         from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
 

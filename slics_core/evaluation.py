@@ -14,6 +14,8 @@
   (:class:`slics_core.retrieval.QuantizedPool`, TiTok) every method is also
   scored against the quantized candidates (Table 3, "Quant. pool");
   :func:`methods_table_markdown` formats it.
+* :class:`RetrievalScorer` - mAP@k as a scikit-learn scorer (``GridSearchCV(scoring=RetrievalScorer())``):
+  every held-out item queries the other held-out items.
 * :class:`ResultStore` - finished runs (one JSON file per fit and evaluation,
   written atomically) and fitted dictionaries on disk, so that an interrupted
   sweep or table resumes where it stopped.
@@ -53,7 +55,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slics_core._validation import check_embeddings, check_labels
+from slics_core._validation import check_embeddings, check_labels, check_targets
 from slics_core.errors import DamagedFileError, reading
 from slics_core.methods import FitInputs, active_concepts, fit_method, get_method, method_names, needs_message
 from slics_core.retrieval import build_index
@@ -76,6 +78,7 @@ __all__ = [
     "methods_table_markdown",
     "methods_table_rows",
     "ResultStore",
+    "RetrievalScorer",
     "table_runs",
     "sweep_key",
     "table_key",
@@ -474,6 +477,69 @@ def rank_method(method, data, split, *, queries="query", n_atoms=10, n_iter=10, 
         Y_active = active_concepts(m, Y=data.Y[q_idx], X_raw=None if data.X_raw is None else data.X_raw[q_idx],
                                    concept_text=data.concept_text, n_active=inputs.active_count())
     return rank_queries(model, m, data.X[q_idx], index, k, mode=mode, Y_active=Y_active), model
+
+
+class RetrievalScorer:
+    """General mAP@k of concept-filtered retrieval, as a scikit-learn scorer ``scorer(estimator, X, y)``.
+
+    For model selection with scikit-learn (``GridSearchCV(SLiCS(), {"n_atoms": [...]},
+    scoring=RetrievalScorer())``): on the held-out items ``X`` (labels ``y``), every item queries
+    the *other* held-out items with each concept it has, ranked by cosine to its component
+    (:meth:`SLiCS.project`, ``tilde-v_j``; ``mode="full"``: :meth:`SLiCS.components` with the
+    query's labels, ``v_j``); the score is the mean AP@k over these (query, concept) pairs
+    (:func:`evaluate_rankings`). The paper's protocol has separate query and pool sets
+    (:func:`rank_method`); here the fold is both, with the query itself left out of its list.
+
+    Parameters
+    ----------
+    k : int, default=20
+        Ranks scored (fewer when the fold has ``k`` items or fewer: all the others).
+    mode : {"partial", "full"}, default="partial"
+
+    AP@k is normalised by the relevant items retrieved (``normalization="retrieved"``, see the
+    module docstring).
+
+    Notes
+    -----
+    ``estimator`` is a fitted model of :mod:`slics_core.methods` (e.g. :class:`slics_core.SLiCS`) or a
+    :class:`sklearn.pipeline.Pipeline` ending in one (the steps before it transform ``X``). ``y`` is
+    a 0/1 matrix, or class labels for a model fitted on class labels. Larger is better.
+    """
+
+    def __init__(self, k: int = 20, mode: str = "partial"):
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be a positive int; got {k!r}.")
+        if mode not in ("partial", "full"):
+            raise ValueError(f"mode must be 'partial' or 'full'; got {mode!r}.")
+        self.k, self.mode = int(k), mode
+
+    def __repr__(self):
+        return f"RetrievalScorer(k={self.k}, mode={self.mode!r})"
+
+    def __call__(self, estimator, X, y) -> float:
+        model = estimator
+        if hasattr(estimator, "steps"):  # a Pipeline: the last step is the model
+            model = estimator.steps[-1][1]
+            if len(estimator.steps) > 1:
+                X = estimator[:-1].transform(X)
+        X = check_embeddings(X)
+        Y = check_targets(y, X.shape[0], classes=getattr(model, "classes_", None))[0]
+        S = int(model.n_concepts_)
+        if Y.shape[1] != S:
+            raise ValueError(f"y has {Y.shape[1]} concepts but the model has {S}.")
+        if self.mode == "full" and getattr(model, "filtered", True):
+            V = np.asarray(model.components(X, Y))
+        else:
+            V = np.asarray(model.project(X, None))
+        n, d = X.shape
+        if n < 2:
+            raise ValueError("RetrievalScorer needs at least 2 held-out items (each queries the others).")
+        k = min(self.k, n - 1)
+        ranked = build_index(X, "exact").search(V.reshape(-1, d), k + 1)[0].reshape(n, S, -1)
+        own = ranked == np.arange(n)[:, None, None]
+        own[..., -1] |= ~own.any(axis=2)  # the query itself, or else the last of the k + 1
+        others = ranked[~own].reshape(n, S, k)
+        return float(evaluate_rankings(others, Y, Y, k=k)["general"])
 
 
 def _score(indices, data, split, queries, k, normalization):

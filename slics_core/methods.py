@@ -20,6 +20,11 @@ a method:
 ``save(path)`` / ``Method.load(path)``
     Persistence (``.npz``, no pickle).
 
+Every model is a scikit-learn estimator: ``get_params``, ``clone`` and pickling work. The
+models of UF, SpLiCE and F-SpLiCE are made whole by their constructor arguments (no training:
+SpLiCE's vocabulary is given), so their ``fit`` only checks its input, and ``clone`` gives an
+equal model.
+
 Dictionary methods (``dictionary=True``) also have ``atoms_`` and ``groups_``
 and are fitted once per ``d0``. Unfiltered methods (``filtered=False``: UF,
 SpLiCE) return the same vector for every concept; evaluation then ranks once
@@ -56,8 +61,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from sklearn.base import BaseEstimator
 
-from slics_core._validation import check_concept, check_embeddings
+from slics_core._validation import check_concept, check_embeddings, check_targets
 from slics_core.baselines import FSpLiCE, SpLiCE
 from slics_core.captions import prepare_text_embeddings
 from slics_core.errors import check_npz
@@ -319,7 +325,7 @@ def _vocab_arrays(splice):
             "alpha": np.array(splice.alpha)}
 
 
-class _Broadcast:
+class _Broadcast(BaseEstimator):
     """Shared behaviour of the unfiltered models: one vector per query, used for every concept."""
 
     filtered = False
@@ -346,9 +352,12 @@ class _Broadcast:
 class UnfilteredModel(_Broadcast):
     """UF: the whole query embedding ranks the pool for every concept."""
 
-    def fit(self, X, Y=None, concept_names=None, n_concepts=None):
+    def fit(self, X, Y=None, concept_names=None, n_concepts: int | None = None) -> UnfilteredModel:
+        """Record the embedding width and the concepts (from ``Y``, ``n_concepts`` or ``concept_names``)."""
         X = check_embeddings(X, name="X", allow_zero_rows=True)
-        S = int(n_concepts if n_concepts is not None else np.asarray(Y).shape[1])
+        if n_concepts is None and Y is None and concept_names is not None:
+            n_concepts = len(concept_names)
+        S = int(n_concepts if n_concepts is not None else check_targets(Y, X.shape[0])[0].shape[1])
         self.n_features_in_ = int(X.shape[1])
         self.n_concepts_ = S
         self.concept_names_ = list(concept_names) if concept_names is not None else [f"concept {j}" for j in range(S)]
@@ -366,14 +375,43 @@ class UnfilteredModel(_Broadcast):
                                                                    concept_names=names, n_concepts=len(names)))
 
 
-class SpLiCEModel(_Broadcast):
-    """SpLiCE, unfiltered: the query's sparse reconstruction over the vocabulary ranks the pool."""
+class _GivenVocabulary(BaseEstimator):
+    """A SpLiCE model: whole once its constructor has the vocabulary (``splice``) and the concept names."""
 
-    def __init__(self, splice, concept_names):
+    def __sklearn_is_fitted__(self):
+        return self.splice is not None and self.concept_names is not None
+
+    def fit(self, X=None, y=None):
+        """Nothing to learn (the vocabulary is given); checks ``X``'s width if given. Returns ``self``."""
+        if X is not None:
+            check_embeddings(X, n_features=self.n_features_in_, name="X", allow_zero_rows=True)
+        return self
+
+    @property
+    def n_features_in_(self) -> int:
+        return int(self.splice.dictionary.shape[1])
+
+    @property
+    def concept_names_(self) -> list:
+        return list(self.concept_names)
+
+    @property
+    def n_concepts_(self) -> int:
+        return len(self.concept_names)
+
+
+class SpLiCEModel(_Broadcast, _GivenVocabulary):
+    """SpLiCE, unfiltered: the query's sparse reconstruction over the vocabulary ranks the pool.
+
+    Parameters
+    ----------
+    splice : slics_core.baselines.SpLiCE
+    concept_names : list of str
+    """
+
+    def __init__(self, splice=None, concept_names=None):
         self.splice = splice
-        self.n_features_in_ = int(splice.dictionary.shape[1])
-        self.concept_names_ = list(concept_names)
-        self.n_concepts_ = len(self.concept_names_)
+        self.concept_names = concept_names
 
     def _vectors(self, X):
         return np.asarray(self.splice.reconstruct(X))
@@ -387,19 +425,34 @@ class SpLiCEModel(_Broadcast):
             SpLiCE(z["vocabulary"], words=[str(w) for w in z["words"]], alpha=float(z["alpha"])), names))
 
 
-class FSpLiCEModel:
-    """F-SpLiCE: the SpLiCE reconstruction split by word groups (one per concept)."""
+class FSpLiCEModel(_GivenVocabulary):
+    """F-SpLiCE: the SpLiCE reconstruction split by word groups (one per concept).
+
+    Parameters
+    ----------
+    fsplice : slics_core.baselines.FSpLiCE
+    concepts : array-like of shape (S, d)
+        The prepared concept prompt embeddings the words were grouped by (saved with the model).
+    concept_names : list of str
+        One per word group.
+    """
 
     filtered = True
 
-    def __init__(self, fsplice, concepts, concept_names):
+    def __init__(self, fsplice=None, concepts=None, concept_names=None):
         self.fsplice = fsplice
-        self.concepts_ = np.asarray(concepts, dtype=np.float64)
-        self.n_features_in_ = int(fsplice.dictionary.shape[1])
-        self.concept_names_ = list(concept_names)
-        self.n_concepts_ = int(fsplice.n_concepts)
-        if len(self.concept_names_) != self.n_concepts_:
-            raise ValueError(f"{len(self.concept_names_)} concept names for {self.n_concepts_} word groups")
+        self.concepts = concepts
+        self.concept_names = concept_names
+        if fsplice is not None and concept_names is not None and len(concept_names) != fsplice.n_concepts:
+            raise ValueError(f"{len(concept_names)} concept names for {fsplice.n_concepts} word groups")
+
+    @property
+    def splice(self):
+        return self.fsplice
+
+    @property
+    def concepts_(self) -> np.ndarray:
+        return np.asarray(self.concepts, dtype=np.float64)
 
     def project(self, X, concept=None):
         """Per-group parts of the reconstruction, ``(n, S, d)`` (or ``(n, d)`` for one concept)."""

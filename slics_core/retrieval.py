@@ -57,6 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from slics_core._validation import check_embeddings
+from slics_core.extras import require
 
 __all__ = [
     "FAISS_MIN_POOL",
@@ -197,7 +198,7 @@ class FaissIndex:
     backend = "faiss"
 
     def __init__(self, pool):
-        import faiss
+        faiss = require("faiss", "the 'faiss' search back-end")
 
         pool = check_embeddings(pool, name="pool", dtype=np.float32)
         vectors = np.ascontiguousarray(normalize_rows(pool))
@@ -239,7 +240,7 @@ class FaissIVFIndex:
     backend = "ivf"
 
     def __init__(self, pool, *, nlist=None, nprobe=None, train_size=None, random_state=0):
-        import faiss
+        faiss = require("faiss", "the 'ivf' search back-end")
 
         pool = check_embeddings(pool, name="pool", dtype=np.float32)
         vectors = np.ascontiguousarray(normalize_rows(pool))
@@ -502,7 +503,7 @@ def quantize_tokens(X, codebook, n_tokens):
     -------
     codes : ndarray of int32, shape (n, n_tokens)
     """
-    import faiss
+    faiss = require("faiss", "quantizing with a codebook")
 
     C = np.ascontiguousarray(np.asarray(codebook, dtype=np.float32))
     if C.ndim != 2:

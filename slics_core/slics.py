@@ -86,14 +86,17 @@ import tempfile
 import warnings
 import zipfile
 import zlib
-from numbers import Integral
+from collections.abc import Callable, Sequence
+from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.linalg import eigh
 from scipy.linalg.blas import dsyrk
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from slics_core._kernels import (
@@ -105,7 +108,13 @@ from slics_core._kernels import (
     residual,
     top_triplet,
 )
-from slics_core._validation import check_concept, check_embeddings, check_labels
+from slics_core._validation import (
+    SKLEARN_EXPECTED_FAILED_CHECKS,
+    check_concept,
+    check_labels,
+    check_targets,
+    validate_embeddings,
+)
 from slics_core.nnls import nnls_gram, nnls_shared
 
 FORMAT_NAME = "slics-model"
@@ -285,7 +294,7 @@ def initial_atoms(X, Y, n_atoms, random_state=None):
 # ----------------------------------------------------------------------------------------------
 # The estimator
 # ----------------------------------------------------------------------------------------------
-class SLiCS(BaseEstimator):
+class SLiCS(TransformerMixin, BaseEstimator):
     """Sparse Linear Concept Subspaces: supervised group-structured dictionary learning.
 
     Learns one group of atoms per concept so that every embedding is a
@@ -352,13 +361,34 @@ class SLiCS(BaseEstimator):
     n_features_in_ : int
         Embedding dimension ``d``.
     concept_names_ : list of str
-        Names of the concepts (``"concept 0"``... unless given to ``fit``).
+        Names of the concepts (``"concept 0"``... unless given to ``fit``;
+        the class labels when ``fit`` got 1-D ``Y``).
+    classes_ : ndarray or None
+        The class labels (in concept order) when ``fit`` got 1-D ``Y``;
+        ``None`` after a fit on a 0/1 label matrix.
+    feature_names_in_ : ndarray of str
+        Column names of ``X`` when it was a DataFrame with string column names.
 
     Notes
     -----
     Atoms that no sample uses in a full-batch epoch are re-seeded with the
     normalised residual of the worst-approximated sample of their concept;
     in mini-batch mode unused atoms keep their value.
+
+    scikit-learn conventions: ``check_estimator(SLiCS(),
+    expected_failed_checks=SKLEARN_EXPECTED_FAILED_CHECKS)`` passes
+    (``tests/test_sklearn_conventions.py``). The one check expected to
+    fail, ``check_estimators_dtypes``, cannot apply: its integer ``X`` has an
+    all-zero row, and an all-zero embedding (no direction: a failed
+    encoding) is refused by design; the dtypes themselves are tested.
+    ``Y`` may be a 0/1 matrix ``(n_samples, n_concepts)`` (multi-label) or
+    1-D class labels (each distinct label is a concept, one per sample).
+    Input is dense only (a sparse ``X`` is refused with a message), real
+    (complex ``X`` is refused), and ``transform`` returns the atom
+    coefficients, whose columns :meth:`get_feature_names_out` names
+    ``"<concept>_<k>"``; ``set_output(transform="pandas")`` works. A saved
+    and loaded model (:meth:`save`, :meth:`load`) has no ``classes_``: give
+    it 0/1 label matrices.
 
     Examples
     --------
@@ -369,8 +399,10 @@ class SLiCS(BaseEstimator):
     (6, 32)
     """
 
-    def __init__(self, n_atoms=5, n_iter=10, batch_size=None, update="ksvd", monotone=False,
-                 tol=None, ridge=0.0, n_power_steps=0, random_state=None, callback=None):
+    def __init__(self, n_atoms: int | Sequence[int] = 5, *, n_iter: int = 10, batch_size: int | None = None,
+                 update: str = "ksvd", monotone: bool = False, tol: float | None = None, ridge: float = 0.0,
+                 n_power_steps: int = 0, random_state: int | np.random.RandomState | None = None,
+                 callback: Callable[[int, int, int, int], Any] | None = None):
         self.n_atoms = n_atoms
         self.n_iter = n_iter
         self.batch_size = batch_size
@@ -384,59 +416,55 @@ class SLiCS(BaseEstimator):
 
     # -- parameter checks ----------------------------------------------------------------------
     def _atom_counts(self, n_concepts):
-        if isinstance(self.n_atoms, (Integral, np.integer)) and not isinstance(self.n_atoms, bool):
-            counts = [int(self.n_atoms)] * n_concepts
-        else:
-            try:
-                counts = [int(m) for m in self.n_atoms]
-            except TypeError:
-                raise ValueError(f"n_atoms must be an int or one int per concept; got {self.n_atoms!r}.") from None
-            if len(counts) != n_concepts:
-                raise ValueError(f"n_atoms has {len(counts)} entries but Y has {n_concepts} concepts.")
-        if min(counts) < 1:
-            raise ValueError(f"n_atoms must be >= 1 for every concept; got {self.n_atoms!r}.")
+        if _is_int(self.n_atoms):
+            return [int(self.n_atoms)] * n_concepts
+        counts = [int(m) for m in self.n_atoms]
+        if len(counts) != n_concepts:
+            raise ValueError(f"n_atoms has {len(counts)} entries but Y has {n_concepts} concepts.")
         return counts
 
     def _check_params(self):
-        if not isinstance(self.n_iter, (Integral, np.integer)) or self.n_iter < 0:
-            raise ValueError(f"n_iter must be a non-negative int; got {self.n_iter!r}.")
-        if self.batch_size is not None and (not isinstance(self.batch_size, (Integral, np.integer)) or self.batch_size < 1):
-            raise ValueError(f"batch_size must be None or a positive int; got {self.batch_size!r}.")
-        if self.update not in ("ksvd", "bcd"):
-            raise ValueError(f"update must be 'ksvd' or 'bcd'; got {self.update!r}.")
-        if self.tol is not None and not self.tol >= 0:
-            raise ValueError(f"tol must be None or >= 0; got {self.tol!r}.")
-        if not self.ridge >= 0:
-            raise ValueError(f"ridge must be >= 0; got {self.ridge!r}.")
-        if not isinstance(self.n_power_steps, (Integral, np.integer)) or self.n_power_steps < 0:
-            raise ValueError(f"n_power_steps must be a non-negative int; got {self.n_power_steps!r}.")
-        if self.callback is not None and not callable(self.callback):
-            raise ValueError(f"callback must be None or a callable callback(epoch, n_epochs, batch, n_batches); "
-                             f"got {self.callback!r}.")
+        """Check every hyper-parameter against :data:`_PARAM_CHECKS` (one line naming the first bad one)."""
+        for name, (ok, expected) in _PARAM_CHECKS.items():
+            value = getattr(self, name)
+            if not ok(value):
+                raise ValueError(f"{name} must be {expected}; got {value!r}.")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True  # the concept labels
+        tags.target_tags.multi_output = True  # a 0/1 matrix, one column per concept
+        tags.input_tags.sparse = False
+        tags.input_tags.allow_nan = False
+        return tags
 
     # -- Algorithm 1 ---------------------------------------------------------------------------
-    def fit(self, X, Y, concept_names=None):
+    def fit(self, X: ArrayLike, Y: ArrayLike, concept_names: Sequence[str] | None = None) -> SLiCS:
         """Learn the concept dictionary from embeddings and multi-labels.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, d)
             Embeddings (typically unit-normalised, see
-            :mod:`slics_core.preprocessing`).
-        Y : array-like of shape (n_samples, S)
-            Binary concept labels.
+            :mod:`slics_core.preprocessing`). Dense and real.
+        Y : array-like of shape (n_samples, S) or (n_samples,)
+            Binary concept labels, or one class label per sample (each
+            distinct label is a concept; ``classes_`` keeps them).
         concept_names : sequence of str, optional
             Names of the ``S`` concepts (kept in ``concept_names_`` and in
-            saved files).
+            saved files). Default: the class labels for 1-D ``Y``, else
+            ``"concept 0"``, ``"concept 1"``...
 
         Returns
         -------
         self : SLiCS
         """
         self._check_params()
-        X = check_embeddings(X)
-        Y = check_labels(Y, X.shape[0])
+        X = validate_embeddings(self, X, reset=True)
+        Y, classes = check_targets(Y, X.shape[0])
         n_concepts = Y.shape[1]
+        if concept_names is None and classes is not None:
+            concept_names = [str(c) for c in classes]
         names = self._check_names(concept_names, n_concepts)
         unlabeled = ~Y.any(axis=1)
         if unlabeled.any():
@@ -466,6 +494,7 @@ class SLiCS(BaseEstimator):
         self.n_concepts_ = n_concepts
         self.n_features_in_ = X.shape[1]
         self.concept_names_ = names
+        self.classes_ = classes
         return self
 
     def _epochs(self, X, A, B, allowed, rng, history):
@@ -502,8 +531,9 @@ class SLiCS(BaseEstimator):
         gram = B @ B.T
         if self.ridge:
             gram = gram + self.ridge * np.eye(B.shape[0])
-        rhs = X @ B.T if allowed is None else allowed_products(X, B, allowed)
-        return nnls_gram(gram, rhs, allowed, init=init)
+        if allowed is None:  # every atom; the compiled products make each row's result independent of the batch
+            allowed = np.ones((X.shape[0], B.shape[0]), dtype=bool)
+        return nnls_gram(gram, allowed_products(X, B, allowed), allowed, init=init)
 
     def _update_atoms(self, X, At, B, allowed, full_batch, steps):
         """Update every atom in turn (in place); return the batch's squared error.
@@ -579,14 +609,29 @@ class SLiCS(BaseEstimator):
 
     def _check_X(self, X):
         check_is_fitted(self, "atoms_")
-        return check_embeddings(X, n_features=self.n_features_in_)
+        return validate_embeddings(self, X, reset=False)
 
     def _allowed(self, Y, n):
         if Y is None:
             return None
+        classes = getattr(self, "classes_", None)
+        if classes is not None and np.ndim(Y) == 1 and not (n == 1 and np.size(Y) == self.n_concepts_ > 1):
+            Y = check_targets(Y, n, classes=classes)[0]
         return _allowed_atoms(check_labels(Y, n, n_concepts=self.n_concepts_), self.groups_)
 
-    def transform(self, X, Y=None):
+    def get_feature_names_out(self, input_features: ArrayLike | None = None) -> np.ndarray:
+        """Names of the columns of :meth:`transform`: ``"<concept name>_<k>"`` for atom ``k`` of a concept.
+
+        ``input_features``, if given, must match ``feature_names_in_`` (or have
+        ``n_features_in_`` entries); it does not change the output names.
+        """
+        check_is_fitted(self, "atoms_")
+        _check_feature_names_in(self, input_features, generate_names=False)
+        first = np.searchsorted(self.groups_, self.groups_)  # index of each concept's first atom
+        names = [f"{self.concept_names_[g]}_{m - f}" for m, (g, f) in enumerate(zip(self.groups_, first))]
+        return np.asarray(names, dtype=object)
+
+    def transform(self, X: ArrayLike, Y: ArrayLike | None = None) -> np.ndarray:
         """Coefficients of ``X`` on the dictionary (disentanglement, eq. 2).
 
         Parameters
@@ -594,7 +639,8 @@ class SLiCS(BaseEstimator):
         X : array-like of shape (n, d)
         Y : array-like of shape (n, S), optional
             Active concepts of each sample; coefficients of the other
-            concepts are zero. ``None``: all concepts are active.
+            concepts are zero. ``None``: all concepts are active. A model
+            fitted on class labels also takes 1-D class labels here.
 
         Returns
         -------
@@ -604,7 +650,7 @@ class SLiCS(BaseEstimator):
         X = self._check_X(X)
         return self._coefficients(X, self.atoms_, self._allowed(Y, X.shape[0]))
 
-    def components(self, X, Y=None):
+    def components(self, X: ArrayLike, Y: ArrayLike | None = None) -> np.ndarray:
         """Per-concept components ``v_j = B_j a_j`` (full disentanglement, eq. 2).
 
         Parameters
@@ -626,7 +672,7 @@ class SLiCS(BaseEstimator):
             V[:, j] = coef[:, sel] @ self.atoms_[sel]
         return V
 
-    def project(self, X, concept):
+    def project(self, X: ArrayLike, concept: int | None) -> np.ndarray:
         """Partial disentanglement: the nearest point of a concept's cone (eq. 3).
 
         Parameters
@@ -648,7 +694,7 @@ class SLiCS(BaseEstimator):
             out[:, i] = nnls_shared(Bj, X, ridge=self.ridge) @ Bj
         return out if concept is None else out[:, 0]
 
-    def reconstruction_error(self, X, Y=None):
+    def reconstruction_error(self, X: ArrayLike, Y: ArrayLike | None = None) -> float:
         """Mean squared reconstruction error ``mean_i ||x_i - a_i B||^2`` with NNLS coefficients."""
         X = self._check_X(X)
         coef = self._coefficients(X, self.atoms_, self._allowed(Y, X.shape[0]))
@@ -656,7 +702,7 @@ class SLiCS(BaseEstimator):
         return float(np.einsum("ij,ij->", R, R) / X.shape[0])
 
     # -- persistence ---------------------------------------------------------------------------
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> str:
         """Save the fitted model to one self-describing ``.npz`` file (written atomically).
 
         The file holds the atoms, groups and history arrays plus a JSON header
@@ -693,7 +739,7 @@ class SLiCS(BaseEstimator):
         return path
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str | os.PathLike) -> SLiCS:
         """Load a model written by :meth:`save`, checking every part of the file first.
 
         The header (format, version, every hyper-parameter, sizes, concept
@@ -732,29 +778,40 @@ _ATOMS_MAX_RATIO = 50
 
 
 def _is_int(x):
-    return isinstance(x, int) and not isinstance(x, bool)
+    return isinstance(x, (Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def _is_number(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    return isinstance(x, (Real, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def _atom_counts_ok(x):
+    """``n_atoms``: a positive int, or a non-empty sequence (list, tuple, 1-D array) of positive ints."""
+    if _is_int(x):
+        return x >= 1
+    if isinstance(x, (str, bytes, dict, set)) or not isinstance(x, (Sequence, np.ndarray)) or np.ndim(x) != 1:
+        return False
+    return len(x) > 0 and all(_is_int(m) and m >= 1 for m in x)
 
 
 #: Hyper-parameters that :meth:`SLiCS.save` does not write (a loaded model has their defaults).
 _NOT_SAVED = ("callback",)
 
-#: Checks of the saved hyper-parameters: (test, what is expected).
+#: The one table of hyper-parameter constraints: (test, what is expected). :meth:`SLiCS.fit` checks the
+#: estimator's parameters with it, :meth:`SLiCS.load` a saved header's (JSON, so ``None`` reads as null).
 _PARAM_CHECKS = {
-    "n_atoms": (lambda x: (_is_int(x) and x >= 1)
-                or (isinstance(x, list) and len(x) > 0 and all(_is_int(m) and m >= 1 for m in x)),
-                "a positive int or a list of positive ints"),
+    "n_atoms": (_atom_counts_ok, "a positive int or a list of positive ints (one per concept)"),
     "n_iter": (lambda x: _is_int(x) and x >= 0, "a non-negative int"),
-    "batch_size": (lambda x: x is None or (_is_int(x) and x >= 1), "null or a positive int"),
-    "update": (lambda x: x in ("ksvd", "bcd"), "'ksvd' or 'bcd'"),
-    "monotone": (lambda x: isinstance(x, bool), "true or false"),
-    "tol": (lambda x: x is None or (_is_number(x) and x >= 0), "null or a non-negative number"),
+    "batch_size": (lambda x: x is None or (_is_int(x) and x >= 1), "None (null) or a positive int"),
+    "update": (lambda x: isinstance(x, str) and x in ("ksvd", "bcd"), "'ksvd' or 'bcd'"),
+    "monotone": (lambda x: isinstance(x, (bool, np.bool_)), "True or False"),
+    "tol": (lambda x: x is None or (_is_number(x) and x >= 0), "None (null) or a non-negative number"),
     "ridge": (lambda x: _is_number(x) and x >= 0, "a non-negative number"),
     "n_power_steps": (lambda x: _is_int(x) and x >= 0, "a non-negative int"),
-    "random_state": (lambda x: x is None or _is_int(x), "null or an int"),
+    "random_state": (lambda x: x is None or _is_int(x) or isinstance(x, np.random.RandomState),
+                     "None (null), an int or a numpy RandomState"),
+    "callback": (lambda x: x is None or callable(x),
+                 "None or a callable callback(epoch, n_epochs, batch, n_batches)"),
 }
 
 
@@ -882,12 +939,14 @@ class _ModelFile:
         if not isinstance(params, dict):
             self.fail("header key 'params' must be an object of hyper-parameters")
         for key, (ok, expected) in _PARAM_CHECKS.items():
+            if key in _NOT_SAVED:
+                continue
             if key not in params:
                 self.fail(f"header param '{key}' is missing")
             if not ok(params[key]):
                 self.fail(f"header param '{key}' must be {expected}; got {params[key]!r}")
         for key in params:
-            if key not in _PARAM_CHECKS:
+            if key not in _PARAM_CHECKS or key in _NOT_SAVED:
                 self.fail(f"header param '{key}' is unknown to this version of SLiCS")
         for key, minimum in (("n_iter_", 0), ("n_concepts_", 1), ("n_features_in_", 1)):
             if not _is_int(header[key]) or header[key] < minimum:

@@ -26,6 +26,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -45,8 +46,25 @@ __all__ = [
     "fetch_command",
 ]
 
+def _assets_dir() -> Path:
+    """The shipped assets: package data :mod:`slics_core.assets` (the repository's top-level ``assets/``).
+
+    An installed wheel holds them as ``slics_core/assets``; an editable install maps that package
+    to the checkout's ``assets/``. A source checkout used without installing it (``PYTHONPATH``)
+    has no such package, and its ``assets/`` beside ``slics_core/`` is used.
+    """
+    try:
+        root = resources.files("slics_core.assets")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "assets"
+    if not isinstance(root, Path):  # e.g. zipimport: open_clip and the sprite loader need real folders
+        raise RuntimeError(f"slics_core's assets are at {root}, not in a folder: install the package unzipped "
+                           "(pip install does).")
+    return root
+
+
 #: The project's shipped assets (emoji sprites and models; see assets/*/NOTICE).
-ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
+ASSETS_DIR = _assets_dir()
 #: Folder of the emoji world's models (``emoji-small``, ``emoji-large``, the generator).
 EMOJI_MODELS_DIR = ASSETS_DIR / "models"
 

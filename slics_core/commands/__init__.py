@@ -49,15 +49,20 @@ class Command:
         names (when given), so that the command line checks that encoder's
         weights before importing ``module``: missing weights are reported in
         well under a second, without importing scikit-learn or torch.
+    passthrough : bool
+        Its arguments go, unparsed, to another program (``slics app`` to ``streamlit run``): the
+        command line calls the module's ``run(args)`` with them, except for a lone ``-h``/``--help``.
     """
 
     module: str
     loads_encoder: bool = False
+    passthrough: bool = False
 
 
 #: Every sub-command of ``slics`` and its module.
 COMMANDS: dict[str, Command] = {
     "align": Command("align"),
+    "app": Command("app", passthrough=True),
     "captions": Command("data", loads_encoder=True),
     "download": Command("models"),
     "embed": Command("data", loads_encoder=True),

@@ -1,0 +1,92 @@
+"""``slics app [streamlit options]``: run the explorer, from an installed package or a checkout.
+
+The explorer is the repository's ``app.py`` and ``app_pages/``; a wheel holds them as the package
+``slics_explorer_app`` (see ``pyproject.toml``). This command finds that ``app.py`` and runs
+``python -m streamlit run APP.py`` with the app's own settings (its ``.streamlit/config.toml``,
+passed as command-line options because Streamlit reads that file only from the working folder)
+followed by the options given here, which win: ``slics app --server.port 8600 --server.headless
+true``. It works from any folder. The library never imports Streamlit; this command only starts it
+in a child process, whose exit code it returns.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import slics_core
+from slics_core.commands import CLIError
+from slics_core.extras import missing_extra_message
+
+__all__ = ["app_script", "config_options", "register", "run", "streamlit_command"]
+
+#: What the explorer imports at its top (the ``app`` extra).
+_APP_MODULES = ("streamlit", "plotly", "pandas")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "app", help="run the explorer (Streamlit) on the emoji world",
+        description="Run the SLiCS explorer (the same pages as `streamlit run app.py` in a checkout). Every "
+                    "option after `app` goes to `streamlit run`, e.g. `slics app --server.port 8600 "
+                    "--server.headless true`; see `streamlit run --help`.")
+    p.add_argument("streamlit_args", nargs=argparse.REMAINDER, metavar="STREAMLIT_OPTION",
+                   help="options of `streamlit run` (they override the app's .streamlit/config.toml)")
+    p.set_defaults(func=lambda args: run(args.streamlit_args))
+
+
+def _is_app_folder(folder: Path) -> bool:
+    return (folder / "app.py").is_file() and (folder / "app_pages" / "home.py").is_file()
+
+
+def app_script() -> Path:
+    """The explorer's ``app.py``: the checkout's beside the imported ``slics_core``, else the installed one."""
+    checkout = Path(slics_core.__file__).resolve().parent.parent
+    if _is_app_folder(checkout):
+        return checkout / "app.py"
+    spec = importlib.util.find_spec("slics_explorer_app")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if _is_app_folder(Path(location)):
+            return Path(location) / "app.py"
+    raise CLIError("the explorer's files (package slics_explorer_app) are not installed; reinstall: "
+                   'pip install --force-reinstall "slics-explorer[all]"')
+
+
+def config_options(app: Path) -> list[str]:
+    """The settings of the app's ``.streamlit/config.toml`` as ``--section.key=value`` options."""
+    path = app.parent / ".streamlit" / "config.toml"
+    if not path.is_file():
+        return []
+    with open(path, "rb") as fh:
+        config = tomllib.load(fh)
+    options = []
+    for section, values in config.items():
+        for key, value in values.items():
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            options.append(f"--{section}.{key}={text}")
+    return options
+
+
+def streamlit_command(args: list[str]) -> list[str]:
+    """The ``streamlit run`` command line for ``slics app ARGS`` (checks the ``app`` extra first)."""
+    for module in _APP_MODULES:
+        if importlib.util.find_spec(module) is None:
+            raise CLIError(missing_extra_message(module, "slics app"))
+    app = app_script()
+    return [sys.executable, "-m", "streamlit", "run", str(app), *config_options(app), *args]
+
+
+def run(args: list[str]) -> int:
+    """Run the explorer with ``streamlit run`` options ``args``; returns Streamlit's exit code."""
+    command = streamlit_command(list(args))
+    if importlib.util.find_spec("open_clip") is None:
+        print("slics app: note: the emoji world is built with open_clip, which is not installed; "
+              'pip install "slics-explorer[models]" (pages on given embeddings work without it)', file=sys.stderr)
+    with subprocess.Popen(command) as proc:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:  # Ctrl-C reaches Streamlit too (same process group): let it stop
+            return proc.wait()
