@@ -82,6 +82,8 @@ class ProcrustesAlignment:
     W_ : ndarray of shape (d_x, d_y)
     n_features_in_ : int
     n_features_out_ : int
+    n_pairs_ : int
+        Pairs it was fitted on (not stored by :meth:`save`).
     train_cosine_ : float
         Mean cosine on the fitting pairs.
     held_out_cosine_ : float or None
@@ -110,6 +112,7 @@ class ProcrustesAlignment:
             U, _, Vt = np.linalg.svd(X.T @ Y, full_matrices=False)
             W = U @ Vt
         self.W_ = W
+        self.n_pairs_ = len(X)
         self.n_features_in_ = X.shape[1]
         self.n_features_out_ = Y.shape[1]
         self.train_cosine_ = mean_cosine(X @ W, Y)

@@ -107,6 +107,11 @@ def add_generator(ws, generator, args) -> None:
     print(f"generator {generator.text} added to workspace {ws.name!r}: alignment {align.n_features_in_} -> "
           f"{align.n_features_out_} ({align.target_id}), mean cosine {align.held_out_cosine_:.3f} on held-out pairs "
           f"({align.train_cosine_:.3f} on training pairs)")
+    n_fit = getattr(align, "n_pairs_", None)
+    if n_fit is not None and n_fit < min(align.n_features_in_, align.n_features_out_):
+        print(f"warning: {n_fit} pairs fitted a {align.n_features_in_} -> {align.n_features_out_} map, fewer than its "
+              "dimension: the alignment is under-determined (see the held-out cosine); use more training images "
+              "(--align-n) or a pairs file (--align-pairs)")
     missing = missing_presets(required_presets(generator, align.target_id))
     if missing:
         print(f"to draw, fetch the weights first: `slics download {' '.join(missing)}`")
