@@ -2,7 +2,7 @@
 
 Widget keys: query_pick, query_upload, query_strip_prev, query_strip_next, query_thumb_<i>,
 query_use_upload (app_pages/_query.py); concepts; method; d0; component; seed; steps; generate (button,
-shown only for stochastic generators); gen_png_<i>, gen_strip_png (downloads); interp_concept,
+shown only for stochastic generators); gen_size (app_pages/_generation.py); gen_png_<i>, gen_strip_png (downloads); interp_concept,
 atom_a, atom_b, interp_n, interp_png.
 """
 import numpy as np
@@ -10,39 +10,12 @@ import streamlit as st
 
 from app_pages import _state as state
 from app_pages import _safe
+from app_pages import _generation as drawing
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import (component_picker, d0_picker, get_workspace, method_picker, page_intro, png_bytes,
                           sidebar_workspace_note, workspace_generator, ws_id)
 from slics_core.explorer.queries import concept_scores, generation_rows, image_strip, query_components
 from slics_core.generators import concept_atoms, interpolate_atoms
-
-_MAX_CACHED = 24
-
-
-def _generate(gen, rows, titles, seed, steps, cache_key):
-    """Images for ``rows`` (one call per row, with a progress bar); remembered per settings in the session.
-
-    A failure is shown in the page and gives no images.
-    """
-    cache = st.session_state.setdefault("_generated", {})
-    if cache_key in cache:
-        return cache[cache_key]
-    bar = st.progress(0.0, text="Generating…")
-    images = []
-    try:
-        for i, (row, title) in enumerate(zip(rows, titles)):
-            bar.progress(i / len(rows), text=f"Generating {title} ({i + 1}/{len(rows)})…")
-            images.extend(gen.generate(row[None], seed=int(seed), steps=int(steps)))
-    except (ValueError, RuntimeError) as exc:
-        st.error(f"Generation failed: {_safe.text(exc)}")
-        return []
-    finally:
-        bar.empty()
-    if len(cache) >= _MAX_CACHED:
-        cache.pop(next(iter(cache)))
-    cache[cache_key] = images
-    return images
-
 
 def _show_images(images, titles, key_prefix, n_cols=6):
     cols = st.columns(min(n_cols, len(images)))
@@ -77,11 +50,7 @@ except (FileNotFoundError, ValueError) as exc:
     gen_error = str(exc)
 
 with st.sidebar:
-    deterministic = gen is not None and gen.deterministic
-    seed = st.number_input("Seed", 0, 2**31 - 1, 0, step=1, key="seed", disabled=deterministic)
-    steps = st.number_input("Steps", 1, 200, 30, step=1, key="steps", disabled=deterministic)
-    if deterministic:
-        st.caption(f"The {gen.name} is a one-pass decoder: it is deterministic, seed and steps have no effect.")
+    opts = drawing.settings(gen)
 
 model = ws.model(method, d0)
 names = list(ws.concept_names)
@@ -94,9 +63,7 @@ with left:
 with right:
     picked = concept_picker(ws, q, preselect, label="Concepts to draw")
     if gen is not None:
-        st.caption(f"Generator: {gen.name}"
-                   + (f" · alignment cosine on training pairs {gen.info['alignment_train_cosine']:.2f}"
-                      if "alignment_train_cosine" in gen.info else ""))
+        st.caption(drawing.describe_generator(gen))
 
 if gen is None:
     st.warning(f"No generator for this workspace: {_safe.text(gen_error)}")
@@ -116,13 +83,17 @@ rows, titles, skipped = generation_rows(q.x, V, picked, names)
 if skipped:
     st.caption("Nothing to draw for " + _safe.text(", ".join(skipped)) + ": the query's component there is zero.")
 run = True
+settings_key = tuple(sorted(opts.items()))
 if not gen.deterministic:
+    note = drawing.estimate_note(gen, len(rows), opts)
+    if note:
+        st.caption(note)
     run = st.button("Generate", key="generate", type="primary") or \
-        st.session_state.get("_gen_last") == (q.key, method, d0, mode, tuple(picked), seed, steps)
+        st.session_state.get("_gen_last") == (q.key, method, d0, mode, tuple(picked), settings_key)
 if run:
-    key = ("components", ws_id(ws), q.key, method, d0, mode, tuple(picked), int(seed), int(steps))
+    key = ("components", ws_id(ws), q.key, method, d0, mode, tuple(picked), settings_key)
     st.session_state["_gen_last"] = key[2:]
-    images = _generate(gen, rows, titles, seed, steps, key)
+    images = drawing.draw(gen, rows, titles, opts, key)
     if images:
         _show_images(images, titles, "gen")
         st.download_button("Download all as one PNG strip", png_bytes(image_strip(images)),
@@ -153,12 +124,16 @@ if a_idx == b_idx:
 alphas = np.linspace(0.0, 1.0, n_steps)
 R = interpolate_atoms(atoms[a_idx], atoms[b_idx], alphas)
 R_titles = [f"a={a:.2f}" for a in alphas]
-key = ("interp", ws_id(ws), method, d0, cname, a_idx, b_idx, n_steps, int(seed), int(steps))
+key = ("interp", ws_id(ws), method, d0, cname, a_idx, b_idx, n_steps, settings_key)
+if not gen.deterministic:
+    note = drawing.estimate_note(gen, len(R), opts)
+    if note:
+        st.caption(note)
 run_i = gen.deterministic or st.button("Generate the strip", key="generate_interp") or \
     st.session_state.get("_interp_last") == key
 if run_i:
     st.session_state["_interp_last"] = key
-    strip = _generate(gen, R, R_titles, seed, steps, key)
+    strip = drawing.draw(gen, R, R_titles, opts, key)
     if strip:
         cols = st.columns(len(strip))
         for col, im, t in zip(cols, strip, R_titles):

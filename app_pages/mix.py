@@ -3,7 +3,8 @@
 Widget keys: query_pick, query_upload, query_text, query_strip_prev, query_strip_next, query_thumb_<i>,
 query_use_upload (app_pages/_query.py); method; d0; component; k; mix_c1 (concept from the query);
 mix_q2 (second query); mix_c2 (concept from the second query); mix_pick_<i> (make a result the query);
-mix_csv (download).
+mix_csv (download); mix_draw (button), seed, steps, gen_size (app_pages/_generation.py), mix_png (download)
+when the workspace's generator is a diffusion pipeline.
 Shared state and URL: ``q`` (first query), ``q2``, ``c1``, ``c2``, method, d0, mode, k (app_pages/_state.py).
 """
 import numpy as np
@@ -11,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import _safe
+from app_pages import _generation as drawing
 from app_pages import _state as state
 from app_pages._query import query_picker, row_query, show_query
 from app_pages._ui import (
@@ -29,6 +31,7 @@ from app_pages._ui import (
     shared,
     sidebar_workspace_note,
     workspace_generator,
+    ws_id,
 )
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.queries import concept_scores, gallery_relevance, mix_components, rank_pool
@@ -65,6 +68,15 @@ with st.sidebar:
     mode = component_picker(method=method)
     k = k_picker()
 model = ws.model(method, d0)
+gen, gen_error = None, None
+try:
+    gen = workspace_generator(ws)
+except (FileNotFoundError, ValueError) as exc:
+    gen_error = str(exc)
+if gen is not None and not gen.deterministic:
+    with st.sidebar:
+        st.subheader("Drawing settings")
+        opts = drawing.settings(gen)
 
 # ---------------------------------------------------------------- the two parts
 order_a = _ranked_concepts(model, q.x)
@@ -126,11 +138,6 @@ with right:
     n = np.linalg.norm(parts, axis=1)
     st.caption(f"Component norms: {_safe.text(c1)} {n[0]:.2f}, {_safe.text(c2)} {n[1]:.2f}; cosine between them "
                f"{float(parts[0] @ parts[1] / max(n[0] * n[1], 1e-12)):.2f}.")
-    gen, gen_error = None, None
-    try:
-        gen = workspace_generator(ws)
-    except (FileNotFoundError, ValueError) as exc:
-        gen_error = str(exc)
     if gen is not None and gen.deterministic:
         imgs = gen.generate(np.stack([parts[0], parts[1], mixed]), seed=0)
         cols = st.columns(3)
@@ -140,7 +147,20 @@ with right:
         st.download_button("Download the mix image (PNG)", png_bytes(imgs[2]), file_name=f"mix-{c1}-{c2}.png",
                            mime="image/png", key="mix_png")
     elif gen is not None:
-        st.caption(f"Draw it on the Generate page's generator ({gen.name}) — sampling is slow, so it is not run here.")
+        st.caption(drawing.describe_generator(gen))
+        note = drawing.estimate_note(gen, 3, opts)
+        key = ("mix", ws_id(ws), q.key, int(r2), c1, c2, method, d0, mode, tuple(sorted(opts.items())))
+        if st.button("Draw the mix", key="mix_draw", help=note) or st.session_state.get("_mix_last") == key:
+            st.session_state["_mix_last"] = key
+            imgs = drawing.draw(gen, np.stack([parts[0], parts[1], mixed]), [c1, c2, "mix"], opts, key)
+            if imgs:
+                cols = st.columns(3)
+                for col, im, t in zip(cols, imgs, (c1, c2, "mix")):
+                    col.image(im, caption=t, width="stretch")
+                st.download_button("Download the mix image (PNG)", png_bytes(imgs[2]),
+                                   file_name=f"mix-{c1}-{c2}.png", mime="image/png", key="mix_png")
+        elif note:
+            st.caption(note)
     else:
         st.caption(f"No generator for this workspace: {_safe.text(gen_error)}")
 

@@ -27,6 +27,8 @@ from scipy.linalg import orthogonal_procrustes
 __all__ = ["ProcrustesAlignment", "fit_alignment", "mean_cosine"]
 
 _FORMAT = "slics-procrustes-v1"
+#: Largest embedding dimension an alignment file may declare (a 16384 x 16384 float64 map is 2 GiB).
+_MAX_DIM = 16384
 
 
 def _as_matrix(X, name: str, dim: int | None = None) -> np.ndarray:
@@ -80,6 +82,8 @@ class ProcrustesAlignment:
     W_ : ndarray of shape (d_x, d_y)
     n_features_in_ : int
     n_features_out_ : int
+    n_pairs_ : int
+        Pairs it was fitted on (not stored by :meth:`save`).
     train_cosine_ : float
         Mean cosine on the fitting pairs.
     held_out_cosine_ : float or None
@@ -108,6 +112,7 @@ class ProcrustesAlignment:
             U, _, Vt = np.linalg.svd(X.T @ Y, full_matrices=False)
             W = U @ Vt
         self.W_ = W
+        self.n_pairs_ = len(X)
         self.n_features_in_ = X.shape[1]
         self.n_features_out_ = Y.shape[1]
         self.train_cosine_ = mean_cosine(X @ W, Y)
@@ -147,7 +152,9 @@ class ProcrustesAlignment:
 
     # persistence
     def save(self, path) -> Path:
-        """Save to an ``.npz`` file (no pickles)."""
+        """Save to an ``.npz`` file (no pickles), written beside and then renamed into place."""
+        from slics_core.store import atomic_save_npz
+
         self._check_fitted()
         path = Path(path)
         meta = {
@@ -155,24 +162,30 @@ class ProcrustesAlignment:
             "source_id": self.source_id, "target_id": self.target_id,
             "train_cosine": self.train_cosine_, "held_out_cosine": self.held_out_cosine_,
         }
-        with open(path, "wb") as fh:
-            np.savez(fh, W=self.W_, meta=np.array(json.dumps(meta)))
+        atomic_save_npz(path, W=self.W_, meta=np.array(json.dumps(meta)))
         return path
 
     @classmethod
     def load(cls, path) -> "ProcrustesAlignment":
-        """Load an alignment written by :meth:`save`."""
+        """Load an alignment written by :meth:`save` (its arrays' sizes are checked before reading them)."""
+        from slics_core.errors import check_npz
+
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"alignment file {path} does not exist")
         try:
+            shapes = check_npz(path, {"W": "f", "meta": "U"}, dense=("W",),
+                               fix="fit it again with `slics align`")
+            if len(shapes["W"][0]) != 2 or max(shapes["W"][0], default=0) > _MAX_DIM or shapes["meta"][0] != ():
+                raise ValueError(f"W has shape {shapes['W'][0]}, meta {shapes['meta'][0]}")
             with np.load(path, allow_pickle=False) as z:
                 W = np.asarray(z["W"], dtype=np.float64)
                 meta = json.loads(str(z["meta"]))
         except (KeyError, ValueError, OSError, json.JSONDecodeError) as exc:
             raise ValueError(f"{path} is not a SLiCS alignment file ({exc})") from None
-        if meta.get("format") != _FORMAT or W.ndim != 2 or not np.all(np.isfinite(W)):
-            raise ValueError(f"{path} is not a SLiCS alignment file (format {meta.get('format')!r})")
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT or not np.all(np.isfinite(W)):
+            raise ValueError(f"{path} is not a SLiCS alignment file (format "
+                             f"{meta.get('format') if isinstance(meta, dict) else None!r})")
         obj = cls(normalize=bool(meta["normalize"]), source_id=meta.get("source_id"),
                   target_id=meta.get("target_id"))
         obj.W_ = W

@@ -36,9 +36,19 @@ root-mean-square norm implied by the pipeline's own embedding statistics
 (``image_normalizer``: ``sqrt(sum(mean**2 + std**2))``). The
 ``sd-2.1-unclip-small`` preset takes ViT-L/14 image embeddings.
 
-:func:`interpolate_atoms` and :func:`atom_interpolation_images` produce the
-atom interpolation of Fig. 3: images along ``a*b1 + (1-a)*b2``, same seed for
-every ``a``.
+Which pipeline a workspace draws with is named by a *generator spec*
+(:func:`parse_generator_spec`: ``sd-1.5``, ``unclip`` or ``local:DIR``);
+:func:`load_pipeline_generator` loads it, with the text projection of the
+conditioning encoder (:func:`conditioning_text_projection`) for the
+image-to-prompt route, and :func:`required_presets` lists the downloadable
+weights a spec and its conditioning encoder need (``slics download``).
+Every pipeline samples with DPM-Solver++ (2M, Karras sigmas; :func:`fast_scheduler`),
+on every device, so that a seed gives the same image on a CPU and a GPU at the
+same settings; a CPU gets fewer steps and a smaller size by default
+(:data:`CPU_DEFAULTS`, docs/generation.md).
+
+:func:`interpolate_atoms` gives the atom interpolation of Fig. 3 (rows
+``a*b1 + (1-a)*b2``), drawn with one seed for every ``a`` by the Generate page.
 
 Seeds: image ``i`` of a call uses its own CPU ``torch.Generator`` seeded with
 ``seed + i`` (or ``seeds[i]``), so an image does not depend on the batch it was
@@ -60,9 +70,11 @@ default DDIM/PNDM schedulers draw none); those later draws follow diffusers.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -73,12 +85,20 @@ from slics_core import weights as _weights
 __all__ = [
     "ImageToPromptSD",
     "UnCLIPGenerator",
-    "load_generator",
+    "GeneratorSpec",
+    "CPU_DEFAULTS",
+    "GPU_DEFAULTS",
+    "DEFAULT_CONDITIONING_ENCODER",
+    "parse_generator_spec",
+    "required_presets",
+    "missing_presets",
+    "conditioning_text_projection",
+    "fast_scheduler",
+    "load_pipeline_generator",
     "load_text_projection",
     "seeded_noise",
     "interpolate_atoms",
     "concept_atoms",
-    "atom_interpolation_images",
 ]
 
 
@@ -385,10 +405,11 @@ class ImageToPromptSD(_Generator):
     def generate(self, embeddings, *, seed: int = 0, seeds: Sequence[int] | None = None, steps: int = 30,
                  guidance: float = 7.5, height: int | None = None, width: int | None = None,
                  negative_prompt: str | None = None, alignment=None, batch_size: int = 4,
-                 output_type: str = "pil") -> list:
+                 output_type: str = "pil", progress=None) -> list:
         """Images for the rows of ``embeddings`` (n, dim) -> list of ``n`` PIL images.
 
-        ``output_type="np"`` returns float arrays in [0, 1] instead.
+        ``output_type="np"`` returns float arrays in [0, 1] instead. ``progress(done, total)``, when
+        given, is called after every denoising step of every batch (``total = steps``).
         """
         import torch
 
@@ -406,7 +427,8 @@ class ImageToPromptSD(_Generator):
             with torch.inference_mode():
                 out = self.pipe(prompt_embeds=chunk, negative_prompt=neg, num_inference_steps=steps,
                                 guidance_scale=guidance, generator=gens, height=height, width=width,
-                                latents=latents, output_type=output_type)
+                                latents=latents, output_type=output_type,
+                                callback_on_step_end=_step_callback(progress, steps))
             return list(out.images)
 
         return self._run(call, len(pe), seed, seeds, batch_size)
@@ -457,8 +479,8 @@ class UnCLIPGenerator(_Generator):
     def generate(self, embeddings, *, seed: int = 0, seeds: Sequence[int] | None = None, steps: int = 20,
                  guidance: float = 10.0, noise_level: int = 0, prompt: str = "",
                  negative_prompt: str | None = None, height: int | None = None, width: int | None = None,
-                 alignment=None, batch_size: int = 4, output_type: str = "pil") -> list:
-        """Images for the rows of ``embeddings`` (n, dim) -> list of ``n`` images."""
+                 alignment=None, batch_size: int = 4, output_type: str = "pil", progress=None) -> list:
+        """Images for the rows of ``embeddings`` (n, dim) -> list of ``n`` images (``progress`` as for SD)."""
         import torch
 
         steps, guidance, batch_size = _check_run_args(steps, guidance, batch_size)
@@ -487,7 +509,8 @@ class UnCLIPGenerator(_Generator):
                 out = self.pipe(prompt=[prompt] * n, negative_prompt=neg, image_embeds=chunk,
                                 noise_level=int(noise_level), num_inference_steps=steps, guidance_scale=guidance,
                                 generator=gens, height=height, width=width, latents=latents,
-                                output_type=output_type)
+                                output_type=output_type,
+                                callback=None if progress is None else (lambda i, t, x: progress(i + 1, steps)))
             return list(out.images)
 
         return self._run(call, len(E), seed, seeds, batch_size)
@@ -512,11 +535,195 @@ def _given_embedding_noise(pipe, given):
         del pipe.noise_image_embeddings
 
 
-def load_generator(name: str = "sd-1.5", **kwargs):
-    """:class:`UnCLIPGenerator` for unCLIP presets/repos, else :class:`ImageToPromptSD`."""
-    if "unclip" in str(name).lower():
-        return UnCLIPGenerator.from_pretrained(name, **kwargs)
-    return ImageToPromptSD.from_pretrained(name, **kwargs)
+def _step_callback(progress, steps):
+    """A ``callback_on_step_end`` calling ``progress(done, steps)`` (None when there is no ``progress``)."""
+    if progress is None:
+        return None
+
+    def on_step_end(pipe, i, t, kwargs):
+        progress(int(i) + 1, steps)
+        return kwargs
+
+    return on_step_end
+
+
+# --------------------------------------------------------------- generator specs
+#: The conditioning encoder of both preset generators: SD 1.x reads CLIP ViT-L/14 text states, the
+#: ``sd-2.1-unclip-small`` U-Net CLIP ViT-L/14 image embeddings.
+DEFAULT_CONDITIONING_ENCODER = "ViT-L-14/openai"
+
+#: Generator spec -> (weights preset, route).
+_PRESET_GENERATORS = {"sd-1.5": ("sd-1.5", "sd"), "unclip": ("sd-2.1-unclip-small", "unclip")}
+
+#: Default sampling settings on a CPU: 256 x 256 and few DPM-Solver++ steps (docs/generation.md).
+CPU_DEFAULTS = {"size": 256, "steps": 12, "guidance": 7.5}
+#: Default sampling settings on a GPU: the pipelines' native 512 x 512.
+GPU_DEFAULTS = {"size": 512, "steps": 25, "guidance": 7.5}
+
+_MAX_INDEX_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    """A parsed generator name (:func:`parse_generator_spec`).
+
+    Attributes
+    ----------
+    text : str
+        Canonical spelling (``sd-1.5``, ``unclip``, ``local:/abs/dir``), what a workspace records.
+    route : {"sd", "unclip"}
+        Image-to-prompt through SD 1.x's text states, or Stable unCLIP's image embeddings.
+    preset : str or None
+        Weights preset of :mod:`slics_core.weights` (None for a local folder).
+    path : str or None
+        The diffusers pipeline folder of ``local:DIR``.
+    """
+
+    text: str
+    route: str
+    preset: str | None = None
+    path: str | None = None
+
+
+def _pipeline_class(folder: Path) -> str:
+    index = folder / "model_index.json"
+    if not index.is_file():
+        raise FileNotFoundError(f"{folder} is not a diffusers pipeline folder (no model_index.json); save one "
+                                "with pipe.save_pretrained(DIR)")
+    if index.stat().st_size > _MAX_INDEX_BYTES:
+        raise ValueError(f"{index} is larger than {_MAX_INDEX_BYTES} bytes: not a diffusers model index")
+    try:
+        name = json.loads(index.read_text(encoding="utf-8")).get("_class_name")
+    except (ValueError, AttributeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{index} is not a readable diffusers model index ({exc})") from None
+    return str(name)
+
+
+def parse_generator_spec(spec) -> GeneratorSpec:
+    """Parse a generator name; the only place generator names are read.
+
+    Accepted forms: ``sd-1.5`` (Stable Diffusion 1.5, image embedding as the prompt: the paper's
+    route), ``unclip`` (Stable unCLIP 2.1 small, conditioned on ViT-L/14 image embeddings) and
+    ``local:DIR`` (a diffusers ``StableDiffusionPipeline`` or ``StableUnCLIPImg2ImgPipeline``
+    folder; its ``model_index.json`` says which).
+
+    Raises
+    ------
+    ValueError
+        Another name, or a folder holding another pipeline.
+    FileNotFoundError
+        ``local:DIR`` without a pipeline there.
+    """
+    if isinstance(spec, GeneratorSpec):
+        return spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"generator name must be a non-empty string, got {spec!r}")
+    text = spec.strip()
+    if text.lower() in _PRESET_GENERATORS:
+        preset, route = _PRESET_GENERATORS[text.lower()]
+        return GeneratorSpec(text.lower(), route, preset=preset)
+    if text.startswith("local:"):
+        path = Path(os.path.abspath(os.path.expanduser(text[len("local:"):])))
+        cls = _pipeline_class(path)
+        routes = {"StableDiffusionPipeline": "sd", "StableUnCLIPImg2ImgPipeline": "unclip"}
+        if cls not in routes:
+            raise ValueError(f"generator folder {path} holds a {cls}; image-to-prompt needs a "
+                             "StableDiffusionPipeline or a StableUnCLIPImg2ImgPipeline")
+        return GeneratorSpec(f"local:{path}", routes[cls], path=str(path))
+    raise ValueError(f"unknown generator {text!r}: use sd-1.5, unclip or local:DIR (a diffusers pipeline folder)")
+
+
+def required_presets(generator, conditioning_encoder=None) -> list[str]:
+    """Names of the downloadable presets that drawing with ``generator`` needs (``slics download`` them).
+
+    The generator's own weights (none for ``local:DIR``), and, for the conditioning encoder
+    (default :data:`DEFAULT_CONDITIONING_ENCODER`), its weights when it is a preset: the
+    image-to-prompt route reads its text projection, and the alignment embeds the workspace's
+    training images with it. Never imports torch.
+    """
+    from slics_core.encoders import parse_encoder_spec
+
+    spec = parse_generator_spec(generator)
+    names = [spec.preset] if spec.preset else []
+    enc = parse_encoder_spec(conditioning_encoder or DEFAULT_CONDITIONING_ENCODER)
+    if enc.kind == "preset":
+        names.append(_weights.get_preset(enc.text).name)
+    return names
+
+
+def missing_presets(names, cache_dir=None) -> list[str]:
+    """The presets of ``names`` whose weights are not on disk (no network)."""
+    return [n for n in names if not _weights.is_available(n, cache_dir)]
+
+
+def conditioning_text_projection(encoder_spec=DEFAULT_CONDITIONING_ENCODER, *, cache_dir=None) -> np.ndarray:
+    """The CLIP text projection ``P`` of a conditioning encoder (``text_embed = h_EOS @ P``).
+
+    A preset or checkpoint: only the ``text_projection`` tensor is read from its weights file; a
+    ``local:DIR`` open_clip folder: from its weights file; any other encoder spec: from the loaded
+    encoder.
+    """
+    from slics_core.encoders import create_encoder, parse_encoder_spec
+
+    enc = parse_encoder_spec(encoder_spec)
+    if enc.kind == "preset":
+        return load_text_projection(enc.text, cache_dir=cache_dir)
+    if enc.kind == "checkpoint":
+        return load_text_projection(enc.path)
+    if enc.kind == "local":
+        files = [Path(enc.path) / f for f in _weights.OPEN_CLIP_FILES if (Path(enc.path) / f).is_file()]
+        if not files:
+            raise FileNotFoundError(f"open_clip folder {enc.path} holds no weights file "
+                                    f"({' or '.join(_weights.OPEN_CLIP_FILES)})")
+        return load_text_projection(files[0])
+    return load_text_projection(create_encoder(enc, trusted=False))
+
+
+def fast_scheduler(pipe):
+    """DPM-Solver++ (2M, Karras sigmas) built from the pipeline's own noise schedule.
+
+    A deterministic multistep ODE solver: no noise is drawn while sampling, so the starting
+    latents (:func:`seeded_noise`) alone fix the image.
+    """
+    from diffusers import DPMSolverMultistepScheduler
+
+    return DPMSolverMultistepScheduler.from_config(pipe.scheduler.config, algorithm_type="dpmsolver++",
+                                                   solver_order=2, use_karras_sigmas=True)
+
+
+def load_pipeline_generator(generator, conditioning_encoder=None, *, cache_dir=None, device=None, half=None):
+    """The :class:`ImageToPromptSD` or :class:`UnCLIPGenerator` of a generator spec, on DPM-Solver++.
+
+    Parameters
+    ----------
+    generator : str or GeneratorSpec
+    conditioning_encoder : str, optional
+        Encoder spec of the conditioning space (default :data:`DEFAULT_CONDITIONING_ENCODER`); the
+        SD route reads its text projection.
+
+    Raises
+    ------
+    slics_core.weights.MissingWeightsError
+        Weights not on disk: one line naming the ``slics download ...`` command for all that is missing.
+    """
+    spec = parse_generator_spec(generator)
+    enc = conditioning_encoder or DEFAULT_CONDITIONING_ENCODER
+    need = required_presets(spec, enc) if spec.route == "sd" else ([spec.preset] if spec.preset else [])
+    missing = missing_presets(need, cache_dir)
+    if missing:
+        what = ", ".join(_weights.get_preset(n).description for n in missing)
+        raise _weights.MissingWeightsError(
+            f"generator {spec.text!r} needs weights not on this machine ({what}); fetch them with "
+            f"`slics download {' '.join(missing)}`")
+    model = spec.path or spec.preset
+    if spec.route == "sd":
+        gen = ImageToPromptSD.from_pretrained(model, text_projection=conditioning_text_projection(enc, cache_dir=cache_dir),
+                                              cache_dir=cache_dir, device=device, half=half)
+    else:
+        gen = UnCLIPGenerator.from_pretrained(model, cache_dir=cache_dir, device=device, half=half)
+    gen.pipe.scheduler = fast_scheduler(gen.pipe)
+    gen.spec = spec
+    return gen
 
 
 # --------------------------------------------------------------- interpolation
@@ -547,15 +754,3 @@ def concept_atoms(model, concept: int) -> np.ndarray:
     if isinstance(concept, bool) or not isinstance(concept, (int, np.integer)) or not 0 <= concept <= groups.max():
         raise ValueError(f"concept must be an integer in [0, {int(groups.max())}], got {concept!r}")
     return np.asarray(model.atoms_)[groups == concept]
-
-
-def atom_interpolation_images(generator, b1, b2, alphas: Sequence[float] = (0.25, 0.5, 0.75, 1.0), *,
-                              seed: int = 0, alignment=None, **generate_kwargs) -> list:
-    """Images along ``a*b1 + (1-a)*b2``, all with the same seed (only the embedding changes).
-
-    ``generator`` is an :class:`ImageToPromptSD` or :class:`UnCLIPGenerator`;
-    ``alignment`` maps the atoms into its space first (interpolation happens
-    in the SLiCS space, before alignment).
-    """
-    rows = interpolate_atoms(b1, b2, alphas)
-    return generator.generate(rows, seeds=[int(seed)] * len(rows), alignment=alignment, **generate_kwargs)

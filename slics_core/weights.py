@@ -43,6 +43,7 @@ __all__ = [
     "set_offline_mode",
     "resolve",
     "download",
+    "download_patterns",
     "fetch_command",
 ]
 
@@ -108,6 +109,11 @@ class ModelPreset:
         is also accepted.
     quick_gelu : bool
         Whether the open_clip model must use QuickGELU with these weights.
+    components : tuple of str
+        For ``diffusers``: the pipeline's sub-folders that are loaded; only they (and
+        ``model_index.json``) are downloaded and checked, so the single-file checkpoints at the
+        top of a repository, the safety checker and fp16/EMA copies are never fetched.
+        Empty: every component ``model_index.json`` lists.
     """
 
     name: str
@@ -119,6 +125,7 @@ class ModelPreset:
     files: tuple[str, ...] = field(default_factory=tuple)
     url: str | None = None
     quick_gelu: bool = False
+    components: tuple[str, ...] = ()
 
 
 def _open_clip_preset(name: str, arch: str, tag: str, repo_id: str, url: str) -> ModelPreset:
@@ -132,6 +139,11 @@ def _open_clip_preset(name: str, arch: str, tag: str, repo_id: str, url: str) ->
 #: Where OpenAI published its CLIP weights (open_clip's table; a copy in ``~/.cache/clip`` is used).
 #: Written here so that looking a preset up never imports open_clip (and torch).
 _OPENAI_CLIP_URL = "https://openaipublic.azureedge.net/clip/models/{}/{}.pt"
+
+#: Sub-folders the generators load (the safety checker and feature extractor of SD 1.5 are not used).
+_SD_COMPONENTS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
+_UNCLIP_COMPONENTS = _SD_COMPONENTS + ("image_encoder", "image_normalizer", "image_noising_scheduler",
+                                       "feature_extractor")
 
 #: The presets known to the project (sec. 4 of the paper, plus generators).
 PRESETS: dict[str, ModelPreset] = {
@@ -151,19 +163,12 @@ PRESETS: dict[str, ModelPreset] = {
             description="DINOv2 ViT-B/14", files=("config.json",)),
         ModelPreset(
             name="sd-1.5", kind="diffusers", repo_id="stable-diffusion-v1-5/stable-diffusion-v1-5",
-            description="Stable Diffusion 1.5", files=("model_index.json",)),
-        ModelPreset(
-            name="sd-1.4", kind="diffusers", repo_id="CompVis/stable-diffusion-v1-4",
-            description="Stable Diffusion 1.4", files=("model_index.json",)),
+            description="Stable Diffusion 1.5", files=("model_index.json",), components=_SD_COMPONENTS),
         ModelPreset(
             name="sd-2.1-unclip-small", kind="diffusers",
             repo_id="stabilityai/stable-diffusion-2-1-unclip-small",
             description="Stable unCLIP 2.1 small (CLIP ViT-L/14 image embeddings)",
-            files=("model_index.json",)),
-        ModelPreset(
-            name="sd-2.1-unclip", kind="diffusers", repo_id="stabilityai/stable-diffusion-2-1-unclip",
-            description="Stable unCLIP 2.1 (OpenCLIP ViT-H/14 image embeddings)",
-            files=("model_index.json",)),
+            files=("model_index.json",), components=_UNCLIP_COMPONENTS),
     )
 }
 
@@ -271,18 +276,22 @@ def _complete_transformers_dir(folder: Path) -> bool:
     return (folder / "config.json").is_file() and has_weights
 
 
-def _complete_diffusers_dir(folder: Path) -> bool:
+def _complete_diffusers_dir(folder: Path, components=()) -> bool:
     import json
 
     index = folder / "model_index.json"
-    if not index.is_file():
+    if not index.is_file() or index.stat().st_size > (1 << 20):
         return False
     try:
         spec = json.loads(index.read_text())
     except (OSError, ValueError):
         return False
+    if not isinstance(spec, dict):
+        return False
     for comp, value in spec.items():
         if comp.startswith("_") or not isinstance(value, list) or value[0] is None:
+            continue
+        if components and comp not in components:
             continue
         sub = folder / comp
         if not sub.is_dir():
@@ -322,7 +331,8 @@ def find_local(preset: str | ModelPreset, cache_dir: str | os.PathLike | None = 
     folder = _snapshot_dir(preset, cache)
     if folder is None:
         return None
-    ok = _complete_diffusers_dir(folder) if preset.kind == "diffusers" else _complete_transformers_dir(folder)
+    ok = (_complete_diffusers_dir(folder, preset.components) if preset.kind == "diffusers"
+          else _complete_transformers_dir(folder))
     return folder if ok else None
 
 
@@ -439,6 +449,24 @@ def resolve(
     return download(preset, cache_dir=cache_dir, tqdm_class=tqdm_class)
 
 
+#: Never fetched from a diffusers repository: single-file checkpoints, EMA and fp16 copies, safety checker.
+_DIFFUSERS_IGNORE = ["*.ckpt", "*ema*", "*.fp16.*", "safety_checker/*"]
+
+
+def download_patterns(preset: str | ModelPreset) -> list[str]:
+    """The file patterns :func:`download` fetches from a ``diffusers`` preset's repository.
+
+    ``model_index.json`` and, in each loaded component folder, its configs, vocabulary files
+    and ``*.safetensors`` weights (see :data:`_DIFFUSERS_IGNORE` for what is skipped).
+    """
+    preset = get_preset(preset)
+    if preset.kind != "diffusers":
+        raise ValueError(f"{preset.name!r} is not a diffusers pipeline")
+    if not preset.components:
+        return ["*.json", "*.txt", "*.safetensors"]
+    return ["model_index.json"] + [f"{c}/*.{ext}" for c in preset.components for ext in ("json", "txt", "safetensors")]
+
+
 def download(
     preset: str | ModelPreset,
     cache_dir: str | os.PathLike | None = None,
@@ -487,10 +515,9 @@ def download(
             snapshot_download(preset.repo_id, cache_dir=cache,
                               allow_patterns=["*.json", "*.txt", "*.safetensors"], **extra)
         elif preset.kind == "diffusers":
-            patterns = ["*.json", "*.txt", "*.safetensors"]
+            patterns = download_patterns(preset)
             snapshot_download(preset.repo_id, cache_dir=cache, allow_patterns=patterns,
-                              ignore_patterns=["*.ckpt", "*ema*", "*.fp16.*", "safety_checker/*.safetensors",
-                                               "safety_checker/*.bin"], **extra)
+                              ignore_patterns=_DIFFUSERS_IGNORE, **extra)
         else:  # pragma: no cover - presets are fixed above
             raise ValueError(f"unknown preset kind {preset.kind!r}")
     except OSError as exc:

@@ -170,3 +170,28 @@ def fake_hub_file(cache_dir, repo_id: str, filename: str, content_path=None, dat
     (root / "refs").mkdir(parents=True, exist_ok=True)
     (root / "refs" / "main").write_text(commit)
     return target
+
+
+def tiny_open_clip_dir(folder, seed: int = 0, embed_dim: int = 16) -> Path:
+    """A random open_clip ``local-dir`` folder (``local:DIR`` encoder): text width ``TEXT_WIDTH``, so its
+    text projection fits :func:`tiny_sd_pipeline`'s text encoder; ``embed_dim``-d embeddings (the
+    conditioning space of :func:`tiny_unclip_pipeline` with the same ``embed_dim``)."""
+    import open_clip
+    import torch
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model_cfg = {"embed_dim": embed_dim, "quick_gelu": True,
+                 "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 16, "head_width": 16},
+                 "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": TEXT_WIDTH, "heads": 2,
+                              "layers": 1}}
+    cfg = {"model_cfg": model_cfg,
+           "preprocess_cfg": {"size": 32, "mode": "RGB", "mean": [0.48145466, 0.4578275, 0.40821073],
+                              "std": [0.26862954, 0.26130258, 0.27577711], "interpolation": "bicubic",
+                              "resize_mode": "shortest", "fill_color": 0}}
+    (folder / "open_clip_config.json").write_text(json.dumps(cfg))
+    torch.manual_seed(seed)
+    model = open_clip.CLIP(**model_cfg)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(folder / "open_clip_model.safetensors"))
+    return folder

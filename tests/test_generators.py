@@ -7,10 +7,13 @@ from slics_core.alignment import ProcrustesAlignment
 from slics_core.generators import (
     ImageToPromptSD,
     UnCLIPGenerator,
-    atom_interpolation_images,
     concept_atoms,
+    fast_scheduler,
     interpolate_atoms,
+    load_pipeline_generator,
     load_text_projection,
+    parse_generator_spec,
+    required_presets,
 )
 from slics_core.weights import MissingWeightsError
 
@@ -195,23 +198,45 @@ def test_interpolate_atoms_matches_formula():
         interpolate_atoms(b1, b2, [])
 
 
-def test_atom_interpolation_images_with_fitted_slics(sd):
+def test_concept_atoms_are_the_groups_atoms():
     from slics_core import SLiCS
     from slics_core.synthetic import make_concept_cones
 
-    if not hasattr(SLiCS, "fit"):
-        pytest.skip("slics_core.SLiCS is not available")
     data = make_concept_cones(n_samples=120, n_features=PROJ_DIM, n_concepts=3, n_atoms=2, random_state=0)
     model = SLiCS(n_atoms=2, n_iter=3, random_state=0).fit(data.X, data.Y)
     atoms = concept_atoms(model, 1)
     assert atoms.shape == (2, PROJ_DIM)
     np.testing.assert_array_equal(atoms, model.atoms_[model.groups_ == 1])
-    kw = dict(steps=2, output_type="np")
-    imgs = atom_interpolation_images(sd, atoms[0], atoms[1], alphas=[0.5, 1.0], seed=4, **kw)
-    assert len(imgs) == 2
-    alone = sd.generate(atoms[:1], seed=4, **kw)[0]  # a = 1 is b1 alone, same seed
-    np.testing.assert_allclose(imgs[1], alone, atol=1e-5)
-    mid = sd.generate((0.5 * atoms[0] + 0.5 * atoms[1])[None], seed=4, **kw)[0]
-    np.testing.assert_allclose(imgs[0], mid, atol=1e-5)
     with pytest.raises(ValueError, match="concept"):
         concept_atoms(model, 7)
+
+
+def test_generator_specs_and_what_they_need(sd_pipe, tmp_path):
+    assert parse_generator_spec("SD-1.5").text == "sd-1.5" and parse_generator_spec("sd-1.5").route == "sd"
+    un = parse_generator_spec("unclip")
+    assert un.route == "unclip" and un.preset == "sd-2.1-unclip-small"
+    sd_pipe.save_pretrained(tmp_path / "sd")
+    local = parse_generator_spec(f"local:{tmp_path / 'sd'}")
+    assert local.route == "sd" and local.path == str(tmp_path / "sd") and local.preset is None
+    assert required_presets("sd-1.5") == ["sd-1.5", "ViT-L-14/openai"]
+    assert required_presets("unclip", "ViT-B-32/openai") == ["sd-2.1-unclip-small", "ViT-B-32/openai"]
+    assert required_presets(local, "ViT-B-32/random") == []
+    for bad, match in [("sd-9", "unknown generator"), (f"local:{tmp_path}", "model_index.json")]:
+        with pytest.raises((ValueError, FileNotFoundError), match=match):
+            parse_generator_spec(bad)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "model_index.json").write_text('{"_class_name": "KandinskyPipeline"}')
+    with pytest.raises(ValueError, match="KandinskyPipeline"):
+        parse_generator_spec(f"local:{tmp_path / 'other'}")
+
+
+def test_loaded_pipelines_sample_with_dpm_solver_and_report_missing_weights(sd_pipe, projection, tmp_path):
+    from diffusers import DPMSolverMultistepScheduler
+
+    sched = fast_scheduler(sd_pipe)
+    assert isinstance(sched, DPMSolverMultistepScheduler)
+    assert sched.config.algorithm_type == "dpmsolver++" and sched.config.use_karras_sigmas
+    np.testing.assert_allclose(sched.betas.numpy(), sd_pipe.scheduler.betas.numpy())  # the pipeline's own schedule
+    with pytest.raises(MissingWeightsError) as err:
+        load_pipeline_generator("sd-1.5", cache_dir=tmp_path / "empty")
+    assert str(err.value).endswith("`slics download sd-1.5 ViT-L-14/openai`") and "\n" not in str(err.value)

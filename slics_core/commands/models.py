@@ -3,7 +3,10 @@
 ``slics models`` lists the presets (encoders and generators) and whether
 each one's weights are on this machine; it never uses the network.
 ``slics download NAME [NAME ...]`` fetches weights into the Hugging Face
-cache with progress bars (``--cache-dir`` picks another cache).
+cache with progress bars (``--cache-dir`` picks another cache);
+``--generator SPEC`` / ``--workspace NAME`` add exactly what drawing with a
+generator needs (:func:`slics_core.generators.required_presets`), and
+``--dry-run`` prints the plan without fetching.
 Both use only :mod:`slics_core.weights`, which imports neither torch nor
 open_clip: they answer in a fraction of a second (see README, "Choices").
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 
 from slics_core import weights
+from slics_core.commands import CLIError
 
 __all__ = ["register"]
 
@@ -28,7 +32,15 @@ def register(subparsers) -> None:
         "download", help="download model weights (with progress)",
         description="Download the weights of one or more presets into the Hugging Face cache, with progress bars. "
                     "Run `slics models` for the names.")
-    d.add_argument("names", nargs="+", metavar="MODEL", help="preset name, e.g. ViT-B-32/openai, dinov2-base, sd-1.5")
+    d.add_argument("names", nargs="*", metavar="MODEL", help="preset name, e.g. ViT-B-32/openai, dinov2-base, sd-1.5")
+    d.add_argument("--generator", default=None, metavar="SPEC",
+                   help="also everything drawing with this generator needs (sd-1.5, unclip, local:DIR): its weights "
+                        "and its conditioning encoder's")
+    d.add_argument("--align-encoder", default=None, metavar="ENCODER",
+                   help="the generator's conditioning encoder (default ViT-L-14/openai)")
+    d.add_argument("--workspace", default=None, metavar="NAME",
+                   help="also everything the generator of this workspace needs")
+    d.add_argument("--dry-run", action="store_true", help="print what would be fetched and fetch nothing")
     d.add_argument("--cache-dir", default=None, help="Hugging Face hub cache to download into")
     d.set_defaults(func=_cmd_download)
 
@@ -46,12 +58,58 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workspace_generator(name: str) -> tuple[str, str | None]:
+    """``(generator spec, conditioning encoder)`` a workspace records (imports the workspace reader)."""
+    from pathlib import Path
+
+    from slics_core.explorer.generation import load_workspace_alignment
+    from slics_core.explorer.workspace import load_workspace, workspace_path
+
+    ws = load_workspace(Path(name) if Path(name).is_dir() else workspace_path(name))
+    if not ws.generator or ws.generator == "emoji":
+        raise CLIError(f"workspace {ws.name!r} has no generator to download weights for; add one with "
+                       f"`slics align --workspace {name} --generator sd-1.5`")
+    try:
+        encoder = load_workspace_alignment(ws).target_id
+    except FileNotFoundError:
+        encoder = None
+    return ws.generator, encoder
+
+
+def download_plan(args: argparse.Namespace) -> list:
+    """The presets ``slics download`` fetches for ``args``: the names, then what the generator needs, once each."""
+    from slics_core.generators import required_presets
+
+    names = list(args.names)
+    generator, encoder = args.generator, args.align_encoder
+    if args.workspace:
+        generator, recorded = _workspace_generator(args.workspace)
+        encoder = encoder or recorded
+    elif encoder and not generator:
+        raise CLIError("--align-encoder goes with --generator SPEC (or --workspace NAME)")
+    if generator:
+        needed = required_presets(generator, encoder)
+        if not needed and not names:
+            print(f"nothing to download: generator {generator} and its conditioning encoder {encoder} are local "
+                  "folders")
+        names += needed
+    if not names and not generator:
+        raise CLIError("name what to download: MODEL names, --generator SPEC or --workspace NAME (`slics models` "
+                       "lists the names)")
+    presets = [weights.get_preset(n) for n in names]  # all names checked before any download
+    return list({p.name: p for p in presets}.values())
+
+
 def _cmd_download(args: argparse.Namespace) -> int:
-    presets = [weights.get_preset(n) for n in args.names]  # all names checked before any download
+    presets = download_plan(args)
     for preset in presets:
         local = weights.find_local(preset, args.cache_dir)
         if local is not None:
             print(f"{preset.name}: already on disk at {local}")
+            continue
+        if args.dry_run:
+            what = (f" ({', '.join(weights.download_patterns(preset))})" if preset.kind == "diffusers" else "")
+            print(f"{preset.name}: would download {preset.description} from {preset.repo_id}{what}")
             continue
         print(f"{preset.name}: downloading {preset.description} from {preset.repo_id} ...", flush=True)
         path = weights.download(preset, cache_dir=args.cache_dir)

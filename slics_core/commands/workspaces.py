@@ -1,7 +1,8 @@
 """``slics workspace``, ``slics emoji-build``, ``slics emoji-report``: workspaces the app opens.
 
 Every workspace, whatever its source, is built by
-:func:`slics_core.explorer.workspace.build_workspace`.
+:func:`slics_core.explorer.workspace.build_workspace`; ``--generator`` then adds
+an image generator (:func:`slics_core.explorer.generation.attach_generator`).
 """
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ import json
 import sys
 from pathlib import Path
 
+from slics_core import weights
 from slics_core.commands import CLIError, check_at_least
 from slics_core.commands.data import get_words, resolve_encoder
 from slics_core.emoji.world import EmojiWorldConfig
+from slics_core.encoders import parse_encoder_spec
+from slics_core.errors import user_message
 from slics_core.explorer.emoji_report import contact_sheet, emoji_report
+from slics_core.explorer.generation import DEFAULT_ALIGN_PAIRS, attach_generator
 from slics_core.explorer.workspace import (
     build_workspace_from_cache,
     check_workspace_name,
@@ -21,6 +26,7 @@ from slics_core.explorer.workspace import (
     workspace_path,
     workspaces_root,
 )
+from slics_core.generators import DEFAULT_CONDITIONING_ENCODER, missing_presets, parse_generator_spec, required_presets
 from slics_core.methods import method_names
 
 __all__ = ["register"]
@@ -57,6 +63,7 @@ def cmd_workspace(args) -> int:
         raise CLIError(f"--d0 values must be positive; got {args.d0}")
     check_at_least(args, 1, "--n-train", "--n-query", "--n-words")
     check_at_least(args, 1 if len(set(args.d0)) > 1 else 0, "--n-val")  # the default d0 is chosen on validation
+    generator = check_generator_args(args)
     encoder = resolve_encoder(args.encoder) if args.encoder else None
     vocab = "none" if args.vocab == "none" else get_words(args.vocab, args.n_words)
     ws = build_workspace_from_cache(args.cache, out, encoder=encoder, mean_file=args.mean_file, vocabulary=vocab,
@@ -68,7 +75,69 @@ def cmd_workspace(args) -> int:
     print(f"workspace {s['name']!r} written to {out}: {s['n_items']} items, splits {s['splits']}, "
           f"{len(ws.models)} fitted models ({', '.join(ws.methods)}; d0 {s['d0_values']}, default {ws.default_d0})"
           + (f"; not fitted: {', '.join(f'{m} ({why})' for m, why in ws.skipped.items())}" if ws.skipped else ""))
+    if generator is not None:
+        try:
+            add_generator(ws, generator, args)
+        except (OSError, ValueError) as exc:
+            raise CLIError(f"workspace {s['name']!r} is saved, but its generator was not added: {user_message(exc)} "
+                           f"(add it later with `slics align --workspace {out.name} --generator {generator.text}`)") \
+                from None
     return 0
+
+
+def check_generator_args(args):
+    """The parsed ``--generator`` (None without one), with what fitting its alignment needs checked first.
+
+    The conditioning encoder's weights must be here (it embeds the training images) unless
+    ``--align-pairs`` gives the pairs; the generator's own weights are only needed to draw.
+    """
+    if not getattr(args, "generator", None):
+        for opt in ("align_encoder", "align_pairs"):
+            if getattr(args, opt, None):
+                raise CLIError(f"--{opt.replace('_', '-')} needs --generator (sd-1.5, unclip or local:DIR)")
+        return None
+    generator = parse_generator_spec(args.generator)
+    check_at_least(args, 5, "--align-n")
+    encoder = parse_encoder_spec(args.align_encoder or DEFAULT_CONDITIONING_ENCODER)
+    if args.align_pairs is None and encoder.kind == "preset":
+        try:
+            weights.resolve(encoder.text)
+        except weights.MissingWeightsError as exc:
+            raise CLIError(f"the alignment embeds the training images with {encoder.text}: {exc}") from None
+    return generator
+
+
+def add_generator(ws, generator, args) -> None:
+    """Fit and save the workspace's alignment for ``generator`` and record it; print what was done."""
+    align = attach_generator(ws, generator, args.align_encoder, pairs=args.align_pairs, n_pairs=args.align_n,
+                             seed=args.seed, progress=_progress(args.quiet, "align"))
+    print(f"generator {generator.text} added to workspace {ws.name!r}: alignment {align.n_features_in_} -> "
+          f"{align.n_features_out_} ({align.target_id}), mean cosine {align.held_out_cosine_:.3f} on held-out pairs "
+          f"({align.train_cosine_:.3f} on training pairs)")
+    n_fit = getattr(align, "n_pairs_", None)
+    if n_fit is not None and n_fit < min(align.n_features_in_, align.n_features_out_):
+        print(f"warning: {n_fit} pairs fitted a {align.n_features_in_} -> {align.n_features_out_} map, fewer than its "
+              "dimension: the alignment is under-determined (see the held-out cosine); use more training images "
+              "(--align-n) or a pairs file (--align-pairs)")
+    missing = missing_presets(required_presets(generator, align.target_id))
+    if missing:
+        print(f"to draw, fetch the weights first: `slics download {' '.join(missing)}`")
+
+
+def add_generator_options(p, *, required=False) -> None:
+    """``--generator``, ``--align-encoder``, ``--align-pairs``, ``--align-n`` (``slics workspace``, ``slics align``)."""
+    p.add_argument("--generator", default=None, required=required, metavar="SPEC",
+                   help="image generator of the workspace: sd-1.5 (image embedding as the prompt, the paper's "
+                        "route), unclip (Stable unCLIP on ViT-L/14 image embeddings) or local:DIR (a diffusers "
+                        "pipeline folder)")
+    p.add_argument("--align-encoder", default=None, metavar="ENCODER",
+                   help=f"encoder of the generator's conditioning space (default {DEFAULT_CONDITIONING_ENCODER}); it "
+                        "embeds the training images the alignment is fitted on")
+    p.add_argument("--align-pairs", default=None, metavar="FILE.npz",
+                   help="fit the alignment on these pairs instead: arrays 'source' (workspace encoder) and "
+                        "'target' (conditioning encoder) of the same images")
+    p.add_argument("--align-n", type=int, default=DEFAULT_ALIGN_PAIRS,
+                   help=f"training images embedded for the alignment (default {DEFAULT_ALIGN_PAIRS}; 20%% held out)")
 
 
 def _emoji_config(args):
@@ -139,6 +208,7 @@ def register(subparsers) -> None:
                                                        "words), a word-list file, or 'none'")
     p.add_argument("--n-words", type=int, default=10_000)
     p.add_argument("--info", default=None, metavar="NAME", help="print the summary of an existing workspace")
+    add_generator_options(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_workspace)
 

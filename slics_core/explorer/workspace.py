@@ -800,6 +800,25 @@ def _read_workspace(path: Path) -> Workspace:
                      skipped=dict(head.get("skipped") or {}), extras=extras, codebook=arr.get("codebook"))
 
 
+def set_workspace_generator(ws: Workspace, generator: str | None) -> None:
+    """Record ``generator`` (a generator spec, or None) in ``ws`` and in its saved header, nothing else.
+
+    The header is rewritten beside and renamed into place; no model is refitted or rewritten.
+    """
+    from slics_core.store import atomic_write_json
+
+    if ws.path is None or not _is_workspace(Path(ws.path)):
+        raise ValueError(f"workspace {ws.name!r} is not saved in a folder; build it with `slics workspace`")
+    head_file = Path(ws.path) / "workspace.json"
+    try:
+        head = json.loads(head_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"workspace {ws.path} is damaged: {type(exc).__name__}: {exc}") from exc
+    head["generator"] = generator
+    atomic_write_json(head_file, head)
+    ws.generator = generator
+
+
 def _load_model(method, path):
     m = REGISTRY.get(method)
     if m is None:
