@@ -10,8 +10,8 @@ weights (nothing is downloaded; the speed does not depend on the weights), so th
 seconds, not picture quality.
 
 Per pipeline and device (the CPU in float32 always, CUDA in float16 when present): seconds per
-image (wall and this process's CPU seconds), seconds per denoising step (from the per-step
-progress callback, first step left out), and peak memory (CUDA: ``max_memory_allocated``; CPU:
+image (wall and this process's CPU seconds), wall and CPU seconds per denoising step (from the
+per-step progress callback, first step of each image left out), and peak memory (CUDA: ``max_memory_allocated``; CPU:
 the growth of the process's peak resident size while building and drawing).
 
     python benchmarks/bench_generate.py                                 # 512 x 512, 30 steps, SD 1.5 and unCLIP
@@ -32,7 +32,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # fixtures_models: an offline CLIP tokenizer (only the empty prompt is tokenized)
+# fixtures_models writes an offline CLIP tokenizer (only the empty prompt is tokenized)
+sys.path.insert(0, str(ROOT / "tests"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -143,20 +144,23 @@ def run_one(name, device, args, tmp):
     kw = {"noise_level": 0} if name != "sd-1.5" else {}
     c0, w0 = time.process_time(), time.perf_counter()
     imgs = gen.generate(align.transform(V), seed=0, steps=args.steps, height=args.size, width=args.size,
-                        guidance=args.guidance, batch_size=1, progress=lambda d, t: stamps.append(time.perf_counter()),
+                        guidance=args.guidance, batch_size=1,
+                        progress=lambda d, t: stamps.append((time.perf_counter(), time.process_time())),
                         **kw)
     if device == "cuda":
         torch.cuda.synchronize()
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     assert len(imgs) == args.images and imgs[0].size == (args.size, args.size)
-    steps = np.diff(stamps).reshape(-1)
-    per_step = [float(d) for i, d in enumerate(steps) if (i + 1) % args.steps != 0]  # within an image, not across
+    gaps = np.diff(np.asarray(stamps).reshape(-1, 2), axis=0)  # (wall, cpu) between consecutive steps
+    within = [i for i in range(len(gaps)) if (i + 1) % args.steps != 0]  # within an image, not across two
+    per_step, per_step_cpu = gaps[within, 0].tolist(), gaps[within, 1].tolist()
     row = {"pipeline": name, "device": device, "dtype": "float16" if half else "float32", "size": args.size,
            "steps": args.steps, "guidance": args.guidance, "images": args.images,
            "unet_params_M": round(sum(p.numel() for p in pipe.unet.parameters()) / 1e6, 1),
            "build_s": round(build_s, 1), "wall_s_per_image": round(wall / args.images, 2),
            "cpu_s_per_image": round(cpu / args.images, 2),
            "s_per_step_median": round(float(np.median(per_step)), 2) if per_step else None,
+           "cpu_s_per_step_median": round(float(np.median(per_step_cpu)), 2) if per_step_cpu else None,
            "torch_threads": torch.get_num_threads()}
     if device == "cuda":
         row["peak_gpu_mem_MB"] = round(torch.cuda.max_memory_allocated() / 2**20)

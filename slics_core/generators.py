@@ -717,8 +717,9 @@ def load_pipeline_generator(generator, conditioning_encoder=None, *, cache_dir=N
             f"`slics download {' '.join(missing)}`")
     model = spec.path or spec.preset
     if spec.route == "sd":
-        gen = ImageToPromptSD.from_pretrained(model, text_projection=conditioning_text_projection(enc, cache_dir=cache_dir),
-                                              cache_dir=cache_dir, device=device, half=half)
+        projection = conditioning_text_projection(enc, cache_dir=cache_dir)
+        gen = ImageToPromptSD.from_pretrained(model, text_projection=projection, cache_dir=cache_dir, device=device,
+                                              half=half)
     else:
         gen = UnCLIPGenerator.from_pretrained(model, cache_dir=cache_dir, device=device, half=half)
     gen.pipe.scheduler = fast_scheduler(gen.pipe)
