@@ -103,7 +103,7 @@ def check_generator_args(args):
 def add_generator(ws, generator, args) -> None:
     """Fit and save the workspace's alignment for ``generator`` and record it; print what was done."""
     align = attach_generator(ws, generator, args.align_encoder, pairs=args.align_pairs, n_pairs=args.align_n,
-                             seed=args.seed, progress=_progress(args.quiet, "align"))
+                             seed=args.seed, progress=(lambda *a: None) if args.quiet else None)
     print(f"generator {generator.text} added to workspace {ws.name!r}: alignment {align.n_features_in_} -> "
           f"{align.n_features_out_} ({align.target_id}), mean cosine {align.held_out_cosine_:.3f} on held-out pairs "
           f"({align.train_cosine_:.3f} on training pairs)")

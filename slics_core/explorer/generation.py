@@ -223,6 +223,7 @@ def fit_workspace_alignment(ws: Workspace, conditioning_encoder=None, *, pairs=N
     encoder : encoder object, optional
         The loaded conditioning encoder (default: created from ``conditioning_encoder``).
     progress : callable ``progress(stage, done, total)``, optional
+        Called before and after embedding; None shows the embedding's own progress bar (stderr) instead.
 
     Returns
     -------
