@@ -308,6 +308,11 @@ class _Generator:
         width = int(width) if width else int(size_w) * f
         return int(pipe.unet.config.in_channels), height // f, width // f
 
+    @property
+    def native_size(self) -> int:
+        """Side in pixels of the images the pipeline was trained at (its default size)."""
+        return int(self._latent_shape(None, None)[1] * self.pipe.vae_scale_factor)
+
     def _run(self, call, n, seed, seeds, batch_size):
         seed_list = _seed_list(seed, seeds, n)
         images = []

@@ -75,6 +75,16 @@ def test_workspace_generator_is_the_procrustes_of_its_own_training_images(real):
     assert align.train_cosine_ == pytest.approx(_mean_cos(X[fit] @ W, Y[fit]), abs=1e-4)
 
 
+def test_workspace_info_reports_the_generator_and_its_alignment(real, capsys):
+    assert main(["workspace", "--info", str(real["folder"])]) == 0
+    info = json.loads(capsys.readouterr().out)
+    align = ProcrustesAlignment.load(real["folder"] / ALIGNMENT_FILE)
+    assert info["generator"] == f"local:{real['sd']}"
+    assert info["generator_alignment"] == {"conditioning_encoder": f"local:{real['clip']}",
+                                           "held_out_cosine": align.held_out_cosine_,
+                                           "train_cosine": align.train_cosine_}
+
+
 def test_workspace_generator_draws_with_per_step_progress_and_reproducible_seeds(real):
     ws = load_workspace(real["folder"])
     gen = load_workspace_generator(ws)

@@ -299,7 +299,7 @@ def _pipeline_generator(ws: Workspace) -> WorkspaceGenerator:
                          f"fit it again with `slics align --workspace {_quote(ws)} --generator {spec.text} "
                          "--align-encoder ENCODER`")
     on_gpu = pipe.device.type == "cuda"
-    native = int(pipe._latent_shape(None, None)[1] * pipe.pipe.vae_scale_factor)  # the size it was trained at
+    native = pipe.native_size
     defaults = dict(_gens.GPU_DEFAULTS if on_gpu else _gens.CPU_DEFAULTS)
     defaults["size"] = min(defaults["size"], native)
     timer = _StepTimer(pipe, on_gpu)
