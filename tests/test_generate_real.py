@@ -148,6 +148,20 @@ def test_align_workspace_replaces_the_generator_and_refits_nothing_else(real, co
     assert load_workspace(copy).generator == f"local:{real['unclip']}"
 
 
+def test_an_open_workspace_sees_a_generator_added_later(real, copy, capsys):
+    from slics_core.explorer.workspace import set_workspace_generator
+
+    ws = load_workspace(copy)
+    set_workspace_generator(ws, None)
+    (copy / ALIGNMENT_FILE).unlink()
+    ws = load_workspace(copy)  # as the app holds it
+    with pytest.raises(FileNotFoundError, match="slics align --workspace toys --generator sd-1.5"):
+        load_workspace_generator(ws)
+    assert main(["align", "--workspace", "toys", "--generator", f"local:{real['unclip']}", "--align-encoder",
+                 f"local:{real['clip']}", "--quiet"]) == 0  # another process, while the app runs
+    assert "image-embedding conditioning" in load_workspace_generator(ws).name
+
+
 def test_alignment_from_a_pairs_file_recovers_a_planted_map(real, copy, tmp_path):
     ws = load_workspace(copy)
     rng = np.random.default_rng(5)

@@ -29,10 +29,10 @@ from slics_core import generators as _gens
 from slics_core._validation import check_embeddings
 from slics_core.alignment import ProcrustesAlignment, fit_alignment
 from slics_core.emoji.generator import EmojiGenerator
-from slics_core.explorer.workspace import Workspace, set_workspace_generator
+from slics_core.explorer.workspace import Workspace, recorded_generator, set_workspace_generator
 
 __all__ = ["WorkspaceGenerator", "load_workspace_generator", "attach_generator", "fit_workspace_alignment",
-           "load_workspace_alignment", "read_pairs", "ALIGNMENT_FILE", "DEFAULT_ALIGN_PAIRS"]
+           "load_workspace_alignment", "generator_version", "read_pairs", "ALIGNMENT_FILE", "DEFAULT_ALIGN_PAIRS"]
 
 #: The fitted alignment of a workspace's generator, inside the workspace folder.
 ALIGNMENT_FILE = "generator-alignment.npz"
@@ -105,6 +105,20 @@ class WorkspaceGenerator:
         if self._estimate is None:
             return None
         return float(self._estimate(int(n_images), int(steps), size, guidance))
+
+
+#: Workspace folder -> the alignment file version whose generator record ``ws.generator`` holds.
+_seen_versions: dict = {}
+
+
+def generator_version(ws: Workspace) -> str:
+    """Changes when ``slics align --workspace`` gives ``ws`` another generator (a cache key for the app)."""
+    if ws.path is None:
+        return ""
+    try:
+        return str(workspace_alignment_path(ws).stat().st_mtime_ns)
+    except OSError:
+        return ""
 
 
 def workspace_alignment_path(ws: Workspace) -> Path:
@@ -281,6 +295,10 @@ def load_workspace_generator(ws: Workspace) -> WorkspaceGenerator:
             f"({ws.building.percent():.0f} %); this page works when it is done")
     if ws.generator == "emoji" and "cond" in ws.extras:
         return _emoji_generator(ws)
+    version = generator_version(ws)
+    if ws.kind != "emoji" and version and _seen_versions.get(str(ws.path)) != version:
+        ws.generator = recorded_generator(ws)  # `slics align --workspace` may have run since ws was opened
+        _seen_versions[str(ws.path)] = version
     if not ws.generator or ws.generator == "emoji":
         raise FileNotFoundError(
             f"workspace {ws.name!r} has no generator: give it the paper's image-to-prompt generator with "

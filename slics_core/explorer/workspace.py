@@ -595,6 +595,17 @@ def set_workspace_generator(ws: Workspace, generator: str | None) -> None:
     ws.generator = generator
 
 
+def recorded_generator(ws: Workspace) -> str | None:
+    """The generator spec the saved header of ``ws`` records now (it may have been set by another
+    process, `slics align --workspace`, after ``ws`` was opened); ``ws.generator`` when unsaved."""
+    if ws.path is None or not (Path(ws.path) / "workspace.json").is_file():
+        return ws.generator
+    try:
+        return json.loads((Path(ws.path) / "workspace.json").read_text()).get("generator")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ValueError(f"workspace {ws.path} is damaged: {type(exc).__name__}: {exc}") from exc
+
+
 def _load_model(method, path):
     m = REGISTRY.get(method)
     if m is None:
