@@ -60,14 +60,17 @@ class WorkspaceGenerator:
     alignment : slics_core.alignment.ProcrustesAlignment
     deterministic : bool
         True when ``seed`` and ``steps`` have no effect (a one-pass decoder).
+    pipeline : ImageToPromptSD or UnCLIPGenerator or None
+        The diffusion pipeline it draws with (None for the emoji world's decoder).
     defaults : dict
         Sampling settings a diffusion pipeline takes (``size``, ``steps``, ``guidance``), the
         device's defaults; empty for a one-pass decoder. ``generate`` accepts them as keywords.
     """
 
     def __init__(self, name, alignment, generate_fn, deterministic, info=None, describe_fn=None, defaults=None,
-                 estimate_fn=None):
+                 estimate_fn=None, pipeline=None):
         self.name = name
+        self.pipeline = pipeline
         self.alignment = alignment
         self._generate = generate_fn
         self._describe = describe_fn
@@ -319,9 +322,13 @@ def _pipeline_generator(ws: Workspace) -> WorkspaceGenerator:
     on_gpu = pipe.device.type == "cuda"
     native = pipe.native_size
     defaults = dict(_gens.GPU_DEFAULTS if on_gpu else _gens.CPU_DEFAULTS)
+    consistency = _gens.is_consistency_model(pipe.pipe)
+    if consistency:
+        defaults.update(_gens.LCM_DEFAULTS)
     defaults["size"] = min(defaults["size"], native)
     timer = _StepTimer(pipe, on_gpu)
     route = "image embedding as the prompt" if spec.route == "sd" else "image-embedding conditioning"
+    sampler = "LCM" if consistency else "DPM-Solver++"
 
     def run(C, seed, steps, size=None, guidance=None, progress=None):
         steps = int(steps or defaults["steps"])
@@ -334,14 +341,14 @@ def _pipeline_generator(ws: Workspace) -> WorkspaceGenerator:
         timer.record(time.perf_counter() - t0, len(images), steps, size, guidance)
         return images
 
-    name = "Stable Diffusion 1.5" if spec.text == "sd-1.5" else \
-        "Stable unCLIP 2.1 small" if spec.text == "unclip" else f"{spec.path} ({route})"
+    name = {"sd-1.5": "Stable Diffusion 1.5", "unclip": "Stable unCLIP 2.1 small",
+            "lcm": "LCM Dreamshaper v7"}.get(spec.text, f"{spec.path} ({route})")
     info = {"alignment_held_out_cosine": align.held_out_cosine_, "alignment_train_cosine": align.train_cosine_,
             "conditioning_encoder": align.target_id, "spec": spec.text, "device": str(pipe.device), "route": route,
-            "native_size": native}
+            "native_size": native, "sampler": sampler}
     info = {k: v for k, v in info.items() if v is not None}
     return WorkspaceGenerator(name, align, run, deterministic=False, info=info, defaults=defaults,
-                              estimate_fn=timer.estimate)
+                              estimate_fn=timer.estimate, pipeline=pipe)
 
 
 class _StepTimer:
@@ -357,6 +364,7 @@ class _StepTimer:
         self.params = float(sum(p.numel() for p in pipe.pipe.unet.parameters()))
         self.factor = float(pipe.pipe.vae_scale_factor)
         self.prior = _CPU_PRIOR / (_GPU_SPEEDUP if on_gpu else 1.0)
+        self.guidance_branch = not _gens.is_consistency_model(pipe.pipe)  # an LCM has no unconditional pass
         self.measured = {}  # (size, guided) -> seconds per image-step
 
     def _pixels(self, size):
@@ -364,11 +372,11 @@ class _StepTimer:
 
     def record(self, seconds, n_images, steps, size, guidance):
         if n_images > 0 and seconds > 0:
-            self.measured[(int(size), guidance > 1.0)] = seconds / (n_images * (steps + 1))
+            self.measured[(int(size), self.guidance_branch and guidance > 1.0)] = seconds / (n_images * (steps + 1))
 
     def estimate(self, n_images, steps, size, guidance):
         size = int(size or 512)
-        guided = guidance is None or guidance > 1.0
+        guided = self.guidance_branch and (guidance is None or guidance > 1.0)
         per_step = self.measured.get((size, guided))
         if per_step is None:
             same = [(s, v) for (s, g), v in self.measured.items() if g == guided]
