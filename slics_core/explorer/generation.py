@@ -40,10 +40,13 @@ ALIGNMENT_FILE = "generator-alignment.npz"
 DEFAULT_ALIGN_PAIRS = 5000
 #: Largest pairs file read (``--align-pairs``).
 _MAX_PAIRS_BYTES = 2 << 30
-#: Seconds per denoising step per U-Net parameter per latent pixel per guidance branch before
-#: anything was measured here: full-size SD 1.5 (859.5 M U-Net parameters) took 9 s per step at
-#: 256 x 256 (32 x 32 latents) with guidance on the project's shared 2-core machine (docs/generation.md).
-_CPU_PRIOR = 9.0 / (859.5e6 * 32 * 32 * 2)
+#: Seconds per guided denoising step per U-Net parameter per latent pixel before anything was measured
+#: here: full-size SD 1.5 (859.5 M U-Net parameters) took 9 s per guided step at 256 x 256 (32 x 32
+#: latents) on the project's shared 2-core machine (7.9 CPU s in benchmarks/bench_generate.py).
+_CPU_PRIOR = 9.0 / (859.5e6 * 32 * 32)
+#: An unguided step (one U-Net pass instead of two, e.g. an LCM) costs this fraction of a guided one on a
+#: CPU: 6.62 vs 7.89 CPU s per step at 256 x 256, measured in one run (docs/generation.md).
+_UNGUIDED = 6.62 / 7.89
 _GPU_SPEEDUP = 100.0
 
 
@@ -355,7 +358,7 @@ class _StepTimer:
     """Expected drawing time: a prior from the U-Net's size, replaced by this machine's measured speed.
 
     Before any measurement the cost of a step is taken proportional to U-Net parameters x latent
-    pixels x guidance branches (2 with classifier-free guidance), with one more step's worth for the
+    pixels (less without a classifier-free guidance pass, :data:`_UNGUIDED`), with one more step's worth for the
     VAE decoding. Once images were drawn at a size, the measured seconds per step at that size are
     used (at another size, the nearest measured size scaled by latent pixels).
     """
@@ -384,7 +387,7 @@ class _StepTimer:
                 s, v = min(same, key=lambda sv: abs(sv[0] - size))
                 per_step = v * self._pixels(size) / self._pixels(s)
             else:
-                per_step = self.prior * self.params * self._pixels(size) * (2.0 if guided else 1.0)
+                per_step = self.prior * self.params * self._pixels(size) * (1.0 if guided else _UNGUIDED)
         return n_images * (steps + 1) * per_step
 
 
