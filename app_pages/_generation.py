@@ -26,8 +26,10 @@ def settings(gen) -> dict:
         out["size"] = int(st.select_slider("Image size (pixels)", sizes, value=int(defaults["size"]), key="gen_size",
                                            help="Side of the square images. The pipeline was trained at 512; on a "
                                                 "CPU the default is smaller to keep each image within minutes."))
-        st.caption(f"Generator on {gen.info.get('device', 'cpu')}: sampling with DPM-Solver++; the same seed, "
-                   "steps and size give the same image on a CPU and a GPU.")
+        sampler = gen.info.get("sampler", "DPM-Solver++")
+        st.caption(f"Generator on {gen.info.get('device', 'cpu')}: sampling with {sampler}"
+                   + ("; the same seed, steps and size give the same image on a CPU and a GPU." if sampler != "LCM"
+                      else " (it adds seeded noise between steps, drawn as diffusers draws it)."))
     if deterministic:
         st.caption(f"The {gen.name} is a one-pass decoder: it is deterministic, seed and steps have no effect.")
     return out

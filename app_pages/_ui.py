@@ -28,7 +28,7 @@ from app_pages import _state as state
 from app_pages._state import apply_link, capture_link, link_problems
 from slics_core.captions import prepare_text_embeddings
 from slics_core.explorer.quantized import quantization_info, quantized_pool_index
-from slics_core.explorer.generation import load_workspace_generator
+from slics_core.explorer.generation import generator_version, load_workspace_generator
 from slics_core.explorer.workspace import (
     EMOJI,
     PROVISIONAL_D0,
@@ -229,7 +229,7 @@ def _generator(key: str, _ws):
 def workspace_generator(ws):
     """The workspace's image generator, loaded once per workspace and shared by every page and session
     (raises FileNotFoundError / ValueError when there is none)."""
-    return _generator(ws_id(ws), ws)
+    return _generator(f"{ws_id(ws)}:{generator_version(ws)}", ws)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)

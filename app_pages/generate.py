@@ -2,8 +2,8 @@
 
 Widget keys: query_pick, query_upload, query_strip_prev, query_strip_next, query_thumb_<i>,
 query_use_upload (app_pages/_query.py); concepts; method; d0; component; seed; steps; generate (button,
-shown only for stochastic generators); gen_size (app_pages/_generation.py); gen_png_<i>, gen_strip_png (downloads); interp_concept,
-atom_a, atom_b, interp_n, interp_png.
+shown only for stochastic generators); gen_size (app_pages/_generation.py); gen_png_<i>, gen_strip_png
+(downloads); interp_concept, atom_a, atom_b, interp_n, interp_png.
 """
 import numpy as np
 import streamlit as st

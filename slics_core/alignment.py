@@ -131,18 +131,6 @@ class ProcrustesAlignment:
         out = _as_matrix(X_arr, "X", self.n_features_in_) @ self.W_
         return out[0] if single else out
 
-    def inverse_transform(self, Y) -> np.ndarray:
-        """Map target-space rows back with ``Y W^T``.
-
-        Exact inverse of :meth:`transform` when ``d_x <= d_y`` (``W W^T = I``);
-        for ``d_x > d_y`` it is the least-squares preimage.
-        """
-        self._check_fitted()
-        Y_arr = np.asarray(Y)
-        single = Y_arr.ndim == 1
-        out = _as_matrix(Y_arr, "Y", self.n_features_out_) @ self.W_.T
-        return out[0] if single else out
-
     def score(self, X, Y) -> float:
         """Mean cosine between ``transform(X)`` and ``Y`` (rows paired)."""
         self._check_fitted()

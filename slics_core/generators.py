@@ -88,6 +88,8 @@ __all__ = [
     "GeneratorSpec",
     "CPU_DEFAULTS",
     "GPU_DEFAULTS",
+    "LCM_DEFAULTS",
+    "is_consistency_model",
     "DEFAULT_CONDITIONING_ENCODER",
     "parse_generator_spec",
     "required_presets",
@@ -307,6 +309,11 @@ class _Generator:
         height = int(height) if height else int(size_h) * f
         width = int(width) if width else int(size_w) * f
         return int(pipe.unet.config.in_channels), height // f, width // f
+
+    @property
+    def native_size(self) -> int:
+        """Side in pixels of the images the pipeline was trained at (its default size)."""
+        return int(self._latent_shape(None, None)[1] * self.pipe.vae_scale_factor)
 
     def _run(self, call, n, seed, seeds, batch_size):
         seed_list = _seed_list(seed, seeds, n)
@@ -553,10 +560,14 @@ def _step_callback(progress, steps):
 DEFAULT_CONDITIONING_ENCODER = "ViT-L-14/openai"
 
 #: Generator spec -> (weights preset, route).
-_PRESET_GENERATORS = {"sd-1.5": ("sd-1.5", "sd"), "unclip": ("sd-2.1-unclip-small", "unclip")}
+_PRESET_GENERATORS = {"sd-1.5": ("sd-1.5", "sd"), "unclip": ("sd-2.1-unclip-small", "unclip"),
+                      "lcm": ("lcm-dreamshaper-v7", "sd")}
 
 #: Default sampling settings on a CPU: 256 x 256 and few DPM-Solver++ steps (docs/generation.md).
 CPU_DEFAULTS = {"size": 256, "steps": 12, "guidance": 7.5}
+#: A latent-consistency (LCM-distilled) U-Net: few steps and no classifier-free guidance branch on any
+#: device (its guidance scale is an input of the U-Net), so a step costs half a guided one.
+LCM_DEFAULTS = {"steps": 4, "guidance": 8.0}
 #: Default sampling settings on a GPU: the pipelines' native 512 x 512.
 GPU_DEFAULTS = {"size": 512, "steps": 25, "guidance": 7.5}
 
@@ -603,9 +614,10 @@ def parse_generator_spec(spec) -> GeneratorSpec:
     """Parse a generator name; the only place generator names are read.
 
     Accepted forms: ``sd-1.5`` (Stable Diffusion 1.5, image embedding as the prompt: the paper's
-    route), ``unclip`` (Stable unCLIP 2.1 small, conditioned on ViT-L/14 image embeddings) and
-    ``local:DIR`` (a diffusers ``StableDiffusionPipeline`` or ``StableUnCLIPImg2ImgPipeline``
-    folder; its ``model_index.json`` says which).
+    route), ``unclip`` (Stable unCLIP 2.1 small, conditioned on ViT-L/14 image embeddings), ``lcm``
+    (the latent-consistency distilled Dreamshaper v7, an SD 1.5 fine-tune, by the paper's route in 4
+    steps) and ``local:DIR`` (a diffusers ``StableDiffusionPipeline``, ``LatentConsistencyModelPipeline``
+    or ``StableUnCLIPImg2ImgPipeline`` folder; its ``model_index.json`` says which).
 
     Raises
     ------
@@ -625,12 +637,14 @@ def parse_generator_spec(spec) -> GeneratorSpec:
     if text.startswith("local:"):
         path = Path(os.path.abspath(os.path.expanduser(text[len("local:"):])))
         cls = _pipeline_class(path)
-        routes = {"StableDiffusionPipeline": "sd", "StableUnCLIPImg2ImgPipeline": "unclip"}
+        routes = {"StableDiffusionPipeline": "sd", "LatentConsistencyModelPipeline": "sd",
+                  "StableUnCLIPImg2ImgPipeline": "unclip"}
         if cls not in routes:
             raise ValueError(f"generator folder {path} holds a {cls}; image-to-prompt needs a "
                              "StableDiffusionPipeline or a StableUnCLIPImg2ImgPipeline")
         return GeneratorSpec(f"local:{path}", routes[cls], path=str(path))
-    raise ValueError(f"unknown generator {text!r}: use sd-1.5, unclip or local:DIR (a diffusers pipeline folder)")
+    raise ValueError(f"unknown generator {text!r}: use sd-1.5, unclip, lcm or local:DIR (a diffusers pipeline "
+                     "folder)")
 
 
 def required_presets(generator, conditioning_encoder=None) -> list[str]:
@@ -679,6 +693,11 @@ def conditioning_text_projection(encoder_spec=DEFAULT_CONDITIONING_ENCODER, *, c
     return load_text_projection(create_encoder(enc, trusted=False))
 
 
+def is_consistency_model(pipe) -> bool:
+    """Whether the pipeline's U-Net is latent-consistency distilled (guidance scale as a U-Net input)."""
+    return getattr(pipe.unet.config, "time_cond_proj_dim", None) is not None
+
+
 def fast_scheduler(pipe):
     """DPM-Solver++ (2M, Karras sigmas) built from the pipeline's own noise schedule.
 
@@ -717,11 +736,13 @@ def load_pipeline_generator(generator, conditioning_encoder=None, *, cache_dir=N
             f"`slics download {' '.join(missing)}`")
     model = spec.path or spec.preset
     if spec.route == "sd":
-        gen = ImageToPromptSD.from_pretrained(model, text_projection=conditioning_text_projection(enc, cache_dir=cache_dir),
-                                              cache_dir=cache_dir, device=device, half=half)
+        projection = conditioning_text_projection(enc, cache_dir=cache_dir)
+        gen = ImageToPromptSD.from_pretrained(model, text_projection=projection, cache_dir=cache_dir, device=device,
+                                              half=half)
     else:
         gen = UnCLIPGenerator.from_pretrained(model, cache_dir=cache_dir, device=device, half=half)
-    gen.pipe.scheduler = fast_scheduler(gen.pipe)
+    if not is_consistency_model(gen.pipe):  # an LCM keeps its own LCMScheduler
+        gen.pipe.scheduler = fast_scheduler(gen.pipe)
     gen.spec = spec
     return gen
 

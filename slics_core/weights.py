@@ -165,6 +165,10 @@ PRESETS: dict[str, ModelPreset] = {
             name="sd-1.5", kind="diffusers", repo_id="stable-diffusion-v1-5/stable-diffusion-v1-5",
             description="Stable Diffusion 1.5", files=("model_index.json",), components=_SD_COMPONENTS),
         ModelPreset(
+            name="lcm-dreamshaper-v7", kind="diffusers", repo_id="SimianLuo/LCM_Dreamshaper_v7",
+            description="Latent Consistency Model Dreamshaper v7 (SD 1.5 fine-tune, 4 steps)",
+            files=("model_index.json",), components=_SD_COMPONENTS),
+        ModelPreset(
             name="sd-2.1-unclip-small", kind="diffusers",
             repo_id="stabilityai/stable-diffusion-2-1-unclip-small",
             description="Stable unCLIP 2.1 small (CLIP ViT-L/14 image embeddings)",

@@ -104,6 +104,19 @@ def tiny_sd_pipeline(tmp, seed: int = 0):
     return pipe
 
 
+def tiny_lcm_pipeline(tmp, seed: int = 0):
+    """A random latent-consistency pipeline: the SD 1.x architecture with a guidance-conditioned U-Net
+    (``time_cond_proj_dim``) and an ``LCMScheduler``, saved by diffusers as a ``LatentConsistencyModelPipeline``."""
+    from diffusers import LatentConsistencyModelPipeline, LCMScheduler
+
+    tok = clip_tokenizer(Path(tmp) / "tok")
+    return LatentConsistencyModelPipeline(
+        vae=_tiny_vae(seed), text_encoder=tiny_text_encoder(len(tok), seed), tokenizer=tok,
+        unet=_tiny_unet(seed, time_cond_proj_dim=16),
+        scheduler=LCMScheduler(beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012),
+        safety_checker=None, feature_extractor=None, requires_safety_checker=False)
+
+
 def tiny_unclip_pipeline(tmp, seed: int = 0, embed_dim: int = 16):
     """A random Stable unCLIP img2img pipeline taking ``embed_dim``-d image embeddings."""
     import torch

@@ -75,6 +75,16 @@ def test_workspace_generator_is_the_procrustes_of_its_own_training_images(real):
     assert align.train_cosine_ == pytest.approx(_mean_cos(X[fit] @ W, Y[fit]), abs=1e-4)
 
 
+def test_workspace_info_reports_the_generator_and_its_alignment(real, capsys):
+    assert main(["workspace", "--info", str(real["folder"])]) == 0
+    info = json.loads(capsys.readouterr().out)
+    align = ProcrustesAlignment.load(real["folder"] / ALIGNMENT_FILE)
+    assert info["generator"] == f"local:{real['sd']}"
+    assert info["generator_alignment"] == {"conditioning_encoder": f"local:{real['clip']}",
+                                           "held_out_cosine": align.held_out_cosine_,
+                                           "train_cosine": align.train_cosine_}
+
+
 def test_workspace_generator_draws_with_per_step_progress_and_reproducible_seeds(real):
     ws = load_workspace(real["folder"])
     gen = load_workspace_generator(ws)
@@ -102,10 +112,10 @@ def test_estimate_uses_the_measured_speed(real):
 
     timer = gen._estimate.__self__
     prior = gen.estimate_seconds(2, 10, 16)
-    # before any measurement: proportional to U-Net parameters x latent pixels x (steps + 1) x 2 branches,
-    # 9 s per step for SD 1.5's 859.5 M parameters at 32 x 32 latents
+    # before any measurement: proportional to U-Net parameters x latent pixels x (steps + 1),
+    # 9 s per guided step for SD 1.5's 859.5 M parameters at 32 x 32 latents
     params = sum(p.numel() for p in UNet2DConditionModel.from_pretrained(real["sd"] / "unet").parameters())
-    assert prior == pytest.approx(2 * 11 * 9.0 / (859.5e6 * 1024 * 2) * params * (16 / 2) ** 2 * 2)
+    assert prior == pytest.approx(2 * 11 * 9.0 / (859.5e6 * 1024) * params * (16 / 2) ** 2)
     timer.record(6.0, n_images=2, steps=2, size=16, guidance=7.5)  # 1 s per image-step
     assert gen.estimate_seconds(3, 4, 16) == pytest.approx(3 * 5 * 1.0)
     assert gen.estimate_seconds(3, 4, 32) == pytest.approx(3 * 5 * 4.0)  # 4x the latent pixels
@@ -136,6 +146,48 @@ def test_align_workspace_replaces_the_generator_and_refits_nothing_else(real, co
     # without --generator the recorded one is refitted
     assert main(["align", "--workspace", str(copy), "--align-encoder", f"local:{real['clip']}", "--quiet"]) == 0
     assert load_workspace(copy).generator == f"local:{real['unclip']}"
+
+
+def test_an_open_workspace_sees_a_generator_added_later(real, copy, capsys):
+    from slics_core.explorer.workspace import set_workspace_generator
+
+    ws = load_workspace(copy)
+    set_workspace_generator(ws, None)
+    (copy / ALIGNMENT_FILE).unlink()
+    ws = load_workspace(copy)  # as the app holds it
+    with pytest.raises(FileNotFoundError, match="slics align --workspace toys --generator sd-1.5"):
+        load_workspace_generator(ws)
+    assert main(["align", "--workspace", "toys", "--generator", f"local:{real['unclip']}", "--align-encoder",
+                 f"local:{real['clip']}", "--quiet"]) == 0  # another process, while the app runs
+    assert "image-embedding conditioning" in load_workspace_generator(ws).name
+
+
+def test_consistency_model_draws_in_few_unguided_steps(real, copy, tmp_path):
+    from fixtures_models import tiny_lcm_pipeline
+
+    tiny_lcm_pipeline(tmp_path / "tok").save_pretrained(tmp_path / "lcm")
+    assert json.loads((tmp_path / "lcm" / "model_index.json").read_text())["_class_name"] == \
+        "LatentConsistencyModelPipeline"
+    assert main(["align", "--workspace", "toys", "--generator", f"local:{tmp_path / 'lcm'}", "--align-encoder",
+                 f"local:{real['clip']}", "--quiet"]) == 0
+    ws = load_workspace(copy)
+    gen = load_workspace_generator(ws)
+    assert gen.defaults["steps"] == 4 and gen.defaults["guidance"] == 8.0 and gen.info["sampler"] == "LCM"
+    sd = gen.pipeline
+    # the estimate counts one U-Net pass per step: 6.62 / 7.89 of a guided step (measured on SD 1.5 at 256 px)
+    params = sum(p.numel() for p in sd.pipe.unet.parameters())
+    assert gen.estimate_seconds(2, 4, 16) == pytest.approx(2 * 5 * 9.0 / (859.5e6 * 1024) * params * 8 ** 2
+                                                           * 6.62 / 7.89)
+    assert type(sd.pipe.scheduler).__name__ == "LCMScheduler"  # its own scheduler, not DPM-Solver++
+    batches = []
+    original = sd.pipe.unet.forward
+    sd.pipe.unet.forward = lambda sample, *a, **k: (batches.append(sample.shape[0]), original(sample, *a, **k))[1]
+    try:
+        a = gen.generate(ws.X[:1], seed=2)
+    finally:
+        sd.pipe.unet.forward = original
+    assert batches == [1, 1, 1, 1]  # 4 steps, one pass each: no classifier-free guidance branch
+    assert np.array_equal(np.asarray(a[0]), np.asarray(gen.generate(ws.X[:1], seed=2)[0]))
 
 
 def test_alignment_from_a_pairs_file_recovers_a_planted_map(real, copy, tmp_path):

@@ -221,6 +221,8 @@ def test_generator_specs_and_what_they_need(sd_pipe, tmp_path):
     assert required_presets("sd-1.5") == ["sd-1.5", "ViT-L-14/openai"]
     assert required_presets("unclip", "ViT-B-32/openai") == ["sd-2.1-unclip-small", "ViT-B-32/openai"]
     assert required_presets(local, "ViT-B-32/random") == []
+    assert parse_generator_spec("lcm").route == "sd" and required_presets("lcm") == ["lcm-dreamshaper-v7",
+                                                                                      "ViT-L-14/openai"]
     for bad, match in [("sd-9", "unknown generator"), (f"local:{tmp_path}", "model_index.json")]:
         with pytest.raises((ValueError, FileNotFoundError), match=match):
             parse_generator_spec(bad)

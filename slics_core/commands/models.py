@@ -76,7 +76,7 @@ def _workspace_generator(name: str) -> tuple[str, str | None]:
     return ws.generator, encoder
 
 
-def download_plan(args: argparse.Namespace) -> list:
+def _download_plan(args: argparse.Namespace) -> list:
     """The presets ``slics download`` fetches for ``args``: the names, then what the generator needs, once each."""
     from slics_core.generators import required_presets
 
@@ -90,8 +90,8 @@ def download_plan(args: argparse.Namespace) -> list:
     if generator:
         needed = required_presets(generator, encoder)
         if not needed and not names:
-            print(f"nothing to download: generator {generator} and its conditioning encoder {encoder} are local "
-                  "folders")
+            print(f"nothing to download: generator {generator} and its conditioning encoder {encoder} need no "
+                  "downloadable weights")
         names += needed
     if not names and not generator:
         raise CLIError("name what to download: MODEL names, --generator SPEC or --workspace NAME (`slics models` "
@@ -101,7 +101,7 @@ def download_plan(args: argparse.Namespace) -> list:
 
 
 def _cmd_download(args: argparse.Namespace) -> int:
-    presets = download_plan(args)
+    presets = _download_plan(args)
     for preset in presets:
         local = weights.find_local(preset, args.cache_dir)
         if local is not None:

@@ -17,7 +17,7 @@ from slics_core.emoji.world import EmojiWorldConfig
 from slics_core.encoders import parse_encoder_spec
 from slics_core.errors import user_message
 from slics_core.explorer.emoji_report import contact_sheet, emoji_report
-from slics_core.explorer.generation import DEFAULT_ALIGN_PAIRS, attach_generator
+from slics_core.explorer.generation import DEFAULT_ALIGN_PAIRS, attach_generator, load_workspace_alignment
 from slics_core.explorer.workspace import (
     build_workspace_from_cache,
     check_workspace_name,
@@ -48,7 +48,17 @@ def cmd_workspace(args) -> int:
                            f"one under {str(workspaces_root())!r}")
         else:
             folder = workspace_path(args.info)
-        print(json.dumps(load_workspace(folder).summary(), indent=1))
+        ws = load_workspace(folder)
+        summary = ws.summary()
+        if ws.generator and ws.generator != "emoji":
+            try:
+                align = load_workspace_alignment(ws)
+                summary["generator_alignment"] = {"conditioning_encoder": align.target_id,
+                                                  "held_out_cosine": align.held_out_cosine_,
+                                                  "train_cosine": align.train_cosine_}
+            except (OSError, ValueError) as exc:
+                summary["generator_alignment"] = f"not usable: {user_message(exc)}"
+        print(json.dumps(summary, indent=1))
         return 0
     if not args.cache:
         raise CLIError("slics workspace needs --cache (an embedding cache from `slics embed`) or --info NAME")
@@ -110,7 +120,7 @@ def check_generator_args(args):
 def add_generator(ws, generator, args) -> None:
     """Fit and save the workspace's alignment for ``generator`` and record it; print what was done."""
     align = attach_generator(ws, generator, args.align_encoder, pairs=args.align_pairs, n_pairs=args.align_n,
-                             seed=args.seed, progress=_progress(args.quiet, "align"))
+                             seed=args.seed, progress=(lambda *a: None) if args.quiet else None)
     print(f"generator {generator.text} added to workspace {ws.name!r}: alignment {align.n_features_in_} -> "
           f"{align.n_features_out_} ({align.target_id}), mean cosine {align.held_out_cosine_:.3f} on held-out pairs "
           f"({align.train_cosine_:.3f} on training pairs)")

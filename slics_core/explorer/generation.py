@@ -29,10 +29,10 @@ from slics_core import generators as _gens
 from slics_core._validation import check_embeddings
 from slics_core.alignment import ProcrustesAlignment, fit_alignment
 from slics_core.emoji.generator import EmojiGenerator
-from slics_core.explorer.workspace import Workspace, set_workspace_generator
+from slics_core.explorer.workspace import Workspace, recorded_generator, set_workspace_generator
 
 __all__ = ["WorkspaceGenerator", "load_workspace_generator", "attach_generator", "fit_workspace_alignment",
-           "load_workspace_alignment", "read_pairs", "ALIGNMENT_FILE", "DEFAULT_ALIGN_PAIRS"]
+           "load_workspace_alignment", "generator_version", "read_pairs", "ALIGNMENT_FILE", "DEFAULT_ALIGN_PAIRS"]
 
 #: The fitted alignment of a workspace's generator, inside the workspace folder.
 ALIGNMENT_FILE = "generator-alignment.npz"
@@ -40,10 +40,13 @@ ALIGNMENT_FILE = "generator-alignment.npz"
 DEFAULT_ALIGN_PAIRS = 5000
 #: Largest pairs file read (``--align-pairs``).
 _MAX_PAIRS_BYTES = 2 << 30
-#: Seconds per denoising step per U-Net parameter per latent pixel per guidance branch before
-#: anything was measured here: full-size SD 1.5 (859.5 M U-Net parameters) took 9 s per step at
-#: 256 x 256 (32 x 32 latents) with guidance on the project's shared 2-core machine (docs/generation.md).
-_CPU_PRIOR = 9.0 / (859.5e6 * 32 * 32 * 2)
+#: Seconds per guided denoising step per U-Net parameter per latent pixel before anything was measured
+#: here: full-size SD 1.5 (859.5 M U-Net parameters) took 9 s per guided step at 256 x 256 (32 x 32
+#: latents) on the project's shared 2-core machine (7.9 CPU s in benchmarks/bench_generate.py).
+_CPU_PRIOR = 9.0 / (859.5e6 * 32 * 32)
+#: An unguided step (one U-Net pass instead of two, e.g. an LCM) costs this fraction of a guided one on a
+#: CPU: 6.62 vs 7.89 CPU s per step at 256 x 256, measured in one run (docs/generation.md).
+_UNGUIDED = 6.62 / 7.89
 _GPU_SPEEDUP = 100.0
 
 
@@ -60,14 +63,17 @@ class WorkspaceGenerator:
     alignment : slics_core.alignment.ProcrustesAlignment
     deterministic : bool
         True when ``seed`` and ``steps`` have no effect (a one-pass decoder).
+    pipeline : ImageToPromptSD or UnCLIPGenerator or None
+        The diffusion pipeline it draws with (None for the emoji world's decoder).
     defaults : dict
         Sampling settings a diffusion pipeline takes (``size``, ``steps``, ``guidance``), the
         device's defaults; empty for a one-pass decoder. ``generate`` accepts them as keywords.
     """
 
     def __init__(self, name, alignment, generate_fn, deterministic, info=None, describe_fn=None, defaults=None,
-                 estimate_fn=None):
+                 estimate_fn=None, pipeline=None):
         self.name = name
+        self.pipeline = pipeline
         self.alignment = alignment
         self._generate = generate_fn
         self._describe = describe_fn
@@ -105,6 +111,20 @@ class WorkspaceGenerator:
         if self._estimate is None:
             return None
         return float(self._estimate(int(n_images), int(steps), size, guidance))
+
+
+#: Workspace folder -> the alignment file version whose generator record ``ws.generator`` holds.
+_seen_versions: dict = {}
+
+
+def generator_version(ws: Workspace) -> str:
+    """Changes when ``slics align --workspace`` gives ``ws`` another generator (a cache key for the app)."""
+    if ws.path is None:
+        return ""
+    try:
+        return str(workspace_alignment_path(ws).stat().st_mtime_ns)
+    except OSError:
+        return ""
 
 
 def workspace_alignment_path(ws: Workspace) -> Path:
@@ -223,6 +243,7 @@ def fit_workspace_alignment(ws: Workspace, conditioning_encoder=None, *, pairs=N
     encoder : encoder object, optional
         The loaded conditioning encoder (default: created from ``conditioning_encoder``).
     progress : callable ``progress(stage, done, total)``, optional
+        Called before and after embedding; None shows the embedding's own progress bar (stderr) instead.
 
     Returns
     -------
@@ -280,6 +301,10 @@ def load_workspace_generator(ws: Workspace) -> WorkspaceGenerator:
             f"({ws.building.percent():.0f} %); this page works when it is done")
     if ws.generator == "emoji" and "cond" in ws.extras:
         return _emoji_generator(ws)
+    version = generator_version(ws)
+    if ws.kind != "emoji" and version and _seen_versions.get(str(ws.path)) != version:
+        ws.generator = recorded_generator(ws)  # `slics align --workspace` may have run since ws was opened
+        _seen_versions[str(ws.path)] = version
     if not ws.generator or ws.generator == "emoji":
         raise FileNotFoundError(
             f"workspace {ws.name!r} has no generator: give it the paper's image-to-prompt generator with "
@@ -298,11 +323,15 @@ def _pipeline_generator(ws: Workspace) -> WorkspaceGenerator:
                          f"fit it again with `slics align --workspace {_quote(ws)} --generator {spec.text} "
                          "--align-encoder ENCODER`")
     on_gpu = pipe.device.type == "cuda"
-    native = int(pipe._latent_shape(None, None)[1] * pipe.pipe.vae_scale_factor)  # the size it was trained at
+    native = pipe.native_size
     defaults = dict(_gens.GPU_DEFAULTS if on_gpu else _gens.CPU_DEFAULTS)
+    consistency = _gens.is_consistency_model(pipe.pipe)
+    if consistency:
+        defaults.update(_gens.LCM_DEFAULTS)
     defaults["size"] = min(defaults["size"], native)
     timer = _StepTimer(pipe, on_gpu)
     route = "image embedding as the prompt" if spec.route == "sd" else "image-embedding conditioning"
+    sampler = "LCM" if consistency else "DPM-Solver++"
 
     def run(C, seed, steps, size=None, guidance=None, progress=None):
         steps = int(steps or defaults["steps"])
@@ -315,21 +344,21 @@ def _pipeline_generator(ws: Workspace) -> WorkspaceGenerator:
         timer.record(time.perf_counter() - t0, len(images), steps, size, guidance)
         return images
 
-    name = "Stable Diffusion 1.5" if spec.text == "sd-1.5" else \
-        "Stable unCLIP 2.1 small" if spec.text == "unclip" else f"{spec.path} ({route})"
+    name = {"sd-1.5": "Stable Diffusion 1.5", "unclip": "Stable unCLIP 2.1 small",
+            "lcm": "LCM Dreamshaper v7"}.get(spec.text, f"{spec.path} ({route})")
     info = {"alignment_held_out_cosine": align.held_out_cosine_, "alignment_train_cosine": align.train_cosine_,
             "conditioning_encoder": align.target_id, "spec": spec.text, "device": str(pipe.device), "route": route,
-            "native_size": native}
+            "native_size": native, "sampler": sampler}
     info = {k: v for k, v in info.items() if v is not None}
     return WorkspaceGenerator(name, align, run, deterministic=False, info=info, defaults=defaults,
-                              estimate_fn=timer.estimate)
+                              estimate_fn=timer.estimate, pipeline=pipe)
 
 
 class _StepTimer:
     """Expected drawing time: a prior from the U-Net's size, replaced by this machine's measured speed.
 
     Before any measurement the cost of a step is taken proportional to U-Net parameters x latent
-    pixels x guidance branches (2 with classifier-free guidance), with one more step's worth for the
+    pixels (less without a classifier-free guidance pass, :data:`_UNGUIDED`), with one more step's worth for the
     VAE decoding. Once images were drawn at a size, the measured seconds per step at that size are
     used (at another size, the nearest measured size scaled by latent pixels).
     """
@@ -338,6 +367,7 @@ class _StepTimer:
         self.params = float(sum(p.numel() for p in pipe.pipe.unet.parameters()))
         self.factor = float(pipe.pipe.vae_scale_factor)
         self.prior = _CPU_PRIOR / (_GPU_SPEEDUP if on_gpu else 1.0)
+        self.guidance_branch = not _gens.is_consistency_model(pipe.pipe)  # an LCM has no unconditional pass
         self.measured = {}  # (size, guided) -> seconds per image-step
 
     def _pixels(self, size):
@@ -345,11 +375,11 @@ class _StepTimer:
 
     def record(self, seconds, n_images, steps, size, guidance):
         if n_images > 0 and seconds > 0:
-            self.measured[(int(size), guidance > 1.0)] = seconds / (n_images * (steps + 1))
+            self.measured[(int(size), self.guidance_branch and guidance > 1.0)] = seconds / (n_images * (steps + 1))
 
     def estimate(self, n_images, steps, size, guidance):
         size = int(size or 512)
-        guided = guidance is None or guidance > 1.0
+        guided = self.guidance_branch and (guidance is None or guidance > 1.0)
         per_step = self.measured.get((size, guided))
         if per_step is None:
             same = [(s, v) for (s, g), v in self.measured.items() if g == guided]
@@ -357,7 +387,7 @@ class _StepTimer:
                 s, v = min(same, key=lambda sv: abs(sv[0] - size))
                 per_step = v * self._pixels(size) / self._pixels(s)
             else:
-                per_step = self.prior * self.params * self._pixels(size) * (2.0 if guided else 1.0)
+                per_step = self.prior * self.params * self._pixels(size) * (1.0 if guided else _UNGUIDED)
         return n_images * (steps + 1) * per_step
 
 

@@ -809,14 +809,29 @@ def set_workspace_generator(ws: Workspace, generator: str | None) -> None:
 
     if ws.path is None or not _is_workspace(Path(ws.path)):
         raise ValueError(f"workspace {ws.name!r} is not saved in a folder; build it with `slics workspace`")
-    head_file = Path(ws.path) / "workspace.json"
-    try:
-        head = json.loads(head_file.read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"workspace {ws.path} is damaged: {type(exc).__name__}: {exc}") from exc
+    head = _header(Path(ws.path))
     head["generator"] = generator
-    atomic_write_json(head_file, head)
+    atomic_write_json(Path(ws.path) / "workspace.json", head)
     ws.generator = generator
+
+
+def recorded_generator(ws: Workspace) -> str | None:
+    """The generator spec the saved header of ``ws`` records now (it may have been set by another
+    process, `slics align --workspace`, after ``ws`` was opened); ``ws.generator`` when unsaved."""
+    if ws.path is None or not (Path(ws.path) / "workspace.json").is_file():
+        return ws.generator
+    return _header(Path(ws.path)).get("generator")
+
+
+def _header(folder: Path) -> dict:
+    """The JSON header ``workspace.json`` of a workspace folder, as a dict (ValueError naming the folder)."""
+    try:
+        head = json.loads((folder / "workspace.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"workspace {folder} is damaged: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(head, dict):
+        raise ValueError(f"workspace {folder} is damaged: its header is not a JSON object")
+    return head
 
 
 def _load_model(method, path):

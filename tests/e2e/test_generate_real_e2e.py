@@ -15,8 +15,16 @@ from real_workspace import build_real_workspace
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-def _captions(page) -> list:
-    return main(page).locator('[data-testid="stImageCaption"], [data-testid="caption"]').all_inner_texts()
+def _draw(page, button_key: str, n_images: int, what: str) -> None:
+    """Set 2 denoising steps, press the drawing button and wait until ``n_images`` more pictures are decoded."""
+    assert_no_errors(page, what)
+    set_number(page, by_key(page, "steps"), 2)
+    wait_for_app(page)
+    before = len(wait_for_images(page, main(page), 1))
+    by_key(page, button_key).locator("button").first.click()
+    wait_for_app(page)
+    assert_no_errors(page, f"{what}, after drawing")
+    wait_for_images(page, main(page), before + n_images)
 
 
 def test_dataset_workspace_generator_draws_on_generate_and_mix(browser, tmp_path, screenshot_dir):
@@ -26,30 +34,15 @@ def test_dataset_workspace_generator_draws_on_generate_and_mix(browser, tmp_path
         try:
             page.goto("/generate?ws=toys", wait_until="domcontentloaded")
             wait_for_app(page)
-            assert_no_errors(page, "Generate page of a dataset workspace with a generator")
             text = main(page).inner_text()
             assert "mean cosine" in text and "held-out" in text and "takes about" in text, text[:2000]
-            set_number(page, by_key(page, "steps"), 2)
-            wait_for_app(page)
-            before = len(wait_for_images(page, main(page), 1))
-            by_key(page, "generate").locator("button").first.click()
-            wait_for_app(page)
-            assert_no_errors(page, "after Generate")
-            srcs = wait_for_images(page, main(page), before + 2)
-            assert len(srcs) >= before + 2
+            _draw(page, "generate", 2, "Generate page of a dataset workspace with a generator")
             assert "query" in main(page).inner_text()
             shot(page, screenshot_dir, "generate_real_workspace")
 
             page.goto("/mix?ws=toys", wait_until="domcontentloaded")
             wait_for_app(page)
-            assert_no_errors(page, "Mix page")
-            set_number(page, by_key(page, "steps"), 2)
-            wait_for_app(page)
-            before = len(wait_for_images(page, main(page), 1))
-            by_key(page, "mix_draw").locator("button").first.click()
-            wait_for_app(page)
-            assert_no_errors(page, "after Draw the mix")
-            wait_for_images(page, main(page), before + 3)
+            _draw(page, "mix_draw", 3, "Mix page")
             assert by_key(page, "mix_png").count() == 1  # the mix image's download
             shot(page, screenshot_dir, "mix_real_workspace")
         finally:
