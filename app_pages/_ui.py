@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -83,6 +84,18 @@ class _BuildFailed(ValueError):
     """A background build failed (its one-line message)."""
 
 
+_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s/`'\"]+/)+([^\s/`'\"]*)")
+
+
+def server_text(message) -> str:
+    """``message`` as students may see it: with error details off (``client.showErrorDetails`` not "full",
+    the README's classroom server) the server's folders are cut from absolute paths (``…/name``)."""
+    text = str(message)
+    if st.get_option("client.showErrorDetails") in ("full", True):
+        return text
+    return _PATH.sub(lambda m: "…/" + m.group(1), text)
+
+
 def _progress_text(snap) -> str:
     stage = snap["stage"]
     if snap["total"] > 1:
@@ -108,7 +121,7 @@ def _build_banner(handle, seen_generation: int):
     if snap["generation"] != seen_generation:
         st.rerun()
     if snap["error"]:
-        st.warning(f"Building the whole workspace failed: {snap['error']}. The preview stays usable; restart the "
+        st.warning(f"Building the whole workspace failed: {server_text(snap['error'])}. The preview stays usable; restart the "
                    "server to try again, or prepare the cache with `slics emoji-build`.")
         return
     st.progress(min(1.0, snap["percent"] / 100),
@@ -158,7 +171,7 @@ def get_workspace():
             error = exc
     placeholder.empty()
     if error is not None:
-        st.error(f"Could not open workspace `{choice}`: {error}")
+        st.error(f"Could not open workspace `{choice}`: {server_text(error)}")
         st.session_state.pop("ws_choice", None)
         st.session_state.pop("_link", None)  # the rest of the link was for that workspace
         if "ws" in st.query_params:

@@ -268,3 +268,19 @@ class _Handle:
 
     def __init__(self, ws):
         self.workspace, self.finished, self.error, self.generation = ws, True, None, 1
+
+
+def test_server_paths_are_cut_when_error_details_are_off():
+    from streamlit import config
+
+    from app_pages._ui import server_text
+
+    msg = "no workspace in /home/teacher/.cache/slics/workspaces/coco (missing workspace.json)"
+    assert server_text(msg) == msg  # a laptop: full details
+    before = config.get_option("client.showErrorDetails")
+    try:
+        config.set_option("client.showErrorDetails", "none")
+        assert server_text(msg) == "no workspace in …/coco (missing workspace.json)"
+        assert server_text("see https://example.org/a/b and ratio 3/4") == "see https://example.org/a/b and ratio 3/4"
+    finally:
+        config.set_option("client.showErrorDetails", before)
