@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -84,6 +85,18 @@ class _BuildFailed(ValueError):
     """A background build failed (its one-line message)."""
 
 
+_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s/`'\"]+/)+([^\s/`'\"]*)")
+
+
+def server_text(message) -> str:
+    """``message`` as students may see it: with error details off (``client.showErrorDetails`` not "full",
+    the README's classroom server) the server's folders are cut from absolute paths (``…/name``)."""
+    text = str(message)
+    if st.get_option("client.showErrorDetails") in ("full", True):
+        return text
+    return _PATH.sub(lambda m: "…/" + m.group(1), text)
+
+
 def _progress_text(snap) -> str:
     stage = snap["stage"]
     if snap["total"] > 1:
@@ -109,7 +122,7 @@ def _build_banner(handle, seen_generation: int):
     if snap["generation"] != seen_generation:
         st.rerun()
     if snap["error"]:
-        st.warning(f"Building the whole workspace failed: {_safe.text(snap['error'])}. The preview stays usable; restart the "
+        st.warning(f"Building the whole workspace failed: {_safe.text(server_text(snap['error']))}. The preview stays usable; restart the "
                    "server to try again, or prepare the cache with `slics emoji-build`.")
         return
     st.progress(min(1.0, snap["percent"] / 100),
@@ -159,7 +172,7 @@ def get_workspace():
             error = exc
     placeholder.empty()
     if error is not None:
-        st.error(f"Could not open workspace {_safe.code(choice)}: {_safe.text(error)}")
+        st.error(f"Could not open workspace {_safe.code(choice)}: {_safe.text(server_text(error))}")
         st.session_state.pop("ws_choice", None)
         st.session_state.pop("_link", None)  # the rest of the link was for that workspace
         if "ws" in st.query_params:
@@ -175,6 +188,7 @@ def get_workspace():
     ws = handle.workspace
     if not handle.finished or handle.error:
         _build_banner(handle, generation)
+    _warm_generator(ws)
     # a link is checked against the whole world; its preview honours what it can meanwhile
     apply_link(ws, preview=getattr(ws, "building", None) is not None)
     problems = link_problems()
@@ -221,8 +235,49 @@ def query_encoder(ws):
     return _query_encoder(ws_id(ws), ws)
 
 
+#: Generators being loaded in the background (ws_id -> Future), started when a workspace with a generator
+#: is opened: loading the emoji generator imports torch (~10 s on a busy 2-core machine), which Mix and
+#: Generate would otherwise wait for on their first visit in every server process.
+@st.cache_resource(show_spinner=False)
+def _warming():
+    return {"lock": threading.Lock(), "jobs": {}}
+
+
+def _warm_generator(ws) -> None:
+    """Start loading ``ws``'s generator in a background thread (once per workspace and process)."""
+    if not getattr(ws, "generator", None) or getattr(ws, "building", None) is not None:
+        return
+    key, warming = ws_id(ws), _warming()
+    with warming["lock"]:
+        if key in warming["jobs"]:
+            return
+        from concurrent.futures import Future
+
+        fut = Future()
+        warming["jobs"] = {k: f for k, f in warming["jobs"].items() if not f.done()}  # bounded: finished go
+        warming["jobs"][key] = fut
+
+    def load():
+        try:
+            gen = load_workspace_generator(ws)
+            gen.generate(ws.X[ws.index["train"][:1]])  # the first generation also warms the decoder
+            fut.set_result(gen)
+        except BaseException as exc:  # the page's own call reports it
+            fut.set_exception(exc)
+
+    threading.Thread(target=load, name="slics-generator-warm-up", daemon=True).start()
+
+
 @st.cache_resource(show_spinner="Loading the generator…", max_entries=2)
 def _generator(key: str, _ws):
+    warming = _warming()
+    with warming["lock"]:
+        fut = warming["jobs"].pop(key, None)
+    if fut is not None:
+        try:
+            return fut.result()
+        except (FileNotFoundError, ValueError, ImportError, OSError):
+            pass  # loaded again below, so the page shows the error as it would have
     return load_workspace_generator(_ws)
 
 

@@ -6,6 +6,7 @@ from app_pages import _state as state
 from app_pages import _safe
 from app_pages._ui import csv_download, d0_picker, get_workspace, page_intro, workspace_words, ws_id
 from slics_core.explorer.maps import caption_table
+from slics_core.explorer.narration import text_tower_check
 
 st.title("Captions")
 page_intro("Look at whether each concept's words name that concept (and its kinds), and where the "
@@ -50,6 +51,14 @@ with st.spinner("Captioning the subspaces…"):
     table = _captions(ws_id(ws), tuple(methods), int(d0), int(n_words), ws, words, Wp)
 
 st.subheader(f"Subspace captions, d0 = {d0}")
+check = text_tower_check(ws)  # can this encoder read words at all? (its zero-shot accuracy on the concept names)
+if check is None:
+    st.caption("Text tower check: this workspace has no text embeddings of its concept names, so how well its "
+               "encoder reads words is unknown.")
+elif check["level"] == "reads":
+    st.caption(check["text"])
+else:
+    st.warning(check["text"])
 st.dataframe(table, hide_index=True, width="stretch", height=35 * (len(table) + 1) + 3,
              column_config={"concept": st.column_config.TextColumn("Subspace (concept)")})
 csv_download(table, f"captions_d0{d0}.csv", "Download captions (CSV)", key="captions_csv")

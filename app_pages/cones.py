@@ -7,7 +7,7 @@ from slics_core import SLiCS
 from slics_core.synthetic import atom_recovery, make_concept_cones, match_atoms
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=16)  # bounded: every slider setting is a new fit
 def fitted(n_samples, n_features, n_concepts, d0, noise, n_iter, update, seed):
     data = make_concept_cones(n_samples=n_samples, n_features=n_features, n_concepts=n_concepts,
                               n_atoms=d0, noise=noise, random_state=seed)

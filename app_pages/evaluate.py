@@ -34,7 +34,7 @@ NORM_LABELS = {"retrieved": "relevant retrieved (default)", "min": "min(k, relev
 LABEL_COLOURS = {"general": "#1f77b4", "sub": "#d62728"}
 
 
-@st.cache_resource(show_spinner=False, max_entries=256)
+@st.cache_resource(show_spinner=False, max_entries=64)  # a sweep and two tables; the rest is on disk
 def _rankings(key: str, method: str, d0, mode, split: str, depth: int, _ws):
     """Top-``depth`` rankings of one job (read-only, shared): from the workspace's store, where the build or
     any process put them, else ranked once and stored (slics_core.explorer.arrival)."""

@@ -64,8 +64,12 @@ def test_models_imports_nothing_heavy(tmp_path):
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split()[:2] == ["MODEL", "LIBRARY"]
-    assert {line.split()[0] for line in lines[1:]} == set(weights.PRESETS)
-    assert all(line.split()[2] == "no" for line in lines[1:])  # the empty cache of _run_cli
+    names = [line.split()[0] for line in lines[1:]]
+    assert set(names) == set(weights.PRESETS) | {"emoji-small", "emoji-large", "emoji-generator"}
+    # usable here first: the shipped emoji models; then every preset, absent from the empty cache of _run_cli
+    assert names[:3] == ["emoji-small", "emoji-large", "emoji-generator"]
+    assert [line.split()[2] for line in lines[1:]] == ["yes"] * 3 + ["no"] * len(weights.PRESETS)
+    assert all("download: " in line for line in lines[4:])
     assert not set(HEAVY) & imported, sorted(set(HEAVY) & imported)
 
 

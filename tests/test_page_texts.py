@@ -229,3 +229,58 @@ def test_planted_cones_matrix_is_matched(ws):
     # matched: each diagonal entry is its row's largest |cos| among the same concept's learned atoms
     assert np.median(np.abs(np.diag(z))) >= np.median(np.abs(z[~np.eye(len(z), dtype=bool)]))
     assert any("Hungarian" in c.value for c in at.caption)
+
+
+# ---------------------------------------------------------------------- captions: can the encoder read words?
+def test_text_tower_check_against_an_independent_count(ws):
+    from slics_core.explorer.narration import text_tower_check
+
+    r = text_tower_check(ws)
+    rows = ws.index["val"]
+    U = ws.raw[rows] / np.linalg.norm(ws.raw[rows], axis=1, keepdims=True)
+    T = ws.concept_text / np.linalg.norm(ws.concept_text, axis=1, keepdims=True)
+    hits = [ws.Y[r_, int(np.argmax(u @ T.T))] for r_, u in zip(rows, U) if ws.Y[r_].any()]
+    assert r["accuracy"] == pytest.approx(np.mean(hits)) and r["level"] == "reads"  # the emoji encoders read
+    assert r["chance"] == pytest.approx(ws.Y[rows][ws.Y[rows].any(1)].mean())
+
+
+def test_captions_page_warns_when_the_encoder_cannot_read_words(ws, monkeypatch):
+    """A workspace whose text embeddings of its concept names are unrelated to its images (what an encoder
+    trained on other pictures gives): the Captions page says its words are noise, beside the captions."""
+    at = _page("captions")
+    assert not at.warning and any(c.value.startswith("Text tower check:") and "reads these words" in c.value
+                                  for c in at.caption)
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(ws, "concept_text", rng.standard_normal(ws.concept_text.shape))
+    import streamlit as st
+
+    from app_pages import _ui
+
+    st.cache_resource.clear()
+    monkeypatch.setattr(_ui, "_open_workspace", lambda choice: _Handle(ws))
+    at = _page("captions")
+    assert any("cannot read these words" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert at.dataframe  # the captions are still shown, with the caveat beside them
+
+
+class _Handle:
+    """A finished build handle around one workspace (what app_pages._ui keeps per workspace)."""
+
+    def __init__(self, ws):
+        self.workspace, self.finished, self.error, self.generation = ws, True, None, 1
+
+
+def test_server_paths_are_cut_when_error_details_are_off():
+    from streamlit import config
+
+    from app_pages._ui import server_text
+
+    msg = "no workspace in /home/teacher/.cache/slics/workspaces/coco (missing workspace.json)"
+    assert server_text(msg) == msg  # a laptop: full details
+    before = config.get_option("client.showErrorDetails")
+    try:
+        config.set_option("client.showErrorDetails", "none")
+        assert server_text(msg) == "no workspace in …/coco (missing workspace.json)"
+        assert server_text("see https://example.org/a/b and ratio 3/4") == "see https://example.org/a/b and ratio 3/4"
+    finally:
+        config.set_option("client.showErrorDetails", before)

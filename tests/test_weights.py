@@ -153,13 +153,16 @@ def test_cli_models_and_download(tmp_path, capsys, no_network):
     out = capsys.readouterr().out
     for p in weights.list_presets():
         assert p.name in out
-    assert "yes" not in out.split("\n", 1)[1]
+    preset_rows = [ln for ln in out.splitlines()[1:] if not ln.startswith("emoji-")]
+    assert preset_rows and all(ln.split()[2] == "no" for ln in preset_rows)
 
     target = fake_hub_file(tmp_path, weights.get_preset("RN50/openai").repo_id,
                            "open_clip_model.safetensors", data=b"w")
     assert main(["models", "--cache-dir", str(tmp_path)]) == 0
-    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("RN50/openai"))
+    lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in lines if line.startswith("RN50/openai"))
     assert " yes " in row and str(target) in row
+    assert lines.index(row) == 4  # usable here: right after the three shipped emoji models
 
     assert main(["download", "RN50/openai", "--cache-dir", str(tmp_path)]) == 0
     assert "already on disk" in capsys.readouterr().out

@@ -1,7 +1,8 @@
 """``slics models`` and ``slics download``: which weights are on disk, and fetching them.
 
-``slics models`` lists the presets (encoders and generators) and whether
-each one's weights are on this machine; it never uses the network.
+``slics models`` lists what is usable on this machine first (the emoji world's
+shipped encoders and generator, then presets whose weights are on disk), then the
+presets that need a download and the command that fetches them; it never uses the network.
 ``slics download NAME [NAME ...]`` fetches weights into the Hugging Face
 cache with progress bars (``--cache-dir`` picks another cache);
 ``--generator SPEC`` / ``--workspace NAME`` add exactly what drawing with a
@@ -45,13 +46,29 @@ def register(subparsers) -> None:
     d.set_defaults(func=_cmd_download)
 
 
+#: Models shipped with the emoji world (``assets/models``): usable on any machine, no download.
+EMOJI_MODELS = (("emoji-small", "open_clip", "emoji world encoder (the ViT-B/32 analogue): retrieval, uploads, text"),
+                ("emoji-large", "open_clip", "emoji world encoder (the ViT-L/14 analogue): generator conditioning"),
+                ("emoji-generator", "slics", "emoji world image generator (decodes emoji-large embeddings)"))
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
-    rows = []
+    """What is usable on this machine first (the shipped emoji models, then presets on disk), then what
+    needs a download, with the command that fetches it."""
+    shipped, on_disk, missing = [], [], []
+    for name, library, description in EMOJI_MODELS:
+        folder = weights.EMOJI_MODELS_DIR / name
+        here = folder.is_dir() and any(folder.iterdir())
+        (shipped if here else missing).append(
+            (name, library, "yes" if here else "no", description,
+             str(folder) if here else "shipped with the repository: restore assets/models"))
     for preset in weights.list_presets():
         path = weights.find_local(preset, args.cache_dir)
-        rows.append((preset.name, preset.kind, "yes" if path else "no", preset.description,
-                     str(path) if path else weights.fetch_command(preset)))
-    header = ("MODEL", "LIBRARY", "ON DISK", "DESCRIPTION", "PATH / FETCH WITH")
+        (on_disk if path else missing).append(
+            (preset.name, preset.kind, "yes" if path else "no", preset.description,
+             str(path) if path else "download: " + weights.fetch_command(preset)))
+    rows = shipped + on_disk + missing
+    header = ("MODEL", "LIBRARY", "USABLE HERE", "DESCRIPTION", "PATH / HOW TO GET IT")
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(4)]
     for r in [header] + rows:
         print("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4])

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "example_caption", "missing",
-           "page_readiness"]
+__all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "evaluate_look_at", "example_caption", "missing",
+           "page_readiness", "text_tower_check"]
 
 #: Fig. 6 of the paper (COCO, S-SLiCS): within-group and between-group cosine of the atoms (mean, std).
 PAPER_ATOM_COSINE = {"within": (-0.056, 0.062), "between": (0.000, 0.134)}
@@ -204,3 +204,47 @@ def evaluate_look_at(rows: list, chosen_d0, k: int, sub_labels: bool) -> str:
     s += (f"; then the d0 curve below, whose best validation {'sub-label' if sub_labels else 'general-label'} "
           f"score picks d0 = {chosen_d0}.")
     return s
+
+
+def text_tower_check(ws, split: str = "val") -> dict | None:
+    """Can the workspace's encoder read words? Its zero-shot top-1 accuracy on the workspace's own concept
+    names, beside chance, and the sentence the Captions page shows with it.
+
+    Accuracy: the fraction of labelled items of ``split`` (all items when the split is empty) whose
+    best-matching concept name (cosine of the raw image embedding with the name's text embedding) is one of
+    their labels; chance: the same for a concept drawn at random (mean labels per item / concepts).
+    Returns None when the workspace has no concept text embeddings (no text tower).
+
+    ``level``: ``"reads"`` (accuracy at least halfway from chance to 1), ``"noise"`` (within 0.1 of chance:
+    its words are no better than random ones, e.g. an emoji encoder on real photos) or ``"weak"``.
+    """
+    import numpy as np
+
+    rows = np.asarray(ws.index.get(split, []))
+    if len(rows) == 0:
+        rows = np.arange(len(ws))
+    cos = ws.zero_shot(ws.raw[rows])
+    if cos is None:
+        return None
+    Y = np.asarray(ws.Y[rows], bool)
+    keep = Y.any(axis=1)
+    if not keep.any():
+        return None
+    Y, cos = Y[keep], cos[keep]
+    acc = float(Y[np.arange(len(Y)), np.argmax(cos, axis=1)].mean())
+    chance = float(Y.mean())
+    level = "reads" if acc >= (1 + chance) / 2 else ("noise" if acc <= chance + 0.1 else "weak")
+    nums = (f"its zero-shot top-1 accuracy on this workspace's own {Y.shape[1]} concept names is {acc:.0%} "
+            f"({len(Y)} labelled items; chance {chance:.0%})")
+    enc = f"`{ws.encoder}`" if getattr(ws, "encoder", None) else "this workspace's encoder"
+    if level == "reads":
+        text = f"Text tower check: {enc} reads these words: {nums}."
+    elif level == "weak":
+        text = (f"Text tower check: {enc} reads these words poorly: {nums}; treat the captions as hints, and "
+                "prefer an encoder whose text tower knows this vocabulary.")
+    else:
+        text = (f"Text tower check: {enc} cannot read these words: {nums}, so the captions below are about as "
+                "good as random words (an encoder trained on other images or other words, e.g. an emoji "
+                "encoder on photos). Embed with an encoder whose text tower knows the vocabulary (e.g. "
+                "`ViT-B-32/openai`).")
+    return {"accuracy": acc, "chance": chance, "n": int(len(Y)), "level": level, "text": text}
