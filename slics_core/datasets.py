@@ -48,6 +48,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from slics_core.errors import DamagedFileError, check_npy
+
 __all__ = [
     "ImageDataset",
     "ImageLoadError",
@@ -617,6 +619,38 @@ def _list_cell(v):
     return _split_list(v)
 
 
+def _embedding_column(values, src):
+    """``(n, d)`` float32 array of a parquet ``embedding`` column (one list of numbers per row); a row that is
+    missing, not numbers or of another length is named in a one-line ``ValueError``."""
+    if not len(values):
+        return np.zeros((0, 0), np.float32)
+    try:
+        return np.stack([np.asarray(v, dtype=np.float32) for v in values])
+    except (TypeError, ValueError):
+        pass
+    where = f"{str(src)!r}, column 'embedding'"
+    d = None
+    for i, v in enumerate(values):
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            raise ValueError(f"{where}, row {i} (counting from 0) is empty; every row needs a list of numbers.")
+        if isinstance(v, (str, bytes)):
+            raise ValueError(f"{where}, row {i} (counting from 0) is text ({str(v)[:30]!r}), not a list of numbers; "
+                             "write the embeddings as lists of floats.")
+        try:
+            a = np.asarray(v, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}, row {i} (counting from 0) is not a list of numbers "
+                             f"({str(list(v))[:40]!r}).") from None
+        if a.ndim != 1:
+            raise ValueError(f"{where}, row {i} (counting from 0) has shape {a.shape}, not one list of numbers.")
+        if d is None:
+            d = a.size
+        elif a.size != d:
+            raise ValueError(f"{where}, row {i} (counting from 0) has {a.size} numbers where row 0 has {d}; "
+                             "every embedding must have the same length.")
+    raise ValueError(f"{where} cannot be read as one (n, d) array of numbers.")
+
+
 def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
     """Embeddings computed elsewhere, with their ids and labels.
 
@@ -658,6 +692,7 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
                              "metadata_*.parquet files")
         parts, tables = [], []
         for ef, mf in zip(emb_files, meta_files):
+            check_npy(ef, "fiu", fix="export it again")
             e = np.load(ef, allow_pickle=False)
             t = pd.read_parquet(mf)
             if len(e) != len(t):
@@ -670,7 +705,10 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
         if metadata is None:
             raise ValueError(f"{str(src)!r}: a .npy file needs --metadata naming the ids of its rows")
         try:
+            check_npy(src, "fiu", fix="export it again")
             E = np.load(src, allow_pickle=False)
+        except DamagedFileError:
+            raise
         except (OSError, ValueError) as exc:
             raise ValueError(f"{str(src)!r} cannot be read as a .npy array: {exc}") from None
         meta = _read_table(metadata)
@@ -680,7 +718,7 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
         meta = _read_table(src)
         if "embedding" not in meta.columns:
             raise ValueError(f"{str(src)!r}: needs an 'embedding' column (one list of floats per row)")
-        E = np.stack([np.asarray(v, dtype=np.float32) for v in meta["embedding"]]) if len(meta) else np.zeros((0, 0))
+        E = _embedding_column(meta["embedding"], src)
     elif not src.exists():
         raise FileNotFoundError(f"no embeddings at {str(src)!r}")
     else:

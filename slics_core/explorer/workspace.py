@@ -46,6 +46,7 @@ import threading
 import time
 import warnings
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,7 +70,7 @@ from slics_core.emoji.world import (
     render_emoji_world,
 )
 from slics_core.encoders import create_encoder
-from slics_core.errors import DamagedFileError, check_npy, check_npz, reading, user_message, writing
+from slics_core.errors import DamagedFileError, check_npy, check_npz, file_system_error, reading, user_message
 from slics_core.evaluation import Split, choose_d0, fit_inputs, sweep_d0
 from slics_core.methods import REGISTRY, fit_method, get_method, method_names, needs_message
 from slics_core.preprocessing import load_mean, make_preprocessor
@@ -590,6 +591,15 @@ def _write_files(ws: Workspace, tmp: Path) -> list:
     return written + ["workspace.json"]
 
 
+@contextmanager
+def _naming(out: Path):
+    """Like :func:`slics_core.errors.writing`, also for errors that name a file inside the hidden folder."""
+    try:
+        yield
+    except OSError as exc:
+        raise file_system_error(OSError(exc.errno, exc.strerror or str(exc)), out) from exc
+
+
 def save_workspace(ws: Workspace, out, *, source=None, overwrite=False, _warn=True) -> Path:
     """Write ``ws`` to the folder ``out``, replacing only the files a workspace writes.
 
@@ -615,7 +625,7 @@ def save_workspace(ws: Workspace, out, *, source=None, overwrite=False, _warn=Tr
     out = Path(out)
     _check_target(out, source, overwrite, warn=_warn)
     previous = _marker(out).get("files") if out.is_dir() else None
-    with writing(out):
+    with _naming(out):
         out.mkdir(parents=True, exist_ok=True)
         for stale in out.glob(_TMP_PREFIX + "*"):  # left by a killed build
             shutil.rmtree(stale, ignore_errors=True)
