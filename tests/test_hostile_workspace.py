@@ -129,14 +129,19 @@ def _head(folder):
     return json.loads((folder / "workspace.json").read_text())
 
 
-def _set_head(folder, **changes):
-    head = _head(folder)
+def _changed(d, changes):
+    """``d`` with ``changes`` applied (a value ``KeyError`` removes the key)."""
+    d = dict(d)
     for k, v in changes.items():
         if v is KeyError:
-            head.pop(k)
+            d.pop(k)
         else:
-            head[k] = v
-    (folder / "workspace.json").write_text(json.dumps(head))
+            d[k] = v
+    return d
+
+
+def _set_head(folder, **changes):
+    (folder / "workspace.json").write_text(json.dumps(_changed(_head(folder), changes)))
 
 
 def _arrays(folder):
@@ -145,13 +150,7 @@ def _arrays(folder):
 
 
 def _damage_arrays(folder, **changes):
-    arr = _arrays(folder)
-    for k, v in changes.items():
-        if v is KeyError:
-            arr.pop(k)
-        else:
-            arr[k] = v
-    np.savez(folder / "arrays.npz", **arr)
+    np.savez(folder / "arrays.npz", **_changed(_arrays(folder), changes))
 
 
 def _one_line_damaged(folder):
