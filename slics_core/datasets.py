@@ -129,7 +129,35 @@ class ImageDataset:
 
 
 # --------------------------------------------------------------------------- images
-def load_image(path, *, max_pixels=200_000_000, draft=None):
+#: Peak bytes per decoded pixel by mode, measured (benchmarks/bench_uploads.py, docs/security.md) and
+#: rounded up: the decoded frame (Pillow stores RGB in four bytes), its RGB conversion (16-bit and
+#: float images through a float32 copy) and one more copy (EXIF rotation, resizing).
+_BYTES_PER_PIXEL = {"1": 11, "L": 11, "P": 11, "I;16": 16, "I;16B": 16, "I;16L": 16, "I;16N": 16, "I": 18, "F": 18}
+_DEFAULT_BYTES_PER_PIXEL = 14
+#: libwebp decodes into a buffer of its own first.
+_FORMAT_EXTRA = {"WEBP": 8}
+
+
+def _jpeg_scale(size, max_side) -> int:
+    """The DCT scale (1, 2, 4 or 8) a JPEG of ``size`` is decoded at for a result of ``max_side``."""
+    s = 1
+    while max_side is not None and s < 8 and max(size) / (2 * s) >= max_side:
+        s *= 2
+    return s
+
+
+def _decode_cost(size, mode, fmt, max_side) -> int:
+    """Bytes decoding an image of ``size`` and ``mode`` takes (an upper bound measured per mode and
+    format): the decoded frame (at the reduced DCT scale of a JPEG), its RGB conversion and one more
+    copy (EXIF rotation or resizing)."""
+    w, h = size
+    if fmt == "JPEG":
+        s = _jpeg_scale(size, max_side)
+        w, h = -(-w // s), -(-h // s)
+    return w * h * (_BYTES_PER_PIXEL.get(mode, _DEFAULT_BYTES_PER_PIXEL) + _FORMAT_EXTRA.get(fmt, 0))
+
+
+def load_image(path, *, max_pixels=200_000_000, draft=None, max_decode_bytes=None):
     """Open an image as 8-bit RGB, whatever its format quirks.
 
     Handles files whose extension lies about the format (PIL reads the
@@ -149,6 +177,10 @@ def load_image(path, *, max_pixels=200_000_000, draft=None):
         detail, so decoding and the later resize cost less) as long as both
         sides stay at least ``draft`` pixels; other formats are decoded at
         full size.
+    max_decode_bytes : int, optional
+        Refuse an image whose decoding would take more memory
+        (:func:`_decode_cost`, judged from the header); the app passes one
+        so a huge file in a shared workspace cannot exhaust the server.
 
     Raises
     ------
@@ -168,6 +200,11 @@ def load_image(path, *, max_pixels=200_000_000, draft=None):
                     raise ImageLoadError(f"{path}: {w}x{h} pixels is larger than the limit of {max_pixels}.")
                 if draft and im.format == "JPEG":
                     im.draft("RGB", (int(draft), int(draft)))
+                cost = _decode_cost(im.size, im.mode, im.format, None)  # (size after any draft)
+                if max_decode_bytes is not None and cost > max_decode_bytes:
+                    raise ImageLoadError(f"{path}: {w}x{h} pixels ({im.mode}, {im.format}) would take about "
+                                         f"{cost / 2**20:.0f} MB to decode, over the {max_decode_bytes / 2**20:.0f} MB "
+                                         "allowed here.")
                 im.load()
                 im = ImageOps.exif_transpose(im)
                 return _to_rgb(im)

@@ -72,6 +72,7 @@ from slics_core.emoji.world import (
 from slics_core.encoders import create_encoder
 from slics_core.errors import DamagedFileError, check_npy, check_npz, file_system_error, reading, user_message
 from slics_core.evaluation import Split, choose_d0, fit_inputs, sweep_d0
+from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
 from slics_core.methods import REGISTRY, fit_method, get_method, method_names, needs_message
 from slics_core.preprocessing import load_mean, make_preprocessor
 from slics_core.store import EmbeddingStore
@@ -293,7 +294,8 @@ class Workspace:
             raise ImageLoadError(f"workspace {self.name!r} has no images")
         if not self.paths[i]:
             raise ImageLoadError(f"item {self.ids[i] if self.ids else i} has no image file")
-        return load_image(self.paths[i])
+        # a huge file in a shared workspace is refused from its header (a grey tile), like an upload
+        return load_image(self.paths[i], max_decode_bytes=DEFAULT_MAX_DECODE_BYTES)
 
     def thumbnail(self, i: int, size: int = 128):
         """Item ``i`` fitted in a ``size`` square (a grey tile with an X if the file is unreadable)."""
