@@ -41,6 +41,7 @@ CATALOGUE = {
             "test_text_escapes_every_mark_and_breaks_autolinks",
             "test_long_values_are_cut",
             "test_figure_text_escapes_html",
+            "test_hostile_upload_name_and_text_query_are_shown_as_text",
         ],
     },
     "4. damaged or hostile workspaces": {

@@ -46,3 +46,26 @@ def test_long_values_are_cut():
 
 def test_figure_text_escapes_html():
     assert _safe.figure_text("<a href='https://e'>x</a>") == "&lt;a href='https://e'&gt;x&lt;/a&gt;"
+
+
+def shown(markdown: str) -> str:
+    """What the reader sees of ``_safe.text`` output: escapes resolved, word joiners dropped."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace("\u2060", "")
+
+
+def test_hostile_upload_name_and_text_query_are_shown_as_text(ws):
+    """An upload's file name and a text query reach the page only through the helpers (AppTest)."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    page = str(Path(__file__).resolve().parents[1] / "app_pages" / "retrieve.py")
+    at = AppTest.from_file(page, default_timeout=180)
+    at.run()
+    name = "[x](https://evil.example/u) ![i](https://evil.example/i.png).png"
+    at.file_uploader(key="query_upload").set_value((name, b"%PDF-1.4\n%%EOF\n", "image/png"))
+    at.run()
+    assert len(at.error) == 1
+    raw = at.error[0].value
+    assert "https://" not in raw and "](" not in raw, raw  # no link or image syntax survives
+    assert name in shown(raw)  # the reader still sees the whole name
