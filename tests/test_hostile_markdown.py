@@ -69,3 +69,8 @@ def test_hostile_upload_name_and_text_query_are_shown_as_text(ws):
     raw = at.error[0].value
     assert "https://" not in raw and "](" not in raw, raw  # no link or image syntax survives
     assert name in shown(raw)  # the reader still sees the whole name
+    phrase = "a cat https://evil.example/t [x](https://evil.example/q)"
+    at.text_input(key="query_text").set_value(phrase).run()
+    texts = [m.value for m in at.markdown] + [w.value for w in at.warning]
+    assert any(phrase in shown(t) for t in texts), texts  # the phrase is shown (as the query's title)
+    assert not any("https://" in t or "](" in t for t in texts), texts
