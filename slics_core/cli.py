@@ -12,13 +12,15 @@ Errors a user can fix (bad paths, bad files, missing weights) are raised as
 they, file-system errors (``OSError``: disk full, read-only, permissions, ...)
 and damaged files are printed as one line naming the file and what to do
 (:func:`slics_core.errors.user_message`), without a traceback, and the exit
-code is 2.
+code is 2. Warnings raised while a command runs are printed as one line too
+(``slics CMD: warning: ...``), never with their Python source line.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+import warnings
 
 from slics_core import __version__, commands, weights
 from slics_core.commands import COMMANDS, CLIError
@@ -138,8 +140,20 @@ def main(argv: list[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 0
+    return _run(args)
+
+
+def _run(args) -> int:
+    """Run the parsed command ``args.func(args)``: user errors and warnings as one line each."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = " ".join(str(message).split())
+        print(f"slics {args.command}: warning: {text}", file=sys.stderr if file is None else file)
+
     try:
-        return int(func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = show
+            return int(args.func(args) or 0)
     except _USER_ERRORS as exc:
         return _fail(args.command, exc)
     except ModuleNotFoundError as exc:

@@ -48,6 +48,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from slics_core.errors import DamagedFileError, check_npy
+
 __all__ = [
     "ImageDataset",
     "ImageLoadError",
@@ -127,7 +129,35 @@ class ImageDataset:
 
 
 # --------------------------------------------------------------------------- images
-def load_image(path, *, max_pixels=200_000_000, draft=None):
+#: Peak bytes per decoded pixel by mode, measured (benchmarks/bench_uploads.py, docs/security.md) and
+#: rounded up: the decoded frame (Pillow stores RGB in four bytes), its RGB conversion (16-bit and
+#: float images through a float32 copy) and one more copy (EXIF rotation, resizing).
+_BYTES_PER_PIXEL = {"1": 11, "L": 11, "P": 11, "I;16": 16, "I;16B": 16, "I;16L": 16, "I;16N": 16, "I": 18, "F": 18}
+_DEFAULT_BYTES_PER_PIXEL = 14
+#: libwebp decodes into a buffer of its own first.
+_FORMAT_EXTRA = {"WEBP": 8}
+
+
+def _jpeg_scale(size, max_side) -> int:
+    """The DCT scale (1, 2, 4 or 8) a JPEG of ``size`` is decoded at for a result of ``max_side``."""
+    s = 1
+    while max_side is not None and s < 8 and max(size) / (2 * s) >= max_side:
+        s *= 2
+    return s
+
+
+def _decode_cost(size, mode, fmt, max_side) -> int:
+    """Bytes decoding an image of ``size`` and ``mode`` takes (an upper bound measured per mode and
+    format): the decoded frame (at the reduced DCT scale of a JPEG), its RGB conversion and one more
+    copy (EXIF rotation or resizing)."""
+    w, h = size
+    if fmt == "JPEG":
+        s = _jpeg_scale(size, max_side)
+        w, h = -(-w // s), -(-h // s)
+    return w * h * (_BYTES_PER_PIXEL.get(mode, _DEFAULT_BYTES_PER_PIXEL) + _FORMAT_EXTRA.get(fmt, 0))
+
+
+def load_image(path, *, max_pixels=200_000_000, draft=None, max_decode_bytes=None):
     """Open an image as 8-bit RGB, whatever its format quirks.
 
     Handles files whose extension lies about the format (PIL reads the
@@ -147,6 +177,10 @@ def load_image(path, *, max_pixels=200_000_000, draft=None):
         detail, so decoding and the later resize cost less) as long as both
         sides stay at least ``draft`` pixels; other formats are decoded at
         full size.
+    max_decode_bytes : int, optional
+        Refuse an image whose decoding would take more memory
+        (:func:`_decode_cost`, judged from the header); the app passes one
+        so a huge file in a shared workspace cannot exhaust the server.
 
     Raises
     ------
@@ -166,6 +200,11 @@ def load_image(path, *, max_pixels=200_000_000, draft=None):
                     raise ImageLoadError(f"{path}: {w}x{h} pixels is larger than the limit of {max_pixels}.")
                 if draft and im.format == "JPEG":
                     im.draft("RGB", (int(draft), int(draft)))
+                cost = _decode_cost(im.size, im.mode, im.format, None)  # (size after any draft)
+                if max_decode_bytes is not None and cost > max_decode_bytes:
+                    raise ImageLoadError(f"{path}: {w}x{h} pixels ({im.mode}, {im.format}) would take about "
+                                         f"{cost / 2**20:.0f} MB to decode, over the {max_decode_bytes / 2**20:.0f} MB "
+                                         "allowed here.")
                 im.load()
                 im = ImageOps.exif_transpose(im)
                 return _to_rgb(im)
@@ -617,6 +656,38 @@ def _list_cell(v):
     return _split_list(v)
 
 
+def _embedding_column(values, src):
+    """``(n, d)`` float32 array of a parquet ``embedding`` column (one list of numbers per row); a row that is
+    missing, not numbers or of another length is named in a one-line ``ValueError``."""
+    if not len(values):
+        return np.zeros((0, 0), np.float32)
+    try:
+        return np.stack([np.asarray(v, dtype=np.float32) for v in values])
+    except (TypeError, ValueError):
+        pass
+    where = f"{str(src)!r}, column 'embedding'"
+    d = None
+    for i, v in enumerate(values):
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            raise ValueError(f"{where}, row {i} (counting from 0) is empty; every row needs a list of numbers.")
+        if isinstance(v, (str, bytes)):
+            raise ValueError(f"{where}, row {i} (counting from 0) is text ({str(v)[:30]!r}), not a list of numbers; "
+                             "write the embeddings as lists of floats.")
+        try:
+            a = np.asarray(v, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}, row {i} (counting from 0) is not a list of numbers "
+                             f"({str(list(v))[:40]!r}).") from None
+        if a.ndim != 1:
+            raise ValueError(f"{where}, row {i} (counting from 0) has shape {a.shape}, not one list of numbers.")
+        if d is None:
+            d = a.size
+        elif a.size != d:
+            raise ValueError(f"{where}, row {i} (counting from 0) has {a.size} numbers where row 0 has {d}; "
+                             "every embedding must have the same length.")
+    raise ValueError(f"{where} cannot be read as one (n, d) array of numbers.")
+
+
 def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
     """Embeddings computed elsewhere, with their ids and labels.
 
@@ -658,6 +729,7 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
                              "metadata_*.parquet files")
         parts, tables = [], []
         for ef, mf in zip(emb_files, meta_files):
+            check_npy(ef, "fiu", fix="export it again")
             e = np.load(ef, allow_pickle=False)
             t = pd.read_parquet(mf)
             if len(e) != len(t):
@@ -670,7 +742,10 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
         if metadata is None:
             raise ValueError(f"{str(src)!r}: a .npy file needs --metadata naming the ids of its rows")
         try:
+            check_npy(src, "fiu", fix="export it again")
             E = np.load(src, allow_pickle=False)
+        except DamagedFileError:
+            raise
         except (OSError, ValueError) as exc:
             raise ValueError(f"{str(src)!r} cannot be read as a .npy array: {exc}") from None
         meta = _read_table(metadata)
@@ -680,7 +755,7 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
         meta = _read_table(src)
         if "embedding" not in meta.columns:
             raise ValueError(f"{str(src)!r}: needs an 'embedding' column (one list of floats per row)")
-        E = np.stack([np.asarray(v, dtype=np.float32) for v in meta["embedding"]]) if len(meta) else np.zeros((0, 0))
+        E = _embedding_column(meta["embedding"], src)
     elif not src.exists():
         raise FileNotFoundError(f"no embeddings at {str(src)!r}")
     else:

@@ -65,12 +65,17 @@ def test_bare_name_shared_by_two_ids_is_refused_naming_them(tmp_path):
     assert f"{ROOT}/set1/img_00.jpg" in msg and f"{ROOT}/set2/img_00.jpg" in msg
 
 
-def test_labels_matching_no_id_is_an_error(tmp_path):
+def _refused(tmp_path, name, text, match):
+    """Import the two-folder clip-retrieval fixture with the label file ``name`` holding ``text``: refused."""
     _clip_retrieval(tmp_path / "emb")
-    labels = tmp_path / "labels.csv"
-    labels.write_text("image,labels\nother/img_00.jpg,cat\nother/img_01.jpg,dog\n")
-    with pytest.raises(ValueError, match=r"none of the 2 label rows .*labels\.csv.* names one of the 34 ids"):
-        load_precomputed(tmp_path / "emb", labels=labels)
+    (tmp_path / name).write_text(text)
+    with pytest.raises(ValueError, match=match):
+        load_precomputed(tmp_path / "emb", labels=tmp_path / name)
+
+
+def test_labels_matching_no_id_is_an_error(tmp_path):
+    _refused(tmp_path, "labels.csv", "image,labels\nother/img_00.jpg,cat\nother/img_01.jpg,dog\n",
+             r"none of the 2 label rows .*labels\.csv.* names one of the 34 ids")
 
 
 def test_matching_uses_whole_path_components(tmp_path):
@@ -101,19 +106,13 @@ def test_images_root_makes_a_short_name_exact(tmp_path):
 
 
 def test_two_label_rows_for_one_id_are_refused(tmp_path):
-    _clip_retrieval(tmp_path / "emb")
-    labels = tmp_path / "labels.csv"
-    labels.write_text(f"image,labels\nset1/img_03.jpg,cat\n{ROOT}/set1/img_03.jpg,dog\n")
-    with pytest.raises(ValueError, match=r"lines 2 and 3 both name .*set1/img_03\.jpg"):
-        load_precomputed(tmp_path / "emb", labels=labels)
+    _refused(tmp_path, "labels.csv", f"image,labels\nset1/img_03.jpg,cat\n{ROOT}/set1/img_03.jpg,dog\n",
+             r"lines 2 and 3 both name .*set1/img_03\.jpg")
 
 
 def test_json_label_entries_are_named_in_messages(tmp_path):
-    _clip_retrieval(tmp_path / "emb")
-    labels = tmp_path / "labels.json"
-    labels.write_text('{"set1/img_00.jpg": ["cat"], "img_01.jpg": ["dog"]}')
-    with pytest.raises(ValueError, match=r"entry 2: 'img_01\.jpg' fits 2 ids"):
-        load_precomputed(tmp_path / "emb", labels=labels)
+    _refused(tmp_path, "labels.json", '{"set1/img_00.jpg": ["cat"], "img_01.jpg": ["dog"]}',
+             r"entry 2: 'img_01\.jpg' fits 2 ids")
 
 
 def test_folder_loader_refuses_ambiguous_and_duplicate_rows(tmp_path):

@@ -11,7 +11,7 @@ import zlib
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageFile
 
 from slics_core.explorer import uploads
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES, UploadError, load_upload
@@ -92,3 +92,22 @@ def test_default_budget_accepts_a_twelve_megapixel_png():
     Image.fromarray(arr).save(data, format="PNG", compress_level=1)
     out = load_upload(data.getvalue(), "photo.png")
     assert out.size == (2048, 1536)
+
+
+def test_a_huge_image_in_a_shared_workspace_is_a_grey_tile(tmp_path, monkeypatch):
+    """The app reads a dataset workspace's image files: they get the same budget as uploads."""
+    from slics_core.data import LabelledEmbeddings
+    from slics_core.datasets import ImageLoadError
+    from slics_core.explorer.workspace import build_workspace
+
+    bomb = tmp_path / "bomb.png"
+    bomb.write_bytes(_png_header_only(10_500, 10_500))
+    rng = np.random.default_rng(0)
+    data = LabelledEmbeddings(raw=rng.standard_normal((20, 4)).astype(np.float32), ids=[str(i) for i in range(20)],
+                              Y=np.eye(2, dtype=bool)[np.arange(20) % 2], concept_names=["a", "b"],
+                              paths=[str(bomb)] * 20)
+    ws = build_workspace(data, None, methods=["UF"], d0_values=(1,), n_iter=1)
+    monkeypatch.setattr(ImageFile.ImageFile, "load", lambda self: pytest.fail("pixels were decoded"))
+    with pytest.raises(ImageLoadError, match=r"bomb\.png: 10500x10500 .* MB to decode"):
+        ws.image(0)
+    assert ws.thumbnail(0, 16).size == (16, 16)  # the grey tile

@@ -101,7 +101,7 @@ def test_missing_generator_keeps_the_page(monkeypatch, multi_row):
         at = AppTest.from_file(PAGE, default_timeout=180)
         at.query_params["q"] = str(multi_row)
         _run(at)
-        assert any("no generator here (test)" in w.value for w in at.warning)
+        assert any("no generator here (test)" in w.value.replace("\\", "") for w in at.warning)  # (shown as text)
         assert at.multiselect(key="concepts").value  # the rest of the page is there
         assert at.selectbox(key="query_pick").value == multi_row
     finally:

@@ -42,6 +42,7 @@ from slics_core.data import eval_data, load_cache, make_split, vocabulary_embedd
 from slics_core.emoji import catalog
 from slics_core.emoji.scenes import make_scenes
 from slics_core.encoders import concept_text_embeddings, create_encoder, load_titok_codebook
+from slics_core.errors import writing
 from slics_core.evaluation import (
     ResultStore,
     choose_d0,
@@ -285,7 +286,8 @@ def cmd_fit(args):
     inputs = fit_inputs(ed, split.train, args.n_active)
     model = fit_method(args.method, inputs, args.n_atoms, n_iter=args.n_iter, batch_size=args.batch_size,
                        seed=args.seed)
-    model.save(args.out)
+    with writing(args.out):  # a failure names --out, not the temporary file the model is written through
+        model.save(args.out)
     err = getattr(model, "history_", [])
     print(f"fitted {args.method} on {len(split.train)} training items ({getattr(model, 'n_concepts_', '?')} concepts"
           + (f", final error {err[-1]:.4f}" if len(err) else "") + f") -> {args.out}")
@@ -550,7 +552,8 @@ def cmd_reproduce(args):
     if vocab is not None:  # captions of S-SLiCS fitted on the training split only (the sweep's fit when kept)
         model = results.model("S-SLiCS", d0, 0, lambda: fit_method(
             "S-SLiCS", fit_inputs(ed, split.train), d0, n_iter=args.n_iter, batch_size=args.batch_size, seed=0))
-        model.save(out / "s-slics.npz")
+        with writing(out / "s-slics.npz"):
+            model.save(out / "s-slics.npz")
         caps = _captions(model, vocab[0], vocab[1], 5)
         with open(out / "captions.json", "w") as fh:
             json.dump(dict(zip(ed.concept_names, caps)), fh, indent=1)

@@ -47,7 +47,7 @@ import warnings
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from slics_core.datasets import _to_rgb
+from slics_core.datasets import _decode_cost, _to_rgb
 
 __all__ = ["UploadError", "ACCEPTED_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "DEFAULT_MAX_SIDE",
            "DEFAULT_MAX_DECODE_BYTES", "load_upload", "upload_bytes"]
@@ -59,13 +59,6 @@ DEFAULT_MAX_PIXELS = 120_000_000
 DEFAULT_MAX_SIDE = 2048
 #: Memory one upload may take to decode (estimated from its header by :func:`_decode_cost`).
 DEFAULT_MAX_DECODE_BYTES = 512 * 2**20
-#: Peak bytes per decoded pixel by mode, measured (benchmarks/bench_uploads.py, docs/security.md) and
-#: rounded up: the decoded frame (Pillow stores RGB in four bytes), its RGB conversion (16-bit and
-#: float images through a float32 copy) and one more copy (EXIF rotation, resizing).
-_BYTES_PER_PIXEL = {"1": 11, "L": 11, "P": 11, "I;16": 16, "I;16B": 16, "I;16L": 16, "I;16N": 16, "I": 18, "F": 18}
-_DEFAULT_BYTES_PER_PIXEL = 14
-#: libwebp decodes into a buffer of its own first.
-_FORMAT_EXTRA = {"WEBP": 8}
 
 # magic numbers of common non-image uploads, for a more helpful message
 _KNOWN_NON_IMAGES = (
@@ -107,25 +100,6 @@ def _describe_non_image(head: bytes) -> str | None:
     if text and all(ch.isprintable() or ch in "\r\n\t" for ch in text):
         return "a text file"
     return None
-
-def _jpeg_scale(size, max_side) -> int:
-    """The DCT scale (1, 2, 4 or 8) a JPEG of ``size`` is decoded at for a result of ``max_side``."""
-    s = 1
-    while max_side is not None and s < 8 and max(size) / (2 * s) >= max_side:
-        s *= 2
-    return s
-
-
-def _decode_cost(size, mode, fmt, max_side) -> int:
-    """Bytes decoding an image of ``size`` and ``mode`` takes (an upper bound measured per mode and
-    format): the decoded frame (at the reduced DCT scale of a JPEG), its RGB conversion and one more
-    copy (EXIF rotation or resizing)."""
-    w, h = size
-    if fmt == "JPEG":
-        s = _jpeg_scale(size, max_side)
-        w, h = -(-w // s), -(-h // s)
-    return w * h * (_BYTES_PER_PIXEL.get(mode, _DEFAULT_BYTES_PER_PIXEL) + _FORMAT_EXTRA.get(fmt, 0))
-
 
 def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
                 max_pixels: int | None = DEFAULT_MAX_PIXELS, max_side: int | None = DEFAULT_MAX_SIDE,

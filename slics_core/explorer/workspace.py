@@ -46,6 +46,7 @@ import threading
 import time
 import warnings
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,8 +71,9 @@ from slics_core.emoji.world import (
 )
 from slics_core.encoders import create_encoder
 from slics_core.explorer.arrival import prepare_pages
-from slics_core.errors import DamagedFileError, check_npy, check_npz, reading, user_message, writing
+from slics_core.errors import DamagedFileError, check_npy, check_npz, file_system_error, reading, user_message
 from slics_core.evaluation import Split, choose_d0, fit_inputs, sweep_d0
+from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
 from slics_core.methods import REGISTRY, fit_method, get_method, method_names, needs_message
 from slics_core.preprocessing import load_mean, make_preprocessor
 from slics_core.store import EmbeddingStore
@@ -293,7 +295,8 @@ class Workspace:
             raise ImageLoadError(f"workspace {self.name!r} has no images")
         if not self.paths[i]:
             raise ImageLoadError(f"item {self.ids[i] if self.ids else i} has no image file")
-        return load_image(self.paths[i])
+        # a huge file in a shared workspace is refused from its header (a grey tile), like an upload
+        return load_image(self.paths[i], max_decode_bytes=DEFAULT_MAX_DECODE_BYTES)
 
     def thumbnail(self, i: int, size: int = 128):
         """Item ``i`` fitted in a ``size`` square (a grey tile with an X if the file is unreadable)."""
@@ -597,6 +600,15 @@ def _write_files(ws: Workspace, tmp: Path) -> list:
     return written + ["workspace.json"]
 
 
+@contextmanager
+def _naming(out: Path):
+    """Like :func:`slics_core.errors.writing`, also for errors that name a file inside the hidden folder."""
+    try:
+        yield
+    except OSError as exc:
+        raise file_system_error(OSError(exc.errno, exc.strerror or str(exc)), out) from exc
+
+
 def save_workspace(ws: Workspace, out, *, source=None, overwrite=False, _warn=True) -> Path:
     """Write ``ws`` to the folder ``out``, replacing only the files a workspace writes.
 
@@ -622,7 +634,7 @@ def save_workspace(ws: Workspace, out, *, source=None, overwrite=False, _warn=Tr
     out = Path(out)
     _check_target(out, source, overwrite, warn=_warn)
     previous = _marker(out).get("files") if out.is_dir() else None
-    with writing(out):
+    with _naming(out):
         out.mkdir(parents=True, exist_ok=True)
         for stale in out.glob(_TMP_PREFIX + "*"):  # left by a killed build
             shutil.rmtree(stale, ignore_errors=True)

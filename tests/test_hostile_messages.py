@@ -1,0 +1,118 @@
+"""Hostile-input catalogue, class 6: each bad input gives one line naming the culprit.
+
+(``SLiCS(n_atoms="12")`` and complex ``X`` belong to the estimator's own checks, tests/test_slics.py.)
+"""
+import errno
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slics_core.cli import main
+from slics_core.datasets import load_precomputed
+from slics_core.errors import FileSystemError
+
+
+def _one_line(err, prefix="slics"):
+    lines = [ln for ln in err.splitlines() if ln.startswith(prefix)]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# ----------------------------------------------------------------------------- parquet embedding rows
+@pytest.mark.parametrize("rows, culprit", [
+    ([[0.1, 0.2, 0.3], None, [0.3, 0.2, 0.1]], "row 1"),
+    ([[0.1, 0.2, 0.3], [0.1, 0.2], [0.3, 0.2, 0.1]], "row 1"),
+    ([["0.1", "0.2"], ["0.1", "x"], ["0.3", "0.2"]], "row 1"),
+    (["0.1,0.2,0.3", "0.1,0.2,0.3", "0.3,0.2,0.1"], "row 0"),
+])
+def test_bad_parquet_embedding_rows_name_file_row_and_column(tmp_path, rows, culprit):
+    f = tmp_path / "emb.parquet"
+    pd.DataFrame({"id": ["a", "b", "c"], "embedding": pd.Series(rows, dtype=object)}).to_parquet(f)
+    with pytest.raises(ValueError) as info:
+        load_precomputed(f)
+    msg = str(info.value)
+    assert "\n" not in msg and len(msg) < 300, msg
+    assert str(f) in msg and culprit in msg and "'embedding'" in msg, msg
+
+
+def test_bad_parquet_rows_through_the_cli_give_one_line(tmp_path, capsys):
+    f = tmp_path / "emb.parquet"
+    pd.DataFrame({"id": ["a", "b"], "embedding": pd.Series([[0.1, 0.2], None], dtype=object)}).to_parquet(f)
+    assert main(["embed", "--dataset", "precomputed", "--embeddings", str(f), "--cache", str(tmp_path / "c")]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "row 1" in line and str(f) in line
+
+
+# ----------------------------------------------------------------------------- clip-retrieval shards
+def test_forged_npy_shard_header_is_refused_before_allocating(tmp_path):
+    (tmp_path / "emb" / "img_emb").mkdir(parents=True)
+    (tmp_path / "emb" / "metadata").mkdir()
+    with open(tmp_path / "emb" / "img_emb" / "img_emb_0.npy", "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f2", "fortran_order": False, "shape": (2 ** 30, 1024)})
+        fh.write(b"\0" * 64)
+    pd.DataFrame({"image_path": ["a.jpg"]}).to_parquet(tmp_path / "emb" / "metadata" / "metadata_0.parquet")
+    with pytest.raises(ValueError, match=r"img_emb_0\.npy' is damaged .*declares"):
+        load_precomputed(tmp_path / "emb")
+
+
+# ----------------------------------------------------------------------------- CLI warnings and --out
+def test_cli_warnings_are_one_line_without_source(tmp_path, capsys):
+    """A warning raised inside a command prints as one line, not with its Python source line."""
+    from slics_core import cli
+
+    def noisy(args):
+        warnings.warn("something odd about 'x.csv'", RuntimeWarning, stacklevel=1)
+        return 0
+
+    import argparse
+
+    args = argparse.Namespace(command="embed", func=noisy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        code = cli._run(args)
+    err = capsys.readouterr().err
+    assert code == 0
+    assert _one_line(err) == "slics embed: warning: something odd about 'x.csv'"
+
+
+def test_fit_out_on_a_full_disk_names_the_users_file(tmp_path, capsys, monkeypatch):
+    from slics_core import slics as slics_module
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "e.npy", rng.standard_normal((40, 6)).astype(np.float32))
+    (tmp_path / "m.csv").write_text("id,labels\n" + "".join(f"x{i},{'ab'[i % 2]}\n" for i in range(40)))
+    assert main(["embed", "--dataset", "precomputed", "--embeddings", str(tmp_path / "e.npy"), "--metadata",
+                 str(tmp_path / "m.csv"), "--cache", str(tmp_path / "c")]) == 0
+    real = slics_module.tempfile.mkstemp
+
+    def full(*a, **k):
+        fd, tmp = real(*a, **k)
+        raise OSError(errno.ENOSPC, "No space left on device", tmp)
+
+    monkeypatch.setattr(slics_module.tempfile, "mkstemp", full)
+    out = tmp_path / "model.npz"
+    capsys.readouterr()
+    assert main(["fit", "--cache", str(tmp_path / "c"), "--out", str(out), "--n-atoms", "1", "--n-iter", "1"]) == 2
+    line = _one_line(capsys.readouterr().err, "slics fit:")
+    assert repr(str(out)) in line and "no space left" in line and ".tmp" not in line, line
+
+
+def test_workspace_rebuild_failure_inside_a_model_file_names_the_folder(tmp_path, monkeypatch):
+    """A model's own atomic writer names its temporary path; the workspace error names the folder."""
+    from slics_core import methods
+    from slics_core.data import LabelledEmbeddings
+    from slics_core.explorer.workspace import build_workspace
+
+    def full(path, **arrays):
+        raise FileSystemError(f"no space left on the disk holding {str(path)!r}", path=path, errno=errno.ENOSPC)
+
+    monkeypatch.setattr(methods, "atomic_save_npz", full)
+    rng = np.random.default_rng(0)
+    data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
+                              Y=np.eye(2, dtype=bool)[np.arange(40) % 2], concept_names=["a", "b"])
+    with pytest.raises(FileSystemError) as info:
+        build_workspace(data, tmp_path / "ws", methods=["UF"], d0_values=(1,), n_iter=1)
+    msg = str(info.value)
+    assert repr(str(tmp_path / "ws")) in msg and ".slics-new" not in msg, msg
