@@ -3,8 +3,9 @@
 # (the core alone, then [all]) and use it from an empty folder, never from the checkout:
 #   core: fit / transform / retrieval / evaluation run and torch, Streamlit, open_clip are absent;
 #         `slics app` says in one line which extra it needs;
-#   all:  `slics emoji-build` (small) finds the shipped encoders and sprites; the explorer's home page
-#         runs from the installed package; `slics app` serves (/_stcore/health) and is stopped.
+#   all:  `slics emoji-build` (SLICS_EMOJI_SCALE=0.1) finds the shipped encoders and sprites; the
+#         explorer's home page runs from the installed package (Streamlit's AppTest) on that world;
+#         `slics app` serves (/_stcore/health, /) and is stopped.
 # Called by .ci/run after README's test command; run it alone with `bash .ci/check_wheel.sh`.
 # Each install's wall time is printed (the [all] install downloads PyTorch, several GB).
 set -euo pipefail
@@ -65,11 +66,12 @@ echo "   $(cat "$WORK/app-core.log")"
 step "full install ([all])"
 python3 -m venv "$WORK/all"
 timed "$WORK/all/bin/pip" install -q "$WHEEL[all]"
-export SLICS_EMOJI_CACHE="$WORK/emoji-cache" SLICS_WORKSPACES="$WORK/workspaces"
+# a small emoji world (750 scenes), built once: the app then opens on it and starts no background build
+export SLICS_EMOJI_CACHE="$WORK/emoji-cache" SLICS_WORKSPACES="$WORK/workspaces" SLICS_EMOJI_SCALE=0.1
 cd "$WORK/empty"
 "$WORK/all/bin/slics" models > /dev/null
 step "slics emoji-build (small) from the installed assets"
-timed "$WORK/all/bin/slics" emoji-build --n-train 300 --n-val 60 --n-query 60 --n-pool 300 --d0 5 --quiet
+timed "$WORK/all/bin/slics" emoji-build --n-train 300 --n-val 50 --n-query 100 --n-pool 300 --quiet
 step "the explorer's home page from the installed package"
 "$WORK/all/bin/python" - <<'EOF'
 import importlib.util

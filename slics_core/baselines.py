@@ -42,6 +42,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import sparse
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Lasso
@@ -52,7 +53,7 @@ from slics_core.slics import SLiCS
 __all__ = ["SpLiCE", "FSpLiCE", "group_vocabulary", "supervised_svd"]
 
 
-def supervised_svd(n_atoms=5, **kwargs):
+def supervised_svd(n_atoms: int | list[int] = 5, **kwargs) -> SLiCS:
     """The S-SVD baseline: an unfitted ``SLiCS(n_atoms, n_iter=0)``.
 
     Fitting it returns the supervised SVD initialisation of SLiCS (the
@@ -92,7 +93,8 @@ class SpLiCE:
         the official code's value).
     """
 
-    def __init__(self, vocabulary, words=None, alpha=0.25, max_iter=10000, *, image_mean=None, tol=1e-6):
+    def __init__(self, vocabulary: ArrayLike, words: list[str] | None = None, alpha: float = 0.25,
+                 max_iter: int = 10000, *, image_mean: ArrayLike | None = None, tol: float = 1e-6):
         C = check_embeddings(vocabulary, name="vocabulary")
         if not alpha > 0:
             raise ValueError(f"alpha must be > 0 (SpLiCE's l1 penalty, e.g. 0.25); got {alpha!r}.")
@@ -113,10 +115,10 @@ class SpLiCE:
         self.image_mean = image_mean
 
     @property
-    def n_words(self):
+    def n_words(self) -> int:
         return self.dictionary.shape[0]
 
-    def decompose(self, X):
+    def decompose(self, X: ArrayLike) -> sparse.csr_matrix:
         """Non-negative sparse codes of ``X``, a CSR matrix of shape (n, V).
 
         Row ``i`` minimises ``||x_i - w C||^2 + alpha ||w||_1`` over
@@ -140,7 +142,7 @@ class SpLiCE:
                 rows.append(sparse.csr_matrix(np.maximum(lasso.coef_.reshape(Xb.shape[0], -1), 0.0)))
         return sparse.vstack(rows).tocsr()
 
-    def reconstruct(self, X, recompose=False):
+    def reconstruct(self, X: ArrayLike, recompose: bool = False) -> np.ndarray:
         """Sparse reconstruction of every row of ``X``, shape (n, d).
 
         Parameters
@@ -161,7 +163,7 @@ class SpLiCE:
                              "image_mean=<mean of the unit-normalised image embeddings>.")
         return _unit_rows(_unit_rows(R) + self.image_mean)
 
-    def top_words(self, X, n=5):
+    def top_words(self, X: ArrayLike, n: int = 5) -> list[list[tuple[str, float]]]:
         """The ``n`` words with the largest weights for every row of ``X``."""
         if self.words is None:
             raise ValueError("this SpLiCE was built without words.")
@@ -170,7 +172,7 @@ class SpLiCE:
         return [[(self.words[i], float(W[r, i])) for i in order[r] if W[r, i] > 0] for r in range(W.shape[0])]
 
 
-def group_vocabulary(vocabulary, concepts):
+def group_vocabulary(vocabulary: ArrayLike, concepts: ArrayLike) -> np.ndarray:
     """Assign every vocabulary word to its most similar concept (cosine).
 
     Parameters
@@ -199,13 +201,14 @@ class FSpLiCE(SpLiCE):
     words, alpha, max_iter, image_mean, tol : see :class:`SpLiCE`.
     """
 
-    def __init__(self, vocabulary, concepts, words=None, alpha=0.25, max_iter=10000, *, image_mean=None,
-                 tol=1e-6):
+    def __init__(self, vocabulary: ArrayLike, concepts: ArrayLike, words: list[str] | None = None,
+                 alpha: float = 0.25, max_iter: int = 10000, *, image_mean: ArrayLike | None = None,
+                 tol: float = 1e-6):
         super().__init__(vocabulary, words=words, alpha=alpha, max_iter=max_iter, image_mean=image_mean, tol=tol)
         self.groups = group_vocabulary(self.dictionary, concepts)
         self.n_concepts = int(np.asarray(concepts).shape[0])
 
-    def components(self, X):
+    def components(self, X: ArrayLike) -> np.ndarray:
         """Per-concept components, shape (n, S, d); they sum to :meth:`reconstruct`."""
         W = self.decompose(X)
         n, d = W.shape[0], self.dictionary.shape[1]

@@ -237,8 +237,9 @@ def needs_message(method, available) -> str | None:
     return "needs " + "; ".join(NEEDS[n] for n in missing) if missing else None
 
 
-def fit_method(method, inputs: FitInputs, d0=None, *, n_iter=10, batch_size=None, seed=0, ridge=0.0,
-               callback=None):
+def fit_method(method: str | Method, inputs: FitInputs, d0: int | None = None, *, n_iter: int = 10,
+               batch_size: int | None = None, seed: int = 0, ridge: float = 0.0,
+               callback: Callable | None = None):
     """Fit one registered method.
 
     Parameters
@@ -336,7 +337,7 @@ class _Broadcast(BaseEstimator):
     def _check(self, X):
         return check_embeddings(X, n_features=self.n_features_in_, name="X", allow_zero_rows=True)
 
-    def project(self, X, concept=None):
+    def project(self, X, concept: int | None = None) -> np.ndarray:
         """The model's vector for every concept: ``(n, S, d)``, or ``(n, d)`` for one concept."""
         V = self._vectors(self._check(X))
         if concept is not None:
@@ -344,7 +345,7 @@ class _Broadcast(BaseEstimator):
             return V
         return np.repeat(V[:, None, :], self.n_concepts_, axis=1)
 
-    def components(self, X, Y=None):
+    def components(self, X, Y=None) -> np.ndarray:
         """Same as :meth:`project` (an unfiltered method has one kind of component)."""
         return self.project(X)
 
@@ -366,11 +367,11 @@ class UnfilteredModel(_Broadcast):
     def _vectors(self, X):
         return np.asarray(X, dtype=np.float64)
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> None:
         _save_state(path, "UF", self.concept_names_, n_features=np.array(self.n_features_in_))
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str | os.PathLike):
         return _load_state(path, "UF", lambda z, names: cls().fit(np.ones((1, int(z["n_features"]))),
                                                                    concept_names=names, n_concepts=len(names)))
 
@@ -416,11 +417,11 @@ class SpLiCEModel(_Broadcast, _GivenVocabulary):
     def _vectors(self, X):
         return np.asarray(self.splice.reconstruct(X))
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> None:
         _save_state(path, "SpLiCE", self.concept_names_, **_vocab_arrays(self.splice))
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str | os.PathLike):
         return _load_state(path, "SpLiCE", lambda z, names: cls(
             SpLiCE(z["vocabulary"], words=[str(w) for w in z["words"]], alpha=float(z["alpha"])), names))
 
@@ -454,21 +455,21 @@ class FSpLiCEModel(_GivenVocabulary):
     def concepts_(self) -> np.ndarray:
         return np.asarray(self.concepts, dtype=np.float64)
 
-    def project(self, X, concept=None):
+    def project(self, X, concept: int | None = None) -> np.ndarray:
         """Per-group parts of the reconstruction, ``(n, S, d)`` (or ``(n, d)`` for one concept)."""
         X = check_embeddings(X, n_features=self.n_features_in_, name="X", allow_zero_rows=True)
         V = np.asarray(self.fsplice.components(X))
         return V if concept is None else V[:, check_concept(concept, self.n_concepts_)]
 
-    def components(self, X, Y=None):
+    def components(self, X, Y=None) -> np.ndarray:
         """Same as :meth:`project` (F-SpLiCE has one kind of component)."""
         return self.project(X)
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> None:
         _save_state(path, "F-SpLiCE", self.concept_names_, concepts=self.concepts_, **_vocab_arrays(self.fsplice))
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path: str | os.PathLike):
         return _load_state(path, "F-SpLiCE", lambda z, names: cls(
             FSpLiCE(z["vocabulary"], z["concepts"], words=[str(w) for w in z["words"]], alpha=float(z["alpha"])),
             z["concepts"], names))

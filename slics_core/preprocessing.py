@@ -11,19 +11,20 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from slics_core._validation import check_embeddings, validate_embeddings
 
 
-def normalize_rows(X):
+def normalize_rows(X: ArrayLike) -> np.ndarray:
     """Scale every row to unit Euclidean norm (rows that are all zero raise ``ValueError``)."""
     X = check_embeddings(X)
     return X / np.linalg.norm(X, axis=1, keepdims=True)
 
 
-def normalize_tokens(tokens):
+def normalize_tokens(tokens: ArrayLike) -> np.ndarray:
     """Unit-normalise every token of token embeddings.
 
     Parameters
@@ -71,7 +72,7 @@ class EmbeddingNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     n_features_in_ : int
     """
 
-    def __init__(self, center=True, mean=None):
+    def __init__(self, center: bool = True, mean: ArrayLike | None = None):
         self.center = center
         self.mean = mean
 
@@ -155,7 +156,7 @@ class IdentityTransform(TransformerMixin, BaseEstimator):
 PREPROCESSING = ("clip", "unit", "token", "none")
 
 
-def make_preprocessor(kind="clip", *, mean=None, n_tokens=32):
+def make_preprocessor(kind: str = "clip", *, mean: ArrayLike | None = None, n_tokens: int = 32):
     """The preprocessing step named ``kind``; the one place where the switch is made.
 
     Parameters
@@ -188,7 +189,7 @@ def make_preprocessor(kind="clip", *, mean=None, n_tokens=32):
     raise ValueError(f"unknown preprocessing {kind!r}; choose from {PREPROCESSING}")
 
 
-def load_mean(path, dim=None):
+def load_mean(path: str | os.PathLike, dim: int | None = None) -> np.ndarray:
     """A precomputed mean embedding from ``.npy``, ``.npz`` (first array), ``.txt``/``.csv`` or ``.pt``.
 
     SpLiCE publishes its CLIP image and text means as torch ``.pt`` files; they are read with

@@ -171,3 +171,34 @@ def test_ci_runs_readmes_test_command_then_checks_the_wheel():
     lines = [ln.strip() for ln in ci.splitlines()]
     assert blocks[1] in lines and "bash .ci/check_wheel.sh" in lines
     assert lines.index("bash .ci/check_wheel.sh") > lines.index(blocks[1])
+
+
+def test_slics_app_serves_from_another_folder(tmp_path):
+    """`slics app` from a folder that is not the checkout starts the explorer's server (health: ok)."""
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    pytest.importorskip("streamlit")
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, SLICS_EMOJI_CACHE=str(tmp_path / "cache"), SLICS_WORKSPACES=str(tmp_path / "ws"),
+               PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    proc = subprocess.Popen([sys.executable, "-m", "slics_core", "app", "--server.headless", "true",
+                             "--server.port", str(port)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        health = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                health = urllib.request.urlopen(f"http://localhost:{port}/_stcore/health", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert health == b"ok", proc.stdout.read() if proc.poll() is not None else "no answer"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
