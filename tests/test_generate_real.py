@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from real_workspace import build_real_workspace
+from test_hostile_markdown import shown
 from slics_core import weights
 from slics_core.alignment import ProcrustesAlignment
 from slics_core.cli import main
@@ -260,13 +261,13 @@ def test_missing_weights_one_line_while_retrieve_still_works(real, copy, tmp_pat
         load_workspace_generator(load_workspace(copy))
     assert "`slics download sd-1.5 ViT-L-14/openai`" in str(err.value) and "\n" not in str(err.value)
     at = _page("generate", "toys")
-    warnings = [w.value for w in at.warning]
+    warnings = [shown(w.value) for w in at.warning]  # as the reader sees it (the page escapes the message)
     assert len(warnings) == 1 and "`slics download sd-1.5 ViT-L-14/openai`" in warnings[0] \
         and "\n" not in warnings[0], warnings
     at = _page("retrieve", "toys")
     assert not at.error and at.image, [e.value for e in at.error]
     at = _page("mix", "toys")
-    assert any("slics download sd-1.5 ViT-L-14/openai" in c.value for c in at.caption)
+    assert any("slics download sd-1.5 ViT-L-14/openai" in shown(c.value) for c in at.caption)
     assert at.image  # the mixed gallery still retrieves
 
 
