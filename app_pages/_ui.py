@@ -243,11 +243,20 @@ def _warming():
     return {"lock": threading.Lock(), "jobs": {}}
 
 
+def _generator_key(ws) -> str:
+    """The generator cache's key: the workspace and the version of its recorded generator."""
+    return f"{ws_id(ws)}:{generator_version(ws)}"
+
+
 def _warm_generator(ws) -> None:
-    """Start loading ``ws``'s generator in a background thread (once per workspace and process)."""
-    if not getattr(ws, "generator", None) or getattr(ws, "building", None) is not None:
+    """Start loading ``ws``'s generator in a background thread (once per workspace and process).
+
+    Only the emoji world's one-pass decoder: a diffusion pipeline's load and first drawing take minutes of
+    CPU, which a page visit must not start unasked.
+    """
+    if getattr(ws, "generator", None) != EMOJI or getattr(ws, "building", None) is not None:
         return
-    key, warming = ws_id(ws), _warming()
+    key, warming = _generator_key(ws), _warming()
     with warming["lock"]:
         if key in warming["jobs"]:
             return
@@ -284,7 +293,7 @@ def _generator(key: str, _ws):
 def workspace_generator(ws):
     """The workspace's image generator, loaded once per workspace and shared by every page and session
     (raises FileNotFoundError / ValueError when there is none)."""
-    return _generator(f"{ws_id(ws)}:{generator_version(ws)}", ws)
+    return _generator(_generator_key(ws), ws)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
