@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_cli_data import toy  # noqa: F401  (fixture)
+from test_shared_state import _ok
 from test_workspace import dataset_ws  # noqa: F401  (fixture)
 
 from slics_core.analysis import atom_cosine
@@ -23,11 +24,6 @@ from slics_core.synthetic import match_atoms
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-
-
-def _ok(at):
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def _texts(at):
