@@ -280,3 +280,12 @@ def test_server_paths_are_cut_when_error_details_are_off():
         assert server_text("see https://example.org/a/b and ratio 3/4") == "see https://example.org/a/b and ratio 3/4"
     finally:
         config.set_option("client.showErrorDetails", before)
+
+
+def test_text_tower_check_flags_an_emoji_encoder_on_a_dataset(ws, monkeypatch):
+    """Its text tower knows the 83 emoji category names, not a 10 000-word vocabulary: said beside captions."""
+    from slics_core.explorer.narration import text_tower_check
+
+    monkeypatch.setattr(ws, "kind", "dataset")
+    r = text_tower_check(ws)
+    assert r["level"] == "weak" and "noise" in r["text"] and "83 category names" in r["text"]
