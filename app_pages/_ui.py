@@ -499,13 +499,14 @@ def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, border
     if not rows:
         st.caption("No images.")
         return
-    cols = st.columns(n_cols)
     store = shared(ws)
-    for k, r in enumerate(rows):
-        with cols[k % n_cols]:
-            border = None if borders is None else borders[k]
-            show_image(store.thumbnail(r, size, border), caption=None if captions is None else captions[k],
-                       width="stretch")
+    for start in range(0, len(rows), n_cols):  # one row of columns at a time: rows stay aligned whatever
+        cols = st.columns(n_cols)               # the captions' heights (a column per grid drifted apart)
+        for k in range(start, min(start + n_cols, len(rows))):
+            with cols[k - start]:
+                border = None if borders is None else borders[k]
+                show_image(store.thumbnail(rows[k], size, border), caption=None if captions is None else captions[k],
+                           width="stretch")
     if pick_key is not None:
         # (they wrap onto more lines instead of scrolling sideways: PILLS_WRAP, drawn once per run by app.py)
         st.pills("Query this image (by its number: #1 top left, then left to right)", list(range(len(rows))),

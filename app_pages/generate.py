@@ -30,7 +30,8 @@ st.title("🎨 Generate from concept components")
 ws = get_workspace()
 sidebar_workspace_note(ws)
 page_intro("Look at whether each component's picture shows its concept of the query and nothing else, next "
-           "to the picture of the whole query.",
+           "to the picture of the whole query (on a workspace with a generator; otherwise the page says what it "
+           "needs).",
            "Each concept component of the query is mapped into the generator's conditioning space (orthogonal "
            "Procrustes alignment fitted on paired embeddings, image-to-prompt) and drawn; the query's own "
            "embedding is drawn first for comparison.")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_cli_data import toy  # noqa: F401  (fixture)
+from test_shared_state import _ok
 from test_workspace import dataset_ws  # noqa: F401  (fixture)
 
 from slics_core.analysis import atom_cosine
@@ -23,11 +24,6 @@ from slics_core.synthetic import match_atoms
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-
-
-def _ok(at):
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def _texts(at):
@@ -284,3 +280,12 @@ def test_server_paths_are_cut_when_error_details_are_off():
         assert server_text("see https://example.org/a/b and ratio 3/4") == "see https://example.org/a/b and ratio 3/4"
     finally:
         config.set_option("client.showErrorDetails", before)
+
+
+def test_text_tower_check_flags_an_emoji_encoder_on_a_dataset(ws, monkeypatch):
+    """Its text tower knows the 83 emoji category names, not a 10 000-word vocabulary: said beside captions."""
+    from slics_core.explorer.narration import text_tower_check
+
+    monkeypatch.setattr(ws, "kind", "dataset")
+    r = text_tower_check(ws)
+    assert r["level"] == "weak" and "noise" in r["text"] and "83 category names" in r["text"]

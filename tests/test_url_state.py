@@ -16,6 +16,7 @@ import pytest
 from streamlit.runtime.state.query_params import QueryParams
 from streamlit.testing.v1 import AppTest
 from test_cli_data import toy  # noqa: F401  (fixture)
+from test_shared_state import _ok, _params
 from test_workspace import dataset_ws  # noqa: F401  (fixture)
 
 from slics_core.explorer.workspace import load_workspace
@@ -38,16 +39,6 @@ def sent(monkeypatch):
 
     monkeypatch.setattr(QueryParams, "_send_query_param_msg", record)
     return log
-
-
-def _ok(at):
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def _params(at):
-    return {k: at.query_params[k][0] if isinstance(at.query_params[k], list) else at.query_params[k]
-            for k in at.query_params}
 
 
 def _open(params, page=None):

@@ -16,6 +16,7 @@ from slics_core.commands.data import get_words, resolve_encoder
 from slics_core.emoji.world import EmojiWorldConfig
 from slics_core.encoders import parse_encoder_spec
 from slics_core.errors import user_message
+from slics_core.explorer.arrival import STORE, prepare_pages
 from slics_core.explorer.emoji_report import contact_sheet, emoji_report
 from slics_core.explorer.generation import DEFAULT_ALIGN_PAIRS, attach_generator, load_workspace_alignment
 from slics_core.explorer.workspace import (
@@ -157,9 +158,13 @@ def _emoji_config(args):
 
 
 def cmd_emoji_build(args) -> int:
-    ws = open_emoji_workspace(args.cache_dir, _emoji_config(args), _progress(args.quiet, "emoji"), rebuild=args.rebuild)
+    prog = _progress(args.quiet, "emoji")
+    ws = open_emoji_workspace(args.cache_dir, _emoji_config(args), prog, rebuild=args.rebuild)
+    # a world cached before the pages' store existed (or with entries evicted) gets them now; present ones are
+    # only read
+    prepare_pages(ws, prog)
     print(f"emoji workspace ready at {ws.path}: {len(ws)} scenes, {len(ws.models)} fitted models, "
-          f"d0 chosen on validation: {ws.chosen_d0}")
+          f"d0 chosen on validation: {ws.chosen_d0}; first page views prepared in {ws.path / STORE}")
     return 0
 
 

@@ -237,7 +237,14 @@ def text_tower_check(ws, split: str = "val") -> dict | None:
     nums = (f"its zero-shot top-1 accuracy on this workspace's own {Y.shape[1]} concept names is {acc:.0%} "
             f"({len(Y)} labelled items; chance {chance:.0%})")
     enc = f"`{ws.encoder}`" if getattr(ws, "encoder", None) else "this workspace's encoder"
-    if level == "reads":
+    emoji_words = str(getattr(ws, "encoder", "")).startswith("emoji-") and getattr(ws, "kind", "") != "emoji"
+    if level == "reads" and emoji_words:  # it knows the names it was trained on, not a 10 000-word vocabulary
+        text = (f"Text tower check: {enc} reads this workspace's concept names ({nums}), but its text tower was "
+                "trained on the emoji world's 83 category names only: other words of the vocabulary land almost "
+                "at random, so most caption words below are noise. Use an encoder trained on real text (e.g. "
+                "`ViT-B-32/openai`) for word captions.")
+        level = "weak"
+    elif level == "reads":
         text = f"Text tower check: {enc} reads these words: {nums}."
     elif level == "weak":
         text = (f"Text tower check: {enc} reads these words poorly: {nums}; treat the captions as hints, and "

@@ -1,0 +1,92 @@
+"""Text queries of two objects on the emoji world (issue 24, item 5): a fixed set of 50 phrases.
+
+Not a test: the numbers a retrained text tower must beat. Each phrase names two emoji categories of
+different supercategories ("a cat next to a pizza"); the set is drawn once from the catalog with a fixed
+seed, so before/after runs use the same phrases. For every phrase, through the app's own text path
+(`embed_text_query`, S-SLiCS at the workspace's d0):
+
+* pre-selection: both objects' concepts among the two best-scoring concepts (the app pre-selects one);
+* unfiltered P@20: pool images whose labels hold both objects' concepts, among the top 20 by the whole
+  text embedding;
+* concept-gallery P@20: for each object, the gallery ranked by that concept's component (ṽⱼ) of the text,
+  relevant when the image holds *that object* (its sub-label), averaged over the two;
+* zero-shot accuracy of the encoder on the workspace's concept names (images -> names, the U-SLiCS input).
+
+    python benchmarks/bench_text_queries.py [--scale 1.0] [--cache DIR]
+"""
+import argparse
+import os
+import time
+
+import numpy as np
+
+N_PHRASES = 50
+TEMPLATES = ("a {a} next to a {b}", "a {a} and a {b}", "a {a} with a {b} on a plain background")
+
+
+def phrases(ws, n=N_PHRASES, seed=0):
+    """``[(phrase, sub_a, sub_b)]``: two sub-labels (emoji categories) of different concepts, fixed by ``seed``."""
+    rng = np.random.default_rng(seed)
+    subs = list(ws.sub_names)
+    s2c = np.asarray(ws.sub_to_concept)
+    out, seen = [], set()
+    while len(out) < n:
+        a, b = (int(v) for v in rng.choice(len(subs), 2, replace=False))
+        if s2c[a] == s2c[b] or (a, b) in seen:
+            continue
+        seen.add((a, b))
+        out.append((TEMPLATES[len(out) % len(TEMPLATES)].format(a=subs[a], b=subs[b]), a, b))
+    return out
+
+
+def measure(ws, k=20):
+    from slics_core.explorer.narration import text_tower_check
+    from slics_core.explorer.queries import concept_scores, rank_pool
+    from slics_core.explorer.workspace import embed_text_query, load_query_encoder
+
+    enc = load_query_encoder(ws)
+    model = ws.model("S-SLiCS", ws.default_d0)
+    pool = np.asarray(ws.index["pool"])
+    s2c = np.asarray(ws.sub_to_concept)
+    pre, unf, gal = [], [], []
+    for text, a, b in phrases(ws):
+        _, x = embed_text_query(ws, enc, text)
+        ca, cb = int(s2c[a]), int(s2c[b])
+        sc = concept_scores(model, x)
+        pre.append({ca, cb} <= set(np.argsort(-sc)[:2].tolist()))
+        rows, _ = rank_pool(x[None], ws.X, pool, k)
+        unf.append(float(np.mean(ws.Y[rows[0], ca] & ws.Y[rows[0], cb])))
+        V = model.project(x[None], None)[0]
+        p = []
+        for sub, c in ((a, ca), (b, cb)):
+            if np.linalg.norm(V[c]) <= 1e-12:
+                p.append(0.0)
+                continue
+            r, _ = rank_pool(V[c][None], ws.X, pool, k)
+            p.append(float(np.mean(ws.Z[r[0], sub])))
+        gal.append(float(np.mean(p)))
+    zs = text_tower_check(ws)
+    return {"preselect_both": float(np.mean(pre)), "unfiltered_P@20_both": float(np.mean(unf)),
+            "concept_gallery_P@20_object": float(np.mean(gal)), "zero_shot_top1": zs["accuracy"],
+            "zero_shot_chance": zs["chance"], "encoder": ws.encoder}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", type=float, default=1.0, help="SLICS_EMOJI_SCALE")
+    ap.add_argument("--cache", default=None, help="emoji cache (default $SLICS_EMOJI_CACHE)")
+    args = ap.parse_args()
+    os.environ["SLICS_EMOJI_SCALE"] = str(args.scale)
+    from slics_core.explorer.workspace import open_emoji_workspace
+
+    ws = open_emoji_workspace(cache_dir=args.cache)
+    t, c = time.perf_counter(), time.process_time()
+    res = measure(ws)
+    print(f"emoji world, scale {args.scale}, {len(ws.index['pool'])} pool images, {N_PHRASES} phrases "
+          f"(e.g. {phrases(ws)[0][0]!r}); {time.perf_counter() - t:.1f} s wall, {time.process_time() - c:.1f} s CPU")
+    for key, v in res.items():
+        print(f"  {key:<30} {v:.3f}" if isinstance(v, float) else f"  {key:<30} {v}")
+
+
+if __name__ == "__main__":
+    main()
