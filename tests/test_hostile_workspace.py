@@ -14,6 +14,7 @@ import pytest
 from pathlib import Path
 
 from slics_core.cli import main
+from slics_core.explorer.arrival import STORE as ARRIVAL_STORE
 from slics_core.explorer import workspace as wsmod
 from slics_core.explorer.workspace import load_workspace
 
@@ -60,6 +61,9 @@ def test_rebuild_keeps_the_users_files_and_leaves_nothing_hidden(tmp_path, root,
     assert (folder / "handouts" / "sheet.md").read_text() == "exercise"
     assert (folder / "models" / "my-notes.txt").read_text() == "mine"
     assert load_workspace(folder).d0_values == [2]
+    # what the pages stored is made anew from this build (its entries are not keyed by the data)
+    entries = list((folder / ARRIVAL_STORE).glob("*.npz"))
+    assert entries and all(p.stat().st_mtime_ns >= (folder / "workspace.json").stat().st_mtime_ns for p in entries)
     assert not (folder / "models" / "S-SLiCS_d01.npz").exists()  # its own stale file is gone
     hidden = [p.name for p in [*root.iterdir(), *folder.iterdir()] if p.name.startswith(".")]
     assert hidden == [".slics-workspace"], hidden

@@ -9,7 +9,8 @@ computed one, so every process on the machine (a classroom's two servers, a rest
 app's background build call it through :func:`slics_core.explorer.workspace.build_workspace`).
 
 Rules: an entry is named by what it was computed from (a hash of the inputs' description), so a stale
-entry is never read; ``slics workspace`` replaces the whole folder, entries included. Entries are written
+entry is never read; saving a workspace (``slics workspace``, a rebuild) removes the store, whose entries
+describe the previous build. Entries are written
 to a temporary file and renamed (a concurrent reader never sees half a file); a file over
 :data:`MAX_ENTRY_BYTES`, unreadable, or missing an array is recomputed; at most :data:`MAX_ENTRIES` are
 kept (least recently used go). A folder that cannot be written is used read-only, or not at all.

@@ -70,6 +70,7 @@ from slics_core.emoji.world import (
     render_emoji_world,
 )
 from slics_core.encoders import create_encoder
+from slics_core.explorer.arrival import STORE as ARRIVAL_STORE
 from slics_core.explorer.arrival import prepare_pages
 from slics_core.errors import DamagedFileError, check_npy, check_npz, file_system_error, reading, user_message
 from slics_core.evaluation import Split, choose_d0, fit_inputs, sweep_d0
@@ -648,6 +649,8 @@ def save_workspace(ws: Workspace, out, *, source=None, overwrite=False, _warn=Tr
                 else []
             for rel in set(old) - set(written):
                 (out / rel).unlink(missing_ok=True)
+            # what the pages stored from the previous build (arrival.STORE) describes that build, not this one
+            shutil.rmtree(out / ARRIVAL_STORE, ignore_errors=True)
             marker = {"format": FORMAT, "name": ws.name, "files": written,
                       "note": "SLiCS Explorer workspace folder: `slics workspace` may replace the files listed here, "
                               "and only those"}
