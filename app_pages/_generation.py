@@ -4,6 +4,8 @@ Widget keys: seed, steps, gen_size (sidebar; gen_size only for diffusion pipelin
 """
 import streamlit as st
 
+from app_pages import _safe
+
 _MAX_CACHED = 24
 _SIZES = (128, 192, 256, 384, 512, 768)
 
@@ -81,7 +83,7 @@ def draw(gen, rows, titles, opts: dict, cache_key) -> list:
                 extra["progress"] = on_step
             images.extend(gen.generate(row[None], seed=opts["seed"], steps=opts["steps"], **extra))
     except (ValueError, RuntimeError) as exc:
-        st.error(f"Generation failed: {exc}")
+        st.error(f"Generation failed: {_safe.text(exc)}")
         return []
     finally:
         bar.empty()

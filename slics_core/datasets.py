@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from slics_core.errors import DamagedFileError, check_npy
+from slics_core.extras import require
 
 __all__ = [
     "ImageDataset",
@@ -619,6 +619,11 @@ def _read_csv(path, what):
     return header, rows
 
 
+def _pandas():
+    """pandas, imported when a metadata table is read (an optional library: one line names its extra)."""
+    return require("pandas", "reading metadata tables")
+
+
 def _read_table(path):
     """A metadata table (parquet, CSV or a text file of ids) as a pandas DataFrame."""
     path = Path(path)
@@ -627,12 +632,12 @@ def _read_table(path):
     low = path.name.lower()
     if low.endswith(".csv"):
         header, rows = _read_csv(path, "metadata file")
-        return pd.DataFrame([r for _, r in rows], columns=header, dtype=object)
+        return _pandas().DataFrame([r for _, r in rows], columns=header, dtype=object)
     try:
         if low.endswith(".parquet"):
-            return pd.read_parquet(path)
+            return _pandas().read_parquet(path)
         if low.endswith((".txt", ".lst")):
-            return pd.DataFrame({"id": [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
+            return _pandas().DataFrame({"id": [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
                                         if ln.strip()]})
     except UnicodeDecodeError:
         raise ValueError(f"metadata file {str(path)!r} is not UTF-8 text; save it as UTF-8 and run again.") from None
@@ -731,13 +736,13 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
         for ef, mf in zip(emb_files, meta_files):
             check_npy(ef, "fiu", fix="export it again")
             e = np.load(ef, allow_pickle=False)
-            t = pd.read_parquet(mf)
+            t = _pandas().read_parquet(mf)
             if len(e) != len(t):
                 raise ValueError(f"{ef.name} has {len(e)} rows but {mf.name} has {len(t)}")
             parts.append(e)
             tables.append(t)
         E = np.concatenate(parts)
-        meta = pd.concat(tables, ignore_index=True)
+        meta = _pandas().concat(tables, ignore_index=True)
     elif src.suffix.lower() == ".npy":
         if metadata is None:
             raise ValueError(f"{str(src)!r}: a .npy file needs --metadata naming the ids of its rows")

@@ -90,6 +90,7 @@ def test_core_workflow_imports_no_optional_library(tmp_path):
     script = _BLOCK.format(heavy=HEAVY) + textwrap.dedent("""
         import numpy as np
         from slics_core import SLiCS
+        from slics_core import datasets  # noqa: F401 (pandas only when a metadata table is read)
         from slics_core.captions import word_captions
         from slics_core.evaluation import RetrievalScorer, evaluate_rankings, make_splits
         from slics_core.preprocessing import EmbeddingNormalizer
