@@ -31,6 +31,7 @@ from app_pages._ui import (
 )
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.queries import concept_scores, gallery_relevance, mix_components, rank_pool
+from slics_core.explorer.readings import prompt_text
 from slics_core.methods import get_method
 
 
@@ -131,10 +132,14 @@ with right:
     except (FileNotFoundError, ValueError) as exc:
         gen_error = str(exc)
     if gen is not None and gen.deterministic:
-        imgs = gen.generate(np.stack([parts[0], parts[1], mixed]), seed=0)
+        drawn = np.stack([parts[0], parts[1], mixed])
+        imgs = gen.generate(drawn, seed=0)
+        read = gen.describe(drawn)
         cols = st.columns(3)
-        for col, im, t in zip(cols, imgs, (c1, c2, "mix")):
+        for i, (col, im, t) in enumerate(zip(cols, imgs, (c1, c2, "mix"))):
             col.image(im.resize((128, 128), resample=0) if im.width < 128 else im, caption=t, width="stretch")
+            if read is not None and read[i]:
+                col.caption(f"read: {prompt_text(read[i])}")
         st.download_button("Download the mix image (PNG)", png_bytes(imgs[2]), file_name=f"mix-{c1}-{c2}.png",
                            mime="image/png", key="mix_png")
     elif gen is not None:

@@ -86,15 +86,19 @@ def load_workspace_generator(ws: Workspace) -> WorkspaceGenerator:
 
 
 def _emoji_generator(ws: Workspace) -> WorkspaceGenerator:
-    """The emoji world's generator, aligned from the workspace space to its conditioning space."""
+    """The emoji world's generator, aligned from the workspace space to its conditioning space.
+
+    It reads each aligned row as the objects of a scene and draws them with the world's sprites
+    (:mod:`slics_core.emoji.generator`), so it can say what it read: ``describe`` gives the top
+    objects with their probabilities.
+    """
     gen = EmojiGenerator.load()
     tr = ws.index["train"]
     align = ProcrustesAlignment(normalize=True).fit(ws.X[tr], gen.condition(ws.extras["cond"][tr]))
-    stochastic = getattr(gen, "deterministic", True) is False
 
     def run(C, seed, steps):
-        kw = {"seed": seed, "steps": steps} if stochastic else {}
-        return [Image.fromarray(a) for a in gen.generate(C, **kw)]
+        return [Image.fromarray(a) for a in gen.generate(C)]
 
-    return WorkspaceGenerator("emoji generator", align, run, deterministic=not stochastic,
-                              info={"alignment_train_cosine": float(align.train_cosine_)})
+    return WorkspaceGenerator("emoji generator", align, run, deterministic=True,
+                              info={"alignment_train_cosine": float(align.train_cosine_)},
+                              describe_fn=gen.describe)
