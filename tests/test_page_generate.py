@@ -14,7 +14,7 @@ PAGE = str(ROOT / "app_pages" / "generate.py")
 def _run(at):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    # a stochastic generator waits for its buttons; the emoji decoder (deterministic) draws at once
+    # a stochastic generator waits for its buttons; the emoji generator (deterministic) draws at once
     clicked = False
     for key in ("generate", "generate_interp"):
         if any(b.key == key for b in at.button):
