@@ -13,7 +13,7 @@ _SIZES = (128, 192, 256, 384, 512, 768)
 def settings(gen) -> dict:
     """Sidebar widgets for the sampling settings of ``gen`` (call inside ``st.sidebar``); their values.
 
-    A one-pass decoder's seed and steps are shown disabled (they have no effect). A diffusion pipeline
+    A deterministic generator's seed and steps are shown disabled (they have no effect). A diffusion pipeline
     starts from its device's defaults (``gen.defaults``: few steps and 256 x 256 on a CPU).
     """
     deterministic = gen is not None and gen.deterministic
@@ -33,7 +33,7 @@ def settings(gen) -> dict:
                    + ("; the same seed, steps and size give the same image on a CPU and a GPU." if sampler != "LCM"
                       else " (it adds seeded noise between steps, drawn as diffusers draws it)."))
     if deterministic:
-        st.caption(f"The {gen.name} is a one-pass decoder: it is deterministic, seed and steps have no effect.")
+        st.caption(f"The {gen.name} is deterministic: seed and steps have no effect.")
     return out
 
 
@@ -55,7 +55,7 @@ def _duration(seconds: float) -> str:
 
 
 def estimate_note(gen, n_images: int, opts: dict) -> str | None:
-    """"About N min for K images ..." before a stochastic generator starts (None for a one-pass decoder)."""
+    """"About N min for K images ..." before a stochastic generator starts (None for a deterministic generator)."""
     secs = gen.estimate_seconds(n_images, opts["steps"], opts.get("size")) if gen is not None else None
     if secs is None:
         return None

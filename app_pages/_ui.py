@@ -251,8 +251,8 @@ def _generator_key(ws) -> str:
 def _warm_generator(ws) -> None:
     """Start loading ``ws``'s generator in a background thread (once per workspace and process).
 
-    Only the emoji world's one-pass decoder: a diffusion pipeline's load and first drawing take minutes of
-    CPU, which a page visit must not start unasked.
+    Only the emoji world's generator (a small reader and sprites): a diffusion pipeline's load and first
+    drawing take minutes of CPU, which a page visit must not start unasked.
     """
     if getattr(ws, "generator", None) != EMOJI or getattr(ws, "building", None) is not None:
         return

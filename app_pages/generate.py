@@ -8,20 +8,24 @@ shown only for stochastic generators); gen_size (app_pages/_generation.py); gen_
 import numpy as np
 import streamlit as st
 
-from app_pages import _state as state
-from app_pages import _safe
 from app_pages import _generation as drawing
+from app_pages import _safe
+from app_pages import _state as state
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import (component_picker, d0_picker, get_workspace, method_picker, page_intro, png_bytes,
                           sidebar_workspace_note, workspace_generator, ws_id)
 from slics_core.explorer.queries import concept_scores, generation_rows, image_strip, query_components
+from slics_core.explorer.readings import prompt_text, strip_change
 from slics_core.generators import concept_atoms, interpolate_atoms
 
-def _show_images(images, titles, key_prefix, n_cols=6):
+
+def _show_images(images, titles, key_prefix, n_cols=6, prompts=None):
     cols = st.columns(min(n_cols, len(images)))
     for i, (im, title) in enumerate(zip(images, titles)):
         with cols[i % len(cols)]:
             st.image(im.resize((192, 192), resample=0) if im.width < 192 else im, caption=_safe.text(title), width=192)
+            if prompts and prompts[i]:
+                st.caption(f"read: {_safe.text(prompt_text(prompts[i]))}")
             st.download_button("PNG", png_bytes(im), file_name=f"{key_prefix}-{i}-{title}.png".replace(" ", "_"),
                                mime="image/png", key=f"{key_prefix}_png_{i}")
 
@@ -96,7 +100,11 @@ if run:
     st.session_state["_gen_last"] = key[2:]
     images = drawing.draw(gen, rows, titles, opts, key)
     if images:
-        _show_images(images, titles, "gen")
+        prompts = gen.describe(rows)
+        _show_images(images, titles, "gen", prompts=prompts)
+        if prompts is not None:
+            st.caption("Under each image: what the generator read in the vector (its decoded prompt: the most "
+                       "likely objects with their probabilities); a faint object is an unsure reading.")
         st.download_button("Download all as one PNG strip", png_bytes(image_strip(images)),
                            file_name=f"components-{q.key.replace(':', '-')}.png", mime="image/png",
                            key="gen_strip_png")
@@ -136,9 +144,18 @@ if run_i:
     st.session_state["_interp_last"] = key
     strip = drawing.draw(gen, R, R_titles, opts, key)
     if strip:
+        read = gen.describe(R)
+        change = strip_change(read) if read is not None else None
         cols = st.columns(len(strip))
-        for col, im, t in zip(cols, strip, R_titles):
-            col.image(im, caption=t, width="stretch")
+        for i, (col, im, t) in enumerate(zip(cols, strip, R_titles)):
+            col.image(im.resize((192, 192), resample=0) if im.width < 192 else im, caption=t, width="stretch")
+            if read is not None and read[i]:
+                col.caption(("**changes here:** " if change == i else "") + prompt_text(read[i][:2]))
+        if read is not None:
+            first = read[0][0][0] if read[0] else "nothing"
+            st.caption(f"The top object changes from {first} to {read[change][0][0] if read[change] else 'nothing'} "
+                       f"at a = {alphas[change]:.2f}." if change is not None
+                       else f"The top object stays {first} along the whole strip.")
         st.download_button("Download the strip (PNG)", png_bytes(image_strip(strip)),
                            file_name=f"interpolation-{cname}-{a_idx}-{b_idx}.png".replace(" ", "_"),
                            mime="image/png", key="interp_png")

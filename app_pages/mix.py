@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages import _safe
 from app_pages import _generation as drawing
+from app_pages import _safe
 from app_pages import _state as state
 from app_pages._query import query_picker, row_query, show_query
 from app_pages._ui import (
@@ -35,6 +35,7 @@ from app_pages._ui import (
 )
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.queries import concept_scores, gallery_relevance, mix_components, rank_pool
+from slics_core.explorer.readings import prompt_text
 from slics_core.methods import get_method
 
 
@@ -139,11 +140,15 @@ with right:
     st.caption(f"Component norms: {_safe.text(c1)} {n[0]:.2f}, {_safe.text(c2)} {n[1]:.2f}; cosine between them "
                f"{float(parts[0] @ parts[1] / max(n[0] * n[1], 1e-12)):.2f}.")
     if gen is not None and gen.deterministic:
-        imgs = gen.generate(np.stack([parts[0], parts[1], mixed]), seed=0)
+        drawn = np.stack([parts[0], parts[1], mixed])
+        imgs = gen.generate(drawn, seed=0)
+        read = gen.describe(drawn)
         cols = st.columns(3)
-        for col, im, t in zip(cols, imgs, (c1, c2, "mix")):
+        for i, (col, im, t) in enumerate(zip(cols, imgs, (c1, c2, "mix"))):
             col.image(im.resize((128, 128), resample=0) if im.width < 128 else im, caption=_safe.text(t),
                       width="stretch")
+            if read is not None and read[i]:
+                col.caption(f"read: {_safe.text(prompt_text(read[i]))}")
         st.download_button("Download the mix image (PNG)", png_bytes(imgs[2]), file_name=f"mix-{c1}-{c2}.png",
                            mime="image/png", key="mix_png")
     elif gen is not None:

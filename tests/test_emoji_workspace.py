@@ -7,6 +7,7 @@ import pytest
 from slics_core.data import eval_data
 from slics_core.emoji.world import EmojiWorldConfig, config_from_env, render_emoji_world
 from slics_core.evaluation import choose_d0, sweep_d0
+from slics_core.explorer.generation import load_workspace_generator
 from slics_core.explorer.workspace import open_emoji_workspace
 
 CFG = dict(n_train=80, n_val=20, n_query=20, n_pool=40, d0_values=(2, 3), n_iter=2)
@@ -105,15 +106,20 @@ def test_cli_build_and_report(tmp_path, capsys):
 
 
 class _FixedJudge:
-    """A stand-in judge answering one class for every image (planted verdicts)."""
+    """A stand-in judge answering one class for every image (planted verdicts), with probability ``p``."""
 
-    def __init__(self, name):
+    def __init__(self, name, p=1.0):
         from slics_core.emoji.judge import CLASSES
 
-        self.k = CLASSES.index(name)
+        self.k, self.p, self.n = CLASSES.index(name), float(p), len(CLASSES)
 
     def predict(self, images):
         return np.full(len(images), self.k)
+
+    def predict_proba(self, images):
+        out = np.full((len(images), self.n), (1 - self.p) / (self.n - 1))
+        out[:, self.k] = self.p
+        return out
 
 
 def test_judged_generation_counts_and_contact_sheet(tmp_path):
@@ -146,6 +152,20 @@ def test_judged_generation_counts_and_contact_sheet(tmp_path):
     assert strips["strips_object_to_other_object"] == 0 and len(strips["alphas"]) == 5
     none = judged_generation(ws, judge=_FixedJudge(NO_OBJECT), n_queries=20, n_single=10)["judged"]
     assert none["components"]["no_object"] == 1.0 and none["components"]["right_concept"] == 0.0
+    # the strict reading: a confident verdict stands, an unsure one (below the threshold) is "no object"
+    assert comp["strict"] == {k: comp[k] for k in ("n", "right_concept", "right_category", "no_object")}
+    unsure = judged_generation(ws, judge=_FixedJudge("dog", p=0.4), n_queries=20, n_single=10)["judged"]
+    assert unsure["components"]["right_concept"] == comp["right_concept"]
+    assert unsure["components"]["strict"]["no_object"] == 1.0 and unsure["single_object"]["strict"]["no_object"] == 1.0
+    # the reader block: the generator's own most likely object, counted independently
+    gen = load_workspace_generator(ws)
+    tops = [gen.describe(model.project(ws.X[r:r + 1], int(j)))[0][0][0] for r, j in pairs]
+    names = list(ws.concept_names)
+    assert comp["reader"]["right_concept"] == pytest.approx(
+        np.mean([CATEGORY_SUPER[t] == names[j] for t, (_, j) in zip(tops, pairs)]), abs=1e-4)
+    assert comp["reader"]["right_category"] == pytest.approx(
+        np.mean([ws.Z[r, ws.sub_names.index(t)] and CATEGORY_SUPER[t] == names[j] for t, (r, j) in zip(tops, pairs)]),
+        abs=1e-4)
     sheet = contact_sheet(ws, n_queries=5, seed=1, judge=_FixedJudge("dog"), cell=64)
     rows = np.sort(np.random.default_rng(1).choice(ws.index["query"], size=5, replace=False))
     n_cols = 2 + max(int(ws.Y[r].sum()) for r in rows)
@@ -160,7 +180,6 @@ def test_staged_start_preview_then_the_same_world(tmp_path):
     import time
 
     from slics_core.emoji.world import preview_config
-    from slics_core.explorer.generation import load_workspace_generator
     from slics_core.explorer.workspace import PROVISIONAL_D0, start_emoji_workspace
 
     cfg = EmojiWorldConfig(n_train=260, n_val=60, n_query=80, n_pool=200, d0_values=(2, 3), n_iter=2)

@@ -14,7 +14,7 @@ PAGE = str(ROOT / "app_pages" / "generate.py")
 def _run(at):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    # a stochastic generator waits for its buttons; the emoji decoder (deterministic) draws at once
+    # a stochastic generator waits for its buttons; the emoji generator (deterministic) draws at once
     clicked = False
     for key in ("generate", "generate_interp"):
         if any(b.key == key for b in at.button):
@@ -69,7 +69,18 @@ def test_generates_components_and_reacts_to_concepts(ws, multi_row):
     assert imgs3[labels[0]] != imgs2[labels[0]] or imgs3[other] != imgs2[other]
 
 
+def _same_pattern(urls, images):
+    """Pairs of strip cells show the same picture exactly when the independently drawn pixels are equal."""
+    n = len(images)
+    for i in range(n):
+        for j in range(i + 1, n):
+            assert (urls[i] == urls[j]) == np.array_equal(np.asarray(images[i]), np.asarray(images[j])), (i, j)
+
+
 def test_atom_interpolation_strip(ws, multi_row):
+    from slics_core.explorer.generation import load_workspace_generator
+    from slics_core.generators import concept_atoms, interpolate_atoms
+
     at = AppTest.from_file(PAGE, default_timeout=180)
     at.query_params["q"] = str(multi_row)
     _run(at)
@@ -78,12 +89,20 @@ def test_atom_interpolation_strip(ws, multi_row):
     strip = _images(at)
     alphas = [f"a={a:.2f}" for a in np.linspace(0, 1, 5)]
     assert all(a in strip for a in alphas)
-    assert len({strip[a] for a in alphas}) == 5
+    # the strip is the generator's pictures of a*b1 + (1-a)*b2 (the emoji generator draws what it reads,
+    # so neighbouring points read alike can give the same picture)
+    gen = load_workspace_generator(ws)
+    atoms = concept_atoms(ws.model("S-SLiCS", ws.default_d0), list(ws.concept_names).index(
+        at.selectbox(key="interp_concept").value))
+    _same_pattern([strip[a] for a in alphas], gen.generate(interpolate_atoms(atoms[0], atoms[1], np.linspace(0, 1, 5))))
     at.selectbox(key="atom_b").set_value(2)
     _run(at)
     strip2 = _images(at)
-    # a = 1 is atom b1 alone: unchanged; a = 0 is the new b2: changed
-    assert strip2["a=1.00"] == strip["a=1.00"] and strip2["a=0.00"] != strip["a=0.00"]
+    # a = 1 is atom b1 alone: unchanged; the rest is drawn from the new b2
+    assert strip2["a=1.00"] == strip["a=1.00"]
+    _same_pattern([strip2[a] for a in alphas] + [strip[alphas[0]]],
+                  gen.generate(interpolate_atoms(atoms[0], atoms[2], np.linspace(0, 1, 5))) + [
+                      gen.generate(atoms[1][None])[0]])
     at.selectbox(key="atom_b").set_value(at.selectbox(key="atom_a").value)
     _run(at)
     assert any("two different atoms" in i.value for i in at.info)
@@ -138,3 +157,78 @@ def test_query_and_concepts_carry_over_from_retrieve(ws, multi_row):
     assert at.selectbox(key="query_pick").value == multi_row
     assert at.multiselect(key="concepts").value == [label]
     assert label in _images(at)
+
+
+def _expected_prompts(ws, row, concepts):
+    """What the emoji generator reads in the query and in each concept's partial component (computed here)."""
+    from slics_core.explorer.generation import load_workspace_generator
+    from slics_core.explorer.queries import query_components
+    from slics_core.explorer.readings import prompt_text
+
+    gen = load_workspace_generator(ws)
+    names = list(ws.concept_names)
+    V = query_components(ws.model("S-SLiCS", ws.default_d0), ws.X[row], mode="partial")
+    rows = np.vstack([ws.X[row], *(V[names.index(c)] for c in concepts)])
+    return gen, ["read: " + prompt_text(d) for d in gen.describe(rows)]
+
+
+def test_prompt_under_each_image_is_what_the_generator_read(ws, multi_row):
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    _run(at)
+    labels = ws.labels_of(multi_row)["concepts"]
+    _, expected = _expected_prompts(ws, multi_row, labels)
+    shown = [c.value for c in at.main.caption if c.value.startswith("read: ")]
+    assert shown == expected  # one per image, in the images' order: the query, then each concept
+    assert all(len(t) > len("read: ") for t in shown)
+    assert any("decoded prompt" in c.value for c in at.main.caption)
+
+
+def test_strip_marks_where_the_top_object_changes(ws, multi_row):
+    from slics_core.explorer.readings import strip_change
+    from slics_core.generators import concept_atoms, interpolate_atoms
+
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    _run(at)
+    gen, _ = _expected_prompts(ws, multi_row, [])
+    model = ws.model("S-SLiCS", ws.default_d0)
+    found = []
+    for name in ws.concept_names:  # every concept's first two atoms: the page's sentence is the reading's
+        atoms = concept_atoms(model, list(ws.concept_names).index(name))
+        if atoms.shape[0] < 2:
+            continue
+        at.selectbox(key="interp_concept").set_value(name)
+        _run(at)
+        alphas = np.linspace(0, 1, at.slider(key="interp_n").value)
+        read = gen.describe(interpolate_atoms(atoms[0], atoms[1], alphas))
+        k = strip_change(read)
+        texts = [c.value for c in at.main.caption]
+        if k is None:
+            assert f"The top object stays {read[0][0][0]} along the whole strip." in texts
+        else:
+            assert (f"The top object changes from {read[0][0][0]} to {read[k][0][0]} at a = {alphas[k]:.2f}."
+                    in texts)
+            assert sum(t.startswith("**changes here:**") for t in texts) == 1
+        found.append(k is not None)
+        if len(found) == 4:
+            break
+    assert found
+
+
+def test_mix_page_draws_the_mix_and_says_what_it_read(ws, multi_row):
+    from slics_core.explorer.generation import load_workspace_generator
+    from slics_core.explorer.queries import mix_components
+    from slics_core.explorer.readings import prompt_text
+
+    at = AppTest.from_file(str(ROOT / "app_pages" / "mix.py"), default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    _run(at)
+    names = list(ws.concept_names)
+    c1, r2, c2 = at.selectbox(key="mix_c1").value, at.selectbox(key="mix_q2").value, at.selectbox(key="mix_c2").value
+    model = ws.model("S-SLiCS", ws.default_d0)
+    mixed, parts = mix_components(model, [(ws.X[multi_row], names.index(c1), None), (ws.X[r2], names.index(c2), None)])
+    read = load_workspace_generator(ws).describe(np.stack([parts[0], parts[1], mixed]))
+    shown = [c.value for c in at.main.caption if c.value.startswith("read: ")]
+    assert shown == ["read: " + prompt_text(d) for d in read]
+    assert {"mix", c1} <= {c for im in at.image for c in im.captions}

@@ -21,8 +21,12 @@
     embedding of a held-out single-object render (what it can draw at all).
 
   Each gives ``right_concept``, ``right_category`` and ``no_object`` (fractions
-  of images); ``clean`` is the judge on the clean inputs themselves (the query
-  scenes, the single-object renders): the ceiling the judge allows.
+  of images); ``strict``: the same with every verdict whose class probability is
+  below :data:`STRICT_THRESHOLD` counted as "no object" (a stricter reading of
+  the same judge); ``clean`` is the judge on the clean inputs themselves (the query
+  scenes, the single-object renders): the ceiling the judge allows. ``components``
+  also gives ``reader``: the same fractions for the generator's own most likely
+  object (what it read, before drawing).
   ``atom_interpolation``: per concept, the strip between its first two atoms
   (as on the Generate page) judged at a = 0, 0.25, ..., 1.
 * ``generation_concept_accuracy`` (kept for comparison with earlier runs; lenient):
@@ -48,7 +52,7 @@ from PIL import Image, ImageDraw
 
 from slics_core.emoji.catalog import CATEGORIES, CATEGORY_SUPER, SUPERCATEGORIES
 from slics_core.emoji.generator import EmojiGenerator
-from slics_core.emoji.judge import CLASSES, EmojiJudge, judge_rates
+from slics_core.emoji.judge import CLASSES, NO_OBJECT, EmojiJudge, judge_rates
 from slics_core.emoji.models import encode_images, load_emoji_clip, zero_shot_scores
 from slics_core.emoji.scenes import load_sprites, render_single_object
 from slics_core.emoji.train_clip import precision_at_2
@@ -58,6 +62,9 @@ from slics_core.generators import concept_atoms, interpolate_atoms
 
 __all__ = ["zero_shot_precision", "generation_concept_accuracy", "judged_generation", "methods_map",
            "emoji_report", "contact_sheet"]
+
+#: A strict verdict needs at least this judge probability for its class, else it is "no object".
+STRICT_THRESHOLD = 0.5
 
 #: Seed of the held-out single-object renders of ``judged.single_object`` (the generator was trained
 #: on renders of other seeds; the judge on renders of its own streams).
@@ -110,6 +117,16 @@ def _scene_truth(ws, rows):
     return cats, concepts
 
 
+def _judge(judge, images, true_categories, true_concepts) -> dict:
+    """``judge_rates`` of the judge's verdicts on ``images``, with the strict reading under ``strict``."""
+    proba = judge.predict_proba(np.stack([np.asarray(im) for im in images]))
+    pred = proba.argmax(axis=1)
+    strict = np.where(proba.max(axis=1) >= STRICT_THRESHOLD, pred, CLASSES.index(NO_OBJECT))
+    out = judge_rates(pred, true_categories, true_concepts)
+    out["strict"] = judge_rates(strict, true_categories, true_concepts)
+    return out
+
+
 def judged_generation(ws, d0=None, n_queries: int = 200, n_single: int = 355, judge=None) -> dict:
     """The ``judged`` block of the report (see the module doc)."""
     judge = judge if judge is not None else EmojiJudge.load()
@@ -121,7 +138,7 @@ def judged_generation(ws, d0=None, n_queries: int = 200, n_single: int = 355, ju
     pos = {int(r): k for k, r in enumerate(q)}
 
     # (i) components, as the Generate page draws them
-    pred, t_cat, t_con, per_concept = [], [], [], {}
+    images, read, t_cat, t_con, per_concept = [], [], [], [], {}
     for j, name in enumerate(ws.concept_names):
         rows = q[ws.Y[q, j]]
         V = model.project(ws.X[rows], j)
@@ -129,17 +146,21 @@ def judged_generation(ws, d0=None, n_queries: int = 200, n_single: int = 355, ju
         rows, V = rows[keep], V[keep]
         if len(rows) == 0:
             continue
-        p = judge.predict(np.stack([np.asarray(im) for im in gen.generate(V)]))
+        imgs = gen.generate(V)
         tc = [{c for c in cats_q[pos[int(r)]] if CATEGORY_SUPER[c] == name} for r in rows]
-        per_concept[name] = judge_rates(p, tc, [{name}] * len(rows))
-        pred.append(p)
+        per_concept[name] = _judge(judge, imgs, tc, [{name}] * len(rows))
+        images += imgs
+        described = gen.describe(V)
+        read += [CLASSES.index(d[0][0]) for d in described] if described is not None else []
         t_cat += tc
         t_con += [{name}] * len(rows)
-    components = judge_rates(np.concatenate(pred), t_cat, t_con)
+    components = _judge(judge, images, t_cat, t_con)
+    if len(read) == len(t_cat):
+        components["reader"] = judge_rates(np.asarray(read), t_cat, t_con)
     components["per_concept_right_concept"] = {k: v["right_concept"] for k, v in per_concept.items()}
 
     # (ii) the query's own embedding; clean: the query scenes themselves
-    whole = judge_rates(judge.predict(np.stack([np.asarray(im) for im in gen.generate(ws.X[q])])), cats_q, concepts_q)
+    whole = _judge(judge, gen.generate(ws.X[q]), cats_q, concepts_q)
     whole["clean"] = judge_rates(judge.predict(ws.images[q]), cats_q, concepts_q) if ws.images is not None else None
 
     # (iii) single objects straight into the generator
@@ -151,7 +172,7 @@ def judged_generation(ws, d0=None, n_queries: int = 200, n_single: int = 355, ju
                         for i, c in enumerate(cats)])
     drawn = raw_gen.generate(raw_gen.condition(encode_images(large, renders)))
     t_cat1, t_con1 = [{c} for c in cats], [{CATEGORY_SUPER[c]} for c in cats]
-    single = judge_rates(judge.predict(drawn), t_cat1, t_con1)
+    single = _judge(judge, drawn, t_cat1, t_con1)
     single["clean"] = judge_rates(judge.predict(renders), t_cat1, t_con1)
 
     # atom interpolation strips (Fig. 3), as on the Generate page: first two atoms of each concept

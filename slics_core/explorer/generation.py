@@ -62,12 +62,12 @@ class WorkspaceGenerator:
     name : str
     alignment : slics_core.alignment.ProcrustesAlignment
     deterministic : bool
-        True when ``seed`` and ``steps`` have no effect (a one-pass decoder).
+        True when ``seed`` and ``steps`` have no effect (a deterministic generator).
     pipeline : ImageToPromptSD or UnCLIPGenerator or None
         The diffusion pipeline it draws with (None for the emoji world's decoder).
     defaults : dict
         Sampling settings a diffusion pipeline takes (``size``, ``steps``, ``guidance``), the
-        device's defaults; empty for a one-pass decoder. ``generate`` accepts them as keywords.
+        device's defaults; empty for a deterministic generator. ``generate`` accepts them as keywords.
     """
 
     def __init__(self, name, alignment, generate_fn, deterministic, info=None, describe_fn=None, defaults=None,
@@ -107,7 +107,7 @@ class WorkspaceGenerator:
 
     def estimate_seconds(self, n_images: int, steps: int, size: int | None = None,
                          guidance: float | None = None) -> float | None:
-        """Expected seconds to draw ``n_images`` (None when the generator is a one-pass decoder)."""
+        """Expected seconds to draw ``n_images`` (None for a deterministic generator)."""
         if self._estimate is None:
             return None
         return float(self._estimate(int(n_images), int(steps), size, guidance))
@@ -392,15 +392,19 @@ class _StepTimer:
 
 
 def _emoji_generator(ws: Workspace) -> WorkspaceGenerator:
-    """The emoji world's generator, aligned from the workspace space to its conditioning space."""
+    """The emoji world's generator, aligned from the workspace space to its conditioning space.
+
+    It reads each aligned row as the objects of a scene and draws them with the world's sprites
+    (:mod:`slics_core.emoji.generator`), so it can say what it read: ``describe`` gives the top
+    objects with their probabilities.
+    """
     gen = EmojiGenerator.load()
     tr = ws.index["train"]
     align = ProcrustesAlignment(normalize=True).fit(ws.X[tr], gen.condition(ws.extras["cond"][tr]))
-    stochastic = getattr(gen, "deterministic", True) is False
 
     def run(C, seed, steps):
-        kw = {"seed": seed, "steps": steps} if stochastic else {}
-        return [Image.fromarray(a) for a in gen.generate(C, **kw)]
+        return [Image.fromarray(a) for a in gen.generate(C)]
 
-    return WorkspaceGenerator("emoji generator", align, run, deterministic=not stochastic,
-                              info={"alignment_train_cosine": float(align.train_cosine_)})
+    return WorkspaceGenerator("emoji generator", align, run, deterministic=True,
+                              info={"alignment_train_cosine": float(align.train_cosine_)},
+                              describe_fn=gen.describe)
