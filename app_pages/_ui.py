@@ -188,7 +188,6 @@ def get_workspace():
     ws = handle.workspace
     if not handle.finished or handle.error:
         _build_banner(handle, generation)
-    _warm_generator(ws)
     # a link is checked against the whole world; its preview honours what it can meanwhile
     apply_link(ws, preview=getattr(ws, "building", None) is not None)
     problems = link_problems()
@@ -235,58 +234,13 @@ def query_encoder(ws):
     return _query_encoder(ws_id(ws), ws)
 
 
-#: Generators being loaded in the background (ws_id -> Future), started when a workspace with a generator
-#: is opened: loading the emoji generator imports torch (~10 s on a busy 2-core machine), which Mix and
-#: Generate would otherwise wait for on their first visit in every server process.
-@st.cache_resource(show_spinner=False)
-def _warming():
-    return {"lock": threading.Lock(), "jobs": {}}
-
-
 def _generator_key(ws) -> str:
     """The generator cache's key: the workspace and the version of its recorded generator."""
     return f"{ws_id(ws)}:{generator_version(ws)}"
 
 
-def _warm_generator(ws) -> None:
-    """Start loading ``ws``'s generator in a background thread (once per workspace and process).
-
-    Only the emoji world's generator (a small reader and sprites): a diffusion pipeline's load and first
-    drawing take minutes of CPU, which a page visit must not start unasked.
-    """
-    if getattr(ws, "generator", None) != EMOJI or getattr(ws, "building", None) is not None:
-        return
-    key, warming = _generator_key(ws), _warming()
-    with warming["lock"]:
-        if key in warming["jobs"]:
-            return
-        from concurrent.futures import Future
-
-        fut = Future()
-        warming["jobs"] = {k: f for k, f in warming["jobs"].items() if not f.done()}  # bounded: finished go
-        warming["jobs"][key] = fut
-
-    def load():
-        try:
-            gen = load_workspace_generator(ws)
-            gen.generate(ws.X[ws.index["train"][:1]])  # the first generation also warms the decoder
-            fut.set_result(gen)
-        except BaseException as exc:  # the page's own call reports it
-            fut.set_exception(exc)
-
-    threading.Thread(target=load, name="slics-generator-warm-up", daemon=True).start()
-
-
 @st.cache_resource(show_spinner="Loading the generator…", max_entries=2)
 def _generator(key: str, _ws):
-    warming = _warming()
-    with warming["lock"]:
-        fut = warming["jobs"].pop(key, None)
-    if fut is not None:
-        try:
-            return fut.result()
-        except (FileNotFoundError, ValueError, ImportError, OSError):
-            pass  # loaded again below, so the page shows the error as it would have
     return load_workspace_generator(_ws)
 
 

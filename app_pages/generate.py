@@ -25,7 +25,7 @@ def _show_images(images, titles, key_prefix, n_cols=6, prompts=None):
         with cols[i % len(cols)]:
             st.image(im.resize((192, 192), resample=0) if im.width < 192 else im, caption=_safe.text(title), width=192)
             if prompts and prompts[i]:
-                st.caption(f"read: {_safe.text(prompt_text(prompts[i]))}")
+                st.caption(f"read: {prompt_text(prompts[i])}")
             st.download_button("PNG", png_bytes(im), file_name=f"{key_prefix}-{i}-{title}.png".replace(" ", "_"),
                                mime="image/png", key=f"{key_prefix}_png_{i}")
 

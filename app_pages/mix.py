@@ -148,7 +148,7 @@ with right:
             col.image(im.resize((128, 128), resample=0) if im.width < 128 else im, caption=_safe.text(t),
                       width="stretch")
             if read is not None and read[i]:
-                col.caption(f"read: {_safe.text(prompt_text(read[i]))}")
+                col.caption(f"read: {prompt_text(read[i])}")
         st.download_button("Download the mix image (PNG)", png_bytes(imgs[2]), file_name=f"mix-{c1}-{c2}.png",
                            mime="image/png", key="mix_png")
     elif gen is not None:

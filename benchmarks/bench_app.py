@@ -96,21 +96,7 @@ PAGES = ("home", "retrieve", "mix", "subspaces", "atoms", "captions", "generate"
          "glossary")
 
 
-def _wait_for_warm_up():
-    """Seconds until the app's background loads (the generator, app_pages._ui._warm_generator) are done."""
-    import sys
-
-    ui = sys.modules.get("app_pages._ui")
-    t = time.perf_counter()
-    for fut in list(ui._warming()["jobs"].values()) if ui is not None else []:
-        try:
-            fut.result()
-        except Exception:  # noqa: BLE001 (reported by the pages)
-            pass
-    return time.perf_counter() - t
-
-
-def page_visits(ws_name=None, query=None, wait_warm_up=False):
+def page_visits(ws_name=None, query=None):
     """Every page's first and warm visit in this (new) process: server wall and CPU seconds of the script run
     (AppTest runs the real pages; CPU is the whole process's, background threads included).
 
@@ -138,13 +124,10 @@ def page_visits(ws_name=None, query=None, wait_warm_up=False):
             wall, cpu = time.perf_counter() - t, time.process_time() - c
             err = " (EXCEPTION)" if at.exception else ""
             rows.append((f"{page}: {visit} visit{err}", wall, cpu))
-        if page == "home" and wait_warm_up:  # a presenter's first minute on Home: the background loads finish
-            c = time.process_time()
-            rows.append(("(background warm-up, waited)", _wait_for_warm_up(), time.process_time() - c))
     print(f"every page, first and warm visit, workspace {ws_name or 'emoji'} ({os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}):")
     for name, wall, cpu in rows:
-        flag = "" if wall <= 3.0 or name.startswith("(") else "   > 3 s"
+        flag = "" if wall <= 3.0 else "   > 3 s"
         print(f"  {name:<28}  wall {wall:7.3f} s  CPU {cpu:7.3f} s{flag}")
     return rows
 
@@ -160,8 +143,6 @@ def main():
                          "(--keep-cache, built there if empty) or on the dataset workspace --ws")
     ap.add_argument("--ws", default=None, help="with --pages: a dataset workspace name under $SLICS_WORKSPACES")
     ap.add_argument("--query", type=int, default=None, help="with --pages: the query row (?q=)")
-    ap.add_argument("--wait-warm-up", action="store_true",
-                    help="with --pages: after Home, wait for the app's background loads (the generator)")
     args = ap.parse_args()
     os.environ["SLICS_EMOJI_SCALE"] = str(args.scale)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -172,7 +153,7 @@ def main():
             from slics_core.explorer.workspace import open_emoji_workspace
 
             open_emoji_workspace(cache_dir=cache)
-        page_visits(args.ws, args.query, args.wait_warm_up)
+        page_visits(args.ws, args.query)
         return
     if args.interactions_only:
         cache = args.keep_cache or tempfile.mkdtemp(prefix="slics-bench-")

@@ -232,3 +232,37 @@ def test_fit_reader_learns_a_planted_rule_and_pair_sums_label_both():
 
 
 _CONCEPT = np.array([SUPERCATEGORIES.index(CATEGORY_SUPER[c]) for c in CATEGORIES])
+
+
+def test_numpy_reading_matches_the_torch_network():
+    """:meth:`EmojiGenerator.read` evaluates the reader with numpy; torch's own forward pass agrees."""
+    torch.manual_seed(3)
+    net = build_reader(12, {"hidden": 16})
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(4.0)  # logits far from 0, so the sigmoid is tested across its range
+    mean = np.zeros(12, dtype=np.float32)
+    E = np.random.default_rng(0).standard_normal((9, 12)).astype(np.float32)
+    E = np.round(E / G.CONDITION_GRID) * G.CONDITION_GRID
+    with torch.no_grad():
+        want = torch.sigmoid(net(torch.from_numpy(E.astype(np.float32)))).double().numpy()
+    arrays = {k: v.numpy().copy() for k, v in net.state_dict().items()}
+    assert np.allclose(EmojiGenerator(net, mean).read(E), want, rtol=0, atol=2e-6)
+    assert np.allclose(EmojiGenerator(arrays, mean).read(E), want, rtol=0, atol=2e-6)
+    assert want.min() < 0.01 and want.max() > 0.99
+
+
+def test_the_shipped_generator_draws_without_torch():
+    """Loading, reading and drawing import no torch (the app's Generate and Mix pages need none)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\n"
+            "from slics_core.emoji.generator import EmojiGenerator\n"
+            "g = EmojiGenerator.load()\n"
+            "im = g.generate(np.eye(g.dim)[:2] * 0.8)\n"
+            "assert im.shape[0] == 2 and g.describe(np.eye(g.dim)[:1])[0]\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"

@@ -170,8 +170,9 @@ class EmojiGenerator:
 
     Parameters
     ----------
-    net : torch.nn.Module
-        Maps conditioning rows ``(n, dim)`` to 71 logits (:func:`build_reader`).
+    net : torch.nn.Module or dict of arrays
+        Maps conditioning rows ``(n, dim)`` to 71 logits (:func:`build_reader`): the module while it
+        is trained, or its weights as numpy arrays (:meth:`load`; then no torch is imported).
     mean : array (dim,)
         Centring mean of the conditioning space (:meth:`condition`).
     config : dict, optional
@@ -182,7 +183,8 @@ class EmojiGenerator:
     classes = CATEGORIES
 
     def __init__(self, net, mean, config: dict | None = None):
-        self.net = net.eval()
+        self.net = net.eval() if hasattr(net, "state_dict") else None
+        self._arrays = None if self.net is not None else {k: np.asarray(v, dtype=np.float32) for k, v in net.items()}
         self.mean = np.asarray(mean, dtype=np.float32)
         self.dim = int(self.mean.shape[0])
         self.config = dict(READER_CONFIG, **(config or {}))
@@ -190,21 +192,39 @@ class EmojiGenerator:
 
     @classmethod
     def load(cls, root=None) -> "EmojiGenerator":
+        """The reader on disk, as numpy arrays: reading and drawing need no torch."""
         folder = generator_dir(root)
         meta, state = read_weights(folder, WEIGHTS_NAME, "emoji generator",
-                                   "python -m slics_core.emoji.train_generator")
+                                   "python -m slics_core.emoji.train_generator", as_numpy=True)
         if list(meta.get("classes", [])) != list(CATEGORIES) or "mean" not in meta:
             raise ValueError(f"emoji generator in {folder} reads other objects; retrain it with "
                              "`python -m slics_core.emoji.train_generator`")
-        net = load_state(build_reader(len(meta["mean"]), meta.get("config")), state, folder, "emoji generator")
-        gen = cls(net, meta["mean"], meta.get("config"))
+        dim, hidden = len(meta["mean"]), int(dict(READER_CONFIG, **(meta.get("config") or {}))["hidden"])
+        shapes = {"0.weight": (hidden, dim), "0.bias": (hidden,), "2.weight": (len(CATEGORIES), hidden),
+                  "2.bias": (len(CATEGORIES),)}
+        got = {k: tuple(v.shape) for k, v in state.items()}
+        if got != shapes:
+            raise ValueError(f"emoji generator weights in {folder} do not fit its config: {got} (expected {shapes})")
+        gen = cls(state, meta["mean"], meta.get("config"))
         gen.training = meta.get("training", {})
         return gen
 
     def save(self, root=None, metrics: dict | None = None) -> Path:
         meta = {"config": self.config, "classes": list(CATEGORIES), "mean": [float(v) for v in self.mean],
                 "training": metrics or {}}
-        return write_weights(generator_dir(root), WEIGHTS_NAME, self.net, meta)
+        net = self.net
+        if net is None:  # loaded from disk: the same weights as a module, to write them in the one format
+            import torch
+
+            net = load_state(build_reader(self.dim, self.config),
+                             {k: torch.from_numpy(v) for k, v in self._arrays.items()}, "memory", "emoji generator")
+        return write_weights(generator_dir(root), WEIGHTS_NAME, net, meta)
+
+    def _layers(self) -> tuple:
+        """``(W1, b1, W2, b2)`` as float32 arrays (from the module while it is being trained)."""
+        st = self._arrays if self.net is None else \
+            {k: v.detach().cpu().float().numpy() for k, v in self.net.state_dict().items()}
+        return st["0.weight"], st["0.bias"], st["2.weight"], st["2.bias"]
 
     def condition(self, raw_embeddings: np.ndarray) -> np.ndarray:
         """Raw large-encoder image embeddings -> centred, unit conditioning vectors."""
@@ -217,14 +237,17 @@ class EmojiGenerator:
         """Object probabilities ``(n, 71)`` (columns: :data:`CATEGORIES`) of conditioning rows ``(n, dim)``.
 
         Rows are taken with their length (a short component is a weak reading), rounded to a grid
-        of :data:`CONDITION_GRID`.
+        of :data:`CONDITION_GRID`. The network (:func:`build_reader`: linear, exact GELU, linear,
+        sigmoid) is evaluated in float32 with numpy.
         """
-        import torch
+        from scipy.special import erf, expit
 
         E = _check_rows(embeddings, self.dim)
         E = (np.round(E / CONDITION_GRID) * CONDITION_GRID).astype(np.float32)
-        with torch.no_grad():
-            return torch.sigmoid(self.net(torch.from_numpy(E))).double().numpy()
+        W1, b1, W2, b2 = self._layers()
+        h = E @ W1.T + b1
+        h = 0.5 * h * (1.0 + erf(h / np.float32(np.sqrt(2.0))))
+        return expit(h @ W2.T + b2).astype(np.float64)
 
     def describe(self, embeddings, top: int = 3, min_probability: float = 0.05) -> list:
         """The decoded "prompt" of each row: up to ``top`` ``(object, probability)`` pairs, most likely

@@ -9,24 +9,41 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
+
 __all__ = ["read_weights", "load_state", "write_weights"]
 
 
-def read_weights(folder: Path, weights_name: str, what: str, train_cmd: str) -> tuple:
-    """``(meta, state)``: the folder's ``config.json`` and its weights as float32 tensors.
+#: The emoji world's networks are small (the largest, the encoders, about 10 MB): a larger file is not one.
+MAX_WEIGHTS_BYTES = 64 * 2**20
+
+
+def read_weights(folder: Path, weights_name: str, what: str, train_cmd: str, *, as_numpy: bool = False) -> tuple:
+    """``(meta, state)``: the folder's ``config.json`` and its weights as float32 tensors (``as_numpy``:
+    float32 numpy arrays, without importing torch).
 
     Raises
     ------
     FileNotFoundError
         A file is missing (the message names the folder and the command that trains the model).
+    ValueError
+        A file is larger than a model of the emoji world can be (:data:`MAX_WEIGHTS_BYTES`).
     """
     folder = Path(folder)
     cfg_path, w_path = folder / "config.json", folder / weights_name
     if not cfg_path.is_file() or not w_path.is_file():
         raise FileNotFoundError(f"{what} missing in {folder} (train it with `{train_cmd}`)")
+    for f in (cfg_path, w_path):
+        if f.stat().st_size > MAX_WEIGHTS_BYTES:
+            raise ValueError(f"{what}: {f} is {f.stat().st_size} bytes, more than a model of the emoji world "
+                             f"({MAX_WEIGHTS_BYTES}); retrain it with `{train_cmd}`")
+    meta = json.loads(cfg_path.read_text())
+    if as_numpy:
+        from safetensors.numpy import load_file
+
+        return meta, {k: v.astype(np.float32) for k, v in load_file(str(w_path)).items()}
     from safetensors.torch import load_file
 
-    meta = json.loads(cfg_path.read_text())
     return meta, {k: v.float() for k, v in load_file(str(w_path)).items()}
 
 
