@@ -131,6 +131,25 @@ def precision_at_2(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float
     return hits_k / max(total_k, 1), hits2 / (2 * max(len(scores), 1))
 
 
+def _optimizer(named, args):
+    """AdamW over ``[(name, parameter)]`` (no weight decay on embeddings, norms, biases) and the learning
+    rate of each step: linear warm-up over ``args.warmup`` of the steps, then cosine to 0."""
+    import torch
+
+    decay = [p for n, p in named if p.ndim >= 2 and "embedding" not in n]
+    no_decay = [p for n, p in named if not (p.ndim >= 2 and "embedding" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.98))
+    warm = max(1, int(args.steps * args.warmup))
+
+    def lr_at(step):
+        if step < warm:
+            return args.lr * (step + 1) / warm
+        return 0.5 * args.lr * (1 + math.cos(math.pi * (step - warm) / max(1, args.steps - warm)))
+
+    return opt, lr_at
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Train an emoji CLIP-style encoder.")
     ap.add_argument("--size", choices=sorted(EMOJI_CLIP_CONFIGS), default="small")
@@ -205,17 +224,7 @@ def main(argv=None) -> int:
     n_params = sum(p.numel() for p in model.parameters())
     print(f"{args.size}: {n_params / 1e6:.2f}M parameters "
           f"({sum(p.numel() for p in model.visual.parameters()) / 1e6:.2f}M visual)", flush=True)
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embedding" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embedding" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.98))
-    warm = max(1, int(args.steps * args.warmup))
-
-    def lr_at(step):
-        if step < warm:
-            return args.lr * (step + 1) / warm
-        return 0.5 * args.lr * (1 + math.cos(math.pi * (step - warm) / max(1, args.steps - warm)))
-
+    opt, lr_at = _optimizer(list(model.named_parameters()), args)
     loss_fn = ClipLoss()
     size = model_cfg["vision_cfg"]["image_size"]
     history = []
@@ -330,17 +339,7 @@ def train_text_only(args) -> int:
     named = text_parameters(model)
     for _, p in named:
         p.requires_grad_(True)
-    decay = [p for n, p in named if p.ndim >= 2 and "embedding" not in n]
-    no_decay = [p for n, p in named if not (p.ndim >= 2 and "embedding" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.98))
-    warm = max(1, int(args.steps * args.warmup))
-
-    def lr_at(step):
-        if step < warm:
-            return args.lr * (step + 1) / warm
-        return 0.5 * args.lr * (1 + math.cos(math.pi * (step - warm) / max(1, args.steps - warm)))
-
+    opt, lr_at = _optimizer(named, args)
     scale = model.logit_scale.exp().detach()
     n_var = ids.shape[1]
 
