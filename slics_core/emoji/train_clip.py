@@ -4,6 +4,8 @@ Usage (writes ``assets/models/emoji-<size>/``)::
 
     nice -n 10 python -m slics_core.emoji.train_clip --size small
     nice -n 10 python -m slics_core.emoji.train_clip --size large
+    # the text tower alone, image tower frozen (scene phrases; docs/emoji_world.md):
+    nice -n 10 python -m slics_core.emoji.train_clip --size small --text-only --init assets/models
 
 Training scenes are ``make_scenes(n_train, seed=TRAIN_SEED)``; they never
 overlap the evaluation/workspace scenes (other seeds). Each step pairs a batch
