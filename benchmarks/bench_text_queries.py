@@ -21,22 +21,13 @@ import time
 import numpy as np
 
 N_PHRASES = 50
-TEMPLATES = ("a {a} next to a {b}", "a {a} and a {b}", "a {a} with a {b} on a plain background")
 
 
 def phrases(ws, n=N_PHRASES, seed=0):
     """``[(phrase, sub_a, sub_b)]``: two sub-labels (emoji categories) of different concepts, fixed by ``seed``."""
-    rng = np.random.default_rng(seed)
-    subs = list(ws.sub_names)
-    s2c = np.asarray(ws.sub_to_concept)
-    out, seen = [], set()
-    while len(out) < n:
-        a, b = (int(v) for v in rng.choice(len(subs), 2, replace=False))
-        if s2c[a] == s2c[b] or (a, b) in seen:
-            continue
-        seen.add((a, b))
-        out.append((TEMPLATES[len(out) % len(TEMPLATES)].format(a=subs[a], b=subs[b]), a, b))
-    return out
+    from slics_core.emoji.phrases import benchmark_phrases
+
+    return benchmark_phrases(ws.sub_names, ws.sub_to_concept, n=n, seed=seed)
 
 
 def measure(ws, k=20):

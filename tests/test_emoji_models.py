@@ -109,3 +109,22 @@ def test_emoji_encoders_load_by_name_through_the_resolver():
     direct = encode_arrays(model, np.asarray(img)[None], normalize=False)
     np.testing.assert_allclose(enc.encode_images([img]), direct, rtol=1e-4, atol=1e-4)
     assert create_encoder("emoji-large").dim != enc.dim
+
+
+@pytest.mark.parametrize("name", ["small", "large"])
+def test_image_tower_is_the_one_every_workspace_was_built_with(name):
+    """Text-only retraining (issue 24) must leave image embeddings unchanged: embeddings of four renders
+    recorded with the original encoders (tests/emoji_image_embeddings.npz) are reproduced, and a text-only
+    run's recorded digest of the image tower matches the shipped weights."""
+    import json
+    from pathlib import Path
+
+    from slics_core.emoji.train_clip import visual_digest
+
+    model, _, _ = load_emoji_clip(name)
+    ref = np.load(Path(__file__).parent / "emoji_image_embeddings.npz")[name]
+    emb = encode_images(model, make_scenes(4, seed=424242).images, normalize=False)
+    assert np.allclose(emb, ref, rtol=0, atol=1e-5), np.abs(emb - ref).max()
+    training = json.loads((model_dir(name) / "open_clip_config.json").read_text()).get("training", {})
+    if training.get("text_only"):
+        assert training["visual_digest"] == visual_digest(model)

@@ -122,3 +122,29 @@ def test_sub_to_concept_matches_coco_reference():
                                       "dining table": "furniture", "remote": "electronic", "microwave": "appliance",
                                       "toaster": "appliance", "refrigerator": "appliance", "hair drier": "indoor"})
     assert [SUPERCATEGORIES[j] for j in SUB_TO_CONCEPT] == [ref[c] for c in ALL_COCO_CATEGORIES]
+
+
+def test_layout_says_where_each_object_was_drawn():
+    from slics_core.emoji.scenes import BACKGROUND_KINDS
+
+    sprites = load_sprites()
+    blank = {c: Image.new("RGBA", im.size, (0, 0, 0, 0)) for c, im in sprites.items()}
+    checked = 0
+    for idx in range(40):
+        img, cats, lay = render_scene(5, idx, 64, sprites, layout=True)
+        plain, cats_plain = render_scene(5, idx, 64, sprites)
+        assert cats == cats_plain and np.array_equal(img, plain)  # asking for the layout changes nothing
+        assert lay["background"] in BACKGROUND_KINDS and len(lay["colour"]) == 3
+        assert len(lay["cells"]) == len(cats)
+        if len(cats) < 2 or len(set(cats)) < len(cats):
+            assert len(cats) > 1 or lay["cells"] == [None]
+            continue
+        bg, _ = render_scene(5, idx, 64, blank)
+        for k, c in enumerate(cats):  # draw only object k (a unique category): where it lands
+            one = dict(blank, **{c: sprites[c]})
+            drawn, _ = render_scene(5, idx, 64, one)
+            ys, xs = np.nonzero(np.abs(drawn.astype(int) - bg.astype(int)).sum(-1) > 30)
+            cell = int(ys.mean() >= 32) * 2 + int(xs.mean() >= 32)
+            assert cell == lay["cells"][k], (idx, c)
+            checked += 1
+    assert checked >= 10

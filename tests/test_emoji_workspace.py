@@ -246,3 +246,26 @@ def test_staged_start_small_world_and_failures(tmp_path):
     while not failed.finished and time.monotonic() < deadline:
         time.sleep(0.05)
     assert failed.workspace is None and "build process stopped" in failed.error
+
+
+def test_models_fingerprint_follows_the_weights_contents(tmp_path, monkeypatch):
+    """The cache key changes with any byte of either encoder (a retrained text tower included), not with
+    a copy's timestamps."""
+    import os
+    import shutil
+
+    import slics_core.emoji.models as em
+    from slics_core.emoji.world import models_fingerprint
+
+    for name in ("small", "large"):
+        shutil.copytree(em.model_dir(name), tmp_path / f"emoji-{name}")
+    monkeypatch.setattr(em, "MODELS_DIR", tmp_path)
+    first = models_fingerprint()
+    w = tmp_path / "emoji-large" / em.WEIGHTS_NAME
+    os.utime(w, ns=(1, 1))
+    assert models_fingerprint() == first
+    data = bytearray(w.read_bytes())
+    data[-1] ^= 1
+    w.write_bytes(bytes(data))
+    os.utime(w, ns=(2, 2))
+    assert models_fingerprint() != first

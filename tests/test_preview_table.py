@@ -99,7 +99,9 @@ def test_load_table_checks_weights_and_damage(tmp_path):
 
 
 def test_weights_digest_is_of_the_contents():
-    w = pt.model_dir("small") / pt.WEIGHTS_NAME
+    from slics_core.emoji.models import WEIGHTS_NAME, model_dir
+
+    w = model_dir("small") / WEIGHTS_NAME
     assert pt.weights_digest("small") == hashlib.sha256(w.read_bytes()).hexdigest()[:16]
 
 

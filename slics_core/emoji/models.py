@@ -12,8 +12,10 @@ so they load through exactly the code path of a real CLIP checkpoint.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,7 @@ __all__ = [
     "encode_images",
     "encode_texts",
     "zero_shot_scores",
+    "weights_digest",
 ]
 
 #: open_clip model configs. "small" (the ViT-B/32 analogue, for retrieval) is a small ModifiedResNet:
@@ -71,6 +74,24 @@ def model_dir(name: str, root: str | Path | None = None) -> Path:
     if name not in EMOJI_CLIP_CONFIGS:
         raise ValueError(f"unknown emoji encoder {name!r}; choose from {sorted(EMOJI_CLIP_CONFIGS)}")
     return Path(root or MODELS_DIR) / f"emoji-{name}"
+
+
+@lru_cache(maxsize=8)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def weights_digest(name: str = "small", root: str | Path | None = None) -> str:
+    """Digest of the contents of an emoji encoder's weights file (``""`` when it is missing)."""
+    w = model_dir(name, root) / WEIGHTS_NAME
+    if not w.is_file():
+        return ""
+    st = w.stat()
+    return _file_digest(str(w), st.st_size, st.st_mtime_ns)
 
 
 def create_emoji_clip(name: str, seed: int = 0, model_cfg: dict | None = None):

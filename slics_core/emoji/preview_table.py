@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import io
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from slics_core.data import vocabulary_embeddings
-from slics_core.emoji.models import WEIGHTS_NAME, model_dir
+from slics_core.emoji.models import weights_digest
 from slics_core.emoji.world import (
     ENCODER,
     config_from_env,
@@ -67,24 +66,6 @@ def image_key(image) -> str:
 def text_key(text: str) -> str:
     """Key of a text in the table."""
     return "t:" + hashlib.sha256(str(text).encode("utf-8")).hexdigest()[:32]
-
-
-@lru_cache(maxsize=8)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
-
-
-def weights_digest(name: str = "small") -> str:
-    """Digest of the contents of a shipped emoji encoder's weights (``""`` when the file is missing)."""
-    w = model_dir(name) / WEIGHTS_NAME
-    if not w.is_file():
-        return ""
-    st = w.stat()
-    return _file_digest(str(w), st.st_size, st.st_mtime_ns)
 
 
 class TableEncoder:

@@ -44,6 +44,7 @@ __all__ = [
     "make_caption",
     "N_SUPER_PROBS",
     "ZERO_SHOT_TEMPLATE",
+    "BACKGROUND_KINDS",
 ]
 
 #: Probability of 1, 2, 3, 4 distinct supercategories in a scene (mean 2.3, as COCO's 2.303).
@@ -158,10 +159,16 @@ def make_caption(categories, rng: np.random.Generator | None = None) -> str:
     return ("a picture of " if t != 2 else "a scene with ") + body
 
 
-def _background(rng: np.random.Generator, size: int) -> np.ndarray:
+#: Names of :func:`_background`'s kinds, in the order of its draw (what a scene's layout reports).
+BACKGROUND_KINDS = ("plain", "gradient", "horizon", "striped", "textured")
+
+
+def _background(rng: np.random.Generator, size: int, info: dict | None = None) -> np.ndarray:
     kind = int(rng.integers(5))
     c1 = rng.uniform(0.15, 1.0, 3)
     c2 = rng.uniform(0.15, 1.0, 3)
+    if info is not None:
+        info.update(background=BACKGROUND_KINDS[kind], colour=tuple(float(v) for v in c1))
     y = np.linspace(0.0, 1.0, size)[:, None, None]
     x = np.linspace(0.0, 1.0, size)[None, :, None]
     if kind == 0:  # flat
@@ -213,17 +220,24 @@ def _sample_objects(rng: np.random.Generator) -> list:
 
 
 def render_scene(
-    seed: int, index: int, image_size: int = 64, sprites: dict | None = None
-) -> tuple[np.ndarray, list]:
-    """Render scene ``index`` of ``seed``; returns (uint8 image (H, W, 3), list of categories)."""
+    seed: int, index: int, image_size: int = 64, sprites: dict | None = None, layout: bool = False
+):
+    """Render scene ``index`` of ``seed``; returns (uint8 image (H, W, 3), list of categories).
+
+    With ``layout`` a third item says where things are, as the generator drew them: ``{"background":
+    one of BACKGROUND_KINDS, "colour": its main RGB colour in [0, 1], "cells": per object its quadrant
+    (0 top-left, 1 top-right, 2 bottom-left, 3 bottom-right; None for a lone centred object)}``.
+    """
     if image_size < 32:
         raise ValueError(f"image_size must be >= 32, got {image_size}")
     sprites = sprites if sprites is not None else load_sprites()
     rng = np.random.default_rng([int(seed), int(index)])
     cats = _sample_objects(rng)
-    canvas = Image.fromarray(_background(rng, image_size)).convert("RGBA")
+    info: dict = {}
+    canvas = Image.fromarray(_background(rng, image_size, info)).convert("RGBA")
     n = len(cats)
     cells = rng.permutation(4)
+    info["cells"] = [None] if n == 1 else [int(cells[k]) for k in range(n)]
     half = image_size / 2.0
     for obj, c in enumerate(cats):
         if n == 1:
@@ -243,6 +257,8 @@ def render_scene(
         x0 = int(round(cx - sp.width / 2))
         y0 = int(round(cy - sp.height / 2))
         canvas.paste(sp, (x0, y0), sp)
+    if layout:
+        return np.asarray(canvas.convert("RGB")), cats, info
     return np.asarray(canvas.convert("RGB")), cats
 
 

@@ -4,6 +4,8 @@ Usage (writes ``assets/models/emoji-<size>/``)::
 
     nice -n 10 python -m slics_core.emoji.train_clip --size small
     nice -n 10 python -m slics_core.emoji.train_clip --size large
+    # the text tower alone, image tower frozen (scene phrases; docs/emoji_world.md):
+    nice -n 10 python -m slics_core.emoji.train_clip --size small --text-only --init assets/models
 
 Training scenes are ``make_scenes(n_train, seed=TRAIN_SEED)``; they never
 overlap the evaluation/workspace scenes (other seeds). Each step pairs a batch
@@ -81,6 +83,43 @@ def multi_positive_clip_loss(img_f, txt_f, scale, positive):
     return 0.5 * (li + lt)
 
 
+def caption_table(variants, objects, tokenizer):
+    """Tokenised captions of every scene and what they assert, for the multi-positive loss.
+
+    ``variants[i]`` is ``(captions, mentions)`` of scene ``i`` (the same number for every scene) and
+    ``objects[i]`` its categories. Returns ``(tokens, ids, items, mentions)``: the distinct captions'
+    tokens, ``ids[i, k]`` the row of caption ``k`` of scene ``i`` in ``tokens``, ``items[i]`` the
+    category / supercategory items present in scene ``i`` and ``mentions[i, k]`` those that caption
+    ``k`` asserts (bool tensors over ``"s:"`` supercategories then ``"c:"`` categories).
+    """
+    import torch
+
+    n_var = len(variants[0][0])
+    cache: dict[str, int] = {}
+    ids = np.empty((len(variants), n_var), dtype=np.int64)
+    for i, (caps, _) in enumerate(variants):
+        if len(caps) != n_var:
+            raise ValueError(f"scene {i} has {len(caps)} captions, scene 0 has {n_var}")
+        for k, cap in enumerate(caps):
+            ids[i, k] = cache.setdefault(cap, len(cache))
+    distinct = list(cache)
+    tokens = torch.cat([tokenizer(distinct[i:i + 4096]) for i in range(0, len(distinct), 4096)])
+    vocab = {it: k for k, it in enumerate(["s:" + x for x in SUPERCATEGORIES] + ["c:" + c for c in CATEGORY_SUPER])}
+    items = torch.zeros((len(variants), len(vocab)), dtype=torch.bool)
+    mentions = torch.zeros((len(variants), n_var, len(vocab)), dtype=torch.bool)
+    for i, (objs, (_, ments)) in enumerate(zip(objects, variants)):
+        for c in objs:
+            items[i, vocab["c:" + c]] = items[i, vocab["s:" + CATEGORY_SUPER[c]]] = True
+        for k, m in enumerate(ments):
+            mentions[i, k, [vocab[x] for x in m]] = True
+    return tokens, torch.from_numpy(ids), items, mentions
+
+
+def positives(items, mentions):
+    """``positive[i, j]``: caption ``j`` (its asserted items ``mentions[j]``) is true of scene ``i`` (``items[i]``)."""
+    return (mentions.float() @ (~items).float().T).T == 0
+
+
 def precision_at_2(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
     """(precision of top-min(2, #true) concepts, precision of top-2 concepts)."""
     order = np.argsort(-scores, axis=1)
@@ -92,6 +131,25 @@ def precision_at_2(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float
         total_k += k
         hits2 += int(labels[i, order[i, :2]].sum())
     return hits_k / max(total_k, 1), hits2 / (2 * max(len(scores), 1))
+
+
+def _optimizer(named, args):
+    """AdamW over ``[(name, parameter)]`` (no weight decay on embeddings, norms, biases) and the learning
+    rate of each step: linear warm-up over ``args.warmup`` of the steps, then cosine to 0."""
+    import torch
+
+    decay = [p for n, p in named if p.ndim >= 2 and "embedding" not in n]
+    no_decay = [p for n, p in named if not (p.ndim >= 2 and "embedding" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.98))
+    warm = max(1, int(args.steps * args.warmup))
+
+    def lr_at(step):
+        if step < warm:
+            return args.lr * (step + 1) / warm
+        return 0.5 * args.lr * (1 + math.cos(math.pi * (step - warm) / max(1, args.steps - warm)))
+
+    return opt, lr_at
 
 
 def main(argv=None) -> int:
@@ -115,7 +173,16 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="models root (default assets/models)")
     ap.add_argument("--init", default=None,
                     help="models root to continue training from (its emoji-<size> weights)")
+    ap.add_argument("--text-only", action="store_true",
+                    help="train only the text tower of --init's encoder (image tower and logit scale frozen) on "
+                         "a mix of the caption variants and scene phrases (slics_core.emoji.phrases)")
+    ap.add_argument("--phrase-share", type=float, default=0.5,
+                    help="--text-only: fraction of the caption variants that are scene phrases")
     args = ap.parse_args(argv)
+    if args.text_only:
+        if not args.init:
+            ap.error("--text-only needs --init (the models root whose image tower is kept)")
+        return train_text_only(args)
 
     import torch
     from open_clip.loss import ClipLoss
@@ -142,25 +209,9 @@ def main(argv=None) -> int:
     tokenizer = open_clip.get_tokenizer("ViT-B-32", context_length=model_cfg["text_cfg"]["context_length"])
     rng = np.random.default_rng(args.seed)
     variants = [caption_variants(o, rng) for o in train.objects]
-    n_var = len(variants[0][0])
-    flat = [v for vs, _ in variants for v in vs]
-    cache: dict[str, int] = {}
-    ids = np.empty(len(flat), dtype=np.int64)  # caption string id
-    for i, s in enumerate(flat):
-        ids[i] = cache.setdefault(s, len(cache))
-    distinct = list(cache)
-    tok_distinct = torch.cat([tokenizer(distinct[i:i + 4096]) for i in range(0, len(distinct), 4096)])
-    ids = torch.from_numpy(ids).view(len(train), n_var)
-    # items of every scene and items asserted by every caption variant, as bit vectors
-    vocab = {it: k for k, it in enumerate(["s:" + x for x in SUPERCATEGORIES] + ["c:" + c for c in CATEGORY_SUPER])}
-    items = torch.zeros((len(train), len(vocab)), dtype=torch.bool)
-    mentions = torch.zeros((len(train), n_var, len(vocab)), dtype=torch.bool)
-    for i, (objs, (_, ments)) in enumerate(zip(train.objects, variants)):
-        for c in objs:
-            items[i, vocab["c:" + c]] = items[i, vocab["s:" + CATEGORY_SUPER[c]]] = True
-        for k, m in enumerate(ments):
-            mentions[i, k, [vocab[x] for x in m]] = True
-    print(f"tokenised {len(flat)} captions ({len(cache)} distinct) in {time.time() - t0:.0f}s", flush=True)
+    tok_distinct, ids, items, mentions = caption_table(variants, train.objects, tokenizer)
+    print(f"tokenised {ids.numel()} captions ({len(tok_distinct)} distinct) in {time.time() - t0:.0f}s", flush=True)
+    n_var = ids.shape[1]
 
     model = create_emoji_clip(args.size, seed=args.seed, model_cfg=model_cfg)
     previous = []
@@ -175,17 +226,7 @@ def main(argv=None) -> int:
     n_params = sum(p.numel() for p in model.parameters())
     print(f"{args.size}: {n_params / 1e6:.2f}M parameters "
           f"({sum(p.numel() for p in model.visual.parameters()) / 1e6:.2f}M visual)", flush=True)
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embedding" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embedding" not in n)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.98))
-    warm = max(1, int(args.steps * args.warmup))
-
-    def lr_at(step):
-        if step < warm:
-            return args.lr * (step + 1) / warm
-        return 0.5 * args.lr * (1 + math.cos(math.pi * (step - warm) / max(1, args.steps - warm)))
-
+    opt, lr_at = _optimizer(list(model.named_parameters()), args)
     loss_fn = ClipLoss()
     size = model_cfg["vision_cfg"]["image_size"]
     history = []
@@ -199,8 +240,7 @@ def main(argv=None) -> int:
         cid = ids[tidx, which]
         img_f, txt_f, scale = model(img, tok_distinct[cid])
         if args.loss == "multi":
-            ment = mentions[tidx, which].float()  # (B, items) asserted by caption j
-            positive = (ment @ (~items[tidx]).float().T).T == 0  # [i, j]: caption j true of image i
+            positive = positives(items[tidx], mentions[tidx, which])  # [i, j]: caption j true of image i
             loss = multi_positive_clip_loss(img_f, txt_f, scale, positive)
         else:
             loss = loss_fn(img_f, txt_f, scale)
@@ -224,6 +264,122 @@ def main(argv=None) -> int:
                "n_train": args.n_train, "train_seed": TRAIN_SEED + 100 * args.seed, "heldout_seed": HELDOUT_SEED,
                "threads": args.threads, "parameters": n_params, "seconds": round(time.time() - t0),
                "history": history, "init": args.init, "runs": previous}
+    out = save_emoji_clip(model, args.size, args.out, metrics, model_cfg=model_cfg)
+    print(json.dumps({k: v for k, v in metrics.items() if k not in ("history", "runs")}))
+    print(f"saved to {out}")
+    return 0
+
+TEXT_PARAM_PREFIXES = ("token_embedding.", "positional_embedding", "transformer.", "ln_final.", "text_projection")
+
+
+def text_parameters(model) -> list:
+    """``[(name, parameter)]`` of the text tower of an open_clip ``CLIP`` (everything but ``visual.*`` and
+    ``logit_scale``/``logit_bias``)."""
+    return [(n, p) for n, p in model.named_parameters() if n.startswith(TEXT_PARAM_PREFIXES)]
+
+
+def visual_digest(model) -> str:
+    """sha256 of the image tower's weights as shipped (fp16 bytes of every ``visual.*`` tensor, by name)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for n, t in sorted(model.state_dict().items()):
+        if n.startswith("visual."):
+            h.update(n.encode())
+            h.update(t.detach().to("cpu").half().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def scene_captions(objects, layout, rng, n_phrases: int, exclude=frozenset()):
+    """The text-only training's captions of one scene: :func:`caption_variants` (4) and ``n_phrases``
+    scene phrases (:func:`slics_core.emoji.phrases.scene_phrases`), with what each asserts."""
+    from slics_core.emoji.phrases import scene_phrases
+
+    caps, ments = caption_variants(objects, rng)
+    pc, pm = scene_phrases(objects, layout, rng, n=n_phrases, exclude=exclude)
+    return caps + pc, ments + pm
+
+
+def train_text_only(args) -> int:
+    """Retrain only the text tower of ``--init``'s encoder against its frozen image embeddings."""
+    import torch
+
+    from slics_core.emoji.models import load_emoji_clip, model_dir
+    from slics_core.emoji.phrases import benchmark_phrases
+    from slics_core.emoji.scenes import load_sprites, render_scene
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    t0, c0 = time.time(), time.process_time()
+    init_cfg = json.loads((model_dir(args.size, args.init) / "open_clip_config.json").read_text())
+    model_cfg = init_cfg["model_cfg"]
+    model, _, tokenizer = load_emoji_clip(args.size, args.init)
+    digest0 = visual_digest(model)
+    seed = TRAIN_SEED + 100 * args.seed
+    sprites = load_sprites()
+    rendered = [render_scene(seed, i, 64, sprites, layout=True) for i in range(args.n_train)]
+    images = np.stack([r[0] for r in rendered])
+    objects = [r[1] for r in rendered]
+    held = make_scenes(500, seed=HELDOUT_SEED)
+    img_emb = torch.from_numpy(encode_images(model, images))  # frozen: the eval-mode embeddings the app uses
+    held_emb = encode_images(model, held.images)
+    print(f"{args.n_train} scenes rendered and embedded in {time.time() - t0:.0f}s", flush=True)
+
+    exclude = frozenset(p for p, _, _ in benchmark_phrases())
+    n_phr = max(0, round(4 * args.phrase_share / max(1e-9, 1 - args.phrase_share)))
+    rng = np.random.default_rng(args.seed)
+    variants = [scene_captions(o, lay, rng, n_phr, exclude) for _, o, lay in rendered]
+    tok, ids, items, mentions = caption_table(variants, objects, tokenizer)
+    leaked = exclude & {c for caps, _ in variants for c in caps}
+    if leaked:
+        raise RuntimeError(f"benchmark phrases in the training captions: {sorted(leaked)[:3]}")
+    print(f"{ids.numel()} captions ({len(tok)} distinct, {n_phr} phrases of {ids.shape[1]} per scene; none of the "
+          f"{len(exclude)} benchmark phrases) in {time.time() - t0:.0f}s", flush=True)
+
+    for p in model.parameters():
+        p.requires_grad_(False)
+    named = text_parameters(model)
+    for _, p in named:
+        p.requires_grad_(True)
+    opt, lr_at = _optimizer(named, args)
+    scale = model.logit_scale.exp().detach()
+    n_var = ids.shape[1]
+
+    def evaluate(step, loss):
+        model.eval()
+        p_k, p_2 = precision_at_2(zero_shot_scores(model, tokenizer, held_emb), held.general)
+        history.append({"step": step, "loss": None if loss is None else round(loss, 4),
+                        "zero_shot_p_at_2": round(p_k, 4), "zero_shot_p_at_2_strict": round(p_2, 4)})
+        print(f"step {step} loss {loss if loss is None else round(loss, 3)} zs@2 {p_k:.3f} (strict {p_2:.3f}) "
+              f"{time.time() - t0:.0f}s", flush=True)
+
+    history: list = []
+    evaluate(0, None)
+    for step in range(args.steps):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        idx = torch.from_numpy(rng.choice(len(objects), size=args.batch_size, replace=False))
+        which = torch.from_numpy(rng.integers(0, n_var, size=args.batch_size))
+        model.train()
+        txt_f = torch.nn.functional.normalize(model.encode_text(tok[ids[idx, which]]), dim=-1)
+        loss = multi_positive_clip_loss(img_emb[idx], txt_f, scale, positives(items[idx], mentions[idx, which]))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
+            evaluate(step + 1, float(loss.detach()))
+    model.eval()
+    if visual_digest(model) != digest0:
+        raise RuntimeError("the image tower changed during text-only training")
+    previous = init_cfg.get("training", {}).get("runs", []) + [
+        {k: v for k, v in init_cfg.get("training", {}).items() if k not in ("runs", "history")}]
+    metrics = {"text_only": True, "seed": args.seed, "steps": args.steps, "batch_size": args.batch_size,
+               "lr": args.lr, "warmup": args.warmup, "weight_decay": args.weight_decay, "loss": "multi",
+               "phrase_share": round(n_phr / (4 + n_phr), 3), "n_train": args.n_train, "train_seed": seed,
+               "heldout_seed": HELDOUT_SEED, "threads": args.threads, "visual_digest": digest0,
+               "excluded_benchmark_phrases": len(exclude), "seconds": round(time.time() - t0),
+               "cpu_seconds": round(time.process_time() - c0), "history": history, "init": args.init,
+               "runs": previous}
     out = save_emoji_clip(model, args.size, args.out, metrics, model_cfg=model_cfg)
     print(json.dumps({k: v for k, v in metrics.items() if k not in ("history", "runs")}))
     print(f"saved to {out}")

@@ -33,7 +33,7 @@ from slics_core.emoji.catalog import (
     SUB_TO_CONCEPT,
     SUPERCATEGORIES,
 )
-from slics_core.emoji.models import WEIGHTS_NAME, model_dir
+from slics_core.emoji.models import weights_digest
 from slics_core.emoji.scenes import ZERO_SHOT_TEMPLATE, make_scenes
 from slics_core.encoders import create_encoder
 
@@ -105,12 +105,12 @@ def config_from_env() -> EmojiWorldConfig:
 
 
 def models_fingerprint() -> str:
-    """Short hash of the shipped encoder weights, so new weights never reuse an old cache."""
+    """Short hash of the contents of the shipped encoders' weights (image *and* text towers), so new
+    weights, e.g. a retrained text tower whose concept prompts and vocabulary differ, never reuse an old
+    cache; a copy that keeps the same weights keeps its key."""
     h = hashlib.sha256()
     for name in ("small", "large"):
-        w = model_dir(name) / WEIGHTS_NAME
-        if w.is_file():
-            h.update(f"{w.stat().st_size}:{w.stat().st_mtime_ns}".encode())
+        h.update(f"{name}:{weights_digest(name)};".encode())
     return h.hexdigest()[:8]
 
 
