@@ -1,5 +1,7 @@
 """What the pages need on arrival is computed at build time and shared through the workspace folder
 (slics_core.explorer.arrival; issue 24, item 1)."""
+import io
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +38,22 @@ def test_stored_computes_once_and_recovers_from_damage(dataset_ws, monkeypatch):
     for i in range(4):
         arrival.stored(ws, "t", {"y": i}, compute, names=("a",))
     assert len(list((ws.path / arrival.STORE).glob("*.npz"))) == 2
+
+
+def test_a_forged_entry_is_recomputed_without_allocating_it(dataset_ws, monkeypatch):  # noqa: F811
+    """An entry whose header declares 2**40 floats in a few bytes is not loaded (checked before reading)."""
+    ws = load_workspace(dataset_ws[1])
+    entry = ws.path / arrival.STORE / arrival._name("t", {"forged": 1})
+    entry.parent.mkdir(exist_ok=True)
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": (2 ** 20, 2 ** 20)})
+    with zipfile.ZipFile(entry, "w") as z:
+        z.writestr("a.npy", buf.getvalue() + b"\0" * 64)
+    loads = []
+    real_load = np.load
+    monkeypatch.setattr(arrival.np, "load", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    got = arrival.stored(ws, "t", {"forged": 1}, lambda: {"a": np.arange(3)}, names=("a",))
+    assert np.array_equal(got["a"], np.arange(3)) and loads == []  # refused from its header, then recomputed
 
 
 def test_build_prepares_every_default_job_and_the_pages_use_it(dataset_ws, monkeypatch):  # noqa: F811

@@ -21,9 +21,12 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
+
+from slics_core.errors import check_npz
 
 __all__ = ["MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "map_layout", "pool_codes", "prepare_pages",
            "stored"]
@@ -52,16 +55,24 @@ def _name(kind: str, description) -> str:
 
 
 def _read(path: Path, names) -> dict | None:
+    """The entry's arrays, or None when it is missing, too large, damaged or lacks one of ``names``.
+
+    The archive's headers are checked (:func:`slics_core.errors.check_npz`: declared sizes against the
+    file) before any array is read, so a forged entry cannot inflate into a huge allocation.
+    """
     try:
         if not path.is_file() or path.stat().st_size > MAX_ENTRY_BYTES:
             return None
+        with zipfile.ZipFile(path) as archive:
+            members = [i.filename.removesuffix(".npy") for i in archive.infolist()]
+        check_npz(path, {m: "biufU" for m in members})
         with np.load(path, allow_pickle=False) as z:
             if not set(names) <= set(z.files):
                 return None
             out = {k: z[k] for k in z.files}
         os.utime(path)  # recently used
         return out
-    except (OSError, ValueError, EOFError):
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
         return None
 
 
