@@ -1,5 +1,6 @@
 """Loaders on small fixtures written in the real formats, robust image loading."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,6 +32,9 @@ def odd_images(tmp_path):
     good.write_bytes(good.read_bytes()[:200])
     return d
 
+
+#: The real COCO category file beside the repository (../shared/, as CI lays it out).
+COCO_CATEGORIES = Path(__file__).resolve().parents[2] / "shared" / "data" / "coco_categories.json"
 
 def test_load_image_handles_real_world_quirks(odd_images):
     d = odd_images
@@ -84,7 +88,7 @@ def test_coco_loader(tmp_path):
 
 
 def test_coco_real_category_file_gives_12_supercategories(tmp_path):
-    cats = json.load(open("/work/shared/data/coco_categories.json"))
+    cats = json.loads(COCO_CATEGORIES.read_text())
     ann = tmp_path / "i.json"
     ann.write_text(json.dumps({"images": [], "annotations": [], "categories": cats}))
     ds = load_coco(ann, tmp_path)
