@@ -763,10 +763,7 @@ def _read_array(file, kinds, shape_ok, what):
 
 
 def _read_workspace(path: Path) -> Workspace:
-    head_file = path / "workspace.json"
-    size = head_file.stat().st_size
-    _need(size <= _MAX_HEADER_BYTES, f"workspace.json is {size} bytes (at most {_MAX_HEADER_BYTES})")
-    head = json.loads(head_file.read_text(encoding="utf-8"))
+    head = _read_header(path)
     model_files = _check_head(head)
     n = head["n"]
     names = set(zipfile.ZipFile(path / "arrays.npz").namelist()) if (path / "arrays.npz").is_file() else set()
@@ -838,10 +835,18 @@ def recorded_generator(ws: Workspace) -> str | None:
     return _header(Path(ws.path)).get("generator")
 
 
+def _read_header(folder: Path):
+    """``workspace.json`` of ``folder`` parsed, its size checked first (ValueError naming the problem)."""
+    head_file = folder / "workspace.json"
+    size = head_file.stat().st_size
+    _need(size <= _MAX_HEADER_BYTES, f"workspace.json is {size} bytes (at most {_MAX_HEADER_BYTES})")
+    return json.loads(head_file.read_text(encoding="utf-8"))
+
+
 def _header(folder: Path) -> dict:
     """The JSON header ``workspace.json`` of a workspace folder, as a dict (ValueError naming the folder)."""
     try:
-        head = json.loads((folder / "workspace.json").read_text())
+        head = _read_header(folder)
     except (OSError, ValueError) as exc:
         raise ValueError(f"workspace {folder} is damaged: {type(exc).__name__}: {exc}") from exc
     if not isinstance(head, dict):
