@@ -1,4 +1,4 @@
-"""Hostile-input catalogue, class 3 (unit level): the Markdown helpers of app_pages/_safe.py.
+"""Hostile-input catalogue, class 3 (unit level): the Markdown helpers (slics_core/explorer/safe_text.py, imported by the pages as app_pages._safe).
 
 The browser test (tests/e2e/test_injection.py) is the proof on every page; these check the helpers'
 output without a browser.
@@ -74,3 +74,20 @@ def test_hostile_upload_name_and_text_query_are_shown_as_text(ws):
     texts = [m.value for m in at.markdown] + [w.value for w in at.warning]
     assert any(phrase in shown(t) for t in texts), texts  # the phrase is shown (as the query's title)
     assert not any("https://" in t or "](" in t for t in texts), texts
+
+
+def test_sentences_written_below_the_pages_quote_workspace_names_as_code(ws):
+    """Home's readiness list and the Captions text-tower check name the workspace's encoder and generator,
+    which come from its (untrusted) workspace.json: a backtick cannot end the code span."""
+    import copy
+
+    from slics_core.explorer.narration import page_readiness, text_tower_check
+
+    hostile = "x` [link](https://evil.example) ![i](https://evil.example/i.png) `"
+    bad = copy.copy(ws)
+    bad.encoder, bad.generator = hostile, hostile
+    notes = " ".join(r["note"] for r in page_readiness(bad))
+    check = text_tower_check(bad)["text"]
+    for out in (notes, check):
+        assert _safe.code(hostile) in out
+        assert "](https://" not in out.replace(_safe.code(hostile), "")

@@ -40,7 +40,6 @@ Choices (the paper is silent on them)
 from __future__ import annotations
 
 import warnings
-from html import escape as html_escape
 
 import numpy as np
 import pandas as pd
@@ -50,6 +49,7 @@ from threadpoolctl import threadpool_limits
 from slics_core._validation import check_embeddings
 from slics_core.analysis import atom_cooccurrence, atom_cosine
 from slics_core.captions import prepare_text_embeddings, word_captions
+from slics_core.explorer.safe_text import figure_text
 from slics_core.sparse_coding import nn_omp
 
 __all__ = [
@@ -427,7 +427,7 @@ def point_text(table, component="partial", *, ids=None, html=True):
     sym = COMPONENT_SYMBOL[component]
 
     def esc(value):
-        return html_escape(str(value), quote=False) if html else value
+        return figure_text(value) if html else value
 
     def em(name):
         return f"<i>{esc(name)}</i>" if html else name

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from slics_core.explorer.safe_text import code
+
 __all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "evaluate_look_at", "example_caption", "missing",
            "page_readiness", "text_tower_check"]
 
@@ -154,7 +156,7 @@ def page_readiness(ws) -> list:
     def add(page, ready, note):
         rows.append({"page": page, "ready": bool(ready), "note": note})
 
-    add("Retrieve", True, "query-set rows" + (f"; uploads and typed phrases through encoder `{enc}` (loaded on "
+    add("Retrieve", True, "query-set rows" + (f"; uploads and typed phrases through encoder {code(enc)} (loaded on "
                                               "first use; needs its weights on this machine)" if enc else
                                               "; no uploads or typed phrases (no encoder recorded)"))
     add("Mix concepts", bool(dicts), "ready" if dicts else no_dict)
@@ -168,7 +170,7 @@ def page_readiness(ws) -> list:
     if building:
         add("Generate", False, "waits for the whole emoji world, being built in the background")
     elif getattr(ws, "generator", None):
-        add("Generate", True, f"ready (generator: {ws.generator})")
+        add("Generate", True, f"ready (generator: {code(ws.generator)})")
     else:
         add("Generate", False, "needs Stable Diffusion and CLIP ViT-L/14 embeddings of the same images "
                                "(`slics download sd-1.5`, then rebuild the workspace); the other pages do not")
@@ -236,7 +238,7 @@ def text_tower_check(ws, split: str = "val") -> dict | None:
     level = "reads" if acc >= (1 + chance) / 2 else ("noise" if acc <= chance + 0.1 else "weak")
     nums = (f"its zero-shot top-1 accuracy on this workspace's own {Y.shape[1]} concept names is {acc:.0%} "
             f"({len(Y)} labelled items; chance {chance:.0%})")
-    enc = f"`{ws.encoder}`" if getattr(ws, "encoder", None) else "this workspace's encoder"
+    enc = code(ws.encoder) if getattr(ws, "encoder", None) else "this workspace's encoder"
     emoji_words = str(getattr(ws, "encoder", "")).startswith("emoji-") and getattr(ws, "kind", "") != "emoji"
     if level == "reads" and emoji_words:  # it knows the names it was trained on, not a 10 000-word vocabulary
         text = (f"Text tower check: {enc} reads this workspace's concept names ({nums}), but its text tower was "

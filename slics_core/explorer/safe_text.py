@@ -19,6 +19,9 @@ punctuation mark is backslash-escaped (measured: the autolink pass runs on the p
 
 Both make the value one line (a payload cannot start a new block) and cut it to ``limit``
 characters. ``tests/e2e/test_injection.py`` checks every page in a browser.
+
+The pages use these through :mod:`app_pages._safe`; sentences written below the pages
+(:mod:`slics_core.explorer.narration`) quote workspace-provided names with :func:`code` too.
 """
 from __future__ import annotations
 
