@@ -42,6 +42,7 @@ CATALOGUE = {
             "test_long_values_are_cut",
             "test_figure_text_escapes_html",
             "test_hostile_upload_name_and_text_query_are_shown_as_text",
+            "test_sentences_written_below_the_pages_quote_workspace_names_as_code",
         ],
     },
     "4. damaged or hostile workspaces": {
