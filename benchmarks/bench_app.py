@@ -11,8 +11,8 @@ the next start is ready in a few seconds. This times, on this machine:
   on Streamlit's AppTest runs of the real pages (wall and process CPU seconds of the script run),
   first visit and repeated visits apart (what caches save).
 
-    python benchmarks/bench_app.py [--scale 1.0] [--keep-cache DIR] [--interactions-only]
-    python benchmarks/bench_app.py --pages [--keep-cache DIR | --ws NAME] [--query ROW]
+    python -m benchmarks.bench_app [--scale 1.0] [--keep-cache DIR] [--interactions-only]
+    python -m benchmarks.bench_app --pages [--keep-cache DIR | --ws NAME] [--query ROW]
 
 ``--pages``: every page's first and warm visit in a new process (server wall and CPU), the issue-24 check
 that no first visit on a built world waits over 3 s.
@@ -65,7 +65,7 @@ def interactions(cache):
     for val, name in ((20, "k"),):
         w = widget("slider", name)
         if w is not None:
-            step(f"Retrieve: k -> {val}", lambda w=w: w.set_value(val).run())
+            step(f"Retrieve: k -> {val}", lambda w=w, val=val: w.set_value(val).run())
     w = widget("selectbox", "method")
     if w is not None:
         step("Retrieve: method -> U-SLiCS", lambda: w.set_value("U-SLiCS").run())

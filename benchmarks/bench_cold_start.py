@@ -6,7 +6,7 @@ second tab opened during the build must show progress that moves. Then waits unt
 is built (the banner goes away). Prints wall and server CPU seconds (psutil, the streamlit process
 and its children) for each.
 
-    python benchmarks/bench_cold_start.py [--scale 1.0] [--no-full]
+    python -m benchmarks.bench_cold_start [--scale 1.0] [--no-full]
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_load import CHROMIUM_ARGS, browser_path, retrieve_ready, server_cpu, streamlit_server
+from benchmarks.bench_load import CHROMIUM_ARGS, browser_path, retrieve_ready, server_cpu, streamlit_server
 
 BANNER = "Building the whole world in the background"
 

@@ -26,10 +26,10 @@ speed does not depend on the weights) and measures, in one run:
   embedding, and the displacement relative to the distance between two
   different images' embeddings).
 
-    python benchmarks/bench_embed.py                 # 300 images, batch 64
-    python benchmarks/bench_embed.py --n-images 64   # smoke run
-    python benchmarks/bench_embed.py --repeat 3      # a busy machine: medians of 3 rounds
-    python benchmarks/bench_embed.py --device cuda --n-images 5000 --batch-size 256
+    python -m benchmarks.bench_embed                 # 300 images, batch 64
+    python -m benchmarks.bench_embed --n-images 64   # smoke run
+    python -m benchmarks.bench_embed --repeat 3      # a busy machine: medians of 3 rounds
+    python -m benchmarks.bench_embed --device cuda --n-images 5000 --batch-size 256
 
 On a GPU the model is run in float16 and batches are pinned and copied
 without blocking.
@@ -39,19 +39,17 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's slics_core
 
-import numpy as np  # noqa: E402
-from PIL import Image  # noqa: E402
+import numpy as np
+from PIL import Image
 
-from slics_core.datasets import load_image  # noqa: E402
-from slics_core.encoders import OpenCLIPEncoder  # noqa: E402
-from slics_core.store import default_workers, embed_dataset  # noqa: E402
+from slics_core.datasets import load_image
+from slics_core.encoders import OpenCLIPEncoder
+from slics_core.store import default_workers, embed_dataset
 
 
 def make_jpegs(folder, n, width, height, seed=0):

@@ -13,28 +13,25 @@ process (the fit uses one BLAS thread); memory is the process's peak resident
 set size (``getrusage``), printed before and after the fit. A tiny fit first
 compiles or loads the numba kernels, so that no timing includes that.
 
-    python benchmarks/bench_fit.py              # both parts
-    python benchmarks/bench_fit.py --quick      # smaller sizes, for a smoke run
-    python benchmarks/bench_fit.py --coco-full  # only the full-COCO-sized fit
+    python -m benchmarks.bench_fit              # both parts
+    python -m benchmarks.bench_fit --quick      # smaller sizes, for a smoke run
+    python -m benchmarks.bench_fit --coco-full  # only the full-COCO-sized fit
 
-Run from the repository root (the script puts it on ``sys.path``).
+Run from the repository root: ``python -m benchmarks.bench_fit``.
 """
 from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from scipy.optimize import nnls
 from threadpoolctl import threadpool_limits
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from slics_core import SLiCS  # noqa: E402
-from slics_core.synthetic import make_concept_cones  # noqa: E402
+from slics_core import SLiCS
+from slics_core.synthetic import make_concept_cones
 
 
 def unit(X):

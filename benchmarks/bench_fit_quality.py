@@ -24,28 +24,24 @@ The column ``>d`` marks configurations in which some sample may use more
 atoms than there are dimensions: its NNLS can have many minimisers, and which
 one a solver returns is arbitrary (a source of differences with no chaos).
 
-    python benchmarks/bench_fit_quality.py            # 60 configurations
-    python benchmarks/bench_fit_quality.py --count 20
+    python -m benchmarks.bench_fit_quality            # 60 configurations
+    python -m benchmarks.bench_fit_quality --count 20
 
-Run from the repository root (the script puts it on ``sys.path``).
+Run from the repository root: ``python -m benchmarks.bench_fit_quality``.
 """
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_fit import reference_error, reference_fit, unit  # noqa: E402
+from benchmarks.bench_fit import reference_error, reference_fit, unit
 
-from slics_core import SLiCS  # noqa: E402
-from slics_core.synthetic import make_concept_cones  # noqa: E402
+from slics_core import SLiCS
+from slics_core.synthetic import make_concept_cones
 
 #: relative size of the perturbation of X that measures the reference's spread
 PERTURBATION = 1e-9

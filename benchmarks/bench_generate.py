@@ -15,9 +15,9 @@ image (wall and this process's CPU seconds), wall and CPU seconds per denoising 
 per-step progress callback, first step of each image left out), and peak memory (CUDA: ``max_memory_allocated``; CPU:
 the growth of the process's peak resident size while building and drawing).
 
-    python benchmarks/bench_generate.py                                 # 512 x 512, 30 steps, SD 1.5 and unCLIP
-    nice -n 10 python benchmarks/bench_generate.py --size 256 --steps 2 --pipelines sd   # a shared CPU
-    python benchmarks/bench_generate.py --json out.json
+    python -m benchmarks.bench_generate                                 # 512 x 512, 30 steps, SD 1.5 and unCLIP
+    nice -n 10 python -m benchmarks.bench_generate --size 256 --steps 2 --pipelines sd   # a shared CPU
+    python -m benchmarks.bench_generate --json out.json
 """
 from __future__ import annotations
 
@@ -25,16 +25,12 @@ import argparse
 import json
 import os
 import resource
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-# fixtures_models writes an offline CLIP tokenizer (only the empty prompt is tokenized)
-sys.path.insert(0, str(ROOT / "tests"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -65,7 +61,7 @@ def build_sd15(tmp, lcm=False):
     import torch
     from diffusers import LCMScheduler, PNDMScheduler, StableDiffusionPipeline, UNet2DConditionModel
 
-    from fixtures_models import clip_tokenizer
+    from tests.fixtures_models import clip_tokenizer
 
     torch.manual_seed(0)
     unet = UNet2DConditionModel(sample_size=64, in_channels=4, out_channels=4, layers_per_block=2,
@@ -91,7 +87,7 @@ def build_unclip_small(tmp):
     from transformers import (CLIPImageProcessor, CLIPTextConfig, CLIPTextModel, CLIPVisionConfig,
                               CLIPVisionModelWithProjection)
 
-    from fixtures_models import clip_tokenizer
+    from tests.fixtures_models import clip_tokenizer
 
     torch.manual_seed(0)
     unet = UNet2DConditionModel(sample_size=96, in_channels=4, out_channels=4, layers_per_block=2,

@@ -8,7 +8,7 @@ the time until the page has settled (Streamlit's script state ``notRunning`` and
 visible), and samples the server's CPU time and RSS (psutil, the streamlit process and its
 children). Prints median / p95 time-to-settled per N and server CPU seconds per interaction.
 
-    python benchmarks/bench_load.py [--n 1 8 16 30] [--concurrency 30] [--scale 1.0] [--cache DIR]
+    python -m benchmarks.bench_load [--n 1 8 16 30] [--concurrency 30] [--scale 1.0] [--cache DIR]
 
 Loopback only; Chromium at ``$SLICS_CHROMIUM`` or /usr/bin/chromium.
 """
@@ -285,7 +285,6 @@ def warm_emoji_env(scale: float, cache: str | None) -> dict:
     if not any(Path(cache).glob("workspace-*/workspace.json")):
         print(f"building the emoji workspace into {cache} first (warm-workspace benchmark)", flush=True)
         os.environ.update(env)
-        sys.path.insert(0, str(ROOT))  # run from a checkout that is not the installed one
         from slics_core.explorer.workspace import open_emoji_workspace
 
         open_emoji_workspace()

@@ -32,7 +32,7 @@ process ``i mod K``, as a proxy that keeps each client on one process would (REA
 server"): one Streamlit process runs the sessions' Python one at a time (the GIL), so one process
 uses about one core however many it is given.
 
-    python benchmarks/bench_load_protocol.py [--n 1 8 16 30] [--think 0] [--join 0] [--servers 1]
+    python -m benchmarks.bench_load_protocol [--n 1 8 16 30] [--think 0] [--join 0] [--servers 1]
                                              [--scale 1.0] [--cache DIR]
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ import urllib.request
 from pathlib import Path
 
 import websockets
-from bench_load import (
+from benchmarks.bench_load import (
     CHROMIUM_ARGS,
     RssSampler,
     add_class_args,

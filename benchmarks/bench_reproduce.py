@@ -14,7 +14,7 @@ time and CPU time (user + system of the child), then, with ``--resume-check``,
 runs the same command again to show that finished runs are reused. ``--scale``
 shrinks every size (items, training split, validation, query) for a quick run.
 
-    python benchmarks/bench_reproduce.py [--scale 0.25] [--sweep 5 20] [--seeds 5] [--resume-check]
+    python -m benchmarks.bench_reproduce [--scale 0.25] [--sweep 5 20] [--seeds 5] [--resume-check]
 """
 import argparse
 import csv

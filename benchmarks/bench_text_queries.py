@@ -12,7 +12,7 @@ seed, so before/after runs use the same phrases. For every phrase, through the a
   relevant when the image holds *that object* (its sub-label), averaged over the two;
 * zero-shot accuracy of the encoder on the workspace's concept names (images -> names, the U-SLiCS input).
 
-    python benchmarks/bench_text_queries.py [--scale 1.0] [--cache DIR]
+    python -m benchmarks.bench_text_queries [--scale 1.0] [--cache DIR]
 """
 import argparse
 import os

@@ -6,7 +6,7 @@ after the file's bytes are in memory and the modules imported. Wall and CPU seco
 are printed beside it. ``--unlimited`` also decodes the audit's 110-megapixel PNG with the memory
 budget off (what every upload cost before the budget).
 
-    python benchmarks/bench_uploads.py [--unlimited]
+    python -m benchmarks.bench_uploads [--unlimited]
 
 Results are in docs/security.md.
 """

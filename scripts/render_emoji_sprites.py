@@ -18,8 +18,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from slics_core.emoji.catalog import EMOJI_FOR_CATEGORY, SPRITES_DIR, sprite_filename  # noqa: E402
+from slics_core.emoji.catalog import EMOJI_FOR_CATEGORY, SPRITES_DIR, sprite_filename
 
 DEFAULT_FONT = "/usr/share/fonts/truetype/noto/NotoColorEmoji.ttf"
 

@@ -16,28 +16,13 @@ chaotic: a 1e-9 perturbation of X moves the reference's own final error by
 1e-3 to 1e-1, so the comparison is judged only where the reference is
 determined (:func:`test_never_above_where_algorithm_1_is_well_conditioned`).
 """
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.optimize import nnls
 
+from benchmarks import bench_fit, bench_fit_quality  # the repository root is on sys.path (python -m pytest)
 from slics_core import SLiCS
-
-
-def _benchmark(name):
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_fit = _benchmark("bench_fit")
-bench_fit_quality = _benchmark("bench_fit_quality")
 
 #: (seed, n, d, S, d0, noise, batch_size)
 GRID = [
