@@ -55,7 +55,7 @@ def test_importtime_report_is_read(tmp_path):
 
 def test_version_imports_nothing_heavy(tmp_path):
     code, out, err, imported = _run_cli(["--version"], tmp_path)
-    assert code == 0 and out.strip() == "slics 0.1.0", (out, err)
+    assert code == 0 and out.strip() == "slics 0.2.0", (out, err)
     assert not set(HEAVY) & imported, sorted(set(HEAVY) & imported)
 
 
