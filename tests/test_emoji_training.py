@@ -142,3 +142,27 @@ def test_text_only_training_keeps_the_image_tower(tmp_path):
     assert np.array_equal(encode_images(before, imgs), encode_images(after, imgs))
     with pytest.raises(SystemExit):
         main(["--text-only"])  # needs --init
+
+
+def test_the_runtime_imports_no_training_code():
+    """Every module of slics_core outside emoji/training, imported together, leaves the training scripts unloaded."""
+    import subprocess
+    import sys
+
+    code = """
+import importlib, pkgutil, sys
+
+def walk(name):  # pkgutil.walk_packages would import the training package to look inside it
+    package = importlib.import_module(name)
+    for info in pkgutil.iter_modules(package.__path__, name + "."):
+        if info.name in ("slics_core.emoji.training", "slics_core.__main__"):
+            continue
+        walk(info.name) if info.ispkg else importlib.import_module(info.name)
+
+walk("slics_core")
+print(sorted(m for m in sys.modules if m.startswith("slics_core.emoji.training")))
+print(sum(m.startswith("slics_core.") for m in sys.modules))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]"
+    assert int(out[1]) > 40  # the walk did import the runtime (explorer, emoji world, commands)
