@@ -29,12 +29,14 @@ class Encoder(Protocol):
 
 
 def check_batch_size(batch_size) -> int:
+    """A positive integer batch size, else a one-line ValueError."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     return int(batch_size)
 
 
 def check_images(images) -> list:
+    """A list of RGB PIL images (one image alone is wrapped; other modes are converted), else a ValueError."""
     from PIL import Image
 
     if isinstance(images, Image.Image):
@@ -52,6 +54,7 @@ def check_images(images) -> list:
 
 
 def check_texts(texts) -> list[str]:
+    """A list of strings (one string alone is wrapped), else a ValueError naming the culprit."""
     if isinstance(texts, str):
         texts = [texts]
     if not hasattr(texts, "__len__"):
@@ -65,6 +68,7 @@ def check_texts(texts) -> list[str]:
 
 
 def to_numpy(t) -> np.ndarray:
+    """A model output as a float32 NumPy array; NaN or infinite values raise FloatingPointError."""
     arr = t.detach().float().cpu().numpy().astype(np.float32, copy=False)
     if not np.all(np.isfinite(arr)):
         raise FloatingPointError("the encoder produced NaN or infinite values (try float32 / CPU)")

@@ -11,7 +11,7 @@ diffusers itself draws them) in *float32* on the CPU, and only then are they
 cast to the pipeline's dtype and device and passed in (``latents=``; the
 embedding noise through ``noise_image_embeddings(noise=...)``). Drawing them in
 float16, as diffusers does when given only ``generator=``, gives a different
-random sequence on some torch versions, so the same seed gave a different image
+random sequence on some torch versions, so the same seed would give a different image
 on a GPU than on a CPU. On the CPU in float32 the images are exactly those of
 diffusers' own ``generator=`` path. The (advanced) generators are still passed,
 for schedulers that draw noise during sampling (DDPM, ancestral samplers; the
@@ -38,6 +38,7 @@ __all__ = ["PipelineGenerator", "seeded_noise", "is_consistency_model", "fast_sc
 
 
 def unit_rows(V: np.ndarray, name: str = "embeddings") -> np.ndarray:
+    """Rows divided by their norms; a zero row raises (an absent concept has no component to draw)."""
     norms = np.linalg.norm(V, axis=1, keepdims=True)
     zero = np.flatnonzero(norms[:, 0] <= 1e-12)
     if zero.size:
@@ -47,6 +48,7 @@ def unit_rows(V: np.ndarray, name: str = "embeddings") -> np.ndarray:
 
 
 def check_rows(E, dim: int, name: str = "embeddings") -> np.ndarray:
+    """``E`` as a finite float64 array of shape ``(n, dim)`` (one row alone is accepted), else a ValueError."""
     try:
         E = np.asarray(E, dtype=np.float64)
     except (TypeError, ValueError):
@@ -64,6 +66,7 @@ def check_rows(E, dim: int, name: str = "embeddings") -> np.ndarray:
 
 
 def image_seeds(seed, seeds, n: int) -> list[int]:
+    """One seed per image: ``seeds`` as given (one each) or ``seed, seed + 1, ...``."""
     if seeds is not None:
         seeds = [int(s) for s in seeds]
         if len(seeds) != n:
@@ -75,6 +78,7 @@ def image_seeds(seed, seeds, n: int) -> list[int]:
 
 
 def check_run_args(steps, guidance, batch_size):
+    """``(steps, guidance, batch_size)`` checked: positive integers and a finite guidance >= 0."""
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     try:
@@ -147,6 +151,7 @@ def place_pipeline(pipe, device, dtype):
 
 
 def check_tokenizer(tokenizer, source) -> None:
+    """Refuse the broken 2-token tokenizer that an offline load of a missing repo can give."""
     # Offline, CLIPTokenizer.from_pretrained of a missing repo can silently give a 2-token tokenizer.
     if tokenizer is None or len(tokenizer) <= 2:
         raise ValueError(f"the tokenizer loaded from {source} is empty or broken ({len(tokenizer) if tokenizer else 0} "
@@ -154,6 +159,7 @@ def check_tokenizer(tokenizer, source) -> None:
 
 
 def resolve_pipeline_dir(model, cache_dir, allow_download) -> tuple[Path, str]:
+    """The folder of a diffusers pipeline (a folder, preset or hub repo id) and its id."""
     if os.path.isdir(str(model)):
         return Path(model), f"dir:{Path(model).resolve()}"
     try:
