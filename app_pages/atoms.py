@@ -12,8 +12,8 @@ from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, l
                           require_dictionaries, workspace_words,
                           ws_id)
 from slics_core.explorer.arrival import atom_matrices, atoms_split, pool_codes
-from slics_core.explorer.maps import (atom_labels, atom_top_items, atom_top_words, group_layout, matrix_table,
-                                      selected_point_ids)
+from slics_core.explorer.atom_tables import atom_labels, atom_top_items, atom_top_words, group_layout, matrix_table
+from slics_core.explorer.maps import selected_point_ids
 from slics_core.explorer.narration import atom_sentences
 
 st.title("Atoms")

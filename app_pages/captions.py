@@ -5,7 +5,7 @@ import streamlit as st
 from app_pages import _state as state
 from app_pages import _safe
 from app_pages._ui import csv_download, d0_picker, get_workspace, page_intro, workspace_words, ws_id
-from slics_core.explorer.maps import caption_table
+from slics_core.explorer.atom_tables import caption_table
 from slics_core.explorer.narration import text_tower_check
 
 st.title("Captions")

@@ -165,7 +165,8 @@ def main():
 
     from slics_core.explorer import scoring
     from slics_core.explorer.queries import concept_galleries, concept_scores, query_components
-    from slics_core.explorer.maps import atom_heatmaps, caption_table, subspace_map
+    from slics_core.explorer.atom_tables import atom_heatmaps, caption_table
+    from slics_core.explorer.maps import subspace_map
     from slics_core.explorer.sphere import PRESETS, decompose, direction
     from slics_core.explorer.workspace import (
         embed_query,

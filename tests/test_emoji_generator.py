@@ -11,7 +11,7 @@ from slics_core.emoji.catalog import CATEGORIES, CATEGORY_SUPER, SUPERCATEGORIES
 from slics_core.emoji.generator import EmojiGenerator, Place, Reading, build_reader, render_reading
 from slics_core.emoji.models import encode_images, load_emoji_clip
 from slics_core.emoji.scenes import load_sprites, make_scenes, make_single_object_scenes, render_single_object
-from slics_core.emoji.train_generator import fit_reader, pair_sums
+from slics_core.emoji.training.train_generator import fit_reader, pair_sums
 
 
 def test_single_object_render_places_one_centred_object():

@@ -15,7 +15,7 @@ from slics_core.emoji.judge import (
     no_object_images,
     object_images,
 )
-from slics_core.emoji.train_classifier import heldout_metrics, train_judge
+from slics_core.emoji.training.train_classifier import heldout_metrics, train_judge
 
 
 def test_judge_rates_planted():

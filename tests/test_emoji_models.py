@@ -7,9 +7,9 @@ import torch
 
 from slics_core.emoji.catalog import SUPERCATEGORIES
 from slics_core.emoji.models import (
-    EMOJI_CLIP_CONFIGS, encode_images, images_to_tensor, load_emoji_clip, model_dir, zero_shot_scores)
+    EMOJI_CLIP_CONFIGS, encode_images, images_to_tensor, load_emoji_clip, model_dir, precision_at_2,
+    zero_shot_scores)
 from slics_core.emoji.scenes import make_scenes
-from slics_core.emoji.train_clip import precision_at_2
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_image_tower_is_the_one_every_workspace_was_built_with(name):
     import json
     from pathlib import Path
 
-    from slics_core.emoji.train_clip import visual_digest
+    from slics_core.emoji.training.train_clip import visual_digest
 
     model, _, _ = load_emoji_clip(name)
     ref = np.load(Path(__file__).parent / "emoji_image_embeddings.npz")[name]

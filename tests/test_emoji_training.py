@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from slics_core.emoji.catalog import CATEGORY_SUPER
-from slics_core.emoji.train_clip import caption_variants, multi_positive_clip_loss, precision_at_2
+from slics_core.emoji.models import precision_at_2
+from slics_core.emoji.training.train_clip import caption_variants, multi_positive_clip_loss
 
 
 def test_caption_variants_say_what_they_mention():
@@ -105,7 +106,7 @@ def test_benchmark_phrases_are_fixed_and_pair_different_concepts(ws):
 
 
 def test_caption_table_and_positives():
-    from slics_core.emoji.train_clip import caption_table, positives
+    from slics_core.emoji.training.train_clip import caption_table, positives
 
     def tok(texts):
         return torch.tensor([[len(t)] for t in texts])
@@ -125,7 +126,7 @@ def test_caption_table_and_positives():
 def test_text_only_training_keeps_the_image_tower(tmp_path):
     from slics_core.emoji.models import encode_images, load_emoji_clip
     from slics_core.emoji.scenes import make_scenes
-    from slics_core.emoji.train_clip import main, text_parameters, visual_digest
+    from slics_core.emoji.training.train_clip import main, text_parameters, visual_digest
 
     before, _, _ = load_emoji_clip("small")
     assert main(["--size", "small", "--text-only", "--init", "assets/models", "--out", str(tmp_path),
@@ -141,3 +142,27 @@ def test_text_only_training_keeps_the_image_tower(tmp_path):
     assert np.array_equal(encode_images(before, imgs), encode_images(after, imgs))
     with pytest.raises(SystemExit):
         main(["--text-only"])  # needs --init
+
+
+def test_the_runtime_imports_no_training_code():
+    """Every module of slics_core outside emoji/training, imported together, leaves the training scripts unloaded."""
+    import subprocess
+    import sys
+
+    code = """
+import importlib, pkgutil, sys
+
+def walk(name):  # pkgutil.walk_packages would import the training package to look inside it
+    package = importlib.import_module(name)
+    for info in pkgutil.iter_modules(package.__path__, name + "."):
+        if info.name in ("slics_core.emoji.training", "slics_core.__main__"):
+            continue
+        walk(info.name) if info.ispkg else importlib.import_module(info.name)
+
+walk("slics_core")
+print(sorted(m for m in sys.modules if m.startswith("slics_core.emoji.training")))
+print(sum(m.startswith("slics_core.") for m in sys.modules))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]"
+    assert int(out[1]) > 40  # the walk did import the runtime (explorer, emoji world, commands)

@@ -1,13 +1,14 @@
-"""slics_core.maps: subspace maps, atom usage, heatmap data and caption tables (planted ground truth)."""
+"""explorer.maps and explorer.atom_tables: subspace maps, atom usage, heatmaps and caption tables (planted truth)."""
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.optimize import nnls
 
-from slics_core.explorer.maps import (ATOM_SUB, OTHER, OTHER_CONCEPTS, SEVERAL, atom_heatmaps, atom_labels,
-                                      atom_top_items, atom_top_words, caption_table, colour_groups, group_layout,
-                                      item_codes, map_points, map_sample, match_points, matrix_table, point_text,
-                                      sample_rows, selected_point_ids, subspace_map, tsne_layout)
+from slics_core.explorer.atom_tables import (atom_heatmaps, atom_labels, atom_top_items, atom_top_words, caption_table,
+                                             group_layout, item_codes, matrix_table)
+from slics_core.explorer.maps import (ATOM_SUB, OTHER, OTHER_CONCEPTS, SEVERAL, colour_groups, map_points, map_sample,
+                                      match_points, point_text, sample_rows, selected_point_ids, subspace_map,
+                                      tsne_layout)
 from slics_core.explorer.exports import with_settings
 from slics_core.slics import SLiCS
 from slics_core.synthetic import make_concept_cones
@@ -422,7 +423,7 @@ def test_caption_table_recovers_planted_words_per_method(planted):
 
 
 def test_atom_labels_and_cooccurrence_summary():
-    from slics_core.explorer.maps import atom_labels
+    from slics_core.explorer.atom_tables import atom_labels
 
     assert atom_labels([1, 0, 1, 1, 0], ["a", "b"]) == ["b #0", "a #0", "b #1", "b #2", "a #1"]
     rng = np.random.default_rng(3)

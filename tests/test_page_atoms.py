@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from slics_core.captions import prepare_text_embeddings
-from slics_core.explorer.maps import atom_top_items, atom_top_words, group_layout, item_codes
+from slics_core.explorer.atom_tables import atom_top_items, atom_top_words, group_layout, item_codes
 from slics_core.explorer.workspace import workspace_vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent

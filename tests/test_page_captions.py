@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from slics_core.explorer.maps import caption_table
+from slics_core.explorer.atom_tables import caption_table
 from slics_core.explorer.workspace import workspace_vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent

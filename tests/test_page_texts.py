@@ -16,7 +16,7 @@ from test_shared_state import _ok
 from test_workspace import dataset_ws  # noqa: F401  (fixture)
 
 from slics_core.analysis import atom_cosine
-from slics_core.explorer.maps import atom_heatmaps
+from slics_core.explorer.atom_tables import atom_heatmaps
 from slics_core.explorer.narration import (atom_sentences, component_words, evaluate_look_at, example_caption,
                                            missing, page_readiness)
 from slics_core.explorer.workspace import load_workspace

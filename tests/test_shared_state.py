@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from slics_core.explorer.maps import atom_labels, group_layout
+from slics_core.explorer.atom_tables import atom_labels, group_layout
 from slics_core.explorer.queries import concept_scores, mix_components, rank_pool
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,6 +6,6 @@
 * :mod:`~slics_core.emoji.generator` - the generator: a large-encoder embedding read as the objects
   of a scene (with probabilities) and drawn with the world's sprites.
 * :mod:`~slics_core.emoji.judge` - an independent classifier of generated pictures.
-* training: ``python -m slics_core.emoji.train_clip --size small|large``,
-  ``python -m slics_core.emoji.train_generator``, ``python -m slics_core.emoji.train_classifier``.
+* :mod:`~slics_core.emoji.training` - the training scripts of those networks (never imported by
+  the runtime).
 """

@@ -6,7 +6,7 @@ space, ``c = normalize(normalize(x_large) - mean)``; an aligned component
 description of a scene: the probability that each of the 71 emoji objects is in
 it (:meth:`EmojiGenerator.read`), from a small multi-label network (one hidden
 layer, :func:`build_reader`) trained only on renders of the world and their
-large embeddings (:mod:`slics_core.emoji.train_generator`: scenes, single-object
+large embeddings (:mod:`slics_core.emoji.training.train_generator`: scenes, single-object
 renders, and sums of two rows labelled with both rows' objects; no SLiCS output
 is involved). The description is then **drawn** with the world's own sprites
 (:meth:`EmojiGenerator.layout`, :func:`render_reading`):
@@ -195,10 +195,10 @@ class EmojiGenerator:
         """The reader on disk, as numpy arrays: reading and drawing need no torch."""
         folder = generator_dir(root)
         meta, state = read_weights(folder, WEIGHTS_NAME, "emoji generator",
-                                   "python -m slics_core.emoji.train_generator", as_numpy=True)
+                                   "python -m slics_core.emoji.training.train_generator", as_numpy=True)
         if list(meta.get("classes", [])) != list(CATEGORIES) or "mean" not in meta:
             raise ValueError(f"emoji generator in {folder} reads other objects; retrain it with "
-                             "`python -m slics_core.emoji.train_generator`")
+                             "`python -m slics_core.emoji.training.train_generator`")
         dim, hidden = len(meta["mean"]), int(dict(READER_CONFIG, **(meta.get("config") or {}))["hidden"])
         shapes = {"0.weight": (hidden, dim), "0.bias": (hidden,), "2.weight": (len(CATEGORIES), hidden),
                   "2.bias": (len(CATEGORIES),)}

@@ -3,7 +3,7 @@
 A small CNN (:func:`build_judge`) classifying a 64x64 RGB image (read at
 32x32, the generator's native resolution) into one of the 71 emoji
 categories or :data:`NO_OBJECT`. It never sees a generated image, an
-encoder or a SLiCS output: it is trained (:mod:`slics_core.emoji.train_classifier`)
+encoder or a SLiCS output: it is trained (:mod:`slics_core.emoji.training.train_classifier`)
 only on clean renders of the emoji world and on "no object" images, so it
 judges the generator from outside (unlike ``generation_concept_accuracy``,
 whose judge is the large encoder the generator was trained to satisfy).
@@ -188,10 +188,10 @@ class EmojiJudge:
     def load(cls, root=None) -> EmojiJudge:
         folder = judge_dir(root)
         meta, state = read_weights(folder, WEIGHTS_NAME, "emoji judge",
-                                   "python -m slics_core.emoji.train_classifier")
+                                   "python -m slics_core.emoji.training.train_classifier")
         if list(meta.get("classes", [])) != list(CLASSES):
             raise ValueError(f"emoji judge in {folder} was trained for other classes; retrain it with "
-                             "`python -m slics_core.emoji.train_classifier`")
+                             "`python -m slics_core.emoji.training.train_classifier`")
         net = load_state(build_judge(meta["config"]), state, folder, "emoji judge")
         judge = cls(net, meta["config"])
         judge.training = meta.get("training", {})

@@ -33,6 +33,7 @@ __all__ = [
     "encode_images",
     "encode_texts",
     "zero_shot_scores",
+    "precision_at_2",
     "weights_digest",
 ]
 
@@ -145,7 +146,7 @@ def load_emoji_clip(name: str = "small", root: str | Path | None = None, device:
     if not (folder / WEIGHTS_NAME).is_file():
         raise FileNotFoundError(
             f"emoji encoder weights missing: {folder / WEIGHTS_NAME} "
-            f"(train them with `python -m slics_core.emoji.train_clip --size {name}`)"
+            f"(train them with `python -m slics_core.emoji.training.train_clip --size {name}`)"
         )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import open_clip
@@ -216,3 +217,16 @@ def zero_shot_scores(model, tokenizer, image_embeddings: np.ndarray, words=SUPER
     x = np.asarray(image_embeddings, dtype=np.float32)
     x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     return x @ w.T
+
+
+def precision_at_2(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """(precision of top-min(2, #true) concepts, precision of top-2 concepts)."""
+    order = np.argsort(-scores, axis=1)
+    n_true = labels.sum(1)
+    hits_k, total_k, hits2 = 0, 0, 0
+    for i in range(len(scores)):
+        k = int(min(2, n_true[i]))
+        hits_k += int(labels[i, order[i, :k]].sum())
+        total_k += k
+        hits2 += int(labels[i, order[i, :2]].sum())
+    return hits_k / max(total_k, 1), hits2 / (2 * max(len(scores), 1))

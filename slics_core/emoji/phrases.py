@@ -1,7 +1,7 @@
 """Scene phrases: captions of several objects made from a scene's own contents, and the fixed test set.
 
 The emoji text towers were first trained on captions that list a scene's categories and
-supercategories (:func:`slics_core.emoji.train_clip.caption_variants`); a phrase such as "a cat next
+supercategories (:func:`slics_core.emoji.training.train_clip.caption_variants`); a phrase such as "a cat next
 to a pizza on a green background" was outside what they had read. :func:`scene_phrases` writes such
 phrases from what the scene generator drew (its objects, their quadrants, the background's kind and
 colour: ``render_scene(..., layout=True)``), for the text-only retraining

@@ -142,8 +142,8 @@ def map_layout(ws, P, seed: int) -> np.ndarray:
 
 
 def atom_matrices(ws, method: str, d0: int, n_nonzero: int, split: str) -> dict:
-    """:func:`slics_core.explorer.maps.atom_heatmaps` of the ``split`` items, stored (Atoms)."""
-    from slics_core.explorer.maps import atom_heatmaps
+    """:func:`slics_core.explorer.atom_tables.atom_heatmaps` of the ``split`` items, stored (Atoms)."""
+    from slics_core.explorer.atom_tables import atom_heatmaps
 
     def compute():
         m = atom_heatmaps(ws.model(method, d0), ws.X[ws.index[split]], n_nonzero=n_nonzero)
@@ -160,8 +160,8 @@ def atom_matrices(ws, method: str, d0: int, n_nonzero: int, split: str) -> dict:
 
 
 def pool_codes(ws, method: str, d0: int) -> np.ndarray:
-    """:func:`slics_core.explorer.maps.item_codes` of the pool (labelled concepts), stored (Atoms)."""
-    from slics_core.explorer.maps import item_codes
+    """:func:`slics_core.explorer.atom_tables.item_codes` of the pool (labelled concepts), stored (Atoms)."""
+    from slics_core.explorer.atom_tables import item_codes
 
     pool = ws.index["pool"]
     return stored(ws, "codes", {"method": method, "d0": int(d0)},

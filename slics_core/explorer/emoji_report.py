@@ -53,9 +53,8 @@ from PIL import Image, ImageDraw
 from slics_core.emoji.catalog import CATEGORIES, CATEGORY_SUPER, SUPERCATEGORIES
 from slics_core.emoji.generator import EmojiGenerator
 from slics_core.emoji.judge import CLASSES, NO_OBJECT, EmojiJudge, judge_rates
-from slics_core.emoji.models import encode_images, load_emoji_clip, zero_shot_scores
+from slics_core.emoji.models import encode_images, load_emoji_clip, precision_at_2, zero_shot_scores
 from slics_core.emoji.scenes import load_sprites, render_single_object
-from slics_core.emoji.train_clip import precision_at_2
 from slics_core.explorer.scoring import methods_table
 from slics_core.explorer.generation import load_workspace_generator
 from slics_core.generators import concept_atoms, interpolate_atoms

@@ -1,8 +1,10 @@
-"""Maps of the learned subspaces for the app: t-SNE layouts, atom usage, heatmaps, caption tables.
+"""Maps of the learned subspaces for the app: t-SNE layouts of embeddings, components and atoms, and reading them.
 
-Computations behind the Subspaces, Atoms and Captions pages (paper Fig. 2b/5,
-Fig. 6 and Table 1). Everything returns plain arrays or tidy
-:class:`pandas.DataFrame` tables; drawing is left to the pages.
+Computations behind the Subspaces page (paper Fig. 2b/5): which points a map
+shows, their t-SNE layout, their hover text, colour groups and search. Everything
+returns plain arrays or tidy :class:`pandas.DataFrame` tables; drawing is left to
+the page. The Atoms and Captions pages' tables are in
+:mod:`slics_core.explorer.atom_tables`.
 
 Choices (the paper is silent on them)
 -------------------------------------
@@ -23,23 +25,8 @@ Choices (the paper is silent on them)
   sub-label is the item's sub-label of that concept; an embedding with
   several concepts (or sub-labels) is put in the group ``"several"``; an item
   without one is ``"none"``; atoms have the sub-label ``"(atom)"``.
-* **Top words of an atom.** For unit-norm prepared word embeddings ``w`` and
-  a unit atom ``b`` the one-atom NNLS error is ``1 - max(0, cos(w, b))^2``,
-  so ranking by that error (the paper's caption rule applied to one atom)
-  and ranking by the cosine are the same for every word with a positive
-  cosine; the table reports both.
-* **Images that use an atom.** Coefficients from ``model.transform`` (NNLS
-  restricted to each item's labelled concepts when labels are given).
-* **Co-occurrence coefficients.** As in the paper, non-negative OMP
-  (:func:`slics_core.sparse_coding.nn_omp`) without labels on the
-  validation split; its sparsity (atoms per item) defaults to ``d0``. On the
-  emoji world the within-group / between-group co-occurrence ratio falls as
-  the sparsity grows (2.3 at 2 atoms, 1.4 at ``d0`` = 10, 1.15 at 20); the
-  Atoms page lets the user change it.
 """
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -47,13 +34,9 @@ from sklearn.manifold import TSNE
 from threadpoolctl import threadpool_limits
 
 from slics_core._validation import check_embeddings
-from slics_core.analysis import atom_cooccurrence, atom_cosine
-from slics_core.captions import prepare_text_embeddings, word_captions
 from slics_core.explorer.safe_text import figure_text
-from slics_core.sparse_coding import nn_omp
 
 __all__ = [
-    "atom_labels",
     "KINDS",
     "sample_rows",
     "map_sample",
@@ -64,13 +47,6 @@ __all__ = [
     "point_text",
     "colour_groups",
     "match_points",
-    "item_codes",
-    "atom_top_items",
-    "atom_top_words",
-    "atom_heatmaps",
-    "group_layout",
-    "matrix_table",
-    "caption_table",
 ]
 
 #: Kinds of points in a subspace map.
@@ -545,196 +521,3 @@ def match_points(table, text):
     fields = (table.concept.astype(str) + "\n" + table["labels"].astype(str) + "\n"
               + table["sub_labels"].astype(str)).str.lower()
     return fields.str.contains(text, regex=False).to_numpy()
-
-
-# ---------------------------------------------------------------------- atom usage
-def item_codes(model, X, Y=None):
-    """Coefficients ``(n, M)`` of items on the dictionary (``model.transform``; ``Y`` restricts concepts)."""
-    return np.asarray(model.transform(X, Y))
-
-def atom_top_items(codes, atom, k=12, rows=None):
-    """The items with the largest coefficient on one atom.
-
-    Parameters
-    ----------
-    codes : array-like of shape (n, M)
-        Coefficients (:func:`item_codes`).
-    atom : int
-    k : int
-    rows : array-like of int, optional
-        Workspace row of each line of ``codes`` (default ``0..n-1``).
-
-    Returns
-    -------
-    table : DataFrame
-        ``rank`` (1 = largest), ``row``, ``coefficient``; only items with a
-        positive coefficient, at most ``k``; ties by row order.
-    """
-    codes = np.asarray(codes, dtype=np.float64)
-    if codes.ndim != 2:
-        raise ValueError(f"codes must be 2-D (n_items, n_atoms); got shape {codes.shape}.")
-    atom = int(atom)
-    if not 0 <= atom < codes.shape[1]:
-        raise ValueError(f"atom {atom} out of range (0..{codes.shape[1] - 1}).")
-    rows = np.arange(codes.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
-    if rows.shape != (codes.shape[0],):
-        raise ValueError(f"rows must have one entry per line of codes ({codes.shape[0]}).")
-    c = codes[:, atom]
-    order = np.lexsort((np.arange(c.size), -c))
-    order = order[c[order] > 0][: int(k)]
-    return pd.DataFrame({"rank": np.arange(1, order.size + 1), "row": rows[order], "coefficient": c[order]})
-
-def atom_top_words(atom, word_embeddings, words, k=10):
-    """Words closest to one atom (see the module notes: cosine == one-atom NNLS ranking).
-
-    Parameters
-    ----------
-    atom : array-like of shape (d,)
-    word_embeddings : array-like of shape (V, d)
-        Prepared word embeddings (:func:`slics_core.captions.prepare_text_embeddings`).
-    words : sequence of str
-    k : int
-
-    Returns
-    -------
-    table : DataFrame
-        ``rank``, ``word``, ``cosine``, ``nnls_error`` (of the word, unit
-        normalised, by the atom alone), best first; ties by vocabulary order.
-    """
-    b = np.asarray(atom, dtype=np.float64).reshape(-1)
-    W = check_embeddings(word_embeddings, n_features=b.size, name="word_embeddings", allow_zero_rows=True)
-    words = list(words)
-    if len(words) != W.shape[0]:
-        raise ValueError(f"{len(words)} words for {W.shape[0]} word embeddings.")
-    nb = np.linalg.norm(b)
-    if not np.isfinite(nb) or nb <= 0:
-        raise ValueError("the atom is zero or not finite.")
-    nw = np.linalg.norm(W, axis=1)
-    cos = np.where(nw > 0, (W @ b) / np.maximum(nw, 1e-300) / nb, 0.0)
-    order = np.lexsort((np.arange(cos.size), -cos))[: int(k)]
-    err = 1.0 - np.maximum(cos[order], 0.0) ** 2
-    return pd.DataFrame({"rank": np.arange(1, order.size + 1), "word": [words[i] for i in order],
-                         "cosine": cos[order], "nnls_error": err})
-
-# ---------------------------------------------------------------------- heatmaps
-def atom_heatmaps(model, X, n_nonzero=None):
-    """Fig. 6 matrices: co-occurrence of active atoms (non-negative OMP codes, no labels) and atom cosines.
-
-    Parameters
-    ----------
-    model : fitted SLiCS
-    X : array-like of shape (n, d)
-        Items to code (the paper uses the validation split).
-    n_nonzero : int, optional
-        OMP atoms per item; default ``d0`` (the largest number of atoms of a concept).
-
-    Returns
-    -------
-    result : dict
-        ``cooccurrence`` (M, M) (:func:`slics_core.analysis.atom_cooccurrence`),
-        ``cosine`` (M, M) and ``summary`` (:func:`slics_core.analysis.atom_cosine`),
-        ``codes`` (n, M), ``n_nonzero``, ``usage`` (M,) fraction of items using each atom. ``summary``
-        also holds ``cooc_within_mean`` / ``cooc_between_mean``: mean co-occurrence over pairs of
-        distinct atoms of the same concept / of different concepts (NaN entries, unused atoms, ignored).
-    """
-
-    if n_nonzero is None:
-        n_nonzero = int(np.bincount(np.asarray(model.groups_)).max())
-    n_nonzero = int(n_nonzero)
-    if n_nonzero < 1:
-        raise ValueError(f"n_nonzero must be >= 1; got {n_nonzero}.")
-    codes = nn_omp(X, model.atoms_, n_nonzero_coefs=n_nonzero)
-    C = atom_cooccurrence(codes)
-    cos, summary = atom_cosine(model.atoms_, model.groups_)
-    g = np.asarray(model.groups_)
-    same = g[:, None] == g[None, :]
-    off = ~np.eye(g.size, dtype=bool)
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN: no atom pair used
-        summary = dict(summary, cooc_within_mean=float(np.nanmean(C[same & off])),
-                       cooc_between_mean=float(np.nanmean(C[~same])))
-    return {"cooccurrence": C, "cosine": cos, "summary": summary, "codes": codes, "n_nonzero": n_nonzero,
-            "usage": (codes > 0).mean(axis=0)}
-
-def atom_labels(groups, concept_names):
-    """``"<concept> #<k>"`` for every atom: its concept and its rank among that concept's atoms."""
-    g = np.asarray(groups).reshape(-1)
-    rank = np.zeros(g.size, dtype=int)
-    for c in np.unique(g):
-        idx = np.flatnonzero(g == c)
-        rank[idx] = np.arange(idx.size)
-    return [f"{concept_names[c]} #{r}" for c, r in zip(g, rank)]
-
-def group_layout(groups):
-    """Ordering and drawing positions of atoms grouped by concept.
-
-    Parameters
-    ----------
-    groups : array-like of int, shape (M,)
-
-    Returns
-    -------
-    layout : dict
-        ``order`` (M,) stable permutation putting atoms in concept order
-        (identity when already grouped); ``boundaries`` positions ``k - 0.5``
-        on the ordered axis between consecutive groups; ``centres`` mid
-        position of each group; ``concepts`` the concept of each group.
-    """
-    g = np.asarray(groups).reshape(-1)
-    if g.size == 0:
-        raise ValueError("groups is empty.")
-    order = np.argsort(g, kind="stable")
-    gs = g[order]
-    change = np.flatnonzero(gs[1:] != gs[:-1]) + 1
-    starts = np.concatenate([[0], change])
-    ends = np.concatenate([change, [gs.size]])
-    return {"order": order, "boundaries": change - 0.5, "centres": (starts + ends - 1) / 2.0,
-            "concepts": gs[starts]}
-
-def matrix_table(M, labels):
-    """A square matrix as a CSV-ready table: an ``atom`` column then one column per atom label."""
-    M = np.asarray(M)
-    labels = [str(s) for s in labels]
-    if M.shape != (len(labels), len(labels)):
-        raise ValueError(f"matrix of shape {M.shape} for {len(labels)} labels.")
-    df = pd.DataFrame(M, columns=labels)
-    df.insert(0, "atom", labels)
-    return df
-
-# ---------------------------------------------------------------------- captions
-def caption_table(models, concept_names, words, word_embeddings, n_words=5, *, ridge=0.0, prepared=False):
-    """Word captions of every concept subspace, methods side by side (paper Table 1).
-
-    Parameters
-    ----------
-    models : dict
-        ``{method name: fitted SLiCS}`` (e.g. S-SLiCS and U-SLiCS with one ``d0``).
-    concept_names : list of str
-    words : sequence of str
-    word_embeddings : array-like of shape (V, d)
-        Raw (unit) text embeddings of ``words``; prepared here with
-        :func:`slics_core.captions.prepare_text_embeddings` unless ``prepared``.
-    n_words : int
-    ridge : float
-
-    Returns
-    -------
-    table : DataFrame
-        ``concept`` then one column per method with its words, best first,
-        joined by ", ".
-    """
-
-    if not models:
-        raise ValueError("no models to caption.")
-    W = np.asarray(word_embeddings, dtype=np.float64)
-    if not prepared:
-        W, _ = prepare_text_embeddings(W)
-    names = list(concept_names)
-    out = {"concept": names}
-    for method, model in models.items():
-        if model.n_concepts_ != len(names):
-            raise ValueError(f"{method} has {model.n_concepts_} concepts, expected {len(names)}.")
-        caps = word_captions(model.atoms_, model.groups_, W, words, top_k=n_words,
-                             concepts=range(len(names)), ridge=ridge)
-        out[method] = [", ".join(c) for c in caps]
-    return pd.DataFrame(out)

@@ -44,7 +44,7 @@ def _fin(*values) -> bool:
 def atom_sentences(summary: dict) -> dict:
     """What the Atoms page's two matrices show, from their own summary numbers.
 
-    ``summary``: :func:`slics_core.explorer.maps.atom_heatmaps`'s ``summary`` (``cooc_within_mean``,
+    ``summary``: :func:`slics_core.explorer.atom_tables.atom_heatmaps`'s ``summary`` (``cooc_within_mean``,
     ``cooc_between_mean``, ``within_mean``, ``within_std``, ``between_mean``, ``between_std``).
 
     Returns ``look_at`` (the page's one sentence), ``cooccurrence`` and ``cosine`` (the captions under

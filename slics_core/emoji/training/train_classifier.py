@@ -2,7 +2,7 @@
 
 Deterministic for a seed and thread count::
 
-    nice -n 10 python -m slics_core.emoji.train_classifier
+    nice -n 10 python -m slics_core.emoji.training.train_classifier
 
 Held-out check (seed ``seed + 1000``, never trained on): category and
 supercategory accuracy on clean object renders, the no-object class's recall,

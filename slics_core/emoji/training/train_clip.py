@@ -2,10 +2,10 @@
 
 Usage (writes ``assets/models/emoji-<size>/``)::
 
-    nice -n 10 python -m slics_core.emoji.train_clip --size small
-    nice -n 10 python -m slics_core.emoji.train_clip --size large
+    nice -n 10 python -m slics_core.emoji.training.train_clip --size small
+    nice -n 10 python -m slics_core.emoji.training.train_clip --size large
     # the text tower alone, image tower frozen (scene phrases; docs/emoji_world.md):
-    nice -n 10 python -m slics_core.emoji.train_clip --size small --text-only --init assets/models
+    nice -n 10 python -m slics_core.emoji.training.train_clip --size small --text-only --init assets/models
 
 Training scenes are ``make_scenes(n_train, seed=TRAIN_SEED)``; they never
 overlap the evaluation/workspace scenes (other seeds). Each step pairs a batch
@@ -33,6 +33,7 @@ from slics_core.emoji.models import (
     create_emoji_clip,
     encode_images,
     images_to_tensor,
+    precision_at_2,
     save_emoji_clip,
     zero_shot_scores,
 )
@@ -118,19 +119,6 @@ def caption_table(variants, objects, tokenizer):
 def positives(items, mentions):
     """``positive[i, j]``: caption ``j`` (its asserted items ``mentions[j]``) is true of scene ``i`` (``items[i]``)."""
     return (mentions.float() @ (~items).float().T).T == 0
-
-
-def precision_at_2(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
-    """(precision of top-min(2, #true) concepts, precision of top-2 concepts)."""
-    order = np.argsort(-scores, axis=1)
-    n_true = labels.sum(1)
-    hits_k, total_k, hits2 = 0, 0, 0
-    for i in range(len(scores)):
-        k = int(min(2, n_true[i]))
-        hits_k += int(labels[i, order[i, :k]].sum())
-        total_k += k
-        hits2 += int(labels[i, order[i, :2]].sum())
-    return hits_k / max(total_k, 1), hits2 / (2 * max(len(scores), 1))
 
 
 def _optimizer(named, args):

@@ -2,7 +2,7 @@
 
 Usage (needs ``assets/models/emoji-large``; writes ``assets/models/emoji-generator``)::
 
-    nice -n 10 python -m slics_core.emoji.train_generator
+    nice -n 10 python -m slics_core.emoji.training.train_generator
 
 Training rows, all renders of the emoji world and their large embeddings (no SLiCS output):
 
@@ -32,7 +32,7 @@ from slics_core.emoji.catalog import ALL_COCO_CATEGORIES, CATEGORIES
 from slics_core.emoji.generator import READER_CONFIG, EmojiGenerator, build_reader
 from slics_core.emoji.models import encode_images, load_emoji_clip
 from slics_core.emoji.scenes import make_scenes, make_single_object_scenes
-from slics_core.emoji.train_clip import TRAIN_SEED
+from slics_core.emoji.training.train_clip import TRAIN_SEED
 
 __all__ = ["fit_reader", "pair_sums", "main"]
 
