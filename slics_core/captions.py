@@ -37,6 +37,7 @@ __all__ = [
     "download_laion_vocabulary",
     "default_vocabulary",
     "filter_words",
+    "get_words",
 ]
 
 #: Where SpLiCE publishes its LAION vocabulary (used only on explicit request).
@@ -209,3 +210,16 @@ def default_vocabulary(n_words=10_000, *, language="en"):
     pool = wordfreq.top_n_list(language, max(3 * n_words, 1000))
     words = filter_words(pool)
     return words[:n_words]
+
+
+def get_words(spec, n_words=10_000, download_to=None):
+    """The vocabulary named by ``spec`` (``--vocab``): ``wordfreq`` / ``default`` / None (offline default,
+    :func:`default_vocabulary`), a word-list file (:func:`load_laion_vocabulary`), or ``laion-download`` (fetched
+    to ``download_to``, default ``laion.txt``)."""
+    if spec in (None, "wordfreq", "default"):
+        return default_vocabulary(n_words)
+    if spec == "laion-download":
+        dest = download_to or "laion.txt"
+        download_laion_vocabulary(dest)
+        spec = dest
+    return load_laion_vocabulary(spec, n_words)

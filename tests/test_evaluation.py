@@ -4,9 +4,10 @@ import math
 import numpy as np
 import pytest
 
-from slics_core.evaluation import (EvalData, average_precision_at_k, choose_d0, evaluate_methods,
-                                   evaluate_rankings, make_splits, methods_table_markdown, methods_table_rows,
-                                   sweep_d0)
+from slics_core.data import EvalData
+from slics_core.evaluation import choose_d0, evaluate_methods, methods_table_markdown, methods_table_rows, sweep_d0
+from slics_core.metrics import average_precision_at_k, evaluate_rankings
+from slics_core.splits import make_split
 
 
 def test_ap_hand_computed():
@@ -56,25 +57,25 @@ def test_map_general_and_sub_labels_hand_computed():
     assert math.isnan(u["sub"])
     with pytest.raises(ValueError, match="outside"):
         evaluate_rankings(idx + 10, Yq, Yp, k=3)
-    from slics_core.evaluation import retrieval_map
+    from slics_core.metrics import retrieval_map
 
     assert retrieval_map(idx, Yq, Yp, Zq, Zp, s2c, k=3) == (pytest.approx(r["general"]), pytest.approx(r["sub"]))
 
 
-def test_make_splits_disjoint_seeded_and_drops_unlabelled():
+def test_make_split_disjoint_seeded_and_drops_unlabelled():
     rng = np.random.default_rng(0)
     Y = rng.random((600, 3)) < 0.4
-    s = make_splits(Y, 100, 50, 60, random_state=3)
+    s = make_split(Y, 100, 50, 60, seed=3)
     all_idx = np.concatenate([s.train, s.val, s.query, s.pool])
     assert len(set(all_idx.tolist())) == all_idx.size
     assert set(all_idx.tolist()) | set(s.dropped.tolist()) == set(range(600))
     assert (Y[all_idx].any(axis=1)).all() and not Y[s.dropped].any()
     assert (s.train.size, s.val.size, s.query.size) == (100, 50, 60)
-    s2 = make_splits(Y, 100, 50, 60, random_state=3)
+    s2 = make_split(Y, 100, 50, 60, seed=3)
     np.testing.assert_array_equal(s.query, s2.query)
-    assert not np.array_equal(make_splits(Y, 100, 50, 60, random_state=4).query, s.query)
+    assert not np.array_equal(make_split(Y, 100, 50, 60, seed=4).query, s.query)
     with pytest.raises(ValueError, match="not enough"):
-        make_splits(Y, 1000, 50, 60)
+        make_split(Y, 1000, 50, 60)
 
 
 def _planted(n=900, seed=0):
@@ -90,7 +91,7 @@ def _planted(n=900, seed=0):
 def test_sweep_and_methods_table_beat_unfiltered_on_planted_cones():
     X, Y, d = _planted()
     data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"])
-    split = make_splits(Y, 300, 100, 100, random_state=0)
+    split = make_split(Y, 300, 100, 100, seed=0)
     recs = sweep_d0(data, split, [2, 3], n_iter=3)
     assert {(r["d0"], r["mode"]) for r in recs} == {(2, "partial"), (2, "full"), (3, "partial"), (3, "full")}
     assert choose_d0(recs) in (2, 3)
@@ -109,7 +110,7 @@ def test_sweep_and_methods_table_beat_unfiltered_on_planted_cones():
 def test_minibatch_runs_report_mean_and_std_over_seeds():
     X, Y, _ = _planted(700, seed=1)
     data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"])
-    split = make_splits(Y, 300, 50, 50, random_state=0)
+    split = make_split(Y, 300, 50, 50, seed=0)
     rows = evaluate_methods(data, split, ["S-SLiCS"], n_atoms=3, n_iter=2, batch_size=64, seeds=(0, 1, 2))
     r = rows[0]
     assert r["n_runs"] == 3
