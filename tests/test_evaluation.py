@@ -127,3 +127,49 @@ def test_choose_d0_prefers_sub_label_then_general():
     assert choose_d0(recs, by="general") == 5
     nan = [{**r, "sub": math.nan} for r in recs]
     assert choose_d0(nan) == 5
+
+
+def test_score_split_is_evaluate_rankings_of_the_split_rows():
+    from slics_core.evaluation import rank_method, score_split
+
+    X, Y, _ = _planted(500, seed=2)
+    Z = np.zeros((len(Y), 6), bool)
+    Z[:, 0::2], Z[:, 1::2] = Y & (X[:, :3] > 0), Y & (X[:, :3] <= 0)
+    data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"], Z=Z, sub_to_concept=[0, 0, 1, 1, 2, 2])
+    split = make_split(Y, 200, 50, 60, seed=1)
+    idx, _ = rank_method("S-SVD", data, split, queries="val", n_atoms=2, k=10)
+    got = score_split(idx, data, split, "val", k=10)
+    want = evaluate_rankings(idx, Y[split.val], Y[split.pool], Z[split.val], Z[split.pool], [0, 0, 1, 1, 2, 2], k=10)
+    assert got["general"] == want["general"] and got["sub"] == want["sub"] and not math.isnan(got["sub"])
+    with pytest.raises(ValueError, match="positive integer"):
+        score_split(idx, data, split, "val", k=0)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        rank_method("S-SVD", data, split, mode="both")
+
+
+def test_estimate_cost_counts_the_runs_left_and_names_the_uncosted(tmp_path):
+    from slics_core.evaluation import estimate_cost, evaluate_methods
+    from slics_core.runs import ResultStore
+
+    X, Y, _ = _planted(500, seed=3)
+    data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"], concept_text=np.eye(3, X.shape[1]),
+                    vocab_words=["w1", "w2", "w3", "w4"], vocab_text=np.eye(4, X.shape[1]))
+    split = make_split(Y, 200, 50, 60, seed=0)
+    methods = ["S-SVD", "S-SLiCS", "UF", "SpLiCE"]
+    seconds, what = estimate_cost(data, split, methods, d0_values=[2, 3], n_iter=2, seeds=(0, 1))
+    # 2 sweep runs (both fits) + 4 table runs (S-SLiCS seed 0 reuses the sweep's fit: 1 more fit, S-SVD)
+    assert seconds > 0 and what.startswith("6 runs to do (3 fits of 200 x ")
+    assert "not counting SpLiCE" in what  # needs a vocabulary: not costed
+    store = ResultStore(tmp_path / "runs")
+    evaluate_methods(data, split, ["S-SVD"], n_atoms=2, n_iter=2, seeds=(0,), results=store)
+    _, what = estimate_cost(data, split, ["S-SVD", "UF"], n_atoms=2, n_iter=2, seeds=(0,), results=store)
+    assert what.startswith("1 runs to do (0 fits")  # S-SVD is finished; UF fits nothing
+
+
+def test_check_k():
+    from slics_core._validation import check_k
+
+    assert check_k(np.int64(7)) == 7 and type(check_k(np.int64(7))) is int
+    for bad in (0, -1, 2.0, True, "3", None):
+        with pytest.raises(ValueError, match="k must be a positive integer"):
+            check_k(bad)
