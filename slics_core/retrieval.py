@@ -384,7 +384,7 @@ class ConceptRetriever:
     """
 
     def __init__(self, model, pool, *, mode="partial", backend="auto", faiss_min_pool=FAISS_MIN_POOL):
-        if mode not in ("partial", "full"):
+        if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
         self.model = model
         self.mode = mode

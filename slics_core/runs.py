@@ -2,20 +2,24 @@
 
 :class:`ResultStore` keeps finished runs (one JSON file per fit and evaluation, written atomically)
 and fitted dictionaries on disk, so that an interrupted sweep or table resumes where it stopped;
-:func:`sweep_key` and :func:`table_key` name one run.
+:func:`sweep_key` and :func:`table_key` name one run; :func:`run_folder` names the folder of one
+configuration (data, split and parameters).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 from pathlib import Path
 
+import numpy as np
+
 from slics_core.errors import DamagedFileError, reading
 from slics_core.methods import get_method
 from slics_core.store import atomic_write_json
 
-__all__ = ["ResultStore", "sweep_key", "table_key"]
+__all__ = ["ResultStore", "run_folder", "sweep_key", "table_key"]
 
 
 class ResultStore:
@@ -87,3 +91,25 @@ def table_key(method, d0, seed, mode, n_active, pools):
     m = get_method(method)
     return {"kind": "table", "method": m.name, "d0": int(d0) if m.dictionary else None, "seed": int(seed),
             "mode": mode, "n_active": n_active, "pools": "+".join(pools)}
+
+
+def run_folder(parent, data, split, params, quantized=None):
+    """``parent/<digest>``: the :class:`ResultStore` folder of one configuration, so that runs of other data,
+    another split or other parameters are never reused.
+
+    Parameters
+    ----------
+    parent : path-like
+    data : slics_core.data.EvalData
+    split : slics_core.splits.Split
+    params : dict
+        JSON-able training and scoring parameters (e.g. ``n_iter``, ``batch_size``, ``k``, ``normalization``).
+    quantized : slics_core.retrieval.QuantizedPool, optional
+    """
+    h = hashlib.sha256()
+    for a in (data.X, np.packbits(data.Y), None if data.Z is None else np.packbits(data.Z), data.concept_text,
+              None if quantized is None else quantized.codebook, split.train, split.val, split.query, split.pool):
+        h.update(b"|" if a is None else np.ascontiguousarray(a).tobytes())
+    params = dict(params, vocab=hashlib.sha256("\n".join(data.vocab_words or []).encode()).hexdigest())
+    h.update(json.dumps(params, sort_keys=True).encode())
+    return Path(parent) / h.hexdigest()[:16]

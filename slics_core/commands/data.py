@@ -20,7 +20,6 @@ method registry (:mod:`slics_core.methods`).
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import os
 import sys
@@ -51,7 +50,7 @@ from slics_core.evaluation import (
 from slics_core.methods import MODES, fit_method, method_names
 from slics_core.preprocessing import PREPROCESSING, load_mean
 from slics_core.retrieval import QuantizedPool, token_count
-from slics_core.runs import ResultStore
+from slics_core.runs import ResultStore, run_folder
 from slics_core.slics import SLiCS
 from slics_core.splits import make_split
 from slics_core.store import EmbeddingStore, embed_dataset
@@ -347,18 +346,6 @@ def _quantized_pool(cache, data, ed, split):
     return qp
 
 
-def _run_folder(out_dir, ed, split, args, quantized):
-    """``OUT_DIR/runs/<digest>``: finished runs of this data, split and parameters (resumable)."""
-    h = hashlib.sha256()
-    for a in (ed.X, np.packbits(ed.Y), None if ed.Z is None else np.packbits(ed.Z), ed.concept_text,
-              None if quantized is None else quantized.codebook, split.train, split.val, split.query, split.pool):
-        h.update(b"|" if a is None else np.ascontiguousarray(a).tobytes())
-    params = {"n_iter": args.n_iter, "batch_size": args.batch_size, "k": args.k, "normalization": args.normalization,
-              "vocab": hashlib.sha256("\n".join(ed.vocab_words or []).encode()).hexdigest()}
-    h.update(json.dumps(params, sort_keys=True).encode())
-    return Path(out_dir) / "runs" / h.hexdigest()[:16]
-
-
 def _clock(seconds):
     seconds = round(seconds)
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
@@ -366,7 +353,8 @@ def _clock(seconds):
 
 def _evaluate(args, ed, split, out_dir, methods, quantized=None):
     """d0 sweep (optional) and methods table; resumable through ``OUT_DIR/runs`` when ``out_dir`` is set."""
-    results = ResultStore(_run_folder(out_dir, ed, split, args, quantized)) if out_dir else None
+    params = {"n_iter": args.n_iter, "batch_size": args.batch_size, "k": args.k, "normalization": args.normalization}
+    results = ResultStore(run_folder(Path(out_dir) / "runs", ed, split, params, quantized)) if out_dir else None
     d0s = list(range(args.sweep[0], args.sweep[1] + 1)) if args.sweep else []
     seeds = tuple(range(args.seeds))
     seconds, what = (None, "") if args.no_estimate else estimate_cost(

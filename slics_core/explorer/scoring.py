@@ -47,7 +47,7 @@ import numpy as np
 
 from slics_core._validation import check_k
 from slics_core.data import EvalData
-from slics_core.evaluation import rank_method, score_split
+from slics_core.evaluation import SWEEP_METHOD, rank_method, score_split
 from slics_core.methods import MODES, get_method
 from slics_core.retrieval import build_index
 from slics_core.splits import Split
@@ -168,9 +168,7 @@ def rank_split(ws, method, d0=None, *, split="query", k=20, mode="partial", back
     _check_split(ws, split)
     m = get_method(method)
     model = ws.model(m.name, d0)
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
-    data, sp = eval_view(ws)
+    data, sp = eval_view(ws)  # rank_method checks the mode
     return rank_method(m.name, data, sp, queries=split, k=k, mode=mode, backend=backend, model=model,
                        index=index)[0]
 
@@ -284,7 +282,7 @@ def table_jobs(ws, d0=None, *, split="query", modes=MODES, methods=None):
     return jobs
 
 
-def sweep_jobs(ws, method="S-SLiCS", *, splits=("val", "query"), modes=MODES):
+def sweep_jobs(ws, method=SWEEP_METHOD, *, splits=("val", "query"), modes=MODES):
     """Jobs of the ``d0`` sweep: ``method`` at every fitted ``d0``, for each split and mode."""
     if not get_method(method).dictionary:
         raise ValueError(f"the d0 sweep needs a method with a dictionary; got {method!r}.")
@@ -334,7 +332,7 @@ def methods_table(ws, d0=None, *, split="query", k=20, modes=MODES, methods=None
     return _run_all(ws, jobs, progress, k=k, normalization=normalization, backend=backend)
 
 
-def score_d0_sweep(ws, method="S-SLiCS", *, splits=("val", "query"), modes=MODES, k=20, normalization="retrieved",
+def score_d0_sweep(ws, method=SWEEP_METHOD, *, splits=("val", "query"), modes=MODES, k=20, normalization="retrieved",
                    backend="auto", progress=None):
     """mAP@k of ``method``'s fitted models for every ``d0`` (Fig. 7; both modes: Fig. 8). Never refits.
 
