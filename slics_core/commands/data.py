@@ -10,6 +10,7 @@ Typical use::
     slics evaluate --cache cache/coco-vit --n-train 20000 --batch-size 2000 --out-dir results/
     slics captions --model coco.npz --cache cache/coco-vit
     slics reproduce --dataset mirflickr --root mirflickr25k --encoder ViT-B-32/openai --out-dir run/
+    SLICS_EMOJI_SCALE=0.2 slics reproduce --dataset emoji --out-dir emoji-run/   # the app's offline world
 
 ``--encoder`` takes any name :func:`slics_core.encoders.parse_encoder_spec` reads
 (presets, ``ARCH/random@SIZE``, ``local:DIR``, ``module:factory``). Every command
