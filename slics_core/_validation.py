@@ -230,8 +230,9 @@ def check_concept(concept, n_concepts):
     return int(concept)
 
 
-def check_k(k):
-    """``k`` (ranks retrieved / scored) as an int; ValueError unless it is a positive integer."""
+def check_k(k, name="k"):
+    """``k`` (ranks retrieved / scored, words per caption...) as an int; ValueError naming ``name`` unless it
+    is a positive integer."""
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer; got {k!r}.")
+        raise ValueError(f"{name} must be a positive integer; got {k!r}.")
     return int(k)

@@ -24,7 +24,7 @@ import urllib.request
 
 import numpy as np
 
-from slics_core._validation import check_embeddings
+from slics_core._validation import check_embeddings, check_k
 from slics_core.nnls import nnls_shared
 from slics_core.preprocessing import EmbeddingNormalizer
 
@@ -116,8 +116,7 @@ def word_captions(atoms, groups, word_embeddings, words, top_k=5, *, concepts=No
         raise ValueError("the vocabulary has no non-blank words.")
     if keep.size < len(words):  # blank words are never captions
         W, words = W[keep], [words[i] for i in keep]
-    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
-        raise ValueError(f"top_k must be a positive int; got {top_k!r}.")
+    top_k = check_k(top_k, "top_k")
     if concepts is None:
         concepts = np.unique(groups)
     captions, errs = [], []

@@ -173,3 +173,5 @@ def test_check_k():
     for bad in (0, -1, 2.0, True, "3", None):
         with pytest.raises(ValueError, match="k must be a positive integer"):
             check_k(bad)
+    with pytest.raises(ValueError, match="top_k must be a positive integer; got 0"):
+        check_k(0, "top_k")
