@@ -38,7 +38,7 @@ cd "$WORK/empty"
 import importlib.util, sys
 import numpy as np
 from slics_core import SLiCS
-from slics_core.evaluation import RetrievalScorer, evaluate_rankings
+from slics_core.metrics import RetrievalScorer, evaluate_rankings
 from slics_core.retrieval import build_index
 from slics_core.synthetic import make_concept_cones
 from slics_core.weights import ASSETS_DIR

@@ -36,10 +36,10 @@ import streamlit as st
 
 from app_pages import _safe
 from slics_core.explorer.queries import parse_concept_param
+from slics_core.methods import MODES
 
 EMOJI = "emoji"
 SHARED = ("method", "d0", "mode", "k")
-MODES = ("partial", "full")
 K_RANGE = (1, 200)
 DEFAULT_K = 20
 TEXT_PREFIX = "text:"

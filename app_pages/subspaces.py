@@ -45,6 +45,7 @@ from slics_core.explorer.maps import (ATOM_SUB, KINDS, NONE, OTHER, OTHER_CONCEP
                                       map_points, map_sample, match_points, point_text, selected_point_ids)
 from slics_core.explorer.arrival import MAP_DEFAULTS, map_layout
 from slics_core.explorer.exports import figure_html, with_settings
+from slics_core.methods import MODES
 
 MAX_SHOWN = 40
 #: 12 well-separated colours for the named groups (by position in the concept / sub-label order, so a
@@ -84,7 +85,7 @@ with c1:
 with c2:
     d0 = d0_picker(ws)
 with c3:
-    component = st.radio("Components", ["partial", "full"], horizontal=True, key="component",
+    component = st.radio("Components", list(MODES), horizontal=True, key="component",
                          help="partial: ṽⱼ, the nearest point of concept j's cone (eq. 3); "
                               "full: vⱼ from the NNLS over all the item's labelled concepts (eq. 2)")
 with c4:

@@ -228,3 +228,11 @@ def check_concept(concept, n_concepts):
     if not 0 <= int(concept) < n_concepts:
         raise ValueError(f"concept {int(concept)} is out of range: this model has {n_concepts} concepts (0..{n_concepts - 1}).")
     return int(concept)
+
+
+def check_k(k, name="k"):
+    """``k`` (ranks retrieved / scored, words per caption...) as an int; ValueError naming ``name`` unless it
+    is a positive integer."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"{name} must be a positive integer; got {k!r}.")
+    return int(k)

@@ -24,7 +24,7 @@ import urllib.request
 
 import numpy as np
 
-from slics_core._validation import check_embeddings
+from slics_core._validation import check_embeddings, check_k
 from slics_core.nnls import nnls_shared
 from slics_core.preprocessing import EmbeddingNormalizer
 
@@ -37,6 +37,7 @@ __all__ = [
     "download_laion_vocabulary",
     "default_vocabulary",
     "filter_words",
+    "get_words",
 ]
 
 #: Where SpLiCE publishes its LAION vocabulary (used only on explicit request).
@@ -115,8 +116,7 @@ def word_captions(atoms, groups, word_embeddings, words, top_k=5, *, concepts=No
         raise ValueError("the vocabulary has no non-blank words.")
     if keep.size < len(words):  # blank words are never captions
         W, words = W[keep], [words[i] for i in keep]
-    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
-        raise ValueError(f"top_k must be a positive int; got {top_k!r}.")
+    top_k = check_k(top_k, "top_k")
     if concepts is None:
         concepts = np.unique(groups)
     captions, errs = [], []
@@ -209,3 +209,16 @@ def default_vocabulary(n_words=10_000, *, language="en"):
     pool = wordfreq.top_n_list(language, max(3 * n_words, 1000))
     words = filter_words(pool)
     return words[:n_words]
+
+
+def get_words(spec, n_words=10_000, download_to=None):
+    """The vocabulary named by ``spec`` (``--vocab``): ``wordfreq`` / ``default`` / None (offline default,
+    :func:`default_vocabulary`), a word-list file (:func:`load_laion_vocabulary`), or ``laion-download`` (fetched
+    to ``download_to``, default ``laion.txt``)."""
+    if spec in (None, "wordfreq", "default"):
+        return default_vocabulary(n_words)
+    if spec == "laion-download":
+        dest = download_to or "laion.txt"
+        download_laion_vocabulary(dest)
+        spec = dest
+    return load_laion_vocabulary(spec, n_words)

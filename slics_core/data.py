@@ -1,23 +1,23 @@
-"""Labelled embeddings, split and preprocessed the one way every tool uses.
+"""Labelled embeddings and what evaluation needs: the one chain of data holders.
 
 ``slics evaluate``, ``slics fit``, ``slics captions``, ``slics reproduce`` and
-every workspace (:mod:`slics_core.explorer.workspace`) go through here:
+every workspace (:mod:`slics_core.explorer.build`) go through here:
 
 1. :func:`load_cache` reads an embedding cache (``slics embed``; any source:
    COCO, MIRFlickr, a folder, precomputed embeddings, the emoji world) into a
    :class:`LabelledEmbeddings`;
-2. :func:`split_sizes` and :func:`slics_core.evaluation.make_splits` draw the
-   train / val / query / pool split;
+2. :func:`slics_core.splits.make_split` draws the train / val / query / pool split;
 3. :func:`preprocess` fits the preprocessing on the *training* split only
    (``clip``: unit, minus the training mean of unit embeddings, unit; or a
    precomputed mean given by the user, e.g. SpLiCE's CLIP means, sec. 4.1) and
    applies it to every item, exactly as it will be applied to new queries;
-4. :func:`eval_data` bundles the result for :mod:`slics_core.evaluation`.
+4. :func:`eval_data` makes the :class:`EvalData` of :mod:`slics_core.evaluation`
+   from a :class:`LabelledEmbeddings` (the one place that copies its fields), and
+   :func:`fit_inputs` the :class:`slics_core.methods.FitInputs` of its training rows
+   (the one place that cuts them out).
 
 Choices (the paper is silent): items whose embedding is all zero are dropped
-(they have no direction); concepts no item has are dropped, with a warning; default split sizes are the paper's validation (500)
-and query (1000) sizes, clamped to a tenth and a fifth of the labelled items
-for small collections, and a training set of 60 % of what is left.
+(they have no direction); concepts no item has are dropped, with a warning.
 """
 from __future__ import annotations
 
@@ -30,13 +30,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from slics_core._validation import check_embeddings, check_labels
 from slics_core.encoders import encoder_spec_of
-from slics_core.evaluation import EvalData, Split, make_splits
+from slics_core.methods import FitInputs
+from slics_core.metrics import check_sub_to_concept
 from slics_core.preprocessing import make_preprocessor
+from slics_core.splits import Split
 from slics_core.store import EmbeddingStore
 
-__all__ = ["LabelledEmbeddings", "load_cache", "drop_empty_concepts", "split_sizes", "make_split", "preprocess", "eval_data",
-           "vocabulary_embeddings"]
+__all__ = ["LabelledEmbeddings", "EvalData", "fit_inputs", "load_cache", "drop_empty_concepts", "preprocess",
+           "eval_data", "vocabulary_embeddings"]
 
 
 @dataclass
@@ -93,6 +96,89 @@ class LabelledEmbeddings:
 
         return dataclasses.replace(self, raw=self.raw[keep], ids=rows(self.ids), Y=self.Y[keep], Z=rows(self.Z),
                                    paths=rows(self.paths), extras={k: rows(v) for k, v in self.extras.items()})
+
+
+@dataclass
+class EvalData:
+    """Everything evaluation needs: a :class:`LabelledEmbeddings` preprocessed (:func:`eval_data`).
+
+    Attributes
+    ----------
+    X : ndarray of shape (n, d)
+        Preprocessed image embeddings (e.g. unit / centred / unit for CLIP).
+    Y : ndarray of bool, shape (n, S)
+        General labels.
+    concept_names : list of str
+    Z : ndarray of bool, shape (n, L), optional
+        Sub-labels.
+    sub_to_concept : ndarray of int, shape (L,), optional
+    sub_names : list of str, optional
+    X_raw : ndarray of shape (n, d), optional
+        Raw encoder embeddings, used for zero-shot pseudo-labels (U-SLiCS);
+        ``X`` is used when absent.
+    concept_text : ndarray of shape (S, d), optional
+        Raw text embeddings of the concept prompts (zero-shot labels, F-SpLiCE grouping).
+    vocab_text : ndarray of shape (V, d), optional
+        Raw text embeddings of the vocabulary words (SpLiCE dictionary; the
+        methods prepare them, :mod:`slics_core.methods`).
+    vocab_words : list of str, optional
+    """
+
+    X: np.ndarray
+    Y: np.ndarray
+    concept_names: list
+    Z: np.ndarray | None = None
+    sub_to_concept: np.ndarray | None = None
+    sub_names: list | None = None
+    X_raw: np.ndarray | None = None
+    concept_text: np.ndarray | None = None
+    vocab_text: np.ndarray | None = None
+    vocab_words: list | None = None
+
+    def __post_init__(self):
+        self.X = check_embeddings(self.X, name="X", allow_zero_rows=True)
+        self.Y = check_labels(self.Y, self.X.shape[0], name="Y")
+        if len(self.concept_names) != self.Y.shape[1]:
+            raise ValueError(f"{len(self.concept_names)} concept names for {self.Y.shape[1]} label columns.")
+        if self.Z is not None:
+            self.Z = check_labels(self.Z, self.X.shape[0], name="Z")
+            if self.sub_to_concept is None:
+                raise ValueError("sub-labels Z need sub_to_concept (the concept of every sub-label).")
+            self.sub_to_concept = np.asarray(self.sub_to_concept, dtype=int).reshape(-1)
+            if self.sub_to_concept.size != self.Z.shape[1]:
+                raise ValueError("sub_to_concept must have one entry per sub-label column of Z.")
+            check_sub_to_concept(self.sub_to_concept, self.Y.shape[1])
+        if self.X_raw is not None:
+            self.X_raw = check_embeddings(self.X_raw, name="X_raw", allow_zero_rows=True)
+            if self.X_raw.shape[0] != self.X.shape[0]:
+                raise ValueError("X_raw must have as many rows as X.")
+
+    @classmethod
+    def of_checked(cls, **fields):
+        """An :class:`EvalData` of arrays already checked (e.g. a loaded workspace's), used as they are.
+
+        No check and no copy (the constructor checks its arrays and makes ``X`` float64); the
+        fields are those of the constructor.
+        """
+        obj = cls.__new__(cls)
+        for f in dataclasses.fields(cls):
+            setattr(obj, f.name, fields.pop(f.name, f.default))
+        if fields:
+            raise TypeError(f"EvalData has no field(s) {sorted(fields)}")
+        return obj
+
+    @property
+    def has_sub_labels(self):
+        return self.Z is not None
+
+
+def fit_inputs(data, rows, n_active=None):
+    """:class:`slics_core.methods.FitInputs` of the items ``rows`` of ``data`` (training split)."""
+
+    rows = np.asarray(rows, dtype=int)
+    return FitInputs(X=data.X[rows], Y=data.Y[rows], concept_names=list(data.concept_names),
+                     X_raw=None if data.X_raw is None else data.X_raw[rows], concept_text=data.concept_text,
+                     vocab_words=data.vocab_words, vocab_text=data.vocab_text, n_active=n_active)
 
 
 def load_cache(cache) -> LabelledEmbeddings:
@@ -168,31 +254,6 @@ def drop_empty_concepts(data: LabelledEmbeddings) -> LabelledEmbeddings:
         sub_to_concept=s2c, concept_text=None if data.concept_text is None else data.concept_text[keep])
 
 
-def split_sizes(n_labelled, n_train=None, n_val=None, n_query=None):
-    """Split sizes for ``n_labelled`` items: given sizes as they are, defaults (None) as in the module docstring.
-
-    Returns
-    -------
-    (n_train, n_val, n_query) : tuple of int
-    """
-    n_labelled = int(n_labelled)
-    n_val = min(500, n_labelled // 10) if n_val is None else int(n_val)
-    n_query = min(1000, n_labelled // 5) if n_query is None else int(n_query)
-    if n_train is None:
-        n_train = int(0.6 * (n_labelled - n_val - n_query))
-    return int(n_train), n_val, n_query
-
-
-def make_split(Y, n_train=None, n_val=None, n_query=None, seed=0) -> Split:
-    """The split of every tool: :func:`split_sizes`, then :func:`slics_core.evaluation.make_splits`."""
-    n_labelled = int(np.asarray(Y, dtype=bool).any(axis=1).sum())
-    if n_labelled < 20:
-        raise ValueError(f"only {n_labelled} labelled items; SLiCS needs at least 20 (training, validation, query "
-                         "and pool items)")
-    tr, va, qu = split_sizes(n_labelled, n_train, n_val, n_query)
-    return make_splits(Y, tr, n_val=va, n_query=qu, random_state=seed)
-
-
 def preprocess(raw, kind, train_rows, *, mean=None, n_tokens=32):
     """Fit the preprocessing on the training rows and apply it to every row.
 
@@ -207,7 +268,7 @@ def preprocess(raw, kind, train_rows, *, mean=None, n_tokens=32):
 
 
 def eval_data(data: LabelledEmbeddings, split: Split, *, mean=None, vocab=None):
-    """:class:`slics_core.evaluation.EvalData` of ``data`` preprocessed on ``split``'s training rows.
+    """:class:`EvalData` of ``data`` preprocessed on ``split``'s training rows.
 
     Parameters
     ----------

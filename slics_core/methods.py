@@ -72,7 +72,9 @@ from slics_core.store import atomic_save_npz
 from slics_core.unsupervised import estimate_n_active, zero_shot_labels
 
 __all__ = [
+    "MODES",
     "NEEDS",
+    "active_count",
     "FitInputs",
     "Method",
     "REGISTRY",
@@ -88,6 +90,9 @@ __all__ = [
     "SpLiCEModel",
     "FSpLiCEModel",
 ]
+
+#: Components used for ranking: ``tilde-v_j`` (eq. 3, "partial") or ``v_j`` (eq. 2, "full").
+MODES = ("partial", "full")
 
 #: What a method can need, and how a user gets it.
 NEEDS = {
@@ -143,9 +148,16 @@ class FitInputs:
         return out
 
     def active_count(self) -> int:
-        if self.n_active is not None:
-            return int(self.n_active)
-        return estimate_n_active(self.Y) if self.Y is not None and len(self.Y) else 2
+        """``S~`` of these inputs (:func:`active_count`)."""
+        return active_count(self.Y, self.n_active)
+
+
+def active_count(Y, n_active=None) -> int:
+    """``S~``, concepts per item for zero-shot pseudo-labels: ``n_active`` when given, else the rounded
+    mean number of labels per item of the training labels ``Y`` (2 without labels)."""
+    if n_active is not None:
+        return int(n_active)
+    return estimate_n_active(Y) if Y is not None and len(Y) else 2
 
 
 @dataclass(frozen=True)
@@ -184,7 +196,7 @@ class Method:
     filtered: bool = True
     stochastic: bool = False
     query_concepts: str = "labels"
-    modes: tuple = ("partial", "full")
+    modes: tuple = MODES
     reports_batches: bool = False
 
 

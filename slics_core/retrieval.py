@@ -56,8 +56,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from slics_core._validation import check_embeddings
+from slics_core._validation import check_embeddings, check_k
 from slics_core.extras import require
+from slics_core.methods import MODES
 
 __all__ = [
     "FAISS_MIN_POOL",
@@ -123,7 +124,7 @@ def top_k(scores, k):
     if scores.ndim != 2:
         raise ValueError(f"scores must be 2-D (n_queries, n_pool); got shape {scores.shape}.")
     n_pool = scores.shape[1]
-    k = int(min(_check_k(k), n_pool))
+    k = int(min(check_k(k), n_pool))
     if k < n_pool:
         part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         # include every column tied with the k-th value so that the
@@ -139,12 +140,6 @@ def top_k(scores, k):
     order = np.lexsort((part, -vals), axis=1)
     idx = np.take_along_axis(part, order, axis=1).astype(np.int64)
     return idx, np.take_along_axis(vals, order, axis=1)
-
-
-def _check_k(k):
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer; got {k!r}.")
-    return int(k)
 
 
 class ExactIndex:
@@ -176,7 +171,7 @@ class ExactIndex:
         indices : ndarray of int64, shape (n_queries, k)
         scores : ndarray of float32, shape (n_queries, k)
         """
-        k = min(_check_k(k), self.n_pool)
+        k = min(check_k(k), self.n_pool)
         Q = normalize_rows(_check_queries(queries, self.dim))
         block = max(1, _SCORE_BLOCK // max(self.n_pool, 1))
         out_i = np.empty((Q.shape[0], k), dtype=np.int64)
@@ -208,7 +203,7 @@ class FaissIndex:
 
     def search(self, queries, k):
         """Top-``k`` pool indices and cosines for every query row (see :meth:`ExactIndex.search`)."""
-        k = min(_check_k(k), self.n_pool)
+        k = min(check_k(k), self.n_pool)
         Q = np.ascontiguousarray(normalize_rows(_check_queries(queries, self.dim)))
         scores, idx = self.index.search(Q, k)
         # FAISS does not order exact ties by index: re-sort for determinism
@@ -269,7 +264,7 @@ class FaissIVFIndex:
         A query whose scanned cells hold fewer than ``k`` items is searched again over
         every cell, so every row has ``k`` real results.
         """
-        k = min(_check_k(k), self.n_pool)
+        k = min(check_k(k), self.n_pool)
         Q = np.ascontiguousarray(normalize_rows(_check_queries(queries, self.dim)))
         scores, idx = self.index.search(Q, k)
         short = np.flatnonzero((idx < 0).any(axis=1))
@@ -344,7 +339,7 @@ def query_components(model, X, Y=None, mode="partial"):
         if Y is None:
             raise ValueError("mode='full' needs the active concepts Y of the queries.")
         return np.asarray(model.components(X, Y))
-    raise ValueError(f"mode must be 'partial' or 'full'; got {mode!r}.")
+    raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
 
 
 @dataclass
@@ -389,8 +384,8 @@ class ConceptRetriever:
     """
 
     def __init__(self, model, pool, *, mode="partial", backend="auto", faiss_min_pool=FAISS_MIN_POOL):
-        if mode not in ("partial", "full"):
-            raise ValueError(f"mode must be 'partial' or 'full'; got {mode!r}.")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
         self.model = model
         self.mode = mode
         self.index = build_index(pool, backend, faiss_min_pool=faiss_min_pool)
@@ -595,7 +590,7 @@ class QuantizedPool:
 
     def search(self, V, k=20):
         """Top-``k`` candidates by LUT cosine for every query row."""
-        k = min(_check_k(k), self.n_pool)
+        k = min(check_k(k), self.n_pool)
         V = _check_queries(V, self.dim)
         out_i = np.empty((V.shape[0], k), dtype=np.int64)
         out_s = np.empty((V.shape[0], k), dtype=np.float32)

@@ -4,9 +4,10 @@ import math
 import numpy as np
 import pytest
 
-from slics_core.evaluation import (EvalData, average_precision_at_k, choose_d0, evaluate_methods,
-                                   evaluate_rankings, make_splits, methods_table_markdown, methods_table_rows,
-                                   sweep_d0)
+from slics_core.data import EvalData
+from slics_core.evaluation import choose_d0, evaluate_methods, methods_table_markdown, methods_table_rows, sweep_d0
+from slics_core.metrics import average_precision_at_k, evaluate_rankings
+from slics_core.splits import make_split
 
 
 def test_ap_hand_computed():
@@ -56,25 +57,25 @@ def test_map_general_and_sub_labels_hand_computed():
     assert math.isnan(u["sub"])
     with pytest.raises(ValueError, match="outside"):
         evaluate_rankings(idx + 10, Yq, Yp, k=3)
-    from slics_core.evaluation import retrieval_map
+    from slics_core.metrics import retrieval_map
 
     assert retrieval_map(idx, Yq, Yp, Zq, Zp, s2c, k=3) == (pytest.approx(r["general"]), pytest.approx(r["sub"]))
 
 
-def test_make_splits_disjoint_seeded_and_drops_unlabelled():
+def test_make_split_disjoint_seeded_and_drops_unlabelled():
     rng = np.random.default_rng(0)
     Y = rng.random((600, 3)) < 0.4
-    s = make_splits(Y, 100, 50, 60, random_state=3)
+    s = make_split(Y, 100, 50, 60, seed=3)
     all_idx = np.concatenate([s.train, s.val, s.query, s.pool])
     assert len(set(all_idx.tolist())) == all_idx.size
     assert set(all_idx.tolist()) | set(s.dropped.tolist()) == set(range(600))
     assert (Y[all_idx].any(axis=1)).all() and not Y[s.dropped].any()
     assert (s.train.size, s.val.size, s.query.size) == (100, 50, 60)
-    s2 = make_splits(Y, 100, 50, 60, random_state=3)
+    s2 = make_split(Y, 100, 50, 60, seed=3)
     np.testing.assert_array_equal(s.query, s2.query)
-    assert not np.array_equal(make_splits(Y, 100, 50, 60, random_state=4).query, s.query)
+    assert not np.array_equal(make_split(Y, 100, 50, 60, seed=4).query, s.query)
     with pytest.raises(ValueError, match="not enough"):
-        make_splits(Y, 1000, 50, 60)
+        make_split(Y, 1000, 50, 60)
 
 
 def _planted(n=900, seed=0):
@@ -90,7 +91,7 @@ def _planted(n=900, seed=0):
 def test_sweep_and_methods_table_beat_unfiltered_on_planted_cones():
     X, Y, d = _planted()
     data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"])
-    split = make_splits(Y, 300, 100, 100, random_state=0)
+    split = make_split(Y, 300, 100, 100, seed=0)
     recs = sweep_d0(data, split, [2, 3], n_iter=3)
     assert {(r["d0"], r["mode"]) for r in recs} == {(2, "partial"), (2, "full"), (3, "partial"), (3, "full")}
     assert choose_d0(recs) in (2, 3)
@@ -109,7 +110,7 @@ def test_sweep_and_methods_table_beat_unfiltered_on_planted_cones():
 def test_minibatch_runs_report_mean_and_std_over_seeds():
     X, Y, _ = _planted(700, seed=1)
     data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"])
-    split = make_splits(Y, 300, 50, 50, random_state=0)
+    split = make_split(Y, 300, 50, 50, seed=0)
     rows = evaluate_methods(data, split, ["S-SLiCS"], n_atoms=3, n_iter=2, batch_size=64, seeds=(0, 1, 2))
     r = rows[0]
     assert r["n_runs"] == 3
@@ -126,3 +127,51 @@ def test_choose_d0_prefers_sub_label_then_general():
     assert choose_d0(recs, by="general") == 5
     nan = [{**r, "sub": math.nan} for r in recs]
     assert choose_d0(nan) == 5
+
+
+def test_score_split_is_evaluate_rankings_of_the_split_rows():
+    from slics_core.evaluation import rank_method, score_split
+
+    X, Y, _ = _planted(500, seed=2)
+    Z = np.zeros((len(Y), 6), bool)
+    Z[:, 0::2], Z[:, 1::2] = Y & (X[:, :3] > 0), Y & (X[:, :3] <= 0)
+    data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"], Z=Z, sub_to_concept=[0, 0, 1, 1, 2, 2])
+    split = make_split(Y, 200, 50, 60, seed=1)
+    idx, _ = rank_method("S-SVD", data, split, queries="val", n_atoms=2, k=10)
+    got = score_split(idx, data, split, "val", k=10)
+    want = evaluate_rankings(idx, Y[split.val], Y[split.pool], Z[split.val], Z[split.pool], [0, 0, 1, 1, 2, 2], k=10)
+    assert got["general"] == want["general"] and got["sub"] == want["sub"] and not math.isnan(got["sub"])
+    with pytest.raises(ValueError, match="positive integer"):
+        score_split(idx, data, split, "val", k=0)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        rank_method("S-SVD", data, split, mode="both")
+
+
+def test_estimate_cost_counts_the_runs_left_and_names_the_uncosted(tmp_path):
+    from slics_core.evaluation import estimate_cost, evaluate_methods
+    from slics_core.runs import ResultStore
+
+    X, Y, _ = _planted(500, seed=3)
+    data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"], concept_text=np.eye(3, X.shape[1]),
+                    vocab_words=["w1", "w2", "w3", "w4"], vocab_text=np.eye(4, X.shape[1]))
+    split = make_split(Y, 200, 50, 60, seed=0)
+    methods = ["S-SVD", "S-SLiCS", "UF", "SpLiCE"]
+    seconds, what = estimate_cost(data, split, methods, d0_values=[2, 3], n_iter=2, seeds=(0, 1))
+    # 2 sweep runs (both fits) + 4 table runs (S-SLiCS seed 0 reuses the sweep's fit: 1 more fit, S-SVD)
+    assert seconds > 0 and what.startswith("6 runs to do (3 fits of 200 x ")
+    assert "not counting SpLiCE" in what  # needs a vocabulary: not costed
+    store = ResultStore(tmp_path / "runs")
+    evaluate_methods(data, split, ["S-SVD"], n_atoms=2, n_iter=2, seeds=(0,), results=store)
+    _, what = estimate_cost(data, split, ["S-SVD", "UF"], n_atoms=2, n_iter=2, seeds=(0,), results=store)
+    assert what.startswith("1 runs to do (0 fits")  # S-SVD is finished; UF fits nothing
+
+
+def test_check_k():
+    from slics_core._validation import check_k
+
+    assert check_k(np.int64(7)) == 7 and type(check_k(np.int64(7))) is int
+    for bad in (0, -1, 2.0, True, "3", None):
+        with pytest.raises(ValueError, match="k must be a positive integer"):
+            check_k(bad)
+    with pytest.raises(ValueError, match="top_k must be a positive integer; got 0"):
+        check_k(0, "top_k")

@@ -92,9 +92,10 @@ def test_core_workflow_imports_no_optional_library(tmp_path):
         from slics_core import SLiCS
         from slics_core import datasets  # noqa: F401 (pandas only when a metadata table is read)
         from slics_core.captions import word_captions
-        from slics_core.evaluation import RetrievalScorer, evaluate_rankings, make_splits
+        from slics_core.metrics import RetrievalScorer, evaluate_rankings
         from slics_core.preprocessing import EmbeddingNormalizer
         from slics_core.retrieval import build_index
+        from slics_core.splits import make_split  # noqa: F401
         from slics_core.synthetic import make_concept_cones
         from slics_core.weights import ASSETS_DIR
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from slics_core.evaluation import evaluate_rankings
+from slics_core.metrics import evaluate_rankings
 from slics_core.retrieval import ConceptRetriever, build_index
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,10 +7,13 @@ import torch
 from PIL import Image
 
 from slics_core.cli import main
-from slics_core.evaluation import EvalData, ResultStore, evaluate_methods, fit_inputs, make_splits, sweep_d0
+from slics_core.data import EvalData, fit_inputs
+from slics_core.evaluation import evaluate_methods, sweep_d0
 from slics_core.methods import fit_method
 from slics_core.preprocessing import normalize_tokens
 from slics_core.retrieval import QuantizedPool, token_count
+from slics_core.runs import ResultStore
+from slics_core.splits import make_split
 from slics_core.store import EmbeddingStore
 from slics_core.synthetic import make_concept_cones
 
@@ -70,7 +73,7 @@ def _brute_map(vectors_of, Xq_rows, Y, Z, s2c, pool, Xt, k=20):
 def test_quantized_rows_match_brute_force_lookup_of_the_dequantized_pool():
     X, Y, Z, s2c, C = _token_data()
     data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"], Z=Z, sub_to_concept=s2c)
-    split = make_splits(Y, 150, 20, 60, random_state=1)
+    split = make_split(Y, 150, 20, 60, seed=1)
     qp = QuantizedPool.from_embeddings(X[split.pool], C)
     Xt = _brute_dequantize(X[split.pool], C)
     np.testing.assert_allclose(qp.dequantize(), Xt, atol=1e-6)
@@ -110,7 +113,7 @@ def test_token_count_and_bad_codebooks():
 def test_result_store_resumes_without_refitting(tmp_path, monkeypatch):
     X, Y, Z, s2c, C = _token_data(360, seed=3)
     data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"], Z=Z, sub_to_concept=s2c)
-    split = make_splits(Y, 120, 30, 40, random_state=0)
+    split = make_split(Y, 120, 30, 40, seed=0)
     store = ResultStore(tmp_path / "runs")
     qp = QuantizedPool.from_embeddings(X[split.pool], C)
     recs = sweep_d0(data, split, [2, 3], n_iter=2, results=store)
@@ -172,7 +175,7 @@ def test_cli_import_with_codebook_reports_both_pools_and_resumes(tmp_path, capsy
     flat = (out / "methods.csv").read_text().splitlines()
     assert flat[0].endswith(",pool") and flat[2].endswith(",quantized")
     # independent check of the UF quantized number from the files the CLI read
-    from slics_core.data import load_cache, make_split
+    from slics_core.data import load_cache
 
     data = load_cache(cache)
     split = make_split(data.Y, 150, 20, 50, seed=0)

@@ -265,3 +265,30 @@ def test_ranking_depth_and_bad_stored_rankings(ws):
         scoring.run_job(ws, job, k=20, rankings=stored)
     with pytest.raises(ValueError, match="do not fit job"):
         scoring.run_job(ws, scoring.Job("S-SLiCS", 2, "partial", "val"), k=5, rankings=stored)
+
+
+def test_app_and_cli_front_ends_give_the_same_scores(ws):
+    """The app's scores of a workspace's models equal the CLI's sweep (evaluation.sweep_d0) of the same models
+    on the same data and split, built through EvalData's own (checking) constructor."""
+    from slics_core.data import EvalData
+    from slics_core.evaluation import sweep_d0
+    from slics_core.splits import Split
+
+    app = scoring.score_d0_sweep(ws, splits=("val",), k=10)
+    data = EvalData(X=ws.X, Y=ws.Y, concept_names=ws.concept_names, Z=ws.Z, sub_to_concept=ws.sub_to_concept,
+                    X_raw=ws.raw, concept_text=ws.concept_text)
+    split = Split(*(np.asarray(ws.index[k]) for k in ("train", "val", "query", "pool")), np.zeros(0, int))
+    cli = sweep_d0(data, split, [2, 3], k=10, models={d: ws.models[("S-SLiCS", d)] for d in (2, 3)})
+    assert len(app) == len(cli) == 4
+    by = {(r["d0"], r["mode"]): r for r in cli}
+    for r in app:
+        assert r["general"] == pytest.approx(by[(r["d0"], r["mode"])]["general"], abs=1e-12)
+        assert r["sub"] == pytest.approx(by[(r["d0"], r["mode"])]["sub"], abs=1e-12)
+
+
+def test_eval_view_shares_the_workspace_arrays(ws):
+    data, split = scoring.eval_view(ws)
+    assert data.X is ws.X and data.X_raw is ws.raw and data.Y is ws.Y and data.Z is ws.Z
+    for k in ("train", "val", "query", "pool"):
+        np.testing.assert_array_equal(getattr(split, k), ws.index[k])
+    assert split.dropped.size == 0

@@ -10,6 +10,7 @@ Typical use::
     slics evaluate --cache cache/coco-vit --n-train 20000 --batch-size 2000 --out-dir results/
     slics captions --model coco.npz --cache cache/coco-vit
     slics reproduce --dataset mirflickr --root mirflickr25k --encoder ViT-B-32/openai --out-dir run/
+    SLICS_EMOJI_SCALE=0.2 slics reproduce --dataset emoji --out-dir emoji-run/   # the app's offline world
 
 ``--encoder`` takes any name :func:`slics_core.encoders.parse_encoder_spec` reads
 (presets, ``ARCH/random@SIZE``, ``local:DIR``, ``module:factory``). Every command
@@ -20,7 +21,6 @@ method registry (:mod:`slics_core.methods`).
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import os
 import sys
@@ -30,36 +30,33 @@ from pathlib import Path
 import numpy as np
 
 from slics_core import datasets
-from slics_core.captions import (
-    default_vocabulary,
-    download_laion_vocabulary,
-    load_laion_vocabulary,
-    prepare_text_embeddings,
-    word_captions,
-)
+from slics_core.captions import get_words, prepare_text_embeddings, word_captions
 from slics_core.commands import CLIError, check_at_least
-from slics_core.data import eval_data, load_cache, make_split, vocabulary_embeddings
-from slics_core.emoji import catalog
-from slics_core.emoji.scenes import make_scenes
+from slics_core.data import eval_data, fit_inputs, load_cache, vocabulary_embeddings
+from slics_core.emoji.world import DATASET_NAME as EMOJI_DATASET
+from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
+from slics_core.emoji.world import PROMPT_TEMPLATE as EMOJI_PROMPT
+from slics_core.emoji.world import emoji_dataset, emoji_vocabulary, world_split
 from slics_core.encoders import concept_text_embeddings, create_encoder, load_titok_codebook
 from slics_core.errors import writing
 from slics_core.evaluation import (
-    ResultStore,
     choose_d0,
+    estimate_cost,
     evaluate_methods,
-    fit_inputs,
     methods_table_markdown,
     methods_table_rows,
     sweep_d0,
     table_runs,
 )
-from slics_core.methods import fit_method, get_method, method_names, needs_message
+from slics_core.methods import MODES, fit_method, method_names
 from slics_core.preprocessing import PREPROCESSING, load_mean
-from slics_core.retrieval import QuantizedPool, build_index, token_count
+from slics_core.retrieval import QuantizedPool, token_count
+from slics_core.runs import ResultStore, run_folder
 from slics_core.slics import SLiCS
+from slics_core.splits import make_split
 from slics_core.store import EmbeddingStore, embed_dataset
 
-__all__ = ["register", "load_dataset", "resolve_encoder", "get_words"]
+__all__ = ["register", "load_dataset", "resolve_encoder"]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -86,19 +83,16 @@ def load_dataset(args):
         if not args.images:
             raise CLIError("--dataset folder needs --images DIR (and --labels FILE.csv|json)")
         return datasets.load_folder(args.images, args.labels)
-    if kind == "emoji":
-        scenes = make_scenes(args.n_images, seed=args.seed)
-        ds = datasets.ImageDataset(list(range(len(scenes))), [f"emoji-{args.seed}-{i}" for i in range(len(scenes))],
-                                   scenes.general.astype(bool), list(scenes.general_names), scenes.sub.astype(bool),
-                                   list(scenes.sub_names), np.array(catalog.SUB_TO_CONCEPT), name="emoji")
-        ds.loader = scenes.pil
-        return ds
+    if kind == "emoji":  # the app's world: its scenes, labels and sizes ($SLICS_EMOJI_SCALE)
+        return emoji_dataset()
     raise CLIError(f"unknown dataset {kind!r}")
 
 
 def _add_dataset_args(p):
     g = p.add_argument_group("dataset")
-    g.add_argument("--dataset", choices=("coco", "mirflickr", "folder", "precomputed", "emoji"), required=True)
+    g.add_argument("--dataset", choices=("coco", "mirflickr", "folder", "precomputed", "emoji"), required=True,
+                   help="emoji: the app's offline world (sizes scaled by $SLICS_EMOJI_SCALE, encoder "
+                        f"{EMOJI_ENCODER} unless --encoder is given, its split unless sizes are given)")
     g.add_argument("--images", help="image folder (coco, folder; precomputed: where the ids' images are)")
     g.add_argument("--annotations", help="COCO instances_*.json, or the MIRFlickr annotation folder")
     g.add_argument("--root", help="MIRFlickr25K root folder")
@@ -106,8 +100,6 @@ def _add_dataset_args(p):
     g.add_argument("--embeddings", help="precomputed: clip-retrieval output folder (img_emb/ + metadata/), "
                                         "a .npy file or a .parquet file with an 'embedding' column")
     g.add_argument("--metadata", help="precomputed .npy: ids of its rows (.parquet, .csv or .txt)")
-    g.add_argument("--n-images", type=int, default=4000, help="scenes of the emoji world (default 4000)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the emoji world / splits (default 0)")
 
 
 def _add_embed_args(p, reproduce=False):
@@ -134,11 +126,11 @@ def _add_embed_args(p, reproduce=False):
     p.add_argument("--no-progress", action="store_true")
 
 
-def _concept_text(encoder, store, concept_names):
+def _concept_text(encoder, store, concept_names, templates="paper"):
     if encoder is None or not getattr(encoder, "has_text", False) or not concept_names:
         return
     try:
-        W = concept_text_embeddings(encoder, [c.replace("_", " ") for c in concept_names])
+        W = concept_text_embeddings(encoder, [c.replace("_", " ") for c in concept_names], templates=templates)
         store.save_array("concept_text", W, names=list(concept_names))
     except (NotImplementedError, ValueError) as exc:
         print(f"embed: no concept text embeddings ({exc})", file=sys.stderr)
@@ -208,6 +200,8 @@ def run_embed(args, encoder=None):
         if encoder is None and args.encoder:
             encoder = resolve_encoder(args.encoder, args.device)
         return _embed_precomputed(args, encoder)
+    if not args.encoder and args.dataset == "emoji":
+        args.encoder = EMOJI_ENCODER
     if not args.encoder:
         raise CLIError(f"--dataset {args.dataset} needs --encoder (e.g. ViT-B-32/openai or emoji-small)")
     ds = load_dataset(args)
@@ -228,7 +222,7 @@ def run_embed(args, encoder=None):
                                  draft=False if args.no_draft else None)
     _save_codebook(store, C)
     if labels is not None:
-        _concept_text(encoder, store, ds.concept_names)
+        _concept_text(encoder, store, ds.concept_names, EMOJI_PROMPT if args.dataset == "emoji" else "paper")
     for f in store.failed():
         print(f"embed: skipped {f['reason']}", file=sys.stderr)
     print(f"embedded {len(ds) - stats['failed']} of {len(ds)} images into {args.cache} "
@@ -236,15 +230,12 @@ def run_embed(args, encoder=None):
     return store
 
 
-def get_words(spec, n_words=10_000, download_to=None):
-    """The vocabulary named by ``--vocab``: ``wordfreq`` (offline default), a word-list file, or ``laion-download``."""
-    if spec in (None, "wordfreq", "default"):
-        return default_vocabulary(n_words)
-    if spec == "laion-download":
-        dest = download_to or "laion.txt"
-        download_laion_vocabulary(dest)
-        spec = dest
-    return load_laion_vocabulary(spec, n_words)
+def _words(args, dataset_name):
+    """The vocabulary of ``--vocab``; without it, the emoji world's own words for its caches (the app's),
+    else ``wordfreq``."""
+    if args.vocab is None and dataset_name == EMOJI_DATASET:
+        return emoji_vocabulary()
+    return get_words(args.vocab, args.n_words)
 
 
 def _cache_encoder(args, data, need_text=True):
@@ -262,8 +253,12 @@ def _cache_encoder(args, data, need_text=True):
 
 
 def _prepared(args, data, vocab=None):
-    """Split, centring and EvalData, the same for every command."""
-    split = make_split(data.Y, args.n_train, args.n_val, args.n_query, seed=args.split_seed)
+    """Split, centring and EvalData, the same for every command (the emoji world: the app's split by default)."""
+    if data.name == EMOJI_DATASET:
+        split = world_split(data.Y, None, args.n_train, args.n_val, args.n_query, args.split_seed)
+    else:
+        split = make_split(data.Y, args.n_train, args.n_val, args.n_query,
+                           seed=0 if args.split_seed is None else args.split_seed)
     mean = load_mean(args.mean_file, dim=data.raw.shape[1]) if getattr(args, "mean_file", None) else None
     ed, _ = eval_data(data, split, mean=mean, vocab=vocab)
     print(f"splits: {split.sizes()}; centring: {'mean from ' + args.mean_file if mean is not None else 'training mean'}"
@@ -352,115 +347,32 @@ def _quantized_pool(cache, data, ed, split):
     return qp
 
 
-def _run_folder(out_dir, ed, split, args, quantized):
-    """``OUT_DIR/runs/<digest>``: finished runs of this data, split and parameters (resumable)."""
-    h = hashlib.sha256()
-    for a in (ed.X, np.packbits(ed.Y), None if ed.Z is None else np.packbits(ed.Z), ed.concept_text,
-              None if quantized is None else quantized.codebook, split.train, split.val, split.query, split.pool):
-        h.update(b"|" if a is None else np.ascontiguousarray(a).tobytes())
-    params = {"n_iter": args.n_iter, "batch_size": args.batch_size, "k": args.k, "normalization": args.normalization,
-              "vocab": hashlib.sha256("\n".join(ed.vocab_words or []).encode()).hexdigest()}
-    h.update(json.dumps(params, sort_keys=True).encode())
-    return Path(out_dir) / "runs" / h.hexdigest()[:16]
-
-
 def _clock(seconds):
     seconds = round(seconds)
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def _estimate(ed, split, args, methods, d0s, results, quantized):
-    """Seconds the remaining fits and searches should take, from a timed small fit and search; and a summary.
-
-    Timed in CPU seconds of this process (a fit runs on one BLAS thread, so on an idle machine its wall
-    time is about its CPU time): a calibration taken while other jobs load the machine is not inflated
-    by their share of the cores (it was 15x too high under load with wall time)."""
-    from slics_core.evaluation import sweep_key, table_key
-
-    inputs = fit_inputs(ed, split.train)
-    n_train, S = len(split.train), ed.Y.shape[1]
-    rows = min(n_train, 2000)
-    d0c = int(np.median(d0s)) if d0s else args.n_atoms
-    sub = fit_inputs(ed, split.train[:rows])
-    # untimed first: the first fit and projection of a process load (or, once per machine, compile) the
-    # compiled kernels (that made a full-scale estimate 3:20:28 for 0:13:21 of compute)
-    fit_method("S-SLiCS", fit_inputs(ed, split.train[:min(rows, 200)]), d0c, n_iter=1, batch_size=None,
-               seed=0).project(ed.X[split.query[:2]], None)
-    t = time.process_time()
-    fit_method("S-SLiCS", sub, d0c, n_iter=0, batch_size=None, seed=0)
-    t_init = time.process_time() - t                               # the S-SVD initialisation alone
-    t = time.process_time()
-    model = fit_method("S-SLiCS", sub, d0c, n_iter=1, batch_size=None, seed=0)
-    t_epoch = max(time.process_time() - t - t_init, 0.0) * n_train / rows  # one epoch on the training split
-    t_init *= n_train / rows
-    nq = min(200, len(split.val) or len(split.query))
-    t = time.process_time()
-    model.project(ed.X[split.query[:nq]], None)
-    t_proj = (time.process_time() - t) / nq                        # projection of one query on every concept
-    index = build_index(ed.X[split.pool])
-    probe = ed.X[split.query[:256]]
-    t = time.process_time()
-    index.search(probe, args.k)
-    t_vec = (time.process_time() - t) / len(probe)                  # one ranking vector against the pool
-
-    def fit_s(d0, name):
-        m = get_method(name)
-        if not m.dictionary:
-            return 0.0
-        # the initialisation (one eigenproblem per concept) hardly depends on d0; the epochs do
-        return t_init + (0 if name == "S-SVD" else t_epoch * args.n_iter * d0 / d0c)
-
-    total, n_fits, n_runs, unknown = 0.0, 0, 0, set()
-    modes = ("partial", "full")
-    swept = []
-    for d0 in d0s:
-        done = None if results is None else results.get(sweep_key("S-SLiCS", d0, 0, modes))
-        if done is not None:
-            swept += done["records"]
-            continue
-        n_runs += 1
-        n_fits += 1
-        total += fit_s(d0, "S-SLiCS") + len(split.val) * (2 * t_proj * d0 / d0c + 2 * S * t_vec)
-    if d0s and len(swept) == len(d0s) * len(modes):
-        d0_table = choose_d0(swept)          # the sweep is finished: its choice is known
-    else:
-        d0_table = d0s[len(d0s) // 2] if d0s else args.n_atoms  # chosen later: assume a middle one
-    pools = ("original",) + (("quantized",) if quantized is not None else ())
-    for name, seed in table_runs(methods, tuple(range(args.seeds)), args.batch_size):
-        m = get_method(name)
-        if needs_message(m, inputs):
-            continue
-        if results is not None and results.get(table_key(name, d0_table, seed, args.mode, None, pools)) is not None:
-            continue
-        n_runs += 1
-        if name in ("SpLiCE", "F-SpLiCE"):
-            unknown.add(name)
-        fitted_in_sweep = name == "S-SLiCS" and seed == 0 and d0s
-        if not fitted_in_sweep and m.dictionary:
-            n_fits += 1
-            total += fit_s(d0_table, name)
-        total += len(split.query) * len(pools) * ((S if m.filtered else 1) * t_vec + t_proj)
-    note = f" (not counting {', '.join(sorted(unknown))})" if unknown else ""
-    return total, (f"{n_runs} runs to do ({n_fits} fits of {n_train} x {ed.X.shape[1]}, pool {len(split.pool)})"
-                   f"{note}")
-
-
 def _evaluate(args, ed, split, out_dir, methods, quantized=None):
     """d0 sweep (optional) and methods table; resumable through ``OUT_DIR/runs`` when ``out_dir`` is set."""
-    results = ResultStore(_run_folder(out_dir, ed, split, args, quantized)) if out_dir else None
+    params = {"n_iter": args.n_iter, "batch_size": args.batch_size, "k": args.k, "normalization": args.normalization}
+    results = ResultStore(run_folder(Path(out_dir) / "runs", ed, split, params, quantized)) if out_dir else None
     d0s = list(range(args.sweep[0], args.sweep[1] + 1)) if args.sweep else []
-    seconds, what = (None, "") if args.no_estimate else _estimate(ed, split, args, methods, d0s, results, quantized)
+    seeds = tuple(range(args.seeds))
+    seconds, what = (None, "") if args.no_estimate else estimate_cost(
+        ed, split, methods, d0_values=d0s, n_atoms=args.n_atoms, n_iter=args.n_iter, seeds=seeds,
+        batch_size=args.batch_size, k=args.k, mode=args.mode, results=results, quantized=quantized)
     if seconds is not None:
         print(f"estimate: about {_clock(seconds)} of compute for {what}"
               + (f"; finished runs are kept in {results.folder} and reused when the same command is run again"
                  if results is not None else ""), file=sys.stderr)
     started = time.perf_counter()
     state = {"done": 0}
-    n_jobs = max(1, len(d0s) + len(table_runs(methods, tuple(range(args.seeds)), args.batch_size)))
+    n_jobs = max(1, len(d0s) + len(table_runs(methods, seeds, args.batch_size)))
+
+    def run_done():
+        state["done"] += 1
 
     def progress(line):
-        if line.startswith("d0=") or " seed " in line:
-            state["done"] += 1
         el = time.perf_counter() - started
         print(f"[{state['done']}/{n_jobs} runs, {_clock(el)}] {line}", file=sys.stderr)
 
@@ -468,7 +380,7 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
         d0 = args.n_atoms
         if d0s:
             recs = sweep_d0(ed, split, d0s, n_iter=args.n_iter, batch_size=args.batch_size, k=args.k,
-                            progress=progress, results=results)
+                            progress=progress, results=results, on_run=run_done)
             d0 = choose_d0(recs)
             print(f"chosen d0 = {d0} (best validation sub-label mAP@{args.k})", file=sys.stderr)
             if out_dir:
@@ -476,9 +388,9 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
                 with open(os.path.join(out_dir, "d0_sweep.json"), "w") as fh:
                     json.dump({"records": recs, "chosen_d0": d0}, fh, indent=1, default=_json_default)
         rows = evaluate_methods(ed, split, methods, n_atoms=d0, n_iter=args.n_iter, batch_size=args.batch_size,
-                                seeds=tuple(range(args.seeds)), k=args.k, mode=args.mode,
+                                seeds=seeds, k=args.k, mode=args.mode,
                                 normalization=args.normalization, progress=progress, quantized=quantized,
-                                results=results)
+                                results=results, on_run=run_done)
     except KeyboardInterrupt:
         if results is not None:
             print(f"interrupted: the finished runs are kept in {results.folder}; run the same command again to "
@@ -495,7 +407,7 @@ def _vocab(args, data, store, need):
         return None
     try:
         encoder = _cache_encoder(args, data)
-        words = get_words(args.vocab, args.n_words)
+        words = _words(args, data.name)
         return words, vocabulary_embeddings(encoder, words, store=store)
     except (CLIError, ValueError, ImportError, OSError) as exc:
         print(f"evaluate: no vocabulary ({exc}); the SpLiCE rows say so", file=sys.stderr)
@@ -521,7 +433,7 @@ def cmd_captions(args):
     model = SLiCS.load(args.model)
     data = load_cache(args.cache)
     encoder = _cache_encoder(args, data)
-    words = get_words(args.vocab, args.n_words)
+    words = _words(args, data.name)
     W = vocabulary_embeddings(encoder, words, store=EmbeddingStore(args.cache))
     caps = _captions(model, words, W, args.top)
     lines = ["| Subspace | Word caption |", "|---|---|"]
@@ -534,8 +446,10 @@ def cmd_captions(args):
 
 
 def cmd_reproduce(args):
+    if args.dataset == "emoji" and not args.encoder:
+        args.encoder = EMOJI_ENCODER
     if not args.encoder and args.dataset != "precomputed":
-        raise CLIError("reproduce needs --encoder (optional only with --dataset precomputed)")
+        raise CLIError("reproduce needs --encoder (optional only with --dataset precomputed or emoji)")
     methods = _check_eval_args(args)  # before the output folder is created
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -545,7 +459,7 @@ def cmd_reproduce(args):
     data = load_cache(args.cache)
     vocab = None
     if getattr(encoder, "has_text", False):
-        words = get_words(args.vocab, args.n_words)
+        words = _words(args, data.name)
         vocab = (words, vocabulary_embeddings(encoder, words, store=store))
     ed, split = _prepared(args, data, vocab)
     _rows, d0, results = _evaluate(args, ed, split, str(out), methods, _quantized_pool(args.cache, data, ed, split))
@@ -574,7 +488,7 @@ def _add_split_args(p, n_train_default=2000):
 
 def _add_eval_args(p, with_sweep=True):
     _add_split_args(p, n_train_default=None)
-    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--split-seed", type=int, default=None, help="seed of the split (0; the emoji world: its own)")
     p.add_argument("--n-atoms", type=int, default=10, help="d0 when no sweep is run (10)")
     p.add_argument("--n-iter", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=None, help="SLiCS mini-batch size (e.g. 2000 for COCO)")
@@ -582,15 +496,16 @@ def _add_eval_args(p, with_sweep=True):
     p.add_argument("--methods", default=None, help="comma-separated methods (default: every registered method: "
                                                    + ", ".join(method_names()) + ")")
     p.add_argument("--k", type=int, default=20)
-    p.add_argument("--mode", choices=("partial", "full"), default="partial")
+    p.add_argument("--mode", choices=MODES, default="partial")
     p.add_argument("--normalization", choices=("retrieved", "min"), default="retrieved",
                    help="AP@k normaliser: relevant items retrieved (default) or min(k, relevant in pool)")
     p.add_argument("--no-estimate", action="store_true",
                    help="start at once, without the compute-time estimate (a timed one-epoch fit and search)")
     if with_sweep:
         p.add_argument("--sweep", type=int, nargs=2, metavar=("LO", "HI"), help="d0 sweep on the validation set")
-    p.add_argument("--vocab", default="wordfreq",
-                   help="vocabulary: 'wordfreq' (offline default), a word-list file, or 'laion-download'")
+    p.add_argument("--vocab", default=None,
+                   help="vocabulary: 'wordfreq' (offline default; the emoji world: its own words), a word-list file, "
+                        "or 'laion-download'")
     p.add_argument("--n-words", type=int, default=10_000)
     p.add_argument("--out-dir", default=None, required=not with_sweep,
                    help="write methods.csv/.json/.md (and d0_sweep.json) here")
@@ -624,7 +539,7 @@ def register(subparsers):
     p.add_argument("--model", required=True)
     p.add_argument("--cache", required=True, help="cache (for the encoder and the vocabulary cache)")
     p.add_argument("--encoder", default=None)
-    p.add_argument("--vocab", default="wordfreq")
+    p.add_argument("--vocab", default=None, help="as for evaluate")
     p.add_argument("--n-words", type=int, default=10_000)
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--out", default=None, help="write captions as JSON")

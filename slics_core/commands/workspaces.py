@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 from slics_core import weights
+from slics_core.captions import get_words
 from slics_core.commands import CLIError, check_at_least
-from slics_core.commands.data import get_words, resolve_encoder
+from slics_core.commands.data import resolve_encoder
 from slics_core.emoji.world import EmojiWorldConfig
 from slics_core.encoders import parse_encoder_spec
 from slics_core.errors import user_message

@@ -4,7 +4,7 @@
 them with the shipped ``emoji-small`` encoder through the ordinary encoder
 resolver (:func:`slics_core.encoders.create_encoder`), and returns them as
 :class:`slics_core.data.LabelledEmbeddings` with the split drawn by
-:func:`slics_core.data.make_split`, exactly like any embedded dataset. The
+:func:`slics_core.splits.make_split`, exactly like any embedded dataset. The
 workspace builder (:func:`slics_core.explorer.workspace.build_workspace`) then
 centres, fits and chooses ``d0`` as for every other source.
 
@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from slics_core.data import LabelledEmbeddings, make_split
+from slics_core.data import LabelledEmbeddings
+from slics_core.datasets import ImageDataset
 from slics_core.emoji.catalog import (
     ALL_COCO_CATEGORIES,
     CATEGORIES,
@@ -36,14 +37,20 @@ from slics_core.emoji.catalog import (
 from slics_core.emoji.models import weights_digest
 from slics_core.emoji.scenes import ZERO_SHOT_TEMPLATE, make_scenes
 from slics_core.encoders import create_encoder
+from slics_core.splits import make_split
 
-__all__ = ["EmojiWorldConfig", "WORLD_SEED", "PREVIEW_SCENES", "EMBED_BATCH", "default_cache_dir", "config_from_env",
-           "render_emoji_world", "render_emoji_preview", "preview_config", "emoji_vocabulary", "models_fingerprint"]
+__all__ = ["EmojiWorldConfig", "WORLD_SEED", "PREVIEW_SCENES", "EMBED_BATCH", "DATASET_NAME", "PROMPT_TEMPLATE",
+           "default_cache_dir", "config_from_env", "render_emoji_world", "render_emoji_preview", "preview_config",
+           "emoji_vocabulary", "models_fingerprint", "world_labels", "emoji_dataset", "world_split"]
 
 CACHE_VERSION = 3  # 3: the one workspace pipeline (one render, make_split, registry methods)
 WORLD_SEED = 3003
 ENCODER = "emoji-small"
 CONDITION_ENCODER = "emoji-large"
+#: Name of the world as a dataset (``slics embed/reproduce --dataset emoji`` records it in the cache).
+DATASET_NAME = "emoji world"
+#: Prompt of a concept's zero-shot text embedding (the template the emoji text encoder was trained on).
+PROMPT_TEMPLATE = ZERO_SHOT_TEMPLATE
 #: Scenes embedded per batch (the preview is a multiple of it).
 EMBED_BATCH = 256
 #: Scenes of the preview the app opens on while the whole world is built (2 batches).
@@ -158,18 +165,62 @@ def _concat(a: _Rows, b: _Rows) -> _Rows:
                  np.concatenate([a.sub, b.sub]), a.captions + b.captions, np.concatenate([a.raw, b.raw]))
 
 
-def _labelled(rows: _Rows, small, cond, name) -> LabelledEmbeddings:
+def world_labels():
+    """The world's labels: its concepts (the supercategories) and sub-labels (the COCO categories that have
+    an emoji), as columns of a scene set's ``sub`` matrix.
+
+    Returns
+    -------
+    concept_names : list of str
+    keep : list of int
+        Columns of :attr:`slics_core.emoji.scenes.SceneSet.sub` that are sub-labels.
+    sub_names : list of str
+    sub_to_concept : ndarray of int
+    """
     keep = [i for i, c in enumerate(ALL_COCO_CATEGORIES) if c in EMOJI_FOR_CATEGORY]
-    prompts = [ZERO_SHOT_TEMPLATE.format(w) for w in SUPERCATEGORIES]
+    return (list(SUPERCATEGORIES), keep, [ALL_COCO_CATEGORIES[i] for i in keep],
+            np.asarray(SUB_TO_CONCEPT, dtype=int)[keep])
+
+
+def _ids(n):
+    return [f"scene-{i}" for i in range(n)]
+
+
+def _labelled(rows: _Rows, small, cond, name) -> LabelledEmbeddings:
+    concepts, keep, sub_names, sub_to_concept = world_labels()
+    prompts = [PROMPT_TEMPLATE.format(w) for w in concepts]
     concept_text = np.asarray(small.encode_texts(prompts), dtype=np.float32)
     extras = {"images": rows.images, "captions": list(rows.captions)}
     if cond is not None:
         extras["cond"] = cond
     return LabelledEmbeddings(
-        raw=rows.raw, ids=[f"scene-{i}" for i in range(len(rows))], Y=rows.general,
-        concept_names=list(SUPERCATEGORIES), Z=rows.sub[:, keep], sub_names=[ALL_COCO_CATEGORIES[i] for i in keep],
-        sub_to_concept=np.asarray(SUB_TO_CONCEPT, dtype=int)[keep], concept_text=concept_text, encoder=ENCODER,
+        raw=rows.raw, ids=_ids(len(rows)), Y=rows.general, concept_names=concepts, Z=rows.sub[:, keep],
+        sub_names=sub_names, sub_to_concept=sub_to_concept, concept_text=concept_text, encoder=ENCODER,
         preprocessing="clip", name=name, extras=extras)
+
+
+def emoji_dataset(config: EmojiWorldConfig | None = None) -> ImageDataset:
+    """The world's scenes as an image dataset (``slics embed/reproduce --dataset emoji``): the scenes,
+    labels, ids and name of :func:`render_emoji_world`, rendered on demand (``dataset.loader(i)``).
+
+    ``config`` defaults to :func:`config_from_env` (``$SLICS_EMOJI_SCALE``), as the app's world.
+    """
+    cfg = config or config_from_env()
+    scenes = make_scenes(cfg.n_total, seed=cfg.seed)
+    concepts, keep, sub_names, sub_to_concept = world_labels()
+    ds = ImageDataset(list(range(len(scenes))), _ids(len(scenes)), np.asarray(scenes.general, dtype=bool), concepts,
+                      np.asarray(scenes.sub, dtype=bool)[:, keep], sub_names, sub_to_concept, name=DATASET_NAME)
+    ds.loader = scenes.pil
+    return ds
+
+
+def world_split(Y, config: EmojiWorldConfig | None = None, n_train=None, n_val=None, n_query=None, seed=None):
+    """The world's split of labels ``Y`` (:func:`render_emoji_world`'s): sizes and seed of ``config``
+    (default :func:`config_from_env`) unless given."""
+    cfg = config or config_from_env()
+    pick = (lambda given, default: default if given is None else given)
+    return make_split(Y, pick(n_train, cfg.n_train), pick(n_val, cfg.n_val), pick(n_query, cfg.n_query),
+                      seed=pick(seed, cfg.seed))
 
 
 def preview_config(config: EmojiWorldConfig, n_scenes: int = PREVIEW_SCENES) -> EmojiWorldConfig | None:
@@ -232,7 +283,7 @@ def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, en
     data : slics_core.data.LabelledEmbeddings
         ``encoder="emoji-small"``, ``preprocessing="clip"``; ``extras``: ``images``,
         ``captions``, ``cond`` (``emoji-large`` embeddings for the generator).
-    split : slics_core.evaluation.Split
+    split : slics_core.splits.Split
         ``n_train`` / ``n_val`` / ``n_query`` scenes, the rest (``n_pool``) is the pool.
     """
     cfg = config or EmojiWorldConfig()
@@ -244,6 +295,5 @@ def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, en
     rows = rest if prefix is None else _concat(prefix, rest)
     large = create_encoder(CONDITION_ENCODER, device="cpu", half=False)
     cond = _embed(large, rows.images, progress, f"embed with {CONDITION_ENCODER} (generator conditioning)")
-    data = _labelled(rows, small, cond, "emoji world")
-    split = make_split(data.Y, cfg.n_train, cfg.n_val, cfg.n_query, seed=cfg.seed)
-    return data, split
+    data = _labelled(rows, small, cond, DATASET_NAME)
+    return data, world_split(data.Y, cfg)

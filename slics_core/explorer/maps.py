@@ -35,6 +35,7 @@ from threadpoolctl import threadpool_limits
 
 from slics_core._validation import check_embeddings
 from slics_core.explorer.safe_text import figure_text
+from slics_core.methods import MODES
 
 __all__ = [
     "KINDS",
@@ -185,8 +186,8 @@ def map_points(model, X, Y, rows, *, kinds=KINDS, component="partial", concepts=
     unknown = set(kinds) - set(KINDS)
     if unknown or not kinds:
         raise ValueError(f"kinds must be a non-empty subset of {KINDS}; got {kinds!r}.")
-    if component not in ("partial", "full"):
-        raise ValueError(f"component must be 'partial' or 'full'; got {component!r}.")
+    if component not in MODES:
+        raise ValueError(f"component must be one of {MODES}; got {component!r}.")
     X = check_embeddings(X, n_features=model.n_features_in_, allow_zero_rows=True)
     Y = np.asarray(Y, dtype=bool)
     if Y.shape != (X.shape[0], model.n_concepts_):

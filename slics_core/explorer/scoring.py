@@ -1,22 +1,23 @@
 """Retrieval scores of a :class:`~slics_core.explorer.workspace.Workspace`'s fitted models (no refitting).
 
 The app's Evaluate page and scripts use this module to score the models a
-workspace already holds, with the protocol of sec. 4.4 of the paper:
+workspace already holds. It is an adapter: :func:`eval_view` shows a workspace as
+:mod:`slics_core.evaluation`'s data and split, and every ranking and score goes
+through the one front-end of the CLI (:func:`slics_core.evaluation.rank_method`,
+:func:`slics_core.evaluation.score_split`), with the protocol of sec. 4.4 of the paper:
 
 * the queries of a split (``"query"``, or ``"val"`` for choosing ``d0``) are
   disentangled by a fitted model; for every query and every concept present in
   it, the candidate pool is ranked by the cosine similarity with that
   concept's component and the top ``k`` are scored (mAP@k, general labels
-  and sub-labels, :func:`slics_core.evaluation.evaluate_rankings`);
+  and sub-labels, :func:`slics_core.metrics.evaluate_rankings`);
 * ``mode="partial"`` ranks by ``tilde-v_j`` (eq. 3, the nearest point of the
   concept's cone), ``mode="full"`` by ``v_j`` (eq. 2, the NNLS over the
   atoms of the query's active concepts: its labels for S-SLiCS / S-SVD and its
   zero-shot pseudo-labels for U-SLiCS, as U-SLiCS is fitted without labels);
 * every method of the registry (:mod:`slics_core.methods`) fitted in the
   workspace is scored the same way (UF, F-SpLiCE and SpLiCE included; methods
-  with one kind of component have no ``mode``); ranking is
-  :func:`slics_core.evaluation.rank_queries`, scoring
-  :func:`slics_core.evaluation.evaluate_rankings`.
+  with one kind of component have no ``mode``).
 
 Rankings do not depend on ``k`` beyond their length: the top ``k`` of a ranking of depth
 ``K >= k`` are the ranking at ``k`` (ties are broken by pool position, see
@@ -44,16 +45,17 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from slics_core.evaluation import evaluate_rankings, rank_queries
-from slics_core.methods import active_concepts, get_method
+from slics_core._validation import check_k
+from slics_core.data import EvalData
+from slics_core.evaluation import SWEEP_METHOD, rank_method, score_split
+from slics_core.methods import MODES, get_method
 from slics_core.retrieval import build_index
-from slics_core.unsupervised import estimate_n_active
+from slics_core.splits import Split
 
 __all__ = [
-    "MODES",
     "SPLITS",
     "Job",
-    "query_labels",
+    "eval_view",
     "rank_split",
     "rank_job",
     "ranking_depth",
@@ -66,8 +68,6 @@ __all__ = [
     "summary_rows",
 ]
 
-#: Components used for ranking: tilde-v_j (eq. 3) or v_j (eq. 2).
-MODES = ("partial", "full")
 #: Splits whose items can be queries (the pool is always the candidate set).
 SPLITS = ("query", "val")
 
@@ -116,12 +116,6 @@ def _check_split(ws, split):
     return rows, pool
 
 
-def _check_k(k):
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer; got {k!r}.")
-    return int(k)
-
-
 def _check_job(ws, job):
     m = get_method(job.method)
     if m.name not in ws.methods:
@@ -132,26 +126,20 @@ def _check_job(ws, job):
 
 
 # ---------------------------------------------------------------------- rankings
-def _n_active(ws):
-    tr = np.asarray(ws.index["train"], dtype=int)
-    return estimate_n_active(ws.Y[tr] if tr.size else ws.Y)
-
-
-def query_labels(ws, method, rows):
-    """Active concepts of query rows used by the full decomposition (``mode="full"``).
-
-    S-SLiCS and S-SVD use the items' labels; U-SLiCS, fitted without labels,
-    uses zero-shot pseudo-labels (:func:`slics_core.methods.active_concepts`: the ``S~``
-    concepts whose prompt embedding is closest to the item's raw embedding, ``S~`` =
-    rounded mean number of labels of the training items).
+def eval_view(ws):
+    """``ws`` as :mod:`slics_core.evaluation`'s data and split: its own arrays, not copied.
 
     Returns
     -------
-    Y : ndarray of bool, shape (len(rows), S)
+    data : slics_core.data.EvalData
+    split : slics_core.splits.Split
+        The workspace's ``index`` (no item was dropped: a workspace holds labelled items only).
     """
-    rows = np.asarray(rows, dtype=int)
-    return active_concepts(method, Y=ws.Y[rows], X_raw=ws.raw[rows], concept_text=ws.concept_text,
-                           n_active=_n_active(ws), concept_names=ws.concept_names)
+    data = EvalData.of_checked(X=ws.X, Y=ws.Y, concept_names=ws.concept_names, Z=ws.Z,
+                               sub_to_concept=ws.sub_to_concept, sub_names=ws.sub_names, X_raw=ws.raw,
+                               concept_text=ws.concept_text, vocab_text=ws.vocab_text, vocab_words=ws.vocab_words)
+    rows = {name: np.asarray(ws.index.get(name, []), dtype=int) for name in ("train", "val", "query", "pool")}
+    return data, Split(rows["train"], rows["val"], rows["query"], rows["pool"], np.zeros(0, dtype=int))
 
 
 def rank_split(ws, method, d0=None, *, split="query", k=20, mode="partial", backend="auto", index=None):
@@ -176,16 +164,13 @@ def rank_split(ws, method, d0=None, *, split="query", k=20, mode="partial", back
     indices : ndarray of int64, shape (n_queries, S, k)
         Positions in ``ws.index["pool"]``, best first.
     """
-    k = _check_k(k)
-    rows, pool = _check_split(ws, split)
+    k = check_k(k)
+    _check_split(ws, split)
     m = get_method(method)
     model = ws.model(m.name, d0)
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
-    if index is None:
-        index = build_index(ws.X[pool], backend)
-    Y_active = query_labels(ws, m.name, rows) if (mode == "full" and "full" in m.modes) else None
-    return rank_queries(model, m, ws.X[rows], index, k, mode=mode, Y_active=Y_active)
+    data, sp = eval_view(ws)  # rank_method checks the mode
+    return rank_method(m.name, data, sp, queries=split, k=k, mode=mode, backend=backend, model=model,
+                       index=index)[0]
 
 
 #: Depth step of stored rankings (:func:`ranking_depth`).
@@ -195,7 +180,7 @@ RANK_STEP = 50
 def ranking_depth(k) -> int:
     """Depth at which to rank so that the ranking serves ``k`` and every smaller ``k``: ``k`` rounded
     up to a multiple of :data:`RANK_STEP` (50 for any ``k <= 50``)."""
-    k = _check_k(k)
+    k = check_k(k)
     return RANK_STEP * -(-k // RANK_STEP)
 
 
@@ -223,13 +208,11 @@ def score_rankings(ws, indices, *, split="query", k=20, normalization="retrieved
     -------
     result : dict
         ``general``, ``sub`` (NaN without sub-labels), ``n_pairs_general``,
-        ``n_pairs_sub`` (see :func:`slics_core.evaluation.evaluate_rankings`).
+        ``n_pairs_sub`` (see :func:`slics_core.metrics.evaluate_rankings`).
     """
-    rows, pool = _check_split(ws, split)
-    has_sub = ws.Z is not None and ws.sub_to_concept is not None
-    r = evaluate_rankings(indices, ws.Y[rows], ws.Y[pool],
-                          ws.Z[rows] if has_sub else None, ws.Z[pool] if has_sub else None,
-                          ws.sub_to_concept if has_sub else None, k=_check_k(k), normalization=normalization)
+    _check_split(ws, split)
+    data, sp = eval_view(ws)
+    r = score_split(indices, data, sp, split, k=check_k(k), normalization=normalization)
     return {"general": float(r["general"]), "sub": float(r["sub"]),
             "n_pairs_general": int(r["n_pairs_general"]), "n_pairs_sub": int(r["n_pairs_sub"])}
 
@@ -250,7 +233,7 @@ def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=N
         ``normalization``, ``general``, ``sub``, ``n_pairs_general``, ``n_pairs_sub``.
     """
     _check_job(ws, job)
-    k = _check_k(k)
+    k = check_k(k)
     if rankings is None:
         idx = rank_split(ws, job.method, job.d0, split=job.split, k=k, mode=job.mode or "partial",
                          backend=backend, index=index)
@@ -299,7 +282,7 @@ def table_jobs(ws, d0=None, *, split="query", modes=MODES, methods=None):
     return jobs
 
 
-def sweep_jobs(ws, method="S-SLiCS", *, splits=("val", "query"), modes=MODES):
+def sweep_jobs(ws, method=SWEEP_METHOD, *, splits=("val", "query"), modes=MODES):
     """Jobs of the ``d0`` sweep: ``method`` at every fitted ``d0``, for each split and mode."""
     if not get_method(method).dictionary:
         raise ValueError(f"the d0 sweep needs a method with a dictionary; got {method!r}.")
@@ -349,7 +332,7 @@ def methods_table(ws, d0=None, *, split="query", k=20, modes=MODES, methods=None
     return _run_all(ws, jobs, progress, k=k, normalization=normalization, backend=backend)
 
 
-def score_d0_sweep(ws, method="S-SLiCS", *, splits=("val", "query"), modes=MODES, k=20, normalization="retrieved",
+def score_d0_sweep(ws, method=SWEEP_METHOD, *, splits=("val", "query"), modes=MODES, k=20, normalization="retrieved",
                    backend="auto", progress=None):
     """mAP@k of ``method``'s fitted models for every ``d0`` (Fig. 7; both modes: Fig. 8). Never refits.
 

@@ -11,7 +11,7 @@ whatever the source: the emoji world (:func:`open_emoji_workspace`), or an
 embedding cache of COCO, MIRFlickr, a folder or precomputed embeddings
 (:func:`build_workspace_from_cache`, ``slics workspace``). For all of them:
 
-1. the split: :func:`slics_core.data.make_split` (the emoji world passes its own
+1. the split: :func:`slics_core.splits.make_split` (the emoji world passes its own
    sizes to the same function);
 2. centring: the preprocessing is fitted on the training split
    (:func:`slics_core.data.preprocess`; ``clip``: the training mean, or a
@@ -55,7 +55,7 @@ from PIL import Image, ImageDraw
 
 from slics_core._validation import check_embeddings
 from slics_core.captions import default_vocabulary, prepare_text_embeddings
-from slics_core.data import LabelledEmbeddings, eval_data, load_cache, make_split, vocabulary_embeddings
+from slics_core.data import LabelledEmbeddings, eval_data, fit_inputs, load_cache, vocabulary_embeddings
 from slics_core.datasets import ImageLoadError, load_image
 from slics_core.emoji.preview_table import preview_encoder
 from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
@@ -73,10 +73,11 @@ from slics_core.encoders import create_encoder
 from slics_core.explorer.arrival import STORE as ARRIVAL_STORE
 from slics_core.explorer.arrival import prepare_pages
 from slics_core.errors import DamagedFileError, check_npy, check_npz, file_system_error, reading, user_message
-from slics_core.evaluation import Split, choose_d0, fit_inputs, sweep_d0
+from slics_core.evaluation import choose_d0, sweep_d0
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
 from slics_core.methods import REGISTRY, fit_method, get_method, method_names, needs_message
 from slics_core.preprocessing import load_mean, make_preprocessor
+from slics_core.splits import Split, make_split
 from slics_core.store import EmbeddingStore
 
 __all__ = [
@@ -386,7 +387,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         Folder to write. An existing folder is replaced only if it is a workspace. None: not saved
         (the app's preview).
     split : Split, optional
-        Default :func:`slics_core.data.make_split` with ``n_train``, ``n_val``, ``n_query``, ``seed``.
+        Default :func:`slics_core.splits.make_split` with ``n_train``, ``n_val``, ``n_query``, ``seed``.
     d0_values : sequence of int
         Atoms per concept fitted for every dictionary method.
     n_iter : int
