@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from slics_core.datasets import load_image  # noqa: E402
+from slics_core.images import load_image  # noqa: E402
 from slics_core.encoders import OpenCLIPEncoder  # noqa: E402
 from slics_core.store import default_workers, embed_dataset  # noqa: E402
 

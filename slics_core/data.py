@@ -33,6 +33,7 @@ import numpy as np
 from slics_core.encoders import encoder_spec_of
 from slics_core.evaluation import EvalData, Split, make_splits
 from slics_core.preprocessing import make_preprocessor
+from slics_core.rows import unit_rows
 from slics_core.store import EmbeddingStore
 
 __all__ = ["LabelledEmbeddings", "load_cache", "drop_empty_concepts", "split_sizes", "make_split", "preprocess", "eval_data",
@@ -248,7 +249,7 @@ def vocabulary_embeddings(encoder, words, *, store=None, batch_size=256):
         if arr is not None and info.get("encoder_id") == ident and arr.shape[0] == len(words):
             return arr
     V = np.asarray(encoder.encode_texts(words, batch_size=batch_size), dtype=np.float32)
-    V = V / np.maximum(np.linalg.norm(V, axis=1, keepdims=True), 1e-12)
+    V = unit_rows(V, zero="keep", tol=1e-12)
     if store is not None:
         store.save_array(name, V, encoder_id=ident, n=len(words))
     return V

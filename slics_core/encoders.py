@@ -50,6 +50,7 @@ import numpy as np
 
 from slics_core import weights as _weights
 from slics_core.extras import require
+from slics_core.rows import unit_rows
 
 __all__ = [
     "Encoder",
@@ -357,7 +358,7 @@ class OpenCLIPEncoder:
     def draft_size(self) -> int | None:
         """Smallest side a decoded image needs (the preprocessing's resize target), or None.
 
-        :func:`slics_core.datasets.load_image` decodes JPEGs at 1/2, 1/4 or
+        :func:`slics_core.images.load_image` decodes JPEGs at 1/2, 1/4 or
         1/8 scale when both sides stay at least this large.
         """
         size = _resize_size(self.preprocess)
@@ -467,9 +468,9 @@ def concept_text_embeddings(encoder, concepts: Sequence[str], templates="paper",
             raise ValueError(f"template {t!r} has no '{{}}' placeholder for the concept word")
     prompts = [t.format(c) for c in concepts for t in templates]
     E = encoder.encode_texts(prompts, batch_size=batch_size).astype(np.float64)
-    E /= np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
+    E = unit_rows(E, zero="keep", tol=1e-12)
     W = E.reshape(len(concepts), len(templates), -1).mean(axis=1)
-    W /= np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-12)
+    W = unit_rows(W, zero="keep", tol=1e-12)
     return W.astype(np.float32)
 
 

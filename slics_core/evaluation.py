@@ -59,7 +59,7 @@ from slics_core._validation import check_embeddings, check_labels, check_targets
 from slics_core.errors import DamagedFileError, reading
 from slics_core.methods import FitInputs, active_concepts, fit_method, get_method, method_names, needs_message
 from slics_core.retrieval import build_index
-from slics_core.store import atomic_write_json
+from slics_core.formats import atomic_write_json
 
 __all__ = [
     "Split",

@@ -54,6 +54,7 @@ from slics_core.evaluation import (
     table_runs,
 )
 from slics_core.methods import fit_method, get_method, method_names, needs_message
+from slics_core.precomputed import load_precomputed
 from slics_core.preprocessing import PREPROCESSING, load_mean
 from slics_core.retrieval import QuantizedPool, build_index, token_count
 from slics_core.slics import SLiCS
@@ -177,7 +178,7 @@ def _save_codebook(store, C):
 def _embed_precomputed(args, encoder):
     if not args.embeddings:
         raise CLIError("--dataset precomputed needs --embeddings (a clip-retrieval folder, .npy or .parquet)")
-    E, ds = datasets.load_precomputed(args.embeddings, metadata=args.metadata, labels=args.labels,
+    E, ds = load_precomputed(args.embeddings, metadata=args.metadata, labels=args.labels,
                                       images=args.images)
     if encoder is not None and getattr(encoder, "dim", E.shape[1]) != E.shape[1]:
         raise CLIError(f"--encoder {args.encoder!r} gives {encoder.dim}-d embeddings but {args.embeddings} holds "
