@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ import numpy as np
 
 from slics_core.encoders import encoder_spec_of
 from slics_core.evaluation import EvalData, Split, make_splits
+from slics_core.formats import read_json
 from slics_core.preprocessing import make_preprocessor
 from slics_core.rows import unit_rows
 from slics_core.store import EmbeddingStore
@@ -123,7 +123,7 @@ def load_cache(cache) -> LabelledEmbeddings:
     paths = dataset.get("paths")
     if paths is not None:
         try:
-            all_ids = json.loads((store.path / "items.json").read_text(encoding="utf-8"))
+            all_ids = read_json(store.path / "items.json")
         except (OSError, ValueError):
             all_ids = []
         by_id = dict(zip(all_ids, paths)) if len(paths) == len(all_ids) else {}

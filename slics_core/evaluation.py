@@ -45,7 +45,6 @@ sub-label mAP (their number is reported).
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -59,7 +58,7 @@ from slics_core._validation import check_embeddings, check_labels, check_targets
 from slics_core.errors import DamagedFileError, reading
 from slics_core.methods import FitInputs, active_concepts, fit_method, get_method, method_names, needs_message
 from slics_core.retrieval import build_index
-from slics_core.formats import atomic_write_json
+from slics_core.formats import atomic_write_json, read_json
 
 __all__ = [
     "Split",
@@ -582,7 +581,7 @@ class ResultStore:
             return None
         try:
             with reading(p, "it is computed again"):
-                rec = json.loads(p.read_text(encoding="utf-8"))
+                rec = read_json(p)
         except (DamagedFileError, OSError, ValueError):
             return None
         return rec if isinstance(rec, dict) and rec.get("key") == key else None

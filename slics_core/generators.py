@@ -70,7 +70,6 @@ default DDIM/PNDM schedulers draw none); those later draws follow diffusers.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import warnings
@@ -81,6 +80,7 @@ from typing import Sequence
 import numpy as np
 
 from slics_core import weights as _weights
+from slics_core.formats import read_json
 
 __all__ = [
     "ImageToPromptSD",
@@ -604,7 +604,7 @@ def _pipeline_class(folder: Path) -> str:
     if index.stat().st_size > _MAX_INDEX_BYTES:
         raise ValueError(f"{index} is larger than {_MAX_INDEX_BYTES} bytes: not a diffusers model index")
     try:
-        name = json.loads(index.read_text(encoding="utf-8")).get("_class_name")
+        name = read_json(index).get("_class_name")
     except (ValueError, AttributeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{index} is not a readable diffusers model index ({exc})") from None
     return str(name)
