@@ -3,10 +3,11 @@
 :func:`load_image` opens one image file robustly (PNG named .jpg, CMYK,
 16-bit, palette/alpha, EXIF orientation); :func:`iter_images` loads many and
 reports the ones that cannot be read instead of aborting; :func:`list_images`
-lists a folder's image files. :func:`to_rgb` is the one conversion of any
-Pillow mode to 8-bit RGB and :func:`decode_cost` the one estimate of the memory
-a decode takes, both also used by :mod:`slics_core.explorer.uploads` (the
-app's untrusted uploads, decoded from bytes).
+lists a folder's image files. :func:`upright_rgb` is the one decoding of an
+opened image (its pixels, EXIF orientation, :func:`to_rgb`: any Pillow mode to
+8-bit RGB) and :func:`decode_cost` the one estimate of the memory a decode
+takes, both also used by :mod:`slics_core.explorer.uploads` (the app's
+untrusted uploads, decoded from bytes after stricter header checks).
 
 :data:`MAX_PIXELS` (120 megapixels) is the one pixel limit, for dataset images
 and uploads alike. Why 120 MP: it accepts every camera image a user brings
@@ -34,6 +35,7 @@ __all__ = [
     "list_images",
     "load_image",
     "to_rgb",
+    "upright_rgb",
 ]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
@@ -105,7 +107,7 @@ def load_image(path, *, max_pixels=MAX_PIXELS, draft=None, max_decode_bytes=None
         If the file is missing, not an image, truncated, or larger than
         ``max_pixels``.
     """
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError
 
     path = os.fspath(path)
     try:
@@ -122,9 +124,7 @@ def load_image(path, *, max_pixels=MAX_PIXELS, draft=None, max_decode_bytes=None
                     raise ImageLoadError(f"{path}: {w}x{h} pixels ({im.mode}, {im.format}) would take about "
                                          f"{cost / 2**20:.0f} MB to decode, over the {max_decode_bytes / 2**20:.0f} MB "
                                          "allowed here.")
-                im.load()
-                im = ImageOps.exif_transpose(im)
-                return to_rgb(im)
+                return upright_rgb(im)
     except ImageLoadError:
         raise
     except FileNotFoundError:
@@ -133,6 +133,24 @@ def load_image(path, *, max_pixels=MAX_PIXELS, draft=None, max_decode_bytes=None
         raise ImageLoadError(f"{path}: not a readable image ({exc.__class__.__name__}).") from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise ImageLoadError(f"{path}: damaged image ({exc}).") from None
+
+
+def upright_rgb(im):
+    """Decode the current frame of the opened image ``im`` (the first, when freshly opened) as upright 8-bit RGB.
+
+    The pixels are decoded (:meth:`PIL.Image.Image.load`, at any reduced scale the caller
+    set with ``draft``), turned upright by the EXIF orientation tag, and converted by
+    :func:`to_rgb`. An EXIF block that Pillow cannot interpret leaves the pixels as stored
+    (the image itself is fine).
+    """
+    from PIL import ImageOps
+
+    im.load()
+    try:
+        upright = ImageOps.exif_transpose(im)
+    except Exception:  # noqa: BLE001 - a broken EXIF block: keep the pixels as stored
+        upright = im
+    return to_rgb(upright)
 
 
 def to_rgb(im):

@@ -14,3 +14,23 @@ def test_one_pixel_limit_for_files_and_uploads(tmp_path):
         load_image(tmp_path / "over.png")
     with pytest.raises(UploadError, match="limit is 120 megapixels"):
         load_upload(over, "over.png")
+
+
+def test_broken_exif_keeps_the_pixels_in_both_front_ends(tmp_path, monkeypatch):
+    import io
+
+    import numpy as np
+    from PIL import Image, ImageOps
+
+    pixels = np.zeros((4, 6, 3), np.uint8)
+    pixels[0, 0] = (255, 0, 0)
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, "PNG")
+    (tmp_path / "a.png").write_bytes(buf.getvalue())
+
+    def broken(im):
+        raise SyntaxError("not a valid EXIF block")
+
+    monkeypatch.setattr(ImageOps, "exif_transpose", broken)
+    for image in (load_image(tmp_path / "a.png"), load_upload(buf.getvalue(), "a.png")):
+        np.testing.assert_array_equal(np.asarray(image), pixels)  # as stored, not refused

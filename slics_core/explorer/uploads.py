@@ -45,9 +45,9 @@ from __future__ import annotations
 import io
 import warnings
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 
-from slics_core.images import MAX_PIXELS, decode_cost, to_rgb
+from slics_core.images import MAX_PIXELS, decode_cost, upright_rgb
 
 __all__ = ["UploadError", "ACCEPTED_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "DEFAULT_MAX_SIDE",
            "DEFAULT_MAX_DECODE_BYTES", "load_upload", "upload_bytes"]
@@ -177,12 +177,7 @@ def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
                     w, h = im.size
                     scale = max_side / max(w, h)
                     im.draft(None, (max(1, int(w * scale + 0.999)), max(1, int(h * scale + 0.999))))
-                im.load()
-                try:
-                    upright = ImageOps.exif_transpose(im)
-                except Exception:  # noqa: BLE001 - a broken EXIF block: keep the pixels as stored
-                    upright = im
-                out = to_rgb(upright)
+                out = upright_rgb(im)
         except UploadError:
             raise
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -200,7 +195,7 @@ def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
             detail = str(exc) or type(exc).__name__
             raise UploadError(f"{who} is truncated or corrupt ({fmt} "
                               f"decoding failed: {detail}).") from None
-    if out.mode != "RGB":  # to_rgb always returns RGB; keep the contract explicit
+    if out.mode != "RGB":  # upright_rgb always returns RGB; keep the contract explicit
         out = out.convert("RGB")
     if max_side is not None and max(out.size) > max_side:
         out.thumbnail((max_side, max_side), Image.Resampling.LANCZOS, reducing_gap=3.0)
