@@ -148,7 +148,7 @@ def upright_rgb(im):
     im.load()
     try:
         upright = ImageOps.exif_transpose(im)
-    except Exception:  # noqa: BLE001 - a broken EXIF block: keep the pixels as stored
+    except Exception:
         upright = im
     return to_rgb(upright)
 

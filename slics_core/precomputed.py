@@ -209,7 +209,8 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
         report = f"{n_matched} of {len(records)} label rows matched, {len(ids) - n_matched} ids unlabelled"
     elif "labels" in meta.columns:
         subs = meta["sub_labels"] if "sub_labels" in meta.columns else [None] * len(meta)
-        recs = [{"labels": _list_cell(a), "subs": parse_sub_labels(_list_cell(b), {})} for a, b in zip(meta["labels"], subs)]
+        recs = [{"labels": _list_cell(a), "subs": parse_sub_labels(_list_cell(b), {})}
+                for a, b in zip(meta["labels"], subs)]
     Y, concepts, Z, sub_names, s2c = label_arrays(recs, declared)
     root = Path(images) if images is not None else None
     paths = []

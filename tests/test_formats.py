@@ -5,8 +5,15 @@ import numpy as np
 import pytest
 
 from slics_core.errors import DamagedFileError, FileSystemError
-from slics_core.formats import (atomic_save_npy, atomic_save_npz, atomic_write_json, check_npz, load_npy, load_npz,
-                                read_json)
+from slics_core.formats import (
+    atomic_save_npy,
+    atomic_save_npz,
+    atomic_write_json,
+    check_npz,
+    load_npy,
+    load_npz,
+    read_json,
+)
 
 
 def test_json_round_trip_and_size_limit(tmp_path):
