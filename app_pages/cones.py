@@ -4,6 +4,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from slics_core import SLiCS
+from slics_core.rows import unit_rows
 from slics_core.synthetic import atom_recovery, make_concept_cones, match_atoms
 
 
@@ -47,8 +48,8 @@ with left:
 with right:
     # columns in matched order (Hungarian on |cos|, within each concept): recovery shows as the diagonal
     order, matched = match_atoms(data.atoms, model.atoms_, data.groups, model.groups_)
-    P = data.atoms / np.linalg.norm(data.atoms, axis=1, keepdims=True)
-    L = model.atoms_ / np.linalg.norm(model.atoms_, axis=1, keepdims=True)
+    P = unit_rows(data.atoms)
+    L = unit_rows(model.atoms_)
     cos = P @ L[order].T
     fig = go.Figure(go.Heatmap(z=cos, zmin=-1, zmax=1, colorscale="RdBu_r",
                                hovertemplate="planted %{y} · learned (matched) %{x}<br>cos %{z:.3f}<extra></extra>"))

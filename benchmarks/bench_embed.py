@@ -47,8 +47,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from slics_core.datasets import load_image
 from slics_core.encoders import OpenCLIPEncoder
+from slics_core.images import load_image
 from slics_core.store import default_workers, embed_dataset
 
 

@@ -7,9 +7,9 @@ functions so that bad input fails early, with a message that names the problem
 from __future__ import annotations
 
 import sys
+from numbers import Integral, Real
 
 import numpy as np
-
 
 #: The one scikit-learn estimator check that cannot apply to the embedding estimators (SLiCS,
 #: EmbeddingNormalizer), with its reason: ``check_estimator(est, expected_failed_checks=...)``.
@@ -106,7 +106,9 @@ def validate_embeddings(estimator, X, *, reset, allow_zero_rows=False):
     DataFrame) and the width (``n_features_in_``) as scikit-learn's ``validate_data`` does, with
     its messages.
     """
-    from sklearn.utils.validation import validate_data  # scikit-learn only where an estimator is used
+    from sklearn.utils.validation import (
+        validate_data,  # scikit-learn only where an estimator is used
+    )
 
     arr = check_embeddings(X, allow_zero_rows=allow_zero_rows)
     validate_data(estimator, X, reset=reset, skip_check_array=True)
@@ -236,3 +238,13 @@ def check_k(k, name="k"):
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"{name} must be a positive integer; got {k!r}.")
     return int(k)
+
+
+def is_int(x) -> bool:
+    """Whether ``x`` is an integer (Python or numpy), not a bool."""
+    return isinstance(x, (Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def is_number(x) -> bool:
+    """Whether ``x`` is a real number (Python or numpy), not a bool."""
+    return isinstance(x, (Real, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))

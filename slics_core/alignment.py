@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 from scipy.linalg import orthogonal_procrustes
 
+from slics_core.rows import unit_rows
+
 __all__ = ["ProcrustesAlignment", "fit_alignment", "mean_cosine"]
 
 _FORMAT = "slics-procrustes-v1"
@@ -45,13 +47,6 @@ def _as_matrix(X, name: str, dim: int | None = None) -> np.ndarray:
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{name} contains NaN or infinite values")
     return X
-
-
-def _unit_rows(X: np.ndarray, name: str) -> np.ndarray:
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    if np.any(norms == 0):
-        raise ValueError(f"{name} has all-zero rows, which cannot be normalised")
-    return X / norms
 
 
 def mean_cosine(A, B) -> float:
@@ -104,8 +99,8 @@ class ProcrustesAlignment:
         if len(X) < 2:
             raise ValueError("need at least 2 pairs to fit an alignment")
         if self.normalize:
-            X = _unit_rows(X, "X")
-            Y = _unit_rows(Y, "Y")
+            X = unit_rows(X, name="X")
+            Y = unit_rows(Y, name="Y")
         if X.shape[1] == Y.shape[1]:
             W, _ = orthogonal_procrustes(X, Y)
         else:
@@ -141,7 +136,7 @@ class ProcrustesAlignment:
     # persistence
     def save(self, path) -> Path:
         """Save to an ``.npz`` file (no pickles), written beside and then renamed into place."""
-        from slics_core.store import atomic_save_npz
+        from slics_core.formats import atomic_save_npz
 
         self._check_fitted()
         path = Path(path)
@@ -156,7 +151,7 @@ class ProcrustesAlignment:
     @classmethod
     def load(cls, path) -> "ProcrustesAlignment":
         """Load an alignment written by :meth:`save` (its arrays' sizes are checked before reading them)."""
-        from slics_core.errors import check_npz
+        from slics_core.formats import check_npz, load_npz
 
         path = Path(path)
         if not path.is_file():
@@ -166,9 +161,9 @@ class ProcrustesAlignment:
                                fix="fit it again with `slics align`")
             if len(shapes["W"][0]) != 2 or max(shapes["W"][0], default=0) > _MAX_DIM or shapes["meta"][0] != ():
                 raise ValueError(f"W has shape {shapes['W'][0]}, meta {shapes['meta'][0]}")
-            with np.load(path, allow_pickle=False) as z:
-                W = np.asarray(z["W"], dtype=np.float64)
-                meta = json.loads(str(z["meta"]))
+            z = load_npz(path, {"W": "f", "meta": "U"}, dense=("W",), fix="fit it again with `slics align`")
+            W = np.asarray(z["W"], dtype=np.float64)
+            meta = json.loads(str(z["meta"]))
         except (KeyError, ValueError, OSError, json.JSONDecodeError) as exc:
             raise ValueError(f"{path} is not a SLiCS alignment file ({exc})") from None
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT or not np.all(np.isfinite(W)):
@@ -222,6 +217,6 @@ def fit_alignment(X, Y, test_size: float = 0.2, random_state=0, normalize: bool 
     align = ProcrustesAlignment(normalize=normalize, source_id=source_id, target_id=target_id).fit(X[train], Y[train])
     Xt, Yt = X[test], Y[test]
     if normalize:
-        Xt, Yt = _unit_rows(Xt, "X"), _unit_rows(Yt, "Y")
+        Xt, Yt = unit_rows(Xt, name="X"), unit_rows(Yt, name="Y")
     align.held_out_cosine_ = align.score(Xt, Yt)
     return align

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from slics_core._validation import check_embeddings
+from slics_core.rows import unit_rows
 
 
 def atom_cooccurrence(codes, threshold=0.0):
@@ -56,7 +57,7 @@ def atom_cosine(atoms, groups):
     groups = np.asarray(groups)
     if groups.shape != (B.shape[0],):
         raise ValueError(f"groups must have one entry per atom ({B.shape[0]}); got shape {groups.shape}.")
-    U = B / np.linalg.norm(B, axis=1, keepdims=True)
+    U = unit_rows(B)
     cos = U @ U.T
     iu = np.triu_indices(B.shape[0], k=1)
     same = groups[iu[0]] == groups[iu[1]]

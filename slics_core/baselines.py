@@ -48,6 +48,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Lasso
 
 from slics_core._validation import check_embeddings
+from slics_core.rows import unit_rows
 from slics_core.slics import SLiCS
 
 __all__ = ["SpLiCE", "FSpLiCE", "group_vocabulary", "supervised_svd"]
@@ -62,11 +63,6 @@ def supervised_svd(n_atoms: int | list[int] = 5, **kwargs) -> SLiCS:
     """
     kwargs.pop("n_iter", None)
     return SLiCS(n_atoms=n_atoms, n_iter=0, **kwargs)
-
-
-def _unit_rows(A):
-    n = np.linalg.norm(A, axis=1, keepdims=True)
-    return np.divide(A, n, out=np.zeros_like(A), where=n > 0)
 
 
 class SpLiCE:
@@ -107,7 +103,7 @@ class SpLiCE:
         if image_mean is not None:
             image_mean = check_embeddings(np.reshape(image_mean, (1, -1)), n_features=C.shape[1],
                                           name="image_mean", allow_zero_rows=True)[0]
-        self.dictionary = _unit_rows(C)
+        self.dictionary = unit_rows(C, zero="keep")
         self.words = None if words is None else list(words)
         self.alpha = float(alpha)
         self.max_iter = int(max_iter)
@@ -161,7 +157,7 @@ class SpLiCE:
         if self.image_mean is None:
             raise ValueError("reconstruct(recompose=True) needs the image mean: build the SpLiCE with "
                              "image_mean=<mean of the unit-normalised image embeddings>.")
-        return _unit_rows(_unit_rows(R) + self.image_mean)
+        return unit_rows(unit_rows(R, zero="keep") + self.image_mean, zero="keep")
 
     def top_words(self, X: ArrayLike, n: int = 5) -> list[list[tuple[str, float]]]:
         """The ``n`` words with the largest weights for every row of ``X``."""
@@ -185,8 +181,8 @@ def group_vocabulary(vocabulary: ArrayLike, concepts: ArrayLike) -> np.ndarray:
     -------
     groups : ndarray of int, shape (V,)
     """
-    C = _unit_rows(check_embeddings(vocabulary, name="vocabulary"))
-    W = _unit_rows(check_embeddings(concepts, n_features=C.shape[1], name="concepts"))
+    C = unit_rows(check_embeddings(vocabulary, name="vocabulary"), zero="keep")
+    W = unit_rows(check_embeddings(concepts, n_features=C.shape[1], name="concepts"), zero="keep")
     return np.argmax(C @ W.T, axis=1)
 
 

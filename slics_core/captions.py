@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import urllib.request
 
 import numpy as np
 
 from slics_core._validation import check_embeddings, check_k
+from slics_core.formats import atomic_write_bytes
 from slics_core.nnls import nnls_shared
 from slics_core.preprocessing import EmbeddingNormalizer
 
@@ -170,10 +170,7 @@ def download_laion_vocabulary(dest, url=LAION_VOCAB_URL, timeout=60):
         raise ValueError(f"{url} did not return a UTF-8 word list.") from None
     if not _clean_lines(text.splitlines()):
         raise ValueError(f"{url} returned an empty word list.")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".vocab-", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, dest)
+    atomic_write_bytes(dest, data)
     return dest
 
 def filter_words(words, *, min_length=3, blocklist=NSFW_BLOCKLIST, stop_words=None):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -32,9 +31,11 @@ import numpy as np
 
 from slics_core._validation import check_embeddings, check_labels
 from slics_core.encoders import encoder_spec_of
+from slics_core.formats import read_json
 from slics_core.methods import FitInputs
 from slics_core.metrics import check_sub_to_concept
 from slics_core.preprocessing import make_preprocessor
+from slics_core.rows import unit_rows
 from slics_core.splits import Split
 from slics_core.store import EmbeddingStore
 
@@ -208,7 +209,7 @@ def load_cache(cache) -> LabelledEmbeddings:
     paths = dataset.get("paths")
     if paths is not None:
         try:
-            all_ids = json.loads((store.path / "items.json").read_text(encoding="utf-8"))
+            all_ids = read_json(store.path / "items.json")
         except (OSError, ValueError):
             all_ids = []
         by_id = dict(zip(all_ids, paths)) if len(paths) == len(all_ids) else {}
@@ -309,7 +310,7 @@ def vocabulary_embeddings(encoder, words, *, store=None, batch_size=256):
         if arr is not None and info.get("encoder_id") == ident and arr.shape[0] == len(words):
             return arr
     V = np.asarray(encoder.encode_texts(words, batch_size=batch_size), dtype=np.float32)
-    V = V / np.maximum(np.linalg.norm(V, axis=1, keepdims=True), 1e-12)
+    V = unit_rows(V, zero="keep", tol=1e-12)
     if store is not None:
         store.save_array(name, V, encoder_id=ident, n=len(words))
     return V

@@ -25,46 +25,32 @@ MIRFlickr25K (official layout)
 Generic folder
     Images under a folder plus a CSV or JSON label file (see
     :func:`load_folder`).
-Precomputed embeddings
-    ``.npy`` / ``.parquet`` files or clip-retrieval's ``img_emb/`` + ``metadata/``
-    folders, with ids and labels (:func:`load_precomputed`); ``slics embed
-    --dataset precomputed`` turns them into an embedding cache without re-embedding.
 
-:func:`load_image` opens one image robustly (PNG named .jpg, CMYK, 16-bit,
-palette/alpha, EXIF orientation); :func:`iter_images` loads many and
-reports the ones that cannot be read instead of aborting.
+The label-file readers (:func:`read_label_records`, :func:`match_label_rows`,
+:func:`label_arrays`) are shared with :mod:`slics_core.precomputed`
+(embeddings computed elsewhere, with ids and labels); images are decoded by
+:mod:`slics_core.images`.
 """
 from __future__ import annotations
 
 import csv
 import io
-import json
 import os
-import re
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from slics_core.errors import DamagedFileError, check_npy
-from slics_core.extras import require
+from slics_core.formats import read_json
+from slics_core.images import list_images
 
 __all__ = [
     "ImageDataset",
-    "ImageLoadError",
-    "IMAGE_EXTENSIONS",
     "MIRFLICKR_HIERARCHY",
-    "load_image",
-    "iter_images",
     "load_coco",
     "load_mirflickr",
     "load_folder",
-    "load_precomputed",
-    "list_images",
 ]
-
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
 #: MIRFlickr25K general concept -> finer labels (sub-labels), as used by the paper.
 MIRFLICKR_HIERARCHY = {
@@ -80,10 +66,6 @@ MIRFLICKR_HIERARCHY = {
     "transport": ["car"],
     "water": ["lake", "river", "sea"],
 }
-
-
-class ImageLoadError(ValueError):
-    """An image file that cannot be decoded."""
 
 
 @dataclass
@@ -128,170 +110,12 @@ class ImageDataset:
         return out
 
 
-# --------------------------------------------------------------------------- images
-#: Peak bytes per decoded pixel by mode, measured (benchmarks/bench_uploads.py, docs/security.md) and
-#: rounded up: the decoded frame (Pillow stores RGB in four bytes), its RGB conversion (16-bit and
-#: float images through a float32 copy) and one more copy (EXIF rotation, resizing).
-_BYTES_PER_PIXEL = {"1": 11, "L": 11, "P": 11, "I;16": 16, "I;16B": 16, "I;16L": 16, "I;16N": 16, "I": 18, "F": 18}
-_DEFAULT_BYTES_PER_PIXEL = 14
-#: libwebp decodes into a buffer of its own first.
-_FORMAT_EXTRA = {"WEBP": 8}
-
-
-def _jpeg_scale(size, max_side) -> int:
-    """The DCT scale (1, 2, 4 or 8) a JPEG of ``size`` is decoded at for a result of ``max_side``."""
-    s = 1
-    while max_side is not None and s < 8 and max(size) / (2 * s) >= max_side:
-        s *= 2
-    return s
-
-
-def _decode_cost(size, mode, fmt, max_side) -> int:
-    """Bytes decoding an image of ``size`` and ``mode`` takes (an upper bound measured per mode and
-    format): the decoded frame (at the reduced DCT scale of a JPEG), its RGB conversion and one more
-    copy (EXIF rotation or resizing)."""
-    w, h = size
-    if fmt == "JPEG":
-        s = _jpeg_scale(size, max_side)
-        w, h = -(-w // s), -(-h // s)
-    return w * h * (_BYTES_PER_PIXEL.get(mode, _DEFAULT_BYTES_PER_PIXEL) + _FORMAT_EXTRA.get(fmt, 0))
-
-
-def load_image(path, *, max_pixels=200_000_000, draft=None, max_decode_bytes=None):
-    """Open an image as 8-bit RGB, whatever its format quirks.
-
-    Handles files whose extension lies about the format (PIL reads the
-    content), CMYK / YCbCr / palette / grey / alpha images, 16-bit and
-    32-bit integer or float images (scaled to 8 bit), and the EXIF
-    orientation tag (the pixels are rotated and the tag is dropped).
-
-    Parameters
-    ----------
-    path : path-like
-    max_pixels : int
-        Larger images are refused (decompression bombs).
-    draft : int, optional
-        Smallest side the caller needs (e.g. the model's resize target). A
-        JPEG is then decoded at 1/2, 1/4 or 1/8 scale (PIL's
-        :meth:`~PIL.Image.Image.draft`: the JPEG decoder skips the fine
-        detail, so decoding and the later resize cost less) as long as both
-        sides stay at least ``draft`` pixels; other formats are decoded at
-        full size.
-    max_decode_bytes : int, optional
-        Refuse an image whose decoding would take more memory
-        (:func:`_decode_cost`, judged from the header); the app passes one
-        so a huge file in a shared workspace cannot exhaust the server.
-
-    Raises
-    ------
-    ImageLoadError
-        If the file is missing, not an image, truncated, or larger than
-        ``max_pixels``.
-    """
-    from PIL import Image, ImageOps, UnidentifiedImageError
-
-    path = os.fspath(path)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
-                w, h = im.size
-                if w * h > max_pixels:
-                    raise ImageLoadError(f"{path}: {w}x{h} pixels is larger than the limit of {max_pixels}.")
-                if draft and im.format == "JPEG":
-                    im.draft("RGB", (int(draft), int(draft)))
-                cost = _decode_cost(im.size, im.mode, im.format, None)  # (size after any draft)
-                if max_decode_bytes is not None and cost > max_decode_bytes:
-                    raise ImageLoadError(f"{path}: {w}x{h} pixels ({im.mode}, {im.format}) would take about "
-                                         f"{cost / 2**20:.0f} MB to decode, over the {max_decode_bytes / 2**20:.0f} MB "
-                                         "allowed here.")
-                im.load()
-                im = ImageOps.exif_transpose(im)
-                return _to_rgb(im)
-    except ImageLoadError:
-        raise
-    except FileNotFoundError:
-        raise ImageLoadError(f"{path}: no such file.") from None
-    except (UnidentifiedImageError, Image.DecompressionBombError) as exc:
-        raise ImageLoadError(f"{path}: not a readable image ({exc.__class__.__name__}).") from None
-    except (OSError, SyntaxError, ValueError, EOFError) as exc:
-        raise ImageLoadError(f"{path}: damaged image ({exc}).") from None
-
-
-def _to_rgb(im):
-    from PIL import Image
-
-    mode = im.mode
-    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
-        # one float32 working copy, scaled in place (a 16-bit value never lands on a .5 tie: float32 is exact
-        # enough); float64 temporaries cost 28 bytes a pixel, this 7
-        arr = np.array(im, dtype=np.float32)  # a writable copy (an F image's own buffer is read-only)
-        if mode == "F":
-            lo, hi = float(arr.min()), float(arr.max())
-            if hi > lo:
-                arr -= lo
-                arr *= 255.0 / (hi - lo)
-            else:
-                arr[:] = 0
-        else:
-            hi = 65535.0 if mode.startswith("I;16") or arr.max() > 255 else 255.0
-            arr *= 255.0 / hi
-        np.rint(arr, out=arr)
-        np.clip(arr, 0, 255, out=arr)
-        im = Image.fromarray(arr.astype(np.uint8), "L")
-        del arr
-        return im.convert("RGB")
-    if mode == "P" and "transparency" in im.info:
-        im = im.convert("RGBA")
-        mode = "RGBA"
-    if mode in ("RGBA", "LA", "PA", "RGBa", "La"):
-        rgba = im.convert("RGBA")
-        bg = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return Image.alpha_composite(bg, rgba).convert("RGB")
-    if mode == "RGB":
-        return im.copy()
-    return im.convert("RGB")
-
-
-def iter_images(paths, *, on_error=None, **kwargs):
-    """Yield ``(position, image)`` for every loadable path; report the others.
-
-    Parameters
-    ----------
-    paths : sequence of path-like
-    on_error : callable(position, path, message), optional
-        Called for every file that cannot be loaded (default: a warning).
-    **kwargs
-        Passed to :func:`load_image` (``max_pixels``, ``draft``).
-    """
-    for i, p in enumerate(paths):
-        try:
-            yield i, load_image(p, **kwargs)
-        except ImageLoadError as exc:
-            if on_error is None:
-                warnings.warn(f"skipped {exc}", RuntimeWarning, stacklevel=2)
-            else:
-                on_error(i, os.fspath(p), str(exc))
-
-
-def list_images(folder):
-    """All files with an image extension under ``folder`` (recursive, sorted)."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"no image folder at {str(folder)!r}")
-    return sorted(str(p) for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
-
-
 # --------------------------------------------------------------------------- COCO
 def _read_json(path, what):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no {what} at {path!r}")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path!r} is not valid JSON ({what}): {exc}") from None
+    return read_json(path, fix=f"check that it is the {what} (valid UTF-8 JSON)")
 
 
 def load_coco(annotations, image_dir):
@@ -416,7 +240,7 @@ def load_mirflickr(root, annotations=None, *, relevant_only=False):
 _IMAGE_KEYS = ("image", "file", "filename", "path", "file_name")
 
 
-def _split_list(value):
+def split_list(value):
     if value is None:
         return []
     if isinstance(value, (list, tuple)):
@@ -428,7 +252,7 @@ def _split_list(value):
     return [text.strip()] if text.strip() else []
 
 
-def _parse_sub(tokens, concept_of_sub):
+def parse_sub_labels(tokens, concept_of_sub):
     out = []
     for t in tokens:
         if "/" in t:
@@ -466,16 +290,16 @@ def load_folder(image_dir, labels=None):
     if labels is None:
         return ImageDataset(files, [os.path.relpath(f, image_dir) for f in files],
                             np.zeros((len(files), 0), dtype=bool), [], name=image_dir.name)
-    records, declared = _read_label_records(labels)
+    records, declared = read_label_records(labels)
     rel = [os.path.relpath(f, image_dir) for f in files]
-    row_of = _match_label_rows(rel, records, labels, root=image_dir)
+    row_of = match_label_rows(rel, records, labels, root=image_dir)
     matched = {r: i for i, r in enumerate(row_of) if r is not None}
     missing = next((rec for r, rec in enumerate(records) if r not in matched), None)
     if missing is not None:
         raise ValueError(f"label file {os.fspath(labels)!r} {missing['where']}: image {missing['image']!r} is not "
                          f"found under {str(image_dir)!r}; fix the path or remove that row.")
     order = [matched[r] for r in range(len(records))]
-    Y, concepts, Z, subs, s2c = _label_arrays(records, declared)
+    Y, concepts, Z, subs, s2c = label_arrays(records, declared)
     return ImageDataset([files[i] for i in order], [rel[i].replace("\\", "/") for i in order], Y, concepts, Z, subs,
                         s2c, name=image_dir.name)
 
@@ -490,7 +314,7 @@ def _path_parts(path, root_parts=()) -> tuple:
     return parts
 
 
-def _match_label_rows(ids, records, source, *, root=None) -> list:
+def match_label_rows(ids, records, source, *, root=None) -> list:
     """For each id, the number of the label record naming it (None: unlabelled), one-to-one.
 
     A record names an id when one path is the other's whole-component suffix (``set1/a.jpg``
@@ -528,7 +352,7 @@ def _match_label_rows(ids, records, source, *, root=None) -> list:
     return row_of
 
 
-def _label_arrays(records, declared=()):
+def label_arrays(records, declared=()):
     """``(Y, concepts, Z, sub_names, sub_to_concept)`` of label records (``None`` for a record: no labels).
 
     Concepts are ordered as declared, then by first appearance; sub-labels are ``concept/sub``.
@@ -568,20 +392,7 @@ def _label_arrays(records, declared=()):
     return Y, concepts, Z, [f"{c}/{s}" for c, s in subs], s2c
 
 
-# --------------------------------------------------------------------------- precomputed embeddings
-_ID_COLUMNS = ("image_path", "path", "image", "file", "filename", "file_name", "id", "key")
-
-
-def _numbered(folder, prefix, suffix):
-    found = []
-    for p in Path(folder).iterdir():
-        m = re.fullmatch(re.escape(prefix) + r"_?(\d+)" + re.escape(suffix), p.name)
-        if m:
-            found.append((int(m.group(1)), p))
-    return [p for _, p in sorted(found)]
-
-
-def _read_csv(path, what):
+def read_csv_rows(path, what):
     """``(header, rows)`` of a CSV file; ``rows`` are ``(line number, fields)``, blank lines skipped.
 
     The one place CSV files are read (label files, metadata). The file must
@@ -619,186 +430,7 @@ def _read_csv(path, what):
     return header, rows
 
 
-def _pandas():
-    """pandas, imported when a metadata table is read (an optional library: one line names its extra)."""
-    return require("pandas", "reading metadata tables")
-
-
-def _read_table(path):
-    """A metadata table (parquet, CSV or a text file of ids) as a pandas DataFrame."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no metadata file at {str(path)!r}")
-    low = path.name.lower()
-    if low.endswith(".csv"):
-        header, rows = _read_csv(path, "metadata file")
-        return _pandas().DataFrame([r for _, r in rows], columns=header, dtype=object)
-    try:
-        if low.endswith(".parquet"):
-            return _pandas().read_parquet(path)
-        if low.endswith((".txt", ".lst")):
-            return _pandas().DataFrame({"id": [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
-                                        if ln.strip()]})
-    except UnicodeDecodeError:
-        raise ValueError(f"metadata file {str(path)!r} is not UTF-8 text; save it as UTF-8 and run again.") from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"metadata file {str(path)!r} cannot be read: {exc}") from None
-    raise ValueError(f"metadata file {str(path)!r}: use .parquet, .csv or .txt (one id per line)")
-
-
-def _id_column(df, source):
-    col = next((c for c in _ID_COLUMNS if c in df.columns), None)
-    if col is None:
-        raise ValueError(f"{source}: needs an id column (one of {', '.join(_ID_COLUMNS)}); found {list(df.columns)}")
-    return col
-
-
-def _list_cell(v):
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return []
-    if isinstance(v, (list, tuple, np.ndarray)):
-        return [str(x).strip() for x in v if str(x).strip()]
-    return _split_list(v)
-
-
-def _embedding_column(values, src):
-    """``(n, d)`` float32 array of a parquet ``embedding`` column (one list of numbers per row); a row that is
-    missing, not numbers or of another length is named in a one-line ``ValueError``."""
-    if not len(values):
-        return np.zeros((0, 0), np.float32)
-    try:
-        return np.stack([np.asarray(v, dtype=np.float32) for v in values])
-    except (TypeError, ValueError):
-        pass
-    where = f"{str(src)!r}, column 'embedding'"
-    d = None
-    for i, v in enumerate(values):
-        if v is None or (isinstance(v, float) and np.isnan(v)):
-            raise ValueError(f"{where}, row {i} (counting from 0) is empty; every row needs a list of numbers.")
-        if isinstance(v, (str, bytes)):
-            raise ValueError(f"{where}, row {i} (counting from 0) is text ({str(v)[:30]!r}), not a list of numbers; "
-                             "write the embeddings as lists of floats.")
-        try:
-            a = np.asarray(v, dtype=np.float32)
-        except (TypeError, ValueError):
-            raise ValueError(f"{where}, row {i} (counting from 0) is not a list of numbers "
-                             f"({str(list(v))[:40]!r}).") from None
-        if a.ndim != 1:
-            raise ValueError(f"{where}, row {i} (counting from 0) has shape {a.shape}, not one list of numbers.")
-        if d is None:
-            d = a.size
-        elif a.size != d:
-            raise ValueError(f"{where}, row {i} (counting from 0) has {a.size} numbers where row 0 has {d}; "
-                             "every embedding must have the same length.")
-    raise ValueError(f"{where} cannot be read as one (n, d) array of numbers.")
-
-
-def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
-    """Embeddings computed elsewhere, with their ids and labels.
-
-    Parameters
-    ----------
-    embeddings : path
-        One of: a folder in clip-retrieval's layout (``img_emb/img_emb_0.npy`` ... and
-        ``metadata/metadata_0.parquet`` ..., matched by number; the id column is
-        ``image_path``, else ``key``); a ``.npy`` file ``(n, d)`` (ids from ``metadata``); a
-        ``.parquet`` file with an ``embedding`` column (one list per row) and an id column.
-    metadata : path, optional
-        Ids for a ``.npy`` file, in row order: ``.parquet`` / ``.csv`` with an id column
-        (``image_path``, ``path``, ``image``, ``file``, ``id``, ``key``...) or ``.txt`` (one id
-        per line). Label columns ``labels`` / ``sub_labels`` (lists, or ``a|b`` strings) are read too.
-    labels : path, optional
-        A CSV / JSON label file in :func:`load_folder`'s formats, matched one-to-one to the ids on
-        whole path components (relative to ``images``, else the longest path suffix); a row that
-        fits several ids, two rows naming one id, or no row naming any id are errors. Items it does
-        not name get no labels; ``dataset.label_report`` says how many rows matched.
-    images : path, optional
-        Folder the ids are relative to, for thumbnails (ids that are existing files are used
-        as they are).
-
-    Returns
-    -------
-    E : ndarray of shape (n, d), float32
-    dataset : ImageDataset
-        ``paths`` are image files where they exist, else None.
-    """
-    src = Path(embeddings)
-    if src.is_dir():
-        emb_dir, meta_dir = src / "img_emb", src / "metadata"
-        if not emb_dir.is_dir() or not meta_dir.is_dir():
-            raise FileNotFoundError(f"{str(src)!r} is not in clip-retrieval's layout (img_emb/ and metadata/ folders)")
-        emb_files = _numbered(emb_dir, "img_emb", ".npy")
-        meta_files = _numbered(meta_dir, "metadata", ".parquet")
-        if not emb_files or len(emb_files) != len(meta_files):
-            raise ValueError(f"{str(src)!r}: {len(emb_files)} img_emb_*.npy files for {len(meta_files)} "
-                             "metadata_*.parquet files")
-        parts, tables = [], []
-        for ef, mf in zip(emb_files, meta_files):
-            check_npy(ef, "fiu", fix="export it again")
-            e = np.load(ef, allow_pickle=False)
-            t = _pandas().read_parquet(mf)
-            if len(e) != len(t):
-                raise ValueError(f"{ef.name} has {len(e)} rows but {mf.name} has {len(t)}")
-            parts.append(e)
-            tables.append(t)
-        E = np.concatenate(parts)
-        meta = _pandas().concat(tables, ignore_index=True)
-    elif src.suffix.lower() == ".npy":
-        if metadata is None:
-            raise ValueError(f"{str(src)!r}: a .npy file needs --metadata naming the ids of its rows")
-        try:
-            check_npy(src, "fiu", fix="export it again")
-            E = np.load(src, allow_pickle=False)
-        except DamagedFileError:
-            raise
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{str(src)!r} cannot be read as a .npy array: {exc}") from None
-        meta = _read_table(metadata)
-        if len(meta) != len(E):
-            raise ValueError(f"{str(src)!r} has {len(E)} rows but {metadata} names {len(meta)} ids")
-    elif src.suffix.lower() == ".parquet":
-        meta = _read_table(src)
-        if "embedding" not in meta.columns:
-            raise ValueError(f"{str(src)!r}: needs an 'embedding' column (one list of floats per row)")
-        E = _embedding_column(meta["embedding"], src)
-    elif not src.exists():
-        raise FileNotFoundError(f"no embeddings at {str(src)!r}")
-    else:
-        raise ValueError(f"{str(src)!r}: use a clip-retrieval folder, a .npy file or a .parquet file")
-    E = np.asarray(E, dtype=np.float32)
-    if E.ndim != 2 or E.shape[0] == 0:
-        raise ValueError(f"{str(src)!r}: expected a non-empty (n, d) array of embeddings, got shape {E.shape}")
-    if not np.isfinite(E).all():
-        raise ValueError(f"{str(src)!r}: embeddings contain NaN or infinite values")
-    ids = [str(x) for x in meta[_id_column(meta, str(metadata or src))]]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"{str(metadata or src)!r}: ids are not unique")
-    recs = [None] * len(ids)
-    declared, report = [], None
-    if labels is not None:
-        records, declared = _read_label_records(labels)
-        row_of = _match_label_rows(ids, records, labels, root=images)
-        n_matched = sum(r is not None for r in row_of)
-        if records and not n_matched:
-            raise ValueError(f"none of the {len(records)} label rows of {os.fspath(labels)!r} names one of the "
-                             f"{len(ids)} ids of {str(metadata or src)!r} (label {records[0]['image']!r}, id "
-                             f"{ids[0]!r}); write label paths as the ids are written, or relative to --images.")
-        recs = [None if r is None else records[r] for r in row_of]
-        report = f"{n_matched} of {len(records)} label rows matched, {len(ids) - n_matched} ids unlabelled"
-    elif "labels" in meta.columns:
-        subs = meta["sub_labels"] if "sub_labels" in meta.columns else [None] * len(meta)
-        recs = [{"labels": _list_cell(a), "subs": _parse_sub(_list_cell(b), {})} for a, b in zip(meta["labels"], subs)]
-    Y, concepts, Z, sub_names, s2c = _label_arrays(recs, declared)
-    root = Path(images) if images is not None else None
-    paths = []
-    for x in ids:
-        cand = root / x if root is not None else Path(x)
-        paths.append(str(cand) if cand.is_file() else None)
-    name = src.stem if src.is_file() else src.name
-    return E, ImageDataset(paths, ids, Y, concepts, Z, sub_names, s2c, name=name, label_report=report)
-
-
-def _read_label_records(labels):
+def read_label_records(labels):
     labels = os.fspath(labels)
     if not os.path.isfile(labels):
         raise FileNotFoundError(f"no label file at {labels!r}")
@@ -815,11 +447,11 @@ def _read_label_records(labels):
             img = next(str(rec[k]) for k in _IMAGE_KEYS if k in rec)
             subs = rec.get("sub_labels", [])
             if isinstance(subs, dict):
-                subs = [f"{c}/{s}" for c, ss in subs.items() for s in _split_list(ss)]
-            recs.append({"image": img, "labels": _split_list(rec.get("labels", [])), "subs": _split_list(subs),
+                subs = [f"{c}/{s}" for c, ss in subs.items() for s in split_list(ss)]
+            recs.append({"image": img, "labels": split_list(rec.get("labels", [])), "subs": split_list(subs),
                          "where": f"entry {entry}"})
     else:
-        fields, rows = _read_csv(labels, "label file")
+        fields, rows = read_csv_rows(labels, "label file")
         key = next((f for f in fields if f.lower() in _IMAGE_KEYS), None)
         if key is None:
             raise ValueError(f"{labels!r}: needs an image column (one of {_IMAGE_KEYS}); found {fields}.")
@@ -842,8 +474,8 @@ def _read_label_records(labels):
             else:
                 lk = next(f for f in fields if f.lower() == "labels")
                 sk = next((f for f in fields if f.lower() in ("sub_labels", "sublabels")), None)
-                recs.append({"image": row[key], "labels": _split_list(row.get(lk)),
-                             "subs": _split_list(row.get(sk)) if sk else [], "where": f"line {line_no}"})
+                recs.append({"image": row[key], "labels": split_list(row.get(lk)),
+                             "subs": split_list(row.get(sk)) if sk else [], "where": f"line {line_no}"})
     for rec in recs:
-        rec["subs"] = _parse_sub(rec["subs"], {})
+        rec["subs"] = parse_sub_labels(rec["subs"], {})
     return recs, declared

@@ -19,13 +19,9 @@ single line naming the file and what to do:
 :func:`reading` / :func:`writing`
     Context managers that convert the errors raised while reading or
     writing one file into the two classes above.
-:func:`check_npy`
-    The shape and dtype of a ``.npy`` file, checked against the file's size
-    before its data is read.
-:func:`check_npz`
-    The members, shapes and dtypes of an ``.npz`` file, checked against the
-    sizes in its zip directory *before* any array is read, so a damaged or
-    hostile file is refused without allocating what it declares.
+
+The checked readers and atomic writers of the file formats themselves are in
+:mod:`slics_core.formats`.
 """
 from __future__ import annotations
 
@@ -34,8 +30,6 @@ import json
 import os
 import zipfile
 from contextlib import contextmanager
-
-import numpy as np
 
 __all__ = [
     "UserError",
@@ -47,8 +41,6 @@ __all__ = [
     "damaged_file_error",
     "reading",
     "writing",
-    "check_npy",
-    "check_npz",
 ]
 
 #: Exceptions that mean "this file's content cannot be read back" (as raised by
@@ -212,130 +204,3 @@ def reading(path, fix=None):
         raise damaged_file_error(path, exc, fix) from exc
     except (*DAMAGED_FILE_ERRORS, ValueError, KeyError) as exc:
         raise damaged_file_error(path, exc, fix) from exc
-
-
-#: deflate never compresses by more than about 1032:1, so a member declaring more is damaged (a zip bomb).
-_DEFLATE_MAX_RATIO = 1100
-#: Dense floating-point data (embeddings) shrinks by a few percent under deflate; more than this is not such data.
-_DENSE_MAX_RATIO = 50
-
-
-def _npy_header(fh):
-    """``(shape, dtype)`` of the ``.npy`` stream ``fh`` (positioned at its start); ValueError if it is not one."""
-    version = np.lib.format.read_magic(fh)
-    if version not in ((1, 0), (2, 0)):
-        raise ValueError(f"unsupported .npy version {version}")
-    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-            else np.lib.format.read_array_header_2_0)
-    shape, _, dtype = read(fh)
-    return shape, dtype
-
-
-def _damaged_file(path, problem, fix):
-    return DamagedFileError(f"{_name(path)} is damaged or not the expected file ({problem}); "
-                            f"{fix or 'delete it (or restore it) and run again'}.", path=path)
-
-
-def check_npy(path, kinds, *, fix=None):
-    """Shape and dtype of the ``.npy`` file ``path``, checked without reading its data.
-
-    The header's declared size must be exactly what the file holds, so a forged header
-    asking for terabytes is refused before anything is allocated.
-
-    Parameters
-    ----------
-    path : path-like
-    kinds : str
-        The numpy dtype kinds allowed, e.g. ``"f"`` or ``"iu"``.
-    fix : str, optional
-
-    Returns
-    -------
-    (tuple, numpy.dtype)
-
-    Raises
-    ------
-    DamagedFileError, FileSystemError
-    """
-    path = os.fspath(path)
-    with reading(path, fix), open(path, "rb") as fh:
-        try:
-            shape, dtype = _npy_header(fh)
-        except ValueError as exc:
-            raise _damaged_file(path, f"not a .npy array: {exc}", fix) from None
-        offset = fh.tell()
-        size = os.fstat(fh.fileno()).st_size
-    if dtype.hasobject or dtype.kind not in kinds:
-        raise _damaged_file(path, f"dtype {dtype}, expected kind {kinds!r}", fix)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if size != offset + nbytes:
-        raise _damaged_file(path, f"it declares {nbytes} bytes for shape {shape} but stores {size - offset}", fix)
-    return shape, dtype
-
-
-def check_npz(path, members, *, dense=(), fix=None):
-    """Shapes and dtypes of the arrays of an ``.npz`` file, checked without reading any array data.
-
-    Every member's ``.npy`` header is read and its declared size compared
-    with the uncompressed size in the zip directory, and that with the
-    compressed size (at most 1100:1, the most deflate can do), so a file
-    declaring arrays larger than it holds is refused before anything is
-    allocated.
-
-    Parameters
-    ----------
-    path : path-like
-    members : dict of str to str
-        The arrays the file must hold (exactly these) and the numpy dtype
-        kinds each may have, e.g. ``{"atoms": "f", "words": "U"}``.
-    dense : sequence of str
-        Members holding dense floating-point data (embeddings), which
-        deflate cannot shrink by more than a few percent: refused beyond
-        50:1, so a small file cannot expand into a large array of zeros.
-    fix : str, optional
-        What to do, in the message (default: delete or restore the file).
-
-    Returns
-    -------
-    dict of str to (tuple, numpy.dtype)
-
-    Raises
-    ------
-    DamagedFileError
-        Naming the file and the member at fault.
-    FileSystemError
-        The file cannot be read (missing, permissions, ...).
-    """
-    path = os.fspath(path)
-
-    def damaged(problem):
-        return _damaged_file(path, problem, fix)
-
-    out = {}
-    with reading(path, fix), zipfile.ZipFile(path) as archive:
-        infos = {i.filename.removesuffix(".npy"): i for i in archive.infolist()}
-        if set(infos) != set(members):
-            raise damaged(f"it holds {sorted(infos)}, expected {sorted(members)}")
-        stored = os.path.getsize(path)
-        for name, kinds in members.items():
-            info = infos[name]
-            if info.compress_size > stored:
-                raise damaged(f"member {name!r} declares {info.compress_size} bytes in a file of {stored}")
-            with archive.open(info) as fh:
-                try:
-                    shape, dtype = _npy_header(fh)
-                except ValueError as exc:
-                    raise damaged(f"member {name!r} is not a .npy array: {exc}") from None
-                offset = fh.tell()
-            if dtype.hasobject or dtype.kind not in kinds:
-                raise damaged(f"array {name!r} has dtype {dtype}, expected kind {kinds!r}")
-            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            if info.file_size != offset + nbytes:
-                raise damaged(f"array {name!r} declares {nbytes} bytes for shape {shape} but stores "
-                              f"{info.file_size - offset}")
-            ratio = _DENSE_MAX_RATIO if name in dense else _DEFLATE_MAX_RATIO
-            if info.compress_type != zipfile.ZIP_STORED and info.file_size > ratio * max(info.compress_size, 1):
-                raise damaged(f"array {name!r} declares {info.file_size} bytes from only "
-                              f"{info.compress_size} compressed bytes (more than {ratio}:1)")
-            out[name] = (shape, dtype)
-    return out

@@ -66,9 +66,8 @@ from sklearn.base import BaseEstimator
 from slics_core._validation import check_concept, check_embeddings, check_targets
 from slics_core.baselines import FSpLiCE, SpLiCE
 from slics_core.captions import prepare_text_embeddings
-from slics_core.errors import check_npz
+from slics_core.formats import atomic_save_npz, check_npz
 from slics_core.slics import SLiCS
-from slics_core.store import atomic_save_npz
 from slics_core.unsupervised import estimate_n_active, zero_shot_labels
 
 __all__ = [
@@ -317,7 +316,7 @@ _STATE_MEMBERS = {
 def _load_state(path, kind, build):
     """``build(arrays, concept_names)`` of a file written by :func:`_save_state`; one-line errors.
 
-    Members, shapes and sizes are checked (:func:`slics_core.errors.check_npz`) before any array is read.
+    Members, shapes and sizes are checked (:func:`slics_core.formats.check_npz`) before any array is read.
     """
     check_npz(path, {"kind": "U", "concept_names": "U", **_STATE_MEMBERS[kind]}, dense=("vocabulary",),
               fix="fit it again")

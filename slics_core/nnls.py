@@ -180,56 +180,11 @@ def _bpp_allowed(G, rhs, allowed, init, warm):
     return coef, ok
 
 
-@njit(cache=True, nogil=True)
-def _bpp_stack(G, c, F, max_steps):
-    """:func:`_bpp_one` for a stack of problems with their own Gram matrices ``G[r]``."""
-    n, k = c.shape
-    x = np.zeros((n, k))
-    ok = np.empty(n, dtype=np.bool_)
-    idx = np.arange(k)
-    for r in range(n):
-        ok[r] = _bpp_one(G[r], idx, c[r], F[r], x[r], max_steps)
-    return x, ok
-
-
 def _finish_with_scipy(G, c):
     """Exact NNLS of one Gram-form problem through scipy (fallback path)."""
     L = cholesky(G, lower=True)
     target = solve_triangular(L, c, lower=True)
     x, _ = _scipy_nnls(L.T, target, maxiter=50 * G.shape[0])
-    return x
-
-
-def bpp_gram(G, c, passive=None, max_steps=None):
-    """Solve a stack of NNLS problems in Gram form by block principal pivoting.
-
-    Parameters
-    ----------
-    G : ndarray of shape (n_problems, k, k)
-        Symmetric positive definite Gram matrices (one per problem).
-    c : ndarray of shape (n_problems, k)
-        Linear terms ``B_P x``.
-    passive : ndarray of bool, shape (n_problems, k), optional
-        Initial passive sets (warm start), e.g. the support of a previous
-        solution. Default: all variables (one unconstrained solve first).
-    max_steps : int, optional
-        Pivoting steps before the scipy fallback. Default ``5 * k + 30``.
-
-    Returns
-    -------
-    x : ndarray of shape (n_problems, k)
-        Minimisers of ``0.5 x^T G x - c^T x`` over ``x >= 0``.
-    """
-    G = np.ascontiguousarray(G, dtype=np.float64)
-    c = np.ascontiguousarray(c, dtype=np.float64)
-    n, k = c.shape
-    if n == 0 or k == 0:
-        return np.zeros((n, k))
-    F = np.ones((n, k), dtype=bool) if passive is None else np.array(passive, dtype=bool, order="C")
-    steps = 5 * k + 30 if max_steps is None else int(max_steps)
-    x, ok = _bpp_stack(G, c, F, steps)
-    for r in np.flatnonzero(~ok):  # not finished: exact fallback
-        x[r] = _finish_with_scipy(G[r], c[r])
     return x
 
 

@@ -9,6 +9,7 @@ flattened.
 from __future__ import annotations
 
 import os
+import zipfile
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -16,12 +17,13 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from slics_core._validation import check_embeddings, validate_embeddings
+from slics_core.formats import load_npy, load_npz
+from slics_core.rows import unit_rows
 
 
 def normalize_rows(X: ArrayLike) -> np.ndarray:
     """Scale every row to unit Euclidean norm (rows that are all zero raise ``ValueError``)."""
-    X = check_embeddings(X)
-    return X / np.linalg.norm(X, axis=1, keepdims=True)
+    return unit_rows(check_embeddings(X), name="X")
 
 
 def normalize_tokens(tokens: ArrayLike) -> np.ndarray:
@@ -42,10 +44,7 @@ def normalize_tokens(tokens: ArrayLike) -> np.ndarray:
         raise ValueError(f"tokens must have shape (..., n_tokens, token_dim); got {T.shape}.")
     if not np.isfinite(T).all():
         raise ValueError("tokens contain NaN or infinite values.")
-    norms = np.linalg.norm(T, axis=-1, keepdims=True)
-    if (norms == 0).any():
-        raise ValueError(f"{int((norms == 0).sum())} token(s) are all zero and cannot be normalised.")
-    return T / norms
+    return unit_rows(T, name="tokens")
 
 
 class EmbeddingNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -94,11 +93,7 @@ class EmbeddingNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         """Return ``unit(unit(X) - mean_)``."""
         check_is_fitted(self, "mean_")
         U = normalize_rows(validate_embeddings(self, X, reset=False))
-        C = U - self.mean_
-        norms = np.linalg.norm(C, axis=1, keepdims=True)
-        if (norms <= 1e-12).any():
-            raise ValueError("some embeddings equal the mean exactly and have no direction after centring.")
-        return C / norms
+        return unit_rows(U - self.mean_, tol=1e-12, name="X after centring (an embedding equal to the mean)")
 
 
 class TokenNormalizer(TransformerMixin, BaseEstimator):
@@ -208,12 +203,13 @@ def load_mean(path: str | os.PathLike, dim: int | None = None) -> np.ndarray:
     low = path.lower()
     try:
         if low.endswith(".npy"):
-            m = np.load(path, allow_pickle=False)
+            m = load_npy(path, "fiu")
         elif low.endswith(".npz"):
-            with np.load(path, allow_pickle=False) as z:
-                if not z.files:
-                    raise ValueError("the archive is empty")
-                m = z[z.files[0]]
+            with zipfile.ZipFile(path) as archive:
+                names = [i.filename.removesuffix(".npy") for i in archive.infolist()]
+            if not names:
+                raise ValueError("the archive is empty")
+            m = load_npz(path, {names[0]: "fiu"}, optional=dict.fromkeys(names[1:], "biufcU"))[names[0]]
         elif low.endswith((".pt", ".pth")):
             import torch
 
@@ -223,7 +219,7 @@ def load_mean(path: str | os.PathLike, dim: int | None = None) -> np.ndarray:
             m = np.loadtxt(path, delimiter="," if low.endswith(".csv") else None)
         else:
             raise ValueError("use a .npy, .npz, .pt or .txt file")
-    except (OSError, ValueError, RuntimeError, EOFError) as exc:
+    except (OSError, ValueError, RuntimeError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"mean file {path!r} cannot be read: {exc}") from None
     m = np.asarray(m, dtype=np.float64).reshape(-1) if np.ndim(m) == 2 and 1 in np.shape(m) else np.asarray(
         m, dtype=np.float64)

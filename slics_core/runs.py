@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from slics_core.errors import DamagedFileError, reading
+from slics_core.formats import atomic_write_json, read_json
 from slics_core.methods import get_method
-from slics_core.store import atomic_write_json
 
 __all__ = ["ResultStore", "run_folder", "sweep_key", "table_key"]
 
@@ -54,7 +54,7 @@ class ResultStore:
             return None
         try:
             with reading(p, "it is computed again"):
-                rec = json.loads(p.read_text(encoding="utf-8"))
+                rec = read_json(p)
         except (DamagedFileError, OSError, ValueError):
             return None
         return rec if isinstance(rec, dict) and rec.get("key") == key else None

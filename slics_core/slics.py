@@ -80,15 +80,10 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
 """
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 import warnings
-import zipfile
-import zlib
 from collections.abc import Callable, Sequence
-from numbers import Integral, Real
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -106,19 +101,19 @@ from slics_core._kernels import (
     rank2_update,
     reseed,
     residual,
-    top_triplet,
 )
 from slics_core._validation import (
     SKLEARN_EXPECTED_FAILED_CHECKS,
     check_concept,
     check_labels,
     check_targets,
+    is_int,
+    is_number,
     validate_embeddings,
 )
+from slics_core.formats import load_model, save_model
 from slics_core.nnls import nnls_gram, nnls_shared
-
-FORMAT_NAME = "slics-model"
-FORMAT_VERSION = 1
+from slics_core.rows import unit_rows
 
 #: Relative residual at which the Lanczos rank-1 SVD of an atom update stops:
 #: ``||E^T u - sigma v|| <= tol * sigma`` (for the unit Ritz pair ``u, v``); see the module notes.
@@ -138,64 +133,6 @@ def majority_sign(beta):
     pos = np.square(np.maximum(beta, 0.0)).sum()
     neg = np.square(np.maximum(-beta, 0.0)).sum()
     return 1.0 if pos >= neg else -1.0
-
-
-def top_singular_vector(E, v0=None, tol=1e-10, max_iter=_LANCZOS_MAX_STEPS):
-    """Leading right singular vector of ``E`` (rows are samples).
-
-    Parameters
-    ----------
-    E : array-like of shape (n, d)
-        Residual matrix.
-    v0 : ndarray of shape (d,), optional
-        Warm start (e.g. the atom being updated). Default: the row of ``E``
-        with the largest norm.
-    tol, max_iter : float, int
-        The Lanczos method on ``E^T E`` (:mod:`slics_core._kernels`) stops
-        when the Ritz residual ``||E^T u - sigma v||`` is below
-        ``tol * sigma`` or after ``max_iter`` steps.
-
-    Returns
-    -------
-    v : ndarray of shape (d,)
-        Unit vector ``v`` maximising ``||E v||`` (sign arbitrary).
-    """
-    E = np.ascontiguousarray(E, dtype=np.float64)
-    if v0 is None or not np.any(v0):
-        v0 = E[np.argmax(np.einsum("ij,ij->i", E, E))]
-    v0 = np.asarray(v0, dtype=np.float64)
-    norm = np.sqrt(v0 @ v0)
-    if norm == 0.0:
-        return np.zeros(E.shape[1])
-    rows = np.arange(E.shape[0])
-    v, _, _, _ = top_triplet(E, rows, np.zeros(rows.size), v0 / norm, False, float(tol), int(max_iter), 3)
-    return v
-
-
-def ksvd_atom_update(E, b0, tol=1e-10, max_iter=_LANCZOS_MAX_STEPS):
-    """Rank-1 update of one atom with the optimal sign (Algorithm 1, inner loop).
-
-    Parameters
-    ----------
-    E : ndarray of shape (n_L, d)
-        Residual without the atom, on the samples ``L_m`` that use it.
-    b0 : ndarray of shape (d,)
-        The current atom (warm start for the rank-1 SVD).
-    tol, max_iter : float, int
-        Stopping rule of the Lanczos SVD (see :func:`top_singular_vector`).
-
-    Returns
-    -------
-    b : ndarray of shape (d,)
-        New unit atom ``p* u_1``.
-    beta : ndarray of shape (n_L,)
-        New coefficients ``max(0, p* beta~)`` with ``beta~ = E u_1``.
-    """
-    E = np.ascontiguousarray(E, dtype=np.float64)
-    u = top_singular_vector(E, b0, tol=tol, max_iter=max_iter)
-    beta = E @ u
-    p = majority_sign(beta)
-    return p * u, np.maximum(p * beta, 0.0)
 
 
 def bcd_atom_update(E, beta0, n_power_steps=0):
@@ -272,7 +209,7 @@ def initial_atoms(X, Y, n_atoms, random_state=None):
         rank = int(np.sum(s2 > 1e-12 * max(s2[0], 1e-300)))
         take = min(m_j, rank)
         block = V[:, :take].T.copy()
-        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        block = unit_rows(block)
         for i in range(take):
             block[i] *= majority_sign(Xj @ block[i])
         if take < m_j:
@@ -284,11 +221,20 @@ def initial_atoms(X, Y, n_atoms, random_state=None):
             )
             rng = check_random_state(random_state)
             extra = rng.standard_normal((m_j - take, d))
-            extra /= np.linalg.norm(extra, axis=1, keepdims=True)
+            extra = unit_rows(extra)
             block = np.vstack([block, extra])
         blocks.append(block)
         groups.extend([j] * m_j)
     return np.vstack(blocks), np.asarray(groups, dtype=np.int64)
+
+
+def _atom_counts_ok(x):
+    """``n_atoms``: a positive int, or a non-empty sequence (list, tuple, 1-D array) of positive ints."""
+    if is_int(x):
+        return x >= 1
+    if isinstance(x, (str, bytes, dict, set)) or not isinstance(x, (Sequence, np.ndarray)) or np.ndim(x) != 1:
+        return False
+    return len(x) > 0 and all(is_int(m) and m >= 1 for m in x)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -399,6 +345,26 @@ class SLiCS(TransformerMixin, BaseEstimator):
     (6, 32)
     """
 
+    #: The one table of hyper-parameter constraints (in the spirit of scikit-learn's
+    #: ``_parameter_constraints``): name -> (test, what is expected). :meth:`fit` checks the estimator's
+    #: parameters with it, :meth:`load` a saved header's (JSON, so ``None`` reads as null).
+    _param_constraints: ClassVar[dict] = {
+        "n_atoms": (_atom_counts_ok, "a positive int or a list of positive ints (one per concept)"),
+        "n_iter": (lambda x: is_int(x) and x >= 0, "a non-negative int"),
+        "batch_size": (lambda x: x is None or (is_int(x) and x >= 1), "None (null) or a positive int"),
+        "update": (lambda x: isinstance(x, str) and x in ("ksvd", "bcd"), "'ksvd' or 'bcd'"),
+        "monotone": (lambda x: isinstance(x, (bool, np.bool_)), "True or False"),
+        "tol": (lambda x: x is None or (is_number(x) and x >= 0), "None (null) or a non-negative number"),
+        "ridge": (lambda x: is_number(x) and x >= 0, "a non-negative number"),
+        "n_power_steps": (lambda x: is_int(x) and x >= 0, "a non-negative int"),
+        "random_state": (lambda x: x is None or is_int(x) or isinstance(x, np.random.RandomState),
+                         "None (null), an int or a numpy RandomState"),
+        "callback": (lambda x: x is None or callable(x),
+                     "None or a callable callback(epoch, n_epochs, batch, n_batches)"),
+    }
+    #: Hyper-parameters that :meth:`save` does not write (a loaded model has their defaults).
+    _not_saved: ClassVar[tuple] = ("callback",)
+
     def __init__(self, n_atoms: int | Sequence[int] = 5, *, n_iter: int = 10, batch_size: int | None = None,
                  update: str = "ksvd", monotone: bool = False, tol: float | None = None, ridge: float = 0.0,
                  n_power_steps: int = 0, random_state: int | np.random.RandomState | None = None,
@@ -416,7 +382,7 @@ class SLiCS(TransformerMixin, BaseEstimator):
 
     # -- parameter checks ----------------------------------------------------------------------
     def _atom_counts(self, n_concepts):
-        if _is_int(self.n_atoms):
+        if is_int(self.n_atoms):
             return [int(self.n_atoms)] * n_concepts
         counts = [int(m) for m in self.n_atoms]
         if len(counts) != n_concepts:
@@ -424,8 +390,8 @@ class SLiCS(TransformerMixin, BaseEstimator):
         return counts
 
     def _check_params(self):
-        """Check every hyper-parameter against :data:`_PARAM_CHECKS` (one line naming the first bad one)."""
-        for name, (ok, expected) in _PARAM_CHECKS.items():
+        """Check every hyper-parameter against :attr:`_param_constraints` (one line naming the first bad one)."""
+        for name, (ok, expected) in self._param_constraints.items():
             value = getattr(self, name)
             if not ok(value):
                 raise ValueError(f"{name} must be {expected}; got {value!r}.")
@@ -706,37 +672,11 @@ class SLiCS(TransformerMixin, BaseEstimator):
         """Save the fitted model to one self-describing ``.npz`` file (written atomically).
 
         The file holds the atoms, groups and history arrays plus a JSON header
-        with the format name and version, hyper-parameters and concept names.
-        It never contains pickled objects.
+        with the format name and version, hyper-parameters and concept names
+        (:func:`slics_core.formats.save_model`). It never contains pickled objects.
         """
         check_is_fitted(self, "atoms_")
-        header = {
-            "format": FORMAT_NAME,
-            "version": FORMAT_VERSION,
-            "params": {k: v for k, v in self.get_params().items() if k not in _NOT_SAVED},
-            "n_iter_": int(self.n_iter_),
-            "n_concepts_": int(self.n_concepts_),
-            "n_features_in_": int(self.n_features_in_),
-            "concept_names_": list(self.concept_names_),
-        }
-        header["params"] = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in header["params"].items()}
-        if not isinstance(header["params"]["random_state"], (int, type(None))):
-            header["params"]["random_state"] = None
-        if not isinstance(header["params"]["n_atoms"], int):
-            header["params"]["n_atoms"] = [int(m) for m in header["params"]["n_atoms"]]
-        path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".slics-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                np.savez_compressed(fh, header=np.array(json.dumps(header)), atoms=self.atoms_,
-                                    groups=self.groups_, history=self.history_)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return path
+        return save_model(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SLiCS:
@@ -746,7 +686,8 @@ class SLiCS(TransformerMixin, BaseEstimator):
         names) is validated key by key, and the shapes and dtypes of the
         arrays are read from their ``.npy`` headers inside the archive and
         checked against it *before* any array data is read, so a damaged or
-        hostile file cannot make this allocate more than its header allows.
+        hostile file cannot make this allocate more than its header allows
+        (:func:`slics_core.formats.load_model`).
 
         Raises
         ------
@@ -758,203 +699,4 @@ class SLiCS(TransformerMixin, BaseEstimator):
             version, a missing, unknown or ill-typed header key, or arrays
             that do not match the header.
         """
-        path = os.fspath(path)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"no SLiCS model file at {path!r}")
-        return _ModelFile(path).load(cls)
-
-
-#: Members of a saved model and the numpy dtype kinds they may have.
-_MEMBERS = {"header": "U", "atoms": "f", "groups": "iu", "history": "f"}
-#: The header keys written by :meth:`SLiCS.save`.
-_HEADER_KEYS = ("format", "version", "params", "n_iter_", "n_concepts_", "n_features_in_", "concept_names_")
-#: Largest header accepted (characters of JSON); concept names are the only variable part.
-_MAX_HEADER_CHARS = 16_000_000
-#: deflate never compresses by more than about 1032:1, so a member declaring more is damaged.
-_DEFLATE_MAX_RATIO = 1100
-#: Atoms are dense double-precision unit vectors, which deflate shrinks by a few percent at most; an
-#: atoms member declaring more than this ratio of uncompressed to stored bytes is rejected unread.
-_ATOMS_MAX_RATIO = 50
-
-
-def _is_int(x):
-    return isinstance(x, (Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
-def _is_number(x):
-    return isinstance(x, (Real, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
-
-
-def _atom_counts_ok(x):
-    """``n_atoms``: a positive int, or a non-empty sequence (list, tuple, 1-D array) of positive ints."""
-    if _is_int(x):
-        return x >= 1
-    if isinstance(x, (str, bytes, dict, set)) or not isinstance(x, (Sequence, np.ndarray)) or np.ndim(x) != 1:
-        return False
-    return len(x) > 0 and all(_is_int(m) and m >= 1 for m in x)
-
-
-#: Hyper-parameters that :meth:`SLiCS.save` does not write (a loaded model has their defaults).
-_NOT_SAVED = ("callback",)
-
-#: The one table of hyper-parameter constraints: (test, what is expected). :meth:`SLiCS.fit` checks the
-#: estimator's parameters with it, :meth:`SLiCS.load` a saved header's (JSON, so ``None`` reads as null).
-_PARAM_CHECKS = {
-    "n_atoms": (_atom_counts_ok, "a positive int or a list of positive ints (one per concept)"),
-    "n_iter": (lambda x: _is_int(x) and x >= 0, "a non-negative int"),
-    "batch_size": (lambda x: x is None or (_is_int(x) and x >= 1), "None (null) or a positive int"),
-    "update": (lambda x: isinstance(x, str) and x in ("ksvd", "bcd"), "'ksvd' or 'bcd'"),
-    "monotone": (lambda x: isinstance(x, (bool, np.bool_)), "True or False"),
-    "tol": (lambda x: x is None or (_is_number(x) and x >= 0), "None (null) or a non-negative number"),
-    "ridge": (lambda x: _is_number(x) and x >= 0, "a non-negative number"),
-    "n_power_steps": (lambda x: _is_int(x) and x >= 0, "a non-negative int"),
-    "random_state": (lambda x: x is None or _is_int(x) or isinstance(x, np.random.RandomState),
-                     "None (null), an int or a numpy RandomState"),
-    "callback": (lambda x: x is None or callable(x),
-                 "None or a callable callback(epoch, n_epochs, batch, n_batches)"),
-}
-
-
-class _ModelFile:
-    """Strict reader of the ``.npz`` files written by :meth:`SLiCS.save`."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def fail(self, problem):
-        raise ValueError(f"{self.path!r} cannot be loaded as a SLiCS model: {problem}. "
-                         "Load a file written by SLiCS.save, or re-fit and save the model again.")
-
-    def load(self, cls):
-        try:
-            with zipfile.ZipFile(self.path) as archive:
-                return self._load(archive, cls)
-        except zipfile.BadZipFile as exc:
-            self.fail(f"it is not a readable SLiCS model file (damaged or another format: {exc})")
-        except (OSError, EOFError, zlib.error) as exc:
-            self.fail(f"it is damaged (reading it failed: {exc})")
-
-    def _load(self, archive, cls):
-        infos = {}
-        for info in archive.infolist():
-            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            infos[name] = info
-        missing = [name for name in _MEMBERS if name not in infos]
-        if missing:
-            self.fail(f"it is not a SLiCS model file (missing array(s) {missing})")
-        unknown = sorted(set(infos) - set(_MEMBERS))
-        if unknown:
-            self.fail(f"it holds unexpected member(s) {unknown}")
-        shapes = {name: self._array_header(archive, infos[name], kinds) for name, kinds in _MEMBERS.items()}
-        header = self._header(archive, infos["header"], shapes["header"])
-        S, d = header["n_concepts_"], header["n_features_in_"]
-        n_atoms = header["params"]["n_atoms"]
-        counts = [n_atoms] * S if _is_int(n_atoms) else n_atoms
-        if len(counts) != S:
-            self.fail(f"header param 'n_atoms' has {len(counts)} entries for n_concepts_={S} concepts")
-        expected = {"atoms": (sum(counts), d), "groups": (sum(counts),), "history": (header["n_iter_"],)}
-        for name, shape in expected.items():
-            if shapes[name][0] != shape:
-                self.fail(f"array '{name}' has shape {shapes[name][0]} but the header implies {shape}")
-        atoms = self._read(archive, infos["atoms"]).astype(np.float64)
-        groups = self._read(archive, infos["groups"]).astype(np.int64)
-        history = self._read(archive, infos["history"]).astype(np.float64)
-        if not np.isfinite(atoms).all():
-            self.fail("array 'atoms' contains NaN or infinite values")
-        if not np.allclose(np.linalg.norm(atoms, axis=1), 1.0, atol=1e-6):
-            self.fail("array 'atoms' has rows that are not unit vectors")
-        if not np.array_equal(groups, np.repeat(np.arange(S), counts)):
-            self.fail("array 'groups' does not assign n_atoms atoms to each concept in order")
-        if not np.isfinite(history).all():
-            self.fail("array 'history' contains NaN or infinite values")
-        model = cls(**header["params"])
-        model.atoms_ = atoms
-        model.groups_ = groups
-        model.history_ = history
-        model.n_iter_ = header["n_iter_"]
-        model.n_concepts_ = S
-        model.n_features_in_ = d
-        model.concept_names_ = list(header["concept_names_"])
-        return model
-
-    def _array_header(self, archive, info, kinds):
-        """Shape and dtype of a member from its ``.npy`` header, checked against its stored size."""
-        name = info.filename
-        with archive.open(info) as fh:
-            try:
-                version = np.lib.format.read_magic(fh)
-                if version == (1, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-                elif version == (2, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-                else:
-                    self.fail(f"member '{name}' has unsupported .npy version {version}")
-            except ValueError as exc:
-                if str(exc).startswith(repr(self.path)):
-                    raise
-                self.fail(f"member '{name}' is not a valid .npy array ({exc})")
-            offset = fh.tell()
-        if dtype.hasobject or dtype.kind not in kinds:
-            self.fail(f"array '{name[:-4]}' has dtype {dtype}, expected kind {kinds!r}")
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if info.file_size != offset + nbytes:
-            self.fail(f"member '{name}' declares {nbytes} bytes of data for shape {shape} but stores "
-                      f"{info.file_size - offset}")
-        ratio = _ATOMS_MAX_RATIO if name == "atoms.npy" else _DEFLATE_MAX_RATIO
-        if info.compress_type != zipfile.ZIP_STORED and info.file_size > ratio * max(info.compress_size, 1):
-            self.fail(f"member '{name}' declares {info.file_size} bytes from only {info.compress_size} "
-                      f"compressed bytes (more than {ratio}:1, impossible for this member)")
-        return shape, dtype
-
-    def _read(self, archive, info):
-        with archive.open(info) as fh:
-            try:
-                return np.lib.format.read_array(fh, allow_pickle=False)
-            except ValueError as exc:
-                self.fail(f"array '{info.filename[:-4]}' is damaged ({exc})")
-
-    def _header(self, archive, info, shape_dtype):
-        shape, dtype = shape_dtype
-        if shape != () or dtype.itemsize // 4 > _MAX_HEADER_CHARS:
-            self.fail(f"the header is not one JSON string of at most {_MAX_HEADER_CHARS} characters")
-        try:
-            header = json.loads(str(self._read(archive, info)))
-        except json.JSONDecodeError as exc:
-            self.fail(f"the header is not valid JSON ({exc})")
-        if not isinstance(header, dict):
-            self.fail("the header is not a JSON object")
-        if header.get("format") != FORMAT_NAME:
-            self.fail(f"it is not a SLiCS model file (header format {header.get('format')!r}, "
-                      f"expected {FORMAT_NAME!r})")
-        if header.get("version") != FORMAT_VERSION or not _is_int(header.get("version")):
-            self.fail(f"it has SLiCS format version {header.get('version')!r}; this library reads "
-                      f"version {FORMAT_VERSION}")
-        for key in _HEADER_KEYS:
-            if key not in header:
-                self.fail(f"header key '{key}' is missing")
-        for key in header:
-            if key not in _HEADER_KEYS:
-                self.fail(f"header key '{key}' is unknown")
-        params = header["params"]
-        if not isinstance(params, dict):
-            self.fail("header key 'params' must be an object of hyper-parameters")
-        for key, (ok, expected) in _PARAM_CHECKS.items():
-            if key in _NOT_SAVED:
-                continue
-            if key not in params:
-                self.fail(f"header param '{key}' is missing")
-            if not ok(params[key]):
-                self.fail(f"header param '{key}' must be {expected}; got {params[key]!r}")
-        for key in params:
-            if key not in _PARAM_CHECKS or key in _NOT_SAVED:
-                self.fail(f"header param '{key}' is unknown to this version of SLiCS")
-        for key, minimum in (("n_iter_", 0), ("n_concepts_", 1), ("n_features_in_", 1)):
-            if not _is_int(header[key]) or header[key] < minimum:
-                self.fail(f"header key '{key}' must be an int >= {minimum}; got {header[key]!r}")
-        names = header["concept_names_"]
-        if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
-            self.fail("header key 'concept_names_' must be a list of strings")
-        if len(names) != header["n_concepts_"]:
-            self.fail(f"header key 'concept_names_' has {len(names)} names for n_concepts_="
-                      f"{header['n_concepts_']} concepts")
-        return header
+        return load_model(cls, path)

@@ -27,77 +27,35 @@ import errno
 import functools
 import hashlib
 import inspect
-import io
 import json
 import os
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 from slics_core.errors import DamagedFileError, FileSystemError, reading, writing
+from slics_core.formats import (
+    atomic_save_npy,
+    atomic_save_npz,
+    atomic_write_json,
+    load_npy,
+    load_npz,
+    read_json,
+)
 
-__all__ = ["EmbeddingStore", "embed_dataset", "default_workers", "atomic_write_bytes", "atomic_save_npz",
-           "atomic_write_json"]
+__all__ = ["EmbeddingStore", "embed_dataset", "default_workers"]
 
 FORMAT = "slics-embedding-cache"
 VERSION = 1
 
 #: How images of a cache without a ``decode`` entry (made before it was recorded) were decoded.
 LEGACY_DECODE = {"draft_size": None}
-
-
-def atomic_write_bytes(path, data):
-    """Write ``data`` to ``path`` through a temporary file and a rename.
-
-    Raises
-    ------
-    slics_core.errors.FileSystemError
-        (an :class:`OSError`) naming ``path`` when the disk is full, the
-        file system read-only, permission is denied, etc. The temporary file
-        is removed.
-    """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    with writing(path):
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-
-
-def atomic_write_json(path, obj):
-    """Write ``obj`` as JSON to ``path`` atomically (see :func:`atomic_write_bytes`)."""
-    atomic_write_bytes(path, json.dumps(obj, indent=1).encode("utf-8"))
-
-
-def atomic_save_npz(path, **arrays):
-    """Save ``arrays`` as an ``.npz`` file at ``path`` atomically (see :func:`atomic_write_bytes`)."""
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def atomic_save_npy(path, array):
-    """Save ``array`` as an ``.npy`` file at ``path`` atomically (no pickles)."""
-    buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=False)
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def _read_json(path, fix):
-    with reading(path, fix):
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+#: Arrays of a batch file and their dtype kinds.
+_BATCH_MEMBERS = {"positions": "iu", "embeddings": "f", "failed_positions": "iu", "failed_reasons": "U"}
+#: Optional arrays of ``labels.npz`` beside ``Y`` (:meth:`slics_core.datasets.ImageDataset.labels_dict`).
+_LABEL_MEMBERS = {"concept_names": "U", "Z": "biu", "sub_names": "U", "sub_to_concept": "iu"}
 
 
 def _ids_digest(ids):
@@ -146,7 +104,7 @@ class EmbeddingStore:
         self._check_folder()
         if not self.exists():
             raise FileNotFoundError(f"no embedding cache at {str(self.path)!r} (run 'slics embed' first)")
-        meta = _read_json(self.meta_path, "run 'slics embed' again with --overwrite to re-create the cache")
+        meta = read_json(self.meta_path, fix="run 'slics embed' again with --overwrite to re-create the cache")
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise ValueError(f"{str(self.path)!r} is not a SLiCS embedding cache.")
         return meta
@@ -246,10 +204,9 @@ class EmbeddingStore:
         meta = meta or self.meta()
         path = self.batch_path(b)
         fix = "it is computed again by 'slics embed'"
-        with reading(path, fix):
-            with np.load(path, allow_pickle=False) as z:
-                pos, emb = z["positions"], z["embeddings"]
-                fpos, reasons = z["failed_positions"], z["failed_reasons"]
+        z = load_npz(path, _BATCH_MEMBERS, dense=("embeddings",), fix=fix)
+        pos, emb = z["positions"], z["embeddings"]
+        fpos, reasons = z["failed_positions"], z["failed_reasons"]
         bs, n, dim = int(meta["batch_size"]), int(meta["n_items"]), int(meta.get("dim", -1))
         expected = np.arange(b * bs, min(n, (b + 1) * bs))
         problem = None
@@ -336,7 +293,7 @@ class EmbeddingStore:
             A batch is missing or damaged (run ``slics embed`` again).
         """
         meta = self.meta()
-        ids = _read_json(self.path / "items.json", "run 'slics embed' again with --overwrite to re-create the cache")
+        ids = read_json(self.path / "items.json", fix="run 'slics embed' again with --overwrite to re-create the cache")
         n_batches = self.n_batches(meta)
         pos, emb, failed, missing, damaged = [], [], [], [], []
         for b in range(n_batches):
@@ -383,9 +340,8 @@ class EmbeddingStore:
         meta = self.meta()
         if not meta.get("complete"):
             raise ValueError(f"cache {str(self.path)!r} is not complete (interrupted?); rerun 'slics embed' to resume.")
-        with reading(self.path / "embeddings.npy", self._REBUILD):
-            E = np.load(self.path / "embeddings.npy", allow_pickle=False)
-        ids = _read_json(self.path / "ids.json", self._REBUILD)
+        E = load_npy(self.path / "embeddings.npy", "f", fix=self._REBUILD)
+        ids = read_json(self.path / "ids.json", fix=self._REBUILD)
         if E.ndim != 2 or E.shape[0] != len(ids):
             raise DamagedFileError(f"cache {str(self.path)!r} is damaged: {E.shape} embeddings for {len(ids)} ids; "
                                    f"{self._REBUILD}.", path=self.path)
@@ -393,12 +349,12 @@ class EmbeddingStore:
 
     def positions(self):
         """Positions (in the item list) of the rows of :meth:`load`'s embeddings."""
-        return np.asarray(_read_json(self.path / "positions.json", self._REBUILD), dtype=np.int64)
+        return np.asarray(read_json(self.path / "positions.json", fix=self._REBUILD), dtype=np.int64)
 
     def failed(self):
         """Items that could not be loaded: list of ``{"id", "position", "reason"}``."""
         p = self.path / "failed.json"
-        return _read_json(p, self._REBUILD) if p.is_file() else []
+        return read_json(p, fix=self._REBUILD) if p.is_file() else []
 
     def save_labels(self, **arrays):
         """Save the dataset's label arrays (rows aligned with the item list) as ``labels.npz``."""
@@ -409,9 +365,7 @@ class EmbeddingStore:
         p = self.path / "labels.npz"
         if not p.is_file():
             raise FileNotFoundError(f"cache {str(self.path)!r} has no labels (embedded without a label file?).")
-        with reading(p, "run 'slics embed' again to write the labels"):
-            with np.load(p, allow_pickle=False) as z:
-                lab = {k: z[k] for k in z.files}
+        lab = load_npz(p, {"Y": "biu"}, optional=_LABEL_MEMBERS, fix="run 'slics embed' again to write the labels")
         pos = self.positions()
         for k in ("Y", "Z"):
             if k in lab:
@@ -453,9 +407,10 @@ class EmbeddingStore:
         p = self.path / f"{name}.npz"
         if not p.is_file():
             return None, None
-        with reading(p, "delete it; it is computed again when needed"):
-            with np.load(p, allow_pickle=False) as z:
-                return z["array"], json.loads(str(z["info"]))
+        fix = "delete it; it is computed again when needed"
+        z = load_npz(p, {"array": "biufcU", "info": "U"}, fix=fix)
+        with reading(p, fix):
+            return z["array"], json.loads(str(z["info"]))
 
 
 # ------------------------------------------------------------------------------------ embedding
@@ -489,7 +444,7 @@ class _LoadAndPreprocess:
         return len(self.paths)
 
     def __getitem__(self, p):
-        from slics_core.datasets import ImageLoadError
+        from slics_core.images import ImageLoadError
 
         try:
             image = self.loader(self.paths[p])
@@ -527,7 +482,7 @@ def _tensor_batches(paths, batches, loader, transform, workers, pin_memory):
 
 def _image_batches(paths, batches, loader):
     """Batches of PIL images, decoded one by one in this process (encoders without ``encode_tensors``)."""
-    from slics_core.datasets import ImageLoadError
+    from slics_core.images import ImageLoadError
 
     for batch in batches:
         images, pos, fpos, freason = [], [], [], []
@@ -593,15 +548,15 @@ def embed_dataset(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessin
     progress : bool
         Show a progress bar (tqdm when available) on stderr.
     image_loader : callable(path) -> PIL image, optional
-        Default :func:`slics_core.datasets.load_image`. It raises
-        :class:`~slics_core.datasets.ImageLoadError` for unreadable items.
+        Default :func:`slics_core.images.load_image`. It raises
+        :class:`~slics_core.images.ImageLoadError` for unreadable items.
         With ``workers > 0`` it runs in worker processes.
     workers : int, optional
         Decoding processes (tensor-level encoders only); 0 decodes in this
         process. Default :func:`default_workers`.
     draft : bool, optional
         Decode JPEGs at reduced scale, no smaller than the encoder's
-        ``draft_size`` (see :func:`slics_core.datasets.load_image`); only
+        ``draft_size`` (see :func:`slics_core.images.load_image`); only
         with the default loader. This changes the pixels slightly, so it is
         recorded in the cache and a cache is always resumed the way it was
         begun. Default (None): as the existing cache was made, else True.
@@ -620,7 +575,7 @@ def embed_dataset(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessin
     slics_core.errors.FileSystemError
         The cache cannot be written (disk full, read-only, permissions, ...).
     """
-    from slics_core.datasets import load_image
+    from slics_core.images import load_image
 
     if len(paths) != len(ids):
         raise ValueError(f"{len(paths)} paths for {len(ids)} ids.")

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.utils import check_random_state
 
+from slics_core.rows import unit_rows
+
 
 @dataclass
 class ConceptCones:
@@ -76,7 +78,7 @@ def make_concept_cones(n_samples=1000, n_features=64, n_concepts=6, n_atoms=3, m
     rng = check_random_state(random_state)
     M = n_concepts * n_atoms
     atoms = rng.standard_normal((M, n_features))
-    atoms /= np.linalg.norm(atoms, axis=1, keepdims=True)
+    atoms = unit_rows(atoms)
     groups = np.repeat(np.arange(n_concepts), n_atoms)
 
     n_active = np.minimum(1 + rng.poisson(mean_active - 1, size=n_samples), n_concepts)
@@ -118,9 +120,7 @@ def atom_recovery(planted_atoms, planted_groups, atoms, groups):
     """
     P = np.asarray(planted_atoms, dtype=np.float64)
     B = np.asarray(atoms, dtype=np.float64)
-    P = P / np.linalg.norm(P, axis=1, keepdims=True)
-    B = B / np.linalg.norm(B, axis=1, keepdims=True)
-    cos = P @ B.T
+    cos = unit_rows(P, name="planted_atoms") @ unit_rows(B, name="atoms").T
     same = np.asarray(planted_groups)[:, None] == np.asarray(groups)[None, :]
     best = np.where(same, cos, -np.inf).max(axis=1)
     return np.where(np.isfinite(best), best, np.nan)
@@ -157,7 +157,7 @@ def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None):
         raise ValueError(f"planted atoms {P.shape} and atoms {B.shape} must be 2-D with the same dimension")
     if B.shape[0] < P.shape[0]:
         raise ValueError(f"{B.shape[0]} learned atoms cannot match {P.shape[0]} planted ones one to one")
-    cos = (P / np.linalg.norm(P, axis=1, keepdims=True)) @ (B / np.linalg.norm(B, axis=1, keepdims=True)).T
+    cos = unit_rows(P, name="planted_atoms") @ unit_rows(B, name="atoms").T
     cost = -np.abs(cos)
     if planted_groups is not None and groups is not None:
         cost = cost + 2.0 * (np.asarray(planted_groups)[:, None] != np.asarray(groups)[None, :])

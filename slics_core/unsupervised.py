@@ -22,6 +22,7 @@ import warnings
 import numpy as np
 
 from slics_core._validation import check_embeddings, check_labels
+from slics_core.rows import unit_rows
 
 
 def estimate_n_active(Y):
@@ -67,7 +68,7 @@ def zero_shot_labels(X_img, W_text, n_active=None, Y_ref=None, *, min_positives=
         n_active = estimate_n_active(Y_ref)
     if not 1 <= int(n_active) <= S:
         raise ValueError(f"n_active must be between 1 and the number of concepts ({S}); got {n_active}.")
-    sims = (X / np.linalg.norm(X, axis=1, keepdims=True)) @ (W / np.linalg.norm(W, axis=1, keepdims=True)).T
+    sims = unit_rows(X, name="X") @ unit_rows(W, name="concept text embeddings").T
     top = np.argsort(-sims, axis=1, kind="stable")[:, : int(n_active)]
     Y = np.zeros((X.shape[0], S), dtype=bool)
     np.put_along_axis(Y, top, True, axis=1)

@@ -281,13 +281,13 @@ def _complete_transformers_dir(folder: Path) -> bool:
 
 
 def _complete_diffusers_dir(folder: Path, components=()) -> bool:
-    import json
+    from slics_core.formats import read_json
 
     index = folder / "model_index.json"
-    if not index.is_file() or index.stat().st_size > (1 << 20):
+    if not index.is_file():
         return False
     try:
-        spec = json.loads(index.read_text())
+        spec = read_json(index, max_bytes=1 << 20)
     except (OSError, ValueError):
         return False
     if not isinstance(spec, dict):

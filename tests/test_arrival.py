@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from test_cli_data import toy  # noqa: F401  (fixture)
 from test_workspace import dataset_ws  # noqa: F401  (fixture)
 
+from slics_core import formats
 from slics_core.explorer import arrival, scoring
 from slics_core.explorer.workspace import load_workspace
 
@@ -106,7 +107,7 @@ def test_unwritable_workspace_still_answers(dataset_ws, monkeypatch):  # noqa: F
     def no_write(*a, **k):
         raise PermissionError(13, "read-only file system")
 
-    monkeypatch.setattr(arrival.tempfile, "mkstemp", no_write)
+    monkeypatch.setattr(formats.tempfile, "mkstemp", no_write)
     got = arrival.stored(ws, "t", {"ro": 1}, lambda: {"a": np.ones(3)}, names=("a",))
     assert np.array_equal(got["a"], np.ones(3))
     assert not (ws.path / arrival.STORE / arrival._name("t", {"ro": 1})).exists()

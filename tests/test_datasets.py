@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from slics_core.datasets import (MIRFLICKR_HIERARCHY, ImageLoadError, iter_images, load_coco, load_folder,
-                                 load_image, load_mirflickr)
+from slics_core.datasets import MIRFLICKR_HIERARCHY, load_coco, load_folder, load_mirflickr
+from slics_core.images import ImageLoadError, iter_images, load_image
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
-from slics_core.datasets import load_image
+from slics_core.images import load_image
 from slics_core.encoders import DINOv2Encoder, OpenCLIPEncoder, TiTokEncoder
 from slics_core.store import EmbeddingStore, default_workers, embed_dataset
 

@@ -16,7 +16,7 @@ from test_hostile_markdown import shown
 from slics_core import weights
 from slics_core.alignment import ProcrustesAlignment
 from slics_core.cli import main
-from slics_core.datasets import load_image
+from slics_core.images import load_image
 from slics_core.encoders import create_encoder
 from slics_core.explorer.generation import ALIGNMENT_FILE, load_workspace_generator
 from slics_core.explorer.workspace import load_workspace

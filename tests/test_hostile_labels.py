@@ -10,7 +10,8 @@ import pytest
 from PIL import Image
 
 from slics_core.cli import main
-from slics_core.datasets import load_folder, load_precomputed
+from slics_core.datasets import load_folder
+from slics_core.precomputed import load_precomputed
 
 ROOT = "/srv/photos"
 

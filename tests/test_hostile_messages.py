@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from slics_core.cli import main
-from slics_core.datasets import load_precomputed
 from slics_core.errors import FileSystemError
+from slics_core.precomputed import load_precomputed
 
 
 def _one_line(err, prefix="slics"):
@@ -78,20 +78,20 @@ def test_cli_warnings_are_one_line_without_source(tmp_path, capsys):
 
 
 def test_fit_out_on_a_full_disk_names_the_users_file(tmp_path, capsys, monkeypatch):
-    from slics_core import slics as slics_module
+    from slics_core import formats as formats_module
 
     rng = np.random.default_rng(0)
     np.save(tmp_path / "e.npy", rng.standard_normal((40, 6)).astype(np.float32))
     (tmp_path / "m.csv").write_text("id,labels\n" + "".join(f"x{i},{'ab'[i % 2]}\n" for i in range(40)))
     assert main(["embed", "--dataset", "precomputed", "--embeddings", str(tmp_path / "e.npy"), "--metadata",
                  str(tmp_path / "m.csv"), "--cache", str(tmp_path / "c")]) == 0
-    real = slics_module.tempfile.mkstemp
+    real = formats_module.tempfile.mkstemp
 
     def full(*a, **k):
         fd, tmp = real(*a, **k)
         raise OSError(errno.ENOSPC, "No space left on device", tmp)
 
-    monkeypatch.setattr(slics_module.tempfile, "mkstemp", full)
+    monkeypatch.setattr(formats_module.tempfile, "mkstemp", full)
     out = tmp_path / "model.npz"
     capsys.readouterr()
     assert main(["fit", "--cache", str(tmp_path / "c"), "--out", str(out), "--n-atoms", "1", "--n-iter", "1"]) == 2

@@ -70,13 +70,13 @@ def test_the_budget_is_a_parameter():
 def test_a_large_jpeg_is_within_budget_through_reduced_decoding(no_decoding, monkeypatch):
     """The JPEG header is judged at the DCT scale it will be decoded at, so a 100 MP photo passes."""
     seen = {}
-    real = uploads._decode_cost
+    real = uploads.decode_cost
 
     def spy(size, mode, fmt, max_side):
         seen["cost"] = real(size, mode, fmt, max_side)
         return seen["cost"]
 
-    monkeypatch.setattr(uploads, "_decode_cost", spy)
+    monkeypatch.setattr(uploads, "decode_cost", spy)
     # a JPEG header (SOI + SOF0 of 11000 x 9000, 3 components) is enough for the check
     sof = b"\xff\xc0" + struct.pack(">HBHHB", 17, 8, 9000, 11000, 3) + b"\x01\x22\x00\x02\x11\x01\x03\x11\x01"
     data = b"\xff\xd8" + sof + b"\xff\xd9"
@@ -97,8 +97,8 @@ def test_default_budget_accepts_a_twelve_megapixel_png():
 def test_a_huge_image_in_a_shared_workspace_is_a_grey_tile(tmp_path, monkeypatch):
     """The app reads a dataset workspace's image files: they get the same budget as uploads."""
     from slics_core.data import LabelledEmbeddings
-    from slics_core.datasets import ImageLoadError
     from slics_core.explorer.workspace import build_workspace
+    from slics_core.images import ImageLoadError
 
     bomb = tmp_path / "bomb.png"
     bomb.write_bytes(_png_header_only(10_500, 10_500))

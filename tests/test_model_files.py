@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from slics_core.baselines import FSpLiCE, SpLiCE
-from slics_core.errors import DamagedFileError, check_npz
+from slics_core.errors import DamagedFileError
+from slics_core.formats import check_npz
 from slics_core.methods import FSpLiCEModel, SpLiCEModel, UnfilteredModel
 
 

@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
+from reference_kernels import bpp_gram
 from scipy.optimize import nnls
 
 import slics_core.nnls as nnls_module
-from slics_core.nnls import bpp_gram, nnls_gram, nnls_shared
+from slics_core.nnls import nnls_gram, nnls_shared
 
 
 def _problem(seed, n=200, M=24, d=40, p=0.4):

@@ -2,12 +2,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_kernels import ksvd_atom_update, top_singular_vector
 from scipy.optimize import nnls
 
 from slics_core import SLiCS
 from slics_core._kernels import top_triplet
-from slics_core.slics import (bcd_atom_update, initial_atoms, ksvd_atom_update,
-                              majority_sign, top_singular_vector)
+from slics_core.slics import bcd_atom_update, initial_atoms, majority_sign
 from slics_core.synthetic import atom_recovery, make_concept_cones
 
 

@@ -13,11 +13,10 @@ import argparse
 import os
 from pathlib import Path
 
-import numpy as np
-
 from slics_core.alignment import fit_alignment
 from slics_core.commands import CLIError
 from slics_core.commands.workspaces import add_generator, add_generator_options, check_generator_args
+from slics_core.formats import load_npy
 
 __all__ = ["register"]
 
@@ -48,7 +47,7 @@ def _load_npy(path: str, what: str):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{what} file {path} does not exist")
     try:
-        return np.load(path, allow_pickle=False)
+        return load_npy(path, "fiu")
     except (ValueError, OSError, EOFError) as exc:  # not an array, truncated, pickled objects
         raise ValueError(f"{what} file {path} is not a readable .npy array ({exc})") from None
 

@@ -21,7 +21,6 @@ method registry (:mod:`slics_core.methods`).
 from __future__ import annotations
 
 import csv
-import json
 import os
 import sys
 import time
@@ -48,7 +47,9 @@ from slics_core.evaluation import (
     sweep_d0,
     table_runs,
 )
+from slics_core.formats import atomic_write_json
 from slics_core.methods import MODES, fit_method, method_names
+from slics_core.precomputed import load_precomputed
 from slics_core.preprocessing import PREPROCESSING, load_mean
 from slics_core.retrieval import QuantizedPool, token_count
 from slics_core.runs import ResultStore, run_folder
@@ -169,7 +170,7 @@ def _save_codebook(store, C):
 def _embed_precomputed(args, encoder):
     if not args.embeddings:
         raise CLIError("--dataset precomputed needs --embeddings (a clip-retrieval folder, .npy or .parquet)")
-    E, ds = datasets.load_precomputed(args.embeddings, metadata=args.metadata, labels=args.labels,
+    E, ds = load_precomputed(args.embeddings, metadata=args.metadata, labels=args.labels,
                                       images=args.images)
     if encoder is not None and getattr(encoder, "dim", E.shape[1]) != E.shape[1]:
         raise CLIError(f"--encoder {args.encoder!r} gives {encoder.dim}-d embeddings but {args.embeddings} holds "
@@ -309,8 +310,7 @@ def _write_table(rows, out_dir, name, title):
             w = csv.DictWriter(fh, fieldnames=list(flat[0]))
             w.writeheader()
             w.writerows(flat)
-        with open(os.path.join(out_dir, f"{name}.json"), "w") as fh:
-            json.dump(rows, fh, indent=1, default=_json_default)
+        atomic_write_json(os.path.join(out_dir, f"{name}.json"), rows, default=_json_default)
         with open(os.path.join(out_dir, f"{name}.md"), "w") as fh:
             fh.write(md + "\n")
     return md
@@ -385,8 +385,8 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
             print(f"chosen d0 = {d0} (best validation sub-label mAP@{args.k})", file=sys.stderr)
             if out_dir:
                 os.makedirs(out_dir, exist_ok=True)
-                with open(os.path.join(out_dir, "d0_sweep.json"), "w") as fh:
-                    json.dump({"records": recs, "chosen_d0": d0}, fh, indent=1, default=_json_default)
+                atomic_write_json(os.path.join(out_dir, "d0_sweep.json"), {"records": recs, "chosen_d0": d0},
+                                  default=_json_default)
         rows = evaluate_methods(ed, split, methods, n_atoms=d0, n_iter=args.n_iter, batch_size=args.batch_size,
                                 seeds=seeds, k=args.k, mode=args.mode,
                                 normalization=args.normalization, progress=progress, quantized=quantized,
@@ -440,8 +440,7 @@ def cmd_captions(args):
     lines += [f"| {name} | {', '.join(c)} |" for name, c in zip(model.concept_names_, caps)]
     print("\n".join(lines))
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(dict(zip(model.concept_names_, caps)), fh, indent=1)
+        atomic_write_json(args.out, dict(zip(model.concept_names_, caps)))
     return 0
 
 
@@ -469,8 +468,7 @@ def cmd_reproduce(args):
         with writing(out / "s-slics.npz"):
             model.save(out / "s-slics.npz")
         caps = _captions(model, vocab[0], vocab[1], 5)
-        with open(out / "captions.json", "w") as fh:
-            json.dump(dict(zip(ed.concept_names, caps)), fh, indent=1)
+        atomic_write_json(out / "captions.json", dict(zip(ed.concept_names, caps)))
         print("\n".join(f"{n}: {', '.join(c)}" for n, c in zip(ed.concept_names, caps)))
     print(f"results in {out}")
     return 0

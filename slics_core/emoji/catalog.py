@@ -8,9 +8,9 @@ Every COCO category that has a fitting emoji in Noto Color Emoji is listed in
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from slics_core.formats import read_json
 from slics_core.weights import ASSETS_DIR, EMOJI_MODELS_DIR
 
 __all__ = [
@@ -174,8 +174,7 @@ def check_against_coco(path: str | Path) -> None:
 
     Raises ``ValueError`` when a name or supercategory differs.
     """
-    with open(path, encoding="utf-8") as fh:
-        rows = json.load(fh)
+    rows = read_json(path)
     ref = [(r["name"], r["supercategory"]) for r in sorted(rows, key=lambda r: r["id"])]
     if ref != list(_COCO):
         raise ValueError(f"COCO category table differs from {path}")

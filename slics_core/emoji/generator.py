@@ -38,8 +38,14 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from slics_core.emoji.catalog import CATEGORIES, CATEGORY_SUPER, MODELS_DIR, SUPERCATEGORIES
+from slics_core.emoji.catalog import (
+    CATEGORIES,
+    CATEGORY_SUPER,
+    MODELS_DIR,
+    SUPERCATEGORIES,
+)
 from slics_core.emoji.weight_folders import load_state, read_weights, write_weights
+from slics_core.rows import unit_rows
 
 __all__ = ["EmojiGenerator", "build_reader", "READER_CONFIG", "Reading", "Place", "generator_dir", "render_reading",
            "OWN_PLACE_MIN", "SHOW_MIN", "FAINT_MIN", "FULL_OPACITY_AT", "ALTERNATIVE_MIN", "IMAGE_SIZE", "BACKGROUND"]
@@ -229,9 +235,8 @@ class EmojiGenerator:
     def condition(self, raw_embeddings: np.ndarray) -> np.ndarray:
         """Raw large-encoder image embeddings -> centred, unit conditioning vectors."""
         x = np.asarray(raw_embeddings, dtype=np.float32)
-        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-        x = x - self.mean
-        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+        x = unit_rows(x, zero="keep", tol=1e-12)
+        return unit_rows(x - self.mean, zero="keep", tol=1e-12)
 
     def read(self, embeddings) -> np.ndarray:
         """Object probabilities ``(n, 71)`` (columns: :data:`CATEGORIES`) of conditioning rows ``(n, dim)``.

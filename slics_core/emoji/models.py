@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from slics_core.emoji.catalog import MODELS_DIR, SUPERCATEGORIES
+from slics_core.formats import atomic_write_bytes
+from slics_core.rows import unit_rows
 
 __all__ = [
     "EMOJI_CLIP_CONFIGS",
@@ -127,7 +129,7 @@ def save_emoji_clip(model, name: str, root: str | Path | None = None, metrics: d
     cfg = {"model_cfg": model_cfg or EMOJI_CLIP_CONFIGS[name], "preprocess_cfg": PREPROCESS_CFG}
     if metrics:
         cfg["training"] = metrics
-    (out / "open_clip_config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    atomic_write_bytes(out / "open_clip_config.json", (json.dumps(cfg, indent=2) + "\n").encode("utf-8"))
     return out
 
 
@@ -215,7 +217,7 @@ def zero_shot_scores(model, tokenizer, image_embeddings: np.ndarray, words=SUPER
     """Cosine similarities (n, len(words)) between unit image embeddings and prompt embeddings."""
     w = encode_texts(model, tokenizer, [template.format(x) for x in words])
     x = np.asarray(image_embeddings, dtype=np.float32)
-    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    x = unit_rows(x, zero="keep", tol=1e-12)
     return x @ w.T
 
 

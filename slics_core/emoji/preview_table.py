@@ -23,7 +23,6 @@ and ``tests/test_preview_table.py`` re-embeds the preview and compares it with t
 from __future__ import annotations
 
 import hashlib
-import io
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +36,7 @@ from slics_core.emoji.world import (
     render_emoji_preview,
 )
 from slics_core.encoders import create_encoder
-from slics_core.store import atomic_write_bytes
+from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.weights import ASSETS_DIR
 
 __all__ = [
@@ -135,8 +134,8 @@ def load_table(path=TABLE_PATH) -> dict | None:
     if not path.is_file():
         return None
     try:
-        with np.load(path, allow_pickle=False) as z:
-            keys, vectors, digest = z["keys"], z["vectors"], str(z["weights_digest"])
+        z = load_npz(path, {"keys": "U", "vectors": "f", "weights_digest": "U"}, dense=("vectors",))
+        keys, vectors, digest = z["keys"], z["vectors"], str(z["weights_digest"])
     except (OSError, ValueError, KeyError):
         return None
     if digest != weights_digest("small") or vectors.ndim != 2 or len(keys) != len(vectors):
@@ -162,16 +161,15 @@ def preview_encoder(load=None, path=TABLE_PATH) -> TableEncoder | None:
 def write_table(path=TABLE_PATH, config=None) -> Path:
     """Embed what the preview of ``config`` (default: the app's world) asks for and write the table.
 
-    Returns the path written (atomically, :func:`slics_core.store.atomic_write_bytes`).
+    Returns the path written (atomically, :func:`slics_core.formats.atomic_save_npz`).
     """
     rec = TableEncoder({}, _real_encoder, record=True)
     render_emoji_preview(config or config_from_env(), encoder=rec)
     vocabulary_embeddings(rec, emoji_vocabulary())
     keys = sorted(rec.table)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, keys=np.asarray(keys), vectors=np.stack([rec.table[k] for k in keys]).astype(np.float32),
-                        weights_digest=np.asarray(weights_digest("small")))
-    atomic_write_bytes(path, buf.getvalue())
+    atomic_save_npz(path, compressed=True, keys=np.asarray(keys),
+                    vectors=np.stack([rec.table[k] for k in keys]).astype(np.float32),
+                    weights_digest=np.asarray(weights_digest("small")))
     return Path(path)
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from slics_core.formats import atomic_write_bytes, read_json
+
 __all__ = ["read_weights", "load_state", "write_weights"]
 
 
@@ -37,7 +39,7 @@ def read_weights(folder: Path, weights_name: str, what: str, train_cmd: str, *, 
         if f.stat().st_size > MAX_WEIGHTS_BYTES:
             raise ValueError(f"{what}: {f} is {f.stat().st_size} bytes, more than a model of the emoji world "
                              f"({MAX_WEIGHTS_BYTES}); retrain it with `{train_cmd}`")
-    meta = json.loads(cfg_path.read_text())
+    meta = read_json(cfg_path)
     if as_numpy:
         from safetensors.numpy import load_file
 
@@ -66,5 +68,5 @@ def write_weights(folder: Path, weights_name: str, net, meta: dict) -> Path:
              for k, v in net.state_dict().items()}
     save_file(state, str(folder / weights_name))
     os.chmod(folder / weights_name, 0o644)  # safetensors writes 0600
-    (folder / "config.json").write_text(json.dumps(meta, indent=1) + "\n")
+    atomic_write_bytes(folder / "config.json", (json.dumps(meta, indent=1) + "\n").encode("utf-8"))
     return folder

@@ -178,7 +178,7 @@ class OpenCLIPEncoder:
     def draft_size(self) -> int | None:
         """Smallest side a decoded image needs (the preprocessing's resize target), or None.
 
-        :func:`slics_core.datasets.load_image` decodes JPEGs at 1/2, 1/4 or
+        :func:`slics_core.images.load_image` decodes JPEGs at 1/2, 1/4 or
         1/8 scale when both sides stay at least this large.
         """
         size = resize_size(self.preprocess)

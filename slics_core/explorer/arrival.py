@@ -20,13 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from slics_core.errors import check_npz
+from slics_core.formats import atomic_save_npz, load_npz
 
 __all__ = ["MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "map_layout", "pool_codes", "prepare_pages",
            "stored"]
@@ -57,7 +56,7 @@ def _name(kind: str, description) -> str:
 def _read(path: Path, names) -> dict | None:
     """The entry's arrays, or None when it is missing, too large, damaged or lacks one of ``names``.
 
-    The archive's headers are checked (:func:`slics_core.errors.check_npz`: declared sizes against the
+    The archive's headers are checked (:func:`slics_core.formats.load_npz`: declared sizes against the
     file) before any array is read, so a forged entry cannot inflate into a huge allocation.
     """
     try:
@@ -65,11 +64,9 @@ def _read(path: Path, names) -> dict | None:
             return None
         with zipfile.ZipFile(path) as archive:
             members = [i.filename.removesuffix(".npy") for i in archive.infolist()]
-        check_npz(path, {m: "biufU" for m in members})
-        with np.load(path, allow_pickle=False) as z:
-            if not set(names) <= set(z.files):
-                return None
-            out = {k: z[k] for k in z.files}
+        out = load_npz(path, {}, optional={m: "biufU" for m in members})
+        if not set(names) <= set(out):
+            return None
         os.utime(path)  # recently used
         return out
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
@@ -88,14 +85,7 @@ def _prune(folder: Path) -> None:
 def _write(folder: Path, path: Path, arrays: dict) -> None:
     try:
         folder.mkdir(exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".entry-", suffix=".npz", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_save_npz(path, **arrays)
         _prune(folder)
     except OSError:
         pass  # a read-only workspace: the result is still returned, only not shared

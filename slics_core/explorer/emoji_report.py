@@ -55,9 +55,10 @@ from slics_core.emoji.generator import EmojiGenerator
 from slics_core.emoji.judge import CLASSES, NO_OBJECT, EmojiJudge, judge_rates
 from slics_core.emoji.models import encode_images, load_emoji_clip, precision_at_2, zero_shot_scores
 from slics_core.emoji.scenes import load_sprites, render_single_object
-from slics_core.explorer.scoring import methods_table
 from slics_core.explorer.generation import load_workspace_generator
+from slics_core.explorer.scoring import methods_table
 from slics_core.generators import concept_atoms, interpolate_atoms
+from slics_core.rows import unit_rows
 
 __all__ = ["zero_shot_precision", "generation_concept_accuracy", "judged_generation", "methods_map",
            "emoji_report", "contact_sheet"]
@@ -73,8 +74,8 @@ SINGLE_OBJECT_SEED = 4242
 def zero_shot_precision(ws) -> dict:
     idx = np.concatenate([ws.index["val"], ws.index["query"]])
     raw = ws.raw[idx]
-    raw = raw / np.linalg.norm(raw, axis=1, keepdims=True)
-    text = ws.concept_text / np.linalg.norm(ws.concept_text, axis=1, keepdims=True)
+    raw = unit_rows(raw, name="embeddings")
+    text = unit_rows(ws.concept_text, name="concept text embeddings")
     p_k, p_2 = precision_at_2(raw @ text.T, ws.Y[idx].astype(int))
     return {"zero_shot_precision_at_2": round(p_k, 4), "zero_shot_precision_at_2_strict": round(p_2, 4),
             "zero_shot_n_scenes": int(len(idx))}

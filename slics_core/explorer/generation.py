@@ -167,7 +167,7 @@ def read_pairs(path, ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
     and ``target`` (n, d'): the same images by the conditioning encoder (e.g. Flickr30K in both
     spaces, as the paper aligns). Sizes are checked before any array is read.
     """
-    from slics_core.errors import check_npz
+    from slics_core.formats import check_npz
 
     path = Path(path)
     if not path.is_file():

@@ -36,6 +36,7 @@ from threadpoolctl import threadpool_limits
 from slics_core._validation import check_embeddings
 from slics_core.explorer.safe_text import figure_text
 from slics_core.methods import MODES
+from slics_core.rows import unit_rows
 
 __all__ = [
     "KINDS",
@@ -277,7 +278,7 @@ def tsne_layout(P, *, perplexity=30.0, max_iter=500, random_state=0, n_jobs=1):
     P = check_embeddings(P, name="points")
     if P.shape[0] < 3:
         raise ValueError(f"t-SNE needs at least 3 points; got {P.shape[0]} (show more items or kinds).")
-    U = P / np.linalg.norm(P, axis=1, keepdims=True)
+    U = unit_rows(P, name="points")
     perp = float(min(perplexity, max(1.0, (P.shape[0] - 1) / 3.0)))
     tsne = TSNE(n_components=2, perplexity=perp, init="pca", random_state=random_state,
                 max_iter=int(max_iter), n_jobs=n_jobs)

@@ -37,6 +37,7 @@ from PIL import Image
 
 from slics_core._validation import check_embeddings
 from slics_core.retrieval import ExactIndex
+from slics_core.rows import unit_rows
 
 __all__ = [
     "query_components",
@@ -119,10 +120,7 @@ def query_components(model, x, *, mode="partial", active=None) -> np.ndarray:
 
 def _cosines(V, x):
     V = np.atleast_2d(np.asarray(V, dtype=np.float64))
-    nv = np.linalg.norm(V, axis=1)
-    nx = np.linalg.norm(x)
-    dots = V @ x
-    return np.divide(dots, nv * nx, out=np.zeros_like(dots), where=nv > 1e-12)
+    return unit_rows(V, zero="keep", tol=1e-12) @ unit_rows(x, name="query")
 
 
 def concept_scores(model, X) -> np.ndarray:
@@ -144,11 +142,8 @@ def concept_scores(model, X) -> np.ndarray:
     if X.ndim != 2:
         raise ValueError(f"X must be (d,) or (n, d), got shape {X.shape}")
     X = check_embeddings(X, n_features=_model_dim(model), name="queries")
-    V = np.asarray(model.project(X, None))
-    nv = np.linalg.norm(V, axis=2)
-    nx = np.linalg.norm(X, axis=1, keepdims=True)
-    dots = np.einsum("nsd,nd->ns", V, X)
-    return np.divide(dots, nv * nx, out=np.zeros_like(dots), where=nv > 1e-12)
+    V = unit_rows(np.asarray(model.project(X, None)), zero="keep", tol=1e-12)
+    return np.einsum("nsd,nd->ns", V, unit_rows(X, name="queries"))
 
 
 def fit_score_thresholds(scores, Y) -> np.ndarray:

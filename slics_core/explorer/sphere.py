@@ -26,6 +26,7 @@ from scipy.optimize import linprog
 from scipy.spatial import ConvexHull
 
 from slics_core.nnls import nnls_shared
+from slics_core.rows import unit_rows
 
 __all__ = [
     "ConeScene",
@@ -47,11 +48,8 @@ __all__ = [
 _EPS = 1e-9
 
 def _unit(v):
-    v = np.asarray(v, dtype=np.float64)
-    n = np.linalg.norm(v, axis=-1, keepdims=True)
-    if np.any(n <= _EPS):
-        raise ValueError("a zero vector has no direction.")
-    return v / n
+    """``v`` (one vector or rows) scaled to unit length in double precision; a zero vector raises."""
+    return unit_rows(v, tol=_EPS, dtype=np.float64, name="vector")
 
 def direction(azimuth, elevation):
     """Unit vector from angles in degrees.

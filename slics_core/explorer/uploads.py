@@ -13,7 +13,7 @@ shown to the user as is. It guards against:
   ``max_pixels`` *before* any pixel is decoded, and Pillow's own guard
   (:class:`PIL.Image.DecompressionBombWarning` / ``Error``) is turned into an
   :class:`UploadError` too;
-* memory: the memory decoding will take (:func:`_decode_cost`: the decoded
+* memory: the memory decoding will take (:func:`~slics_core.images.decode_cost`: the decoded
   frame, its RGB conversion and one more copy, at the size it is decoded at) is
   compared with ``max_decode_bytes`` (512 MiB) from the header, so a small
   PNG declaring 110 megapixels is refused before it costs gigabytes; JPEGs
@@ -21,8 +21,8 @@ shown to the user as is. It guards against:
 * truncated or corrupt files (checksums verified with
   :meth:`PIL.Image.Image.verify`, then a full decode).
 
-Conversions (shared with :func:`slics_core.datasets.load_image`, whose
-``_to_rgb`` helper is reused): EXIF orientation applied, CMYK / YCbCr,
+Conversions (those of :func:`slics_core.images.load_image`, through the one
+:func:`~slics_core.images.to_rgb`): EXIF orientation applied, CMYK / YCbCr,
 alpha (LA, RGBA, palette with transparency) composited on white, 16/32-bit
 integer and float images scaled to 8 bit, greyscale and bilevel, and the
 first frame of animated GIF / WebP / APNG.
@@ -35,19 +35,19 @@ The result's longer side is at most ``max_side`` (2048 px; encoders look at
 224-518 px).
 
 Choices: an EXIF block that Pillow cannot interpret leaves the pixels as
-stored (the image itself is fine); the default ``max_pixels`` of 120
-megapixels accepts every phone camera (108-MP sensors: 12000×9000) and stays
-under Pillow's own hard limit (about 179 MP); between Pillow's warning level
-(about 89 MP) and ``max_pixels`` the header check here is the guard.
+stored (the image itself is fine); the default ``max_pixels`` is the one
+pixel limit :data:`slics_core.images.MAX_PIXELS` (120 megapixels, why is
+written there); between Pillow's warning level (about 89 MP) and
+``max_pixels`` the header check here is the guard.
 """
 from __future__ import annotations
 
 import io
 import warnings
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 
-from slics_core.datasets import _decode_cost, _to_rgb
+from slics_core.images import MAX_PIXELS, decode_cost, upright_rgb
 
 __all__ = ["UploadError", "ACCEPTED_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_PIXELS", "DEFAULT_MAX_SIDE",
            "DEFAULT_MAX_DECODE_BYTES", "load_upload", "upload_bytes"]
@@ -55,9 +55,9 @@ __all__ = ["UploadError", "ACCEPTED_FORMATS", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_
 #: Pillow format names tried when decoding an upload.
 ACCEPTED_FORMATS = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")  # JPEG covers MPO (multi-picture phone JPEGs)
 DEFAULT_MAX_BYTES = 20 * 2**20
-DEFAULT_MAX_PIXELS = 120_000_000
+DEFAULT_MAX_PIXELS = MAX_PIXELS
 DEFAULT_MAX_SIDE = 2048
-#: Memory one upload may take to decode (estimated from its header by :func:`_decode_cost`).
+#: Memory one upload may take to decode (estimated from its header by :func:`decode_cost`).
 DEFAULT_MAX_DECODE_BYTES = 512 * 2**20
 
 # magic numbers of common non-image uploads, for a more helpful message
@@ -162,7 +162,7 @@ def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
                                       f"{max_pixels / 1e6:.0f} megapixels (possible decompression bomb).")
                 if w < 1 or h < 1:
                     raise UploadError(f"{who} has no pixels ({w}×{h}).")
-                cost = _decode_cost((w, h), probe.mode, fmt, max_side)
+                cost = decode_cost((w, h), probe.mode, fmt, max_side)
                 if max_decode_bytes is not None and cost > max_decode_bytes:
                     raise UploadError(f"{who} is {w}×{h} ({w * h / 1e6:.1f} megapixels, {probe.mode}, {fmt}): decoding "
                                       f"it would take about {_mb(cost)} of memory, over the {_mb(max_decode_bytes)} an "
@@ -177,12 +177,7 @@ def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
                     w, h = im.size
                     scale = max_side / max(w, h)
                     im.draft(None, (max(1, int(w * scale + 0.999)), max(1, int(h * scale + 0.999))))
-                im.load()
-                try:
-                    upright = ImageOps.exif_transpose(im)
-                except Exception:  # noqa: BLE001 - a broken EXIF block: keep the pixels as stored
-                    upright = im
-                out = _to_rgb(upright)
+                out = upright_rgb(im)
         except UploadError:
             raise
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -200,7 +195,7 @@ def load_upload(data, filename=None, *, max_bytes: int = DEFAULT_MAX_BYTES,
             detail = str(exc) or type(exc).__name__
             raise UploadError(f"{who} is truncated or corrupt ({fmt} "
                               f"decoding failed: {detail}).") from None
-    if out.mode != "RGB":  # _to_rgb always returns RGB; keep the contract explicit
+    if out.mode != "RGB":  # upright_rgb always returns RGB; keep the contract explicit
         out = out.convert("RGB")
     if max_side is not None and max(out.size) > max_side:
         out.thumbnail((max_side, max_side), Image.Resampling.LANCZOS, reducing_gap=3.0)

@@ -56,7 +56,7 @@ from PIL import Image, ImageDraw
 from slics_core._validation import check_embeddings
 from slics_core.captions import default_vocabulary, prepare_text_embeddings
 from slics_core.data import LabelledEmbeddings, eval_data, fit_inputs, load_cache, vocabulary_embeddings
-from slics_core.datasets import ImageLoadError, load_image
+from slics_core.images import ImageLoadError, load_image
 from slics_core.emoji.preview_table import preview_encoder
 from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
 from slics_core.emoji.world import (
@@ -72,11 +72,13 @@ from slics_core.emoji.world import (
 from slics_core.encoders import create_encoder
 from slics_core.explorer.arrival import STORE as ARRIVAL_STORE
 from slics_core.explorer.arrival import prepare_pages
-from slics_core.errors import DamagedFileError, check_npy, check_npz, file_system_error, reading, user_message
+from slics_core.errors import DamagedFileError, file_system_error, reading, user_message
 from slics_core.evaluation import choose_d0, sweep_d0
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
+from slics_core.formats import check_npy, check_npz
 from slics_core.methods import REGISTRY, fit_method, get_method, method_names, needs_message
 from slics_core.preprocessing import load_mean, make_preprocessor
+from slics_core.rows import unit_rows
 from slics_core.splits import Split, make_split
 from slics_core.store import EmbeddingStore
 
@@ -287,7 +289,7 @@ class Workspace:
 
     # ------------------------------------------------------------------ images
     def image(self, i: int):
-        """Item ``i`` as an RGB PIL image (raises :class:`slics_core.datasets.ImageLoadError` if unreadable)."""
+        """Item ``i`` as an RGB PIL image (raises :class:`slics_core.images.ImageLoadError` if unreadable)."""
         i = int(i)
         if not 0 <= i < len(self):
             raise IndexError(f"item {i} out of range (0..{len(self) - 1})")
@@ -332,9 +334,9 @@ class Workspace:
         if self.concept_text is None:
             return None
         raw = np.atleast_2d(np.asarray(raw, dtype=np.float64))
-        raw = raw / np.maximum(np.linalg.norm(raw, axis=1, keepdims=True), 1e-12)
+        raw = unit_rows(raw, zero="keep", tol=1e-12)
         T = np.asarray(self.concept_text, dtype=np.float64)
-        return raw @ (T / np.maximum(np.linalg.norm(T, axis=1, keepdims=True), 1e-12)).T
+        return raw @ unit_rows(T, zero="keep", tol=1e-12).T
 
 
 
@@ -818,7 +820,7 @@ def set_workspace_generator(ws: Workspace, generator: str | None) -> None:
 
     The header is rewritten beside and renamed into place; no model is refitted or rewritten.
     """
-    from slics_core.store import atomic_write_json
+    from slics_core.formats import atomic_write_json
 
     if ws.path is None or not _is_workspace(Path(ws.path)):
         raise ValueError(f"workspace {ws.name!r} is not saved in a folder; build it with `slics workspace`")
@@ -866,7 +868,7 @@ def load_workspace(path) -> Workspace:
     """Open a workspace folder written by :func:`save_workspace`: the one checked reader.
 
     Every field of ``workspace.json`` is type-checked, every array's header and size checked
-    against its zip entry before it is read (:func:`slics_core.errors.check_npz`), shapes checked
+    against its zip entry before it is read (:func:`slics_core.formats.check_npz`), shapes checked
     against each other, split indices against the number of items, and each model's width and
     concepts against the workspace's.
 
@@ -1309,7 +1311,7 @@ def embed_text_query(ws: Workspace, encoder, text: str) -> tuple:
 def text_mean(ws: Workspace) -> np.ndarray:
     """Mean of the unit-normalised vocabulary text embeddings (the centre of text queries)."""
     W = np.asarray(ws.vocab_text, dtype=np.float64)
-    W = W / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), 1e-12)
+    W = unit_rows(W, zero="keep", tol=1e-12)
     return W.mean(axis=0)
 
 

@@ -9,7 +9,6 @@ docs/generation.md).
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from slics_core import weights as _weights
+from slics_core.formats import read_json
 from slics_core.generators.image_to_prompt import ImageToPromptSD, load_text_projection
 from slics_core.generators.pipeline import fast_scheduler, is_consistency_model
 from slics_core.generators.unclip import UnCLIPGenerator
@@ -75,7 +75,7 @@ def _pipeline_class(folder: Path) -> str:
     if index.stat().st_size > _MAX_INDEX_BYTES:
         raise ValueError(f"{index} is larger than {_MAX_INDEX_BYTES} bytes: not a diffusers model index")
     try:
-        name = json.loads(index.read_text(encoding="utf-8")).get("_class_name")
+        name = read_json(index).get("_class_name")
     except (ValueError, AttributeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{index} is not a readable diffusers model index ({exc})") from None
     return str(name)

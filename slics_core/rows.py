@@ -1,0 +1,66 @@
+"""The one unit-row helper: scaling vectors to unit Euclidean norm with an explicit zero-row policy.
+
+Embeddings, atoms, text embeddings and components are compared by direction
+everywhere in the library; :func:`unit_rows` is the one place that turns them
+into unit vectors. A row of zero norm has no direction, and the caller says
+what that means for it: ``zero="raise"`` (the row is a failed encoding or a
+bug: a one-line ``ValueError`` naming the rows) or ``zero="keep"`` (the row is
+legitimately empty, e.g. an inactive concept's component or padding: it stays
+all zero and scores 0 against everything).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+from slics_core._validation import _first
+
+__all__ = ["unit_rows"]
+
+
+def unit_rows(X: ArrayLike, *, zero: str = "raise", tol: float = 0.0, dtype: DTypeLike | None = None,
+              name: str = "rows") -> np.ndarray:
+    """Scale every vector along the last axis of ``X`` to unit Euclidean norm.
+
+    Parameters
+    ----------
+    X : array-like of shape (..., d)
+        One vector (``(d,)``), rows of a matrix (``(n, d)``) or tokens of a
+        token array (``(n, t, d)``): the norm is taken over the last axis.
+    zero : {"raise", "keep"}, default="raise"
+        What a zero row (norm ``<= tol``) becomes: ``"raise"`` raises
+        ``ValueError`` naming ``name`` and the first such rows; ``"keep"``
+        returns it as all zeros.
+    tol : float, default=0.0
+        Rows with a norm at most ``tol`` are zero rows (``0``: exactly zero).
+    dtype : numpy dtype, optional
+        Dtype of the computation and of the result (the input is cast first).
+        Default: the input's floating dtype, float64 for integer input.
+    name : str, default="rows"
+        What the rows are, in the error message.
+
+    Returns
+    -------
+    ndarray of the shape of ``X``
+        A new array; every vector has norm 1 except kept zero rows (all zero).
+
+    Raises
+    ------
+    ValueError
+        ``zero="raise"`` and some row has norm ``<= tol``; or ``zero`` is not
+        one of the two policies.
+    """
+    if zero not in ("raise", "keep"):
+        raise ValueError(f"zero must be 'raise' or 'keep'; got {zero!r}.")
+    X = np.asarray(X, dtype=dtype)
+    if dtype is None and not np.issubdtype(X.dtype, np.floating):
+        X = X.astype(np.float64)
+    norms = np.linalg.norm(X, axis=-1, keepdims=True)
+    empty = norms <= tol
+    if zero == "raise" and empty.any():
+        rows = np.flatnonzero(empty.reshape(-1))
+        limit = "" if tol == 0 else f" (norm <= {tol:g})"
+        what = f"{rows.size} row(s) are all zero{limit} (zero rows: {_first(rows)})" if X.ndim > 1 else \
+            f"it is all zero{limit}"
+        raise ValueError(f"{name}: {what}; a zero vector has no direction and cannot be unit-normalised.")
+    return np.divide(X, norms, out=np.zeros_like(X), where=~empty)

@@ -1,0 +1,61 @@
+"""The one file-format module: atomic writers and checked readers."""
+import os
+
+import numpy as np
+import pytest
+
+from slics_core.errors import DamagedFileError, FileSystemError
+from slics_core.formats import (
+    atomic_save_npy,
+    atomic_save_npz,
+    atomic_write_json,
+    check_npz,
+    load_npy,
+    load_npz,
+    read_json,
+)
+
+
+def test_json_round_trip_and_size_limit(tmp_path):
+    p = tmp_path / "sub" / "a.json"
+    atomic_write_json(p, {"a": [1, 2], "b": "é"})
+    assert read_json(p) == {"a": [1, 2], "b": "é"}
+    assert [f for f in os.listdir(p.parent) if f != "a.json"] == []  # no temporary file left
+    with pytest.raises(DamagedFileError, match="more than the 10 a JSON file"):
+        read_json(p, max_bytes=10)
+    (tmp_path / "bad.json").write_text('{"a": ')
+    with pytest.raises(DamagedFileError, match="bad.json.*damaged.*check it"):
+        read_json(tmp_path / "bad.json", fix="check it")
+    with pytest.raises(FileSystemError, match="does not exist"):
+        read_json(tmp_path / "missing.json")
+
+
+def test_npz_round_trip_with_optional_members(tmp_path):
+    p = tmp_path / "x.npz"
+    atomic_save_npz(p, compressed=True, a=np.arange(5.0), n=np.array(["x", "y"]))
+    got = load_npz(p, {"a": "f"}, optional={"n": "U", "z": "i"})
+    np.testing.assert_array_equal(got["a"], np.arange(5.0))
+    assert list(got["n"]) == ["x", "y"] and "z" not in got
+    with pytest.raises(DamagedFileError, match=r"unexpected member\(s\) \['n'\]"):
+        check_npz(p, {"a": "f"})
+    with pytest.raises(DamagedFileError, match=r"missing \['b'\]"):
+        check_npz(p, {"a": "f", "b": "f"}, optional={"n": "U"})
+
+
+def test_npy_is_checked_before_it_is_read(tmp_path):
+    p = tmp_path / "e.npy"
+    atomic_save_npy(p, np.ones((3, 2), np.float32))
+    assert load_npy(p, "f").shape == (3, 2)
+    with pytest.raises(DamagedFileError, match="expected kind 'i'"):
+        load_npy(p, "i")
+    raw = p.read_bytes()
+    p.write_bytes(raw[:-4])  # truncated: declares more than it stores
+    with pytest.raises(DamagedFileError, match="declares 24 bytes"):
+        load_npy(p, "f")
+
+
+def test_pickles_are_never_loaded(tmp_path):
+    p = tmp_path / "o.npz"
+    np.savez(p, a=np.array([{"x": 1}], dtype=object))
+    with pytest.raises(DamagedFileError, match="dtype object"):
+        load_npz(p, {"a": "fO"})
