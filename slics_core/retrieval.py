@@ -59,6 +59,7 @@ import numpy as np
 from slics_core._validation import check_embeddings, check_k
 from slics_core.extras import require
 from slics_core.methods import MODES
+from slics_core.rows import unit_rows
 
 __all__ = [
     "FAISS_MIN_POOL",
@@ -97,9 +98,7 @@ def normalize_rows(X, *, dtype=np.float32):
     -------
     Xn : ndarray of shape (n, d)
     """
-    X = np.asarray(X, dtype=dtype)
-    norms = np.linalg.norm(X, axis=-1, keepdims=True)
-    return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
+    return unit_rows(X, zero="keep", dtype=dtype)
 
 
 def top_k(scores, k):

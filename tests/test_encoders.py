@@ -228,7 +228,7 @@ def test_titok_bad_files(tmp_path):
     with pytest.raises(ValueError, match="NaN"):
         load_titok_tokens(tmp_path / "nan.npy", normalize=False)
     (tmp_path / "junk.npy").write_bytes(b"garbage")
-    with pytest.raises(ValueError, match="not a readable"):
+    with pytest.raises(ValueError, match="damaged or not the expected file"):
         load_titok_tokens(tmp_path / "junk.npy")
     np.savez(tmp_path / "two.npz", a=np.ones((2, 384)), b=np.ones((2, 384)))
     with pytest.raises(ValueError, match="key="):

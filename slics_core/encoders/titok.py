@@ -7,11 +7,13 @@ of the paper) and concatenated.
 """
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from slics_core.encoders.base import PILTransform, check_batch_size, check_images, to_device, to_numpy
+from slics_core.formats import check_npz, load_npy
 from slics_core.torch_device import device_dtype
 
 __all__ = ["TiTokEncoder", "load_titok_tokens", "load_titok_codebook"]
@@ -28,24 +30,24 @@ def _per_token_normalise(tokens: np.ndarray) -> np.ndarray:
 
 
 def _read_array(path, key, what):
+    """The array ``key`` of a user's ``.npz`` (or the one array of a ``.npy``), checked before it is read."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{what} file {path} does not exist")
-    try:
-        data = np.load(path, allow_pickle=False)
-    except Exception as exc:
-        raise ValueError(f"{path} is not a readable .npy/.npz file ({exc})") from None
-    if isinstance(data, np.lib.npyio.NpzFile):
-        with data:
-            keys = list(data.keys())
-            if key is None:
-                if len(keys) != 1:
-                    raise ValueError(f"{path} holds arrays {keys}; say which one with key=")
-                key = keys[0]
-            if key not in keys:
-                raise ValueError(f"{path} has no array {key!r} (it has {keys})")
-            return np.asarray(data[key])
-    return np.asarray(data)
+    if not zipfile.is_zipfile(path):
+        return np.asarray(load_npy(path, "fiu", fix=f"give a numeric .npy/.npz file of {what}"))
+    with zipfile.ZipFile(path) as archive:
+        keys = [n.removesuffix(".npy") for n in archive.namelist()]
+    if key is None:
+        if len(keys) != 1:
+            raise ValueError(f"{path} holds arrays {keys}; say which one with key=")
+        key = keys[0]
+    if key not in keys:
+        raise ValueError(f"{path} has no array {key!r} (it has {keys})")
+    others = {k: "biufcUSO" for k in keys if k != key}
+    check_npz(path, {key: "fiu"}, optional=others, fix=f"give a numeric array {key!r} of {what}")
+    with np.load(path, allow_pickle=False) as data:
+        return np.asarray(data[key])
 
 
 def load_titok_tokens(path, key: str | None = None, n_tokens: int = 32, token_dim: int = 12,

@@ -29,9 +29,18 @@ diffusers and torch are imported only when a pipeline is loaded or run.
 from slics_core.generators.image_to_prompt import ImageToPromptSD, load_text_projection
 from slics_core.generators.interpolation import concept_atoms, interpolate_atoms
 from slics_core.generators.pipeline import fast_scheduler, is_consistency_model, seeded_noise
-from slics_core.generators.registry import (CPU_DEFAULTS, DEFAULT_CONDITIONING_ENCODER, GPU_DEFAULTS, LCM_DEFAULTS,
-                                            GeneratorSpec, conditioning_text_projection, load_pipeline_generator,
-                                            missing_presets, parse_generator_spec, required_presets)
+from slics_core.generators.registry import (
+                                            CPU_DEFAULTS,
+                                            DEFAULT_CONDITIONING_ENCODER,
+                                            GPU_DEFAULTS,
+                                            LCM_DEFAULTS,
+                                            GeneratorSpec,
+                                            conditioning_text_projection,
+                                            load_pipeline_generator,
+                                            missing_presets,
+                                            parse_generator_spec,
+                                            required_presets,
+)
 from slics_core.generators.unclip import UnCLIPGenerator
 
 __all__ = [

@@ -28,15 +28,23 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from slics_core import weights as _weights
-from slics_core.generators.pipeline import (PipelineGenerator, check_run_args, check_tokenizer, place_pipeline,
-                                            quiet_dtype_warning, resolve_pipeline_dir, seeded_noise, step_callback,
-                                            unit_rows)
+from slics_core.generators.pipeline import (
+    PipelineGenerator,
+    check_run_args,
+    check_tokenizer,
+    place_pipeline,
+    quiet_dtype_warning,
+    resolve_pipeline_dir,
+    seeded_noise,
+    step_callback,
+)
+from slics_core.rows import unit_rows
 from slics_core.torch_device import device_dtype
 
 __all__ = ["ImageToPromptSD", "load_text_projection"]
@@ -166,7 +174,7 @@ class ImageToPromptSD(PipelineGenerator):
         """Steps 1-3: rows of the joint space -> rescaled token states ``(n, width)``."""
         V = self._prepare(embeddings, alignment)
         Hs = V @ self._back if self._back is not None else V
-        return unit_rows(Hs, "mapped embeddings") * self.token_norm
+        return unit_rows(Hs, tol=1e-12, name="mapped embeddings") * self.token_norm
 
     def prompt_embeds(self, embeddings, alignment=None) -> np.ndarray:
         """The full conditioning ``(n, 77, width)`` passed as ``prompt_embeds``."""

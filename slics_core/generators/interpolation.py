@@ -1,7 +1,7 @@
 """Rows to draw from a fitted model: a concept's atoms and the atom interpolation of Fig. 3."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

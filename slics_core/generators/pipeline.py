@@ -25,26 +25,17 @@ from __future__ import annotations
 import contextlib
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from slics_core import weights as _weights
+from slics_core.rows import unit_rows
 
-__all__ = ["PipelineGenerator", "seeded_noise", "is_consistency_model", "fast_scheduler", "unit_rows", "check_rows",
+__all__ = ["PipelineGenerator", "seeded_noise", "is_consistency_model", "fast_scheduler", "check_rows",
            "image_seeds", "check_run_args", "quiet_dtype_warning", "place_pipeline", "check_tokenizer",
            "resolve_pipeline_dir", "step_callback"]
-
-
-def unit_rows(V: np.ndarray, name: str = "embeddings") -> np.ndarray:
-    """Rows divided by their norms; a zero row raises (an absent concept has no component to draw)."""
-    norms = np.linalg.norm(V, axis=1, keepdims=True)
-    zero = np.flatnonzero(norms[:, 0] <= 1e-12)
-    if zero.size:
-        raise ValueError(f"{name} row(s) {zero[:5].tolist()} are zero: a concept that is not active has no "
-                         "component to draw")
-    return V / norms
 
 
 def check_rows(E, dim: int, name: str = "embeddings") -> np.ndarray:
@@ -181,7 +172,8 @@ class PipelineGenerator:
     def _prepare(self, embeddings, alignment):
         if alignment is not None:
             embeddings = alignment.transform(np.atleast_2d(np.asarray(embeddings, dtype=np.float64)))
-        return unit_rows(check_rows(embeddings, self.embedding_dim))
+        return unit_rows(check_rows(embeddings, self.embedding_dim), tol=1e-12,
+                         name="embeddings to draw (a concept that is not active has no component)")
 
     def _latent_shape(self, height, width) -> tuple[int, int, int]:
         """One image's starting latents ``(channels, h, w)``, with the pipelines' default size rule."""

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from slics_core.generators.pipeline import (PipelineGenerator, check_run_args, check_tokenizer, place_pipeline,
-                                            quiet_dtype_warning, resolve_pipeline_dir, seeded_noise)
+from slics_core.generators.pipeline import (
+    PipelineGenerator,
+    check_run_args,
+    check_tokenizer,
+    place_pipeline,
+    quiet_dtype_warning,
+    resolve_pipeline_dir,
+    seeded_noise,
+)
 from slics_core.torch_device import device_dtype
 
 __all__ = ["UnCLIPGenerator"]
