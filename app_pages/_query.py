@@ -23,7 +23,7 @@ from app_pages._ui import query_encoder, query_rows, shared, show_image, thumbna
 from slics_core.datasets import ImageLoadError
 from slics_core.explorer.queries import likely_concepts, upload_thresholds
 from slics_core.explorer.uploads import UploadError, load_upload
-from slics_core.explorer.workspace import embed_query, embed_text_query
+from slics_core.explorer.encoding import embed_query, embed_text_query
 
 STRIP = 8  # thumbnails in the strip
 

@@ -36,8 +36,8 @@ import streamlit as st
 
 from app_pages import _safe
 from slics_core.explorer.queries import parse_concept_param
+from slics_core.explorer.workspace import EMOJI
 
-EMOJI = "emoji"
 SHARED = ("method", "d0", "mode", "k")
 MODES = ("partial", "full")
 K_RANGE = (1, 200)

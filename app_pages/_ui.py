@@ -30,17 +30,9 @@ from app_pages._state import apply_link, capture_link, link_problems
 from slics_core.captions import prepare_text_embeddings
 from slics_core.explorer.quantized import quantization_info, quantized_pool_index
 from slics_core.explorer.generation import generator_version, load_workspace_generator
-from slics_core.explorer.workspace import (
-    EMOJI,
-    PROVISIONAL_D0,
-    BuildProgress,
-    list_workspaces,
-    load_query_encoder,
-    load_workspace,
-    start_emoji_workspace,
-    workspace_path,
-    workspace_vocabulary,
-)
+from slics_core.explorer.emoji_build import PROVISIONAL_D0, BuildProgress, start_emoji_workspace
+from slics_core.explorer.encoding import load_query_encoder, workspace_vocabulary
+from slics_core.explorer.workspace import EMOJI, list_workspaces, load_workspace, workspace_path
 from slics_core.methods import get_method
 from slics_core.retrieval import build_index
 
@@ -49,7 +41,7 @@ from slics_core.retrieval import build_index
 @st.cache_resource(show_spinner=False)
 def _registry():
     """Process-wide store of opened workspaces: ``open[choice]`` is a
-    :class:`slics_core.explorer.workspace.BuildProgress` whose ``workspace`` is the newest usable one
+    :class:`slics_core.explorer.emoji_build.BuildProgress` whose ``workspace`` is the newest usable one
     (the emoji world's cold start publishes a preview first, then the whole workspace, from a
     background thread), shared by every tab and session (so a second tab sees the live progress)."""
     return {"lock": threading.Lock(), "open": {}}

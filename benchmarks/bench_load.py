@@ -286,7 +286,7 @@ def warm_emoji_env(scale: float, cache: str | None) -> dict:
         print(f"building the emoji workspace into {cache} first (warm-workspace benchmark)", flush=True)
         os.environ.update(env)
         sys.path.insert(0, str(ROOT))  # run from a checkout that is not the installed one
-        from slics_core.explorer.workspace import open_emoji_workspace
+        from slics_core.explorer.emoji_build import open_emoji_workspace
 
         open_emoji_workspace()
     return env

@@ -98,7 +98,7 @@ def test_a_huge_image_in_a_shared_workspace_is_a_grey_tile(tmp_path, monkeypatch
     """The app reads a dataset workspace's image files: they get the same budget as uploads."""
     from slics_core.data import LabelledEmbeddings
     from slics_core.datasets import ImageLoadError
-    from slics_core.explorer.workspace import build_workspace
+    from slics_core.explorer.build import build_workspace
 
     bomb = tmp_path / "bomb.png"
     bomb.write_bytes(_png_header_only(10_500, 10_500))
