@@ -19,7 +19,9 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
-from app_pages._ui import query_encoder, query_rows, shared, show_image, thumbnail, ws_id
+from app_pages._images import shared, show_image, thumbnail
+from app_pages._ui import query_rows
+from app_pages._workspace import query_encoder, ws_id
 from slics_core.datasets import ImageLoadError
 from slics_core.explorer.queries import likely_concepts, upload_thresholds
 from slics_core.explorer.uploads import UploadError, load_upload

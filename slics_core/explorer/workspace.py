@@ -85,12 +85,12 @@ def check_workspace_name(name) -> str:
     return name
 
 
-def _header(**kw):
+def _in_header(**kw):
     """A field saved in ``workspace.json`` (as JSON; a missing or null entry reads back as the default)."""
     return field(metadata={"stored": "header"}, **kw)
 
 
-def _array(kinds: str, *, dense: bool = False, as_bool: bool = False, **kw):
+def _in_arrays(kinds: str, *, dense: bool = False, as_bool: bool = False, **kw):
     """A field saved in ``arrays.npz``: its allowed dtype kinds, whether it must be dense (its size is
     checked against its shape), read back as bool; optional when it has a default (None: not saved)."""
     return field(metadata={"stored": "array", "kinds": kinds, "dense": dense, "as_bool": as_bool}, **kw)
@@ -100,8 +100,8 @@ def _array(kinds: str, *, dense: bool = False, as_bool: bool = False, **kw):
 class Workspace:
     """One explorable collection (see module docstring).
 
-    Each field is declared once, with where it is saved: ``_header()`` fields in ``workspace.json``,
-    ``_array()`` fields in ``arrays.npz`` (:func:`save_workspace` and :func:`load_workspace` read this
+    Each field is declared once, with where it is saved: ``_in_header()`` fields in ``workspace.json``,
+    ``_in_arrays()`` fields in ``arrays.npz`` (:func:`save_workspace` and :func:`load_workspace` read this
     declaration); ``index`` (``arrays.npz``), ``models`` (``models/``), ``images`` (``images.npy``)
     and ``extras`` (``extra-*.npy``) have files of their own; ``path`` and ``building`` are not saved.
 
@@ -162,35 +162,35 @@ class Workspace:
         whole workspace is being built (never saved).
     """
 
-    name: str = _header()
-    kind: str = _header()
+    name: str = _in_header()
+    kind: str = _in_header()
     path: Path | None = field()
-    X: np.ndarray = _array("f", dense=True)
-    raw: np.ndarray = _array("f", dense=True)
-    mean: np.ndarray = _array("f")
-    Y: np.ndarray = _array("biu", as_bool=True)
-    concept_names: list = _header()
+    X: np.ndarray = _in_arrays("f", dense=True)
+    raw: np.ndarray = _in_arrays("f", dense=True)
+    mean: np.ndarray = _in_arrays("f")
+    Y: np.ndarray = _in_arrays("biu", as_bool=True)
+    concept_names: list = _in_header()
     index: dict = field()
     models: dict = field()
-    Z: np.ndarray | None = _array("biu", as_bool=True, default=None)
-    sub_names: list = _header(default_factory=list)
-    sub_to_concept: np.ndarray | None = _array("iu", default=None)
-    concept_text: np.ndarray | None = _array("f", dense=True, default=None)
-    encoder: str | None = _header(default=None)
-    captions: list | None = _header(default=None)
-    ids: list = _header(default_factory=list)
+    Z: np.ndarray | None = _in_arrays("biu", as_bool=True, default=None)
+    sub_names: list = _in_header(default_factory=list)
+    sub_to_concept: np.ndarray | None = _in_arrays("iu", default=None)
+    concept_text: np.ndarray | None = _in_arrays("f", dense=True, default=None)
+    encoder: str | None = _in_header(default=None)
+    captions: list | None = _in_header(default=None)
+    ids: list = _in_header(default_factory=list)
     images: np.ndarray | None = None
-    paths: list | None = _header(default=None)
-    chosen_d0: int | None = _header(default=None)
-    preprocessing: str = _header(default="clip")
-    n_tokens: int = _header(default=32)
-    d0_scores: list = _header(default_factory=list)
-    vocab_words: list | None = _header(default=None)
-    vocab_text: np.ndarray | None = _array("f", dense=True, default=None)
-    generator: str | None = _header(default=None)
-    skipped: dict = _header(default_factory=dict)
+    paths: list | None = _in_header(default=None)
+    chosen_d0: int | None = _in_header(default=None)
+    preprocessing: str = _in_header(default="clip")
+    n_tokens: int = _in_header(default=32)
+    d0_scores: list = _in_header(default_factory=list)
+    vocab_words: list | None = _in_header(default=None)
+    vocab_text: np.ndarray | None = _in_arrays("f", dense=True, default=None)
+    generator: str | None = _in_header(default=None)
+    skipped: dict = _in_header(default_factory=dict)
     extras: dict = field(default_factory=dict)
-    codebook: np.ndarray | None = _array("f", dense=True, default=None)
+    codebook: np.ndarray | None = _in_arrays("f", dense=True, default=None)
     building: object = None
 
     # ------------------------------------------------------------------ sizes
