@@ -19,9 +19,8 @@ import streamlit as st
 from app_pages import _safe
 from app_pages import _state as state
 from app_pages._state import apply_link, capture_link, link_problems
-from slics_core.captions import prepare_text_embeddings
 from slics_core.explorer.emoji_build import PROVISIONAL_D0, BuildProgress, start_emoji_workspace
-from slics_core.explorer.encoding import load_query_encoder, workspace_vocabulary
+from slics_core.explorer.encoding import load_query_encoder, prepared_vocabulary
 from slics_core.explorer.generation import generator_version, load_workspace_generator
 from slics_core.explorer.quantized import quantization_info, quantized_pool_index
 from slics_core.explorer.workspace import EMOJI, list_workspaces, load_workspace, workspace_path
@@ -264,8 +263,8 @@ def workspace_generator(ws):
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _vocabulary(key: str, _ws):
     t0 = time.perf_counter()
-    words, W = workspace_vocabulary(_ws)
-    return words, prepare_text_embeddings(W)[0], time.perf_counter() - t0
+    words, Wp = prepared_vocabulary(_ws)
+    return words, Wp, time.perf_counter() - t0
 
 
 def workspace_words(ws):

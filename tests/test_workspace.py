@@ -246,3 +246,23 @@ def test_every_workspace_field_is_declared_with_where_it_is_saved(dataset_ws, tm
             np.testing.assert_array_equal(getattr(again, name), getattr(ws, name))
     head = json.loads((tmp_path / "copy" / "workspace.json").read_text())
     assert {n for n, w in where.items() if w == "header"} <= set(head) and head["captions"][1] == "item 1"
+
+
+def test_text_queries_and_vocabulary_follow_the_one_text_rule(emoji_ws):
+    """A text query and the prepared vocabulary are centred on the vocabulary's mean of unit rows and
+    re-normalised (computed here by hand), not on the image mean."""
+    from slics_core.explorer.encoding import embed_text_query, prepared_vocabulary, text_mean
+
+    ws = emoji_ws
+    W = np.asarray(ws.vocab_text, dtype=np.float64)
+    U = W / np.linalg.norm(W, axis=1, keepdims=True)
+    mu = U.mean(axis=0)
+    np.testing.assert_allclose(text_mean(ws), mu, atol=1e-12)
+    words, Wp = prepared_vocabulary(ws)
+    want = (U - mu) / np.linalg.norm(U - mu, axis=1, keepdims=True)
+    assert words == list(ws.vocab_words)
+    np.testing.assert_allclose(Wp, want, atol=1e-6)
+    raw, x = embed_text_query(ws, load_query_encoder(ws), "a dog")
+    r = raw.astype(np.float64) / np.linalg.norm(raw)
+    np.testing.assert_allclose(x, (r - mu) / np.linalg.norm(r - mu), atol=1e-5)
+    assert not np.allclose(x, ws.preprocess(raw)[0], atol=1e-3)  # not the image centring

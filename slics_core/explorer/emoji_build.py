@@ -342,13 +342,19 @@ def main(argv=None) -> int:
 
 def _child_env() -> dict:
     """The build process's environment: this one, with the folder this process imported ``slics_core`` from
-    first on ``PYTHONPATH``, so that the child runs the same code (a source checkout or worktree that is not
-    the installed package; an installed package is found there anyway)."""
+    first on ``PYTHONPATH`` when that folder is not a site-packages folder (a source checkout or worktree run
+    without installing it, or beside an editable install of another checkout), so that the child runs the
+    same code as the server. An installed package is found by the child as it is."""
+    import site
+
     import slics_core
 
-    root = str(Path(slics_core.__file__).resolve().parent.parent)
+    root = Path(slics_core.__file__).resolve().parent.parent
+    installed = {Path(p).resolve() for p in [*site.getsitepackages(), site.getusersitepackages()]}
     rest = os.environ.get("PYTHONPATH", "")
-    return {**os.environ, "PYTHONPATH": root + (os.pathsep + rest if rest else "")}
+    if root in installed or rest.split(os.pathsep)[0] == str(root):
+        return dict(os.environ)
+    return {**os.environ, "PYTHONPATH": str(root) + (os.pathsep + rest if rest else "")}
 
 
 def user_error(exc) -> str:

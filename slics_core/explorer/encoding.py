@@ -13,7 +13,8 @@ from slics_core.captions import prepare_text_embeddings
 from slics_core.encoders import create_encoder
 from slics_core.explorer.workspace import Workspace
 
-__all__ = ["load_query_encoder", "embed_query", "embed_text_query", "text_mean", "workspace_vocabulary"]
+__all__ = ["load_query_encoder", "embed_query", "embed_text_query", "text_mean", "workspace_vocabulary",
+           "prepared_vocabulary"]
 
 
 def load_query_encoder(ws: Workspace):
@@ -101,3 +102,16 @@ def workspace_vocabulary(ws: Workspace) -> tuple:
         raise FileNotFoundError(f"workspace {ws.name!r} has no word vocabulary (it needs an encoder with a text "
                                 "tower when it is built: `slics workspace --encoder ...`)")
     return list(ws.vocab_words), np.asarray(ws.vocab_text, dtype=np.float32)
+
+
+def prepared_vocabulary(ws: Workspace) -> tuple:
+    """``(words, Wp)``: the caption vocabulary and its text embeddings prepared by the text rule
+    (:func:`slics_core.captions.prepare_text_embeddings`), what word captions are read with.
+
+    Raises
+    ------
+    FileNotFoundError
+        The workspace has no vocabulary (:func:`workspace_vocabulary`).
+    """
+    words, W = workspace_vocabulary(ws)
+    return words, prepare_text_embeddings(W)[0]
