@@ -266,3 +266,13 @@ def test_text_queries_and_vocabulary_follow_the_one_text_rule(emoji_ws):
     r = raw.astype(np.float64) / np.linalg.norm(raw)
     np.testing.assert_allclose(x, (r - mu) / np.linalg.norm(r - mu), atol=1e-5)
     assert not np.allclose(x, ws.preprocess(raw)[0], atol=1e-3)  # not the image centring
+
+
+def test_the_generic_workspace_model_does_not_import_the_emoji_world():
+    import subprocess
+    import sys
+
+    code = ("import sys, slics_core.explorer.workspace, slics_core.explorer.build, slics_core.explorer.encoding; "
+            "print(sorted(m for m in sys.modules if m.startswith('slics_core.emoji')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
