@@ -1,13 +1,16 @@
 """SLiCS Explorer: Streamlit front end (``streamlit run app.py``).
 
-This file is the frame: page navigation (the Glossary is in every page's sidebar), and the shared state
+This file is the frame: page navigation (the Glossary is in every page's sidebar), the shared state
 (app_pages/_state.py) read from the URL on a session's first run and written back to it after
-every run. Pages only arrange and draw; all computation is in :mod:`slics_core`.
+every run, and the current workspace: opened once per run, with its sidebar note, before a page that
+explores it (app_pages/_workspace.py; the Learn pages open none). Pages only arrange and draw; all
+computation is in :mod:`slics_core`.
 """
 import streamlit as st
 
 from app_pages import _state as state
-from app_pages._ui import PILLS_WRAP
+from app_pages import _workspace
+from app_pages._images import PILLS_WRAP
 
 st.set_page_config(page_title="SLiCS Explorer", page_icon="🧩", layout="wide")
 st.html(PILLS_WRAP)
@@ -32,6 +35,9 @@ pages = {
 page = st.navigation(pages)
 state.capture_link()
 try:
+    if page.url_path in {p.url_path for p in pages["Explore"]}:
+        _workspace.open_for_run()
     page.run()
 finally:
+    _workspace.end_run()
     state.sync_url()

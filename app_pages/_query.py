@@ -19,10 +19,12 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
-from app_pages._ui import query_encoder, query_rows, shared, show_image, thumbnail, ws_id
+from app_pages._images import shared, show_image, thumbnail
+from app_pages._ui import query_rows
+from app_pages._workspace import query_encoder, ws_id
+from slics_core.explorer.encoding import embed_query, embed_text_query
 from slics_core.explorer.queries import likely_concepts, upload_thresholds
 from slics_core.explorer.uploads import UploadError, load_upload
-from slics_core.explorer.workspace import embed_query, embed_text_query
 from slics_core.images import ImageLoadError
 
 STRIP = 8  # thumbnails in the strip

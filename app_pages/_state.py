@@ -36,9 +36,9 @@ import streamlit as st
 
 from app_pages import _safe
 from slics_core.explorer.queries import parse_concept_param
+from slics_core.explorer.workspace import EMOJI
 from slics_core.methods import MODES
 
-EMOJI = "emoji"
 SHARED = ("method", "d0", "mode", "k")
 K_RANGE = (1, 200)
 DEFAULT_K = 20

@@ -8,9 +8,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages import _safe
-from app_pages._ui import (csv_download, d0_picker, get_workspace, image_grid, label_text, method_picker, page_intro,
-                          require_dictionaries, workspace_words,
-                          ws_id)
+from app_pages._images import image_grid, label_text
+from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
+from app_pages._workspace import get_workspace, workspace_words, ws_id
 from slics_core.explorer.arrival import atom_matrices, atoms_split, pool_codes
 from slics_core.explorer.atom_tables import atom_labels, atom_top_items, atom_top_words, group_layout, matrix_table
 from slics_core.explorer.maps import selected_point_ids

@@ -4,7 +4,8 @@ import streamlit as st
 
 from app_pages import _state as state
 from app_pages import _safe
-from app_pages._ui import csv_download, d0_picker, get_workspace, page_intro, workspace_words, ws_id
+from app_pages._ui import csv_download, d0_picker, page_intro
+from app_pages._workspace import get_workspace, workspace_words, ws_id
 from slics_core.explorer.atom_tables import caption_table
 from slics_core.explorer.narration import text_tower_check
 

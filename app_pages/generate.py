@@ -12,8 +12,9 @@ from app_pages import _generation as drawing
 from app_pages import _safe
 from app_pages import _state as state
 from app_pages._query import concept_picker, preselection, query_picker, show_query
-from app_pages._ui import (component_picker, d0_picker, get_workspace, method_picker, page_intro, png_bytes,
-                          sidebar_workspace_note, workspace_generator, ws_id)
+from app_pages._images import png_bytes
+from app_pages._ui import component_picker, d0_picker, method_picker, page_intro
+from app_pages._workspace import get_workspace, workspace_generator, ws_id
 from slics_core.explorer.queries import concept_scores, generation_rows, image_strip, query_components
 from slics_core.explorer.readings import prompt_text, strip_change
 from slics_core.generators import concept_atoms, interpolate_atoms
@@ -32,7 +33,6 @@ def _show_images(images, titles, key_prefix, n_cols=6, prompts=None):
 
 st.title("🎨 Generate from concept components")
 ws = get_workspace()
-sidebar_workspace_note(ws)
 page_intro("Look at whether each component's picture shows its concept of the query and nothing else, next "
            "to the picture of the whole query (on a workspace with a generator; otherwise the page says what it "
            "needs).",

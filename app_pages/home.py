@@ -4,15 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import _safe
-from app_pages._ui import (
-    current_choice,
-    get_workspace,
-    preferred_method,
-    show_image,
-    thumbnail,
-    workspace_choices,
-    ws_id,
-)
+from app_pages._images import show_image, thumbnail
+from app_pages._ui import preferred_method
+from app_pages._workspace import current_choice, get_workspace, workspace_choices, ws_id
 from slics_core.explorer.narration import example_caption, page_readiness
 from slics_core.retrieval import ConceptRetriever
 

@@ -12,21 +12,9 @@ import streamlit as st
 from app_pages import _state as state
 from app_pages import _safe
 from app_pages._query import concept_picker, preselection, query_picker, show_query
-from app_pages._ui import (
-    component_picker,
-    csv_download,
-    d0_picker,
-    get_workspace,
-    image_grid,
-    k_picker,
-    method_picker,
-    nav_link,
-    page_intro,
-    pool_index,
-    quantized_pool,
-    sidebar_workspace_note,
-    ws_id,
-)
+from app_pages._images import image_grid
+from app_pages._ui import component_picker, csv_download, d0_picker, k_picker, method_picker, nav_link, page_intro
+from app_pages._workspace import get_workspace, pool_index, quantized_pool, ws_id
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.quantized import has_quantized_pool
 from slics_core.explorer.queries import concept_galleries, concept_scores, galleries_table, query_components
@@ -80,7 +68,6 @@ def _delta(a, b):
 
 st.title("🔎 Retrieve by concept")
 ws = get_workspace()
-sidebar_workspace_note(ws)
 page_intro("Look at how each concept's gallery keeps that concept of the query and drops the rest, while "
            "the unfiltered gallery beside it follows the whole scene.",
            "Pick, upload or describe a query. SLiCS splits its embedding into one component per concept; each "

@@ -150,14 +150,14 @@ def main():
         if args.ws is None:
             cache = args.keep_cache or tempfile.mkdtemp(prefix="slics-bench-")
             os.environ["SLICS_EMOJI_CACHE"] = cache
-            from slics_core.explorer.workspace import open_emoji_workspace
+            from slics_core.explorer.emoji_build import open_emoji_workspace
 
             open_emoji_workspace(cache_dir=cache)
         page_visits(args.ws, args.query)
         return
     if args.interactions_only:
         cache = args.keep_cache or tempfile.mkdtemp(prefix="slics-bench-")
-        from slics_core.explorer.workspace import open_emoji_workspace
+        from slics_core.explorer.emoji_build import open_emoji_workspace
 
         open_emoji_workspace(cache_dir=cache)
         interactions(cache)
@@ -168,12 +168,8 @@ def main():
     from slics_core.explorer.atom_tables import atom_heatmaps, caption_table
     from slics_core.explorer.maps import subspace_map
     from slics_core.explorer.sphere import PRESETS, decompose, direction
-    from slics_core.explorer.workspace import (
-        embed_query,
-        load_query_encoder,
-        open_emoji_workspace,
-        workspace_vocabulary,
-    )
+    from slics_core.explorer.emoji_build import open_emoji_workspace
+    from slics_core.explorer.encoding import embed_query, load_query_encoder, workspace_vocabulary
     from slics_core.explorer.generation import load_workspace_generator
 
     cache = args.keep_cache or tempfile.mkdtemp(prefix="slics-bench-")

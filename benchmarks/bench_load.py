@@ -285,7 +285,7 @@ def warm_emoji_env(scale: float, cache: str | None) -> dict:
     if not any(Path(cache).glob("workspace-*/workspace.json")):
         print(f"building the emoji workspace into {cache} first (warm-workspace benchmark)", flush=True)
         os.environ.update(env)
-        from slics_core.explorer.workspace import open_emoji_workspace
+        from slics_core.explorer.emoji_build import open_emoji_workspace
 
         open_emoji_workspace()
     return env

@@ -33,7 +33,7 @@ def phrases(ws, n=N_PHRASES, seed=0):
 def measure(ws, k=20):
     from slics_core.explorer.narration import text_tower_check
     from slics_core.explorer.queries import concept_scores, rank_pool
-    from slics_core.explorer.workspace import embed_text_query, load_query_encoder
+    from slics_core.explorer.encoding import embed_text_query, load_query_encoder
 
     enc = load_query_encoder(ws)
     model = ws.model("S-SLiCS", ws.default_d0)
@@ -68,7 +68,7 @@ def main():
     ap.add_argument("--cache", default=None, help="emoji cache (default $SLICS_EMOJI_CACHE)")
     args = ap.parse_args()
     os.environ["SLICS_EMOJI_SCALE"] = str(args.scale)
-    from slics_core.explorer.workspace import open_emoji_workspace
+    from slics_core.explorer.emoji_build import open_emoji_workspace
 
     ws = open_emoji_workspace(cache_dir=args.cache)
     t, c = time.perf_counter(), time.process_time()

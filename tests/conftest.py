@@ -27,7 +27,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def ws():
     """The (small) emoji workspace the app opens on."""
-    from slics_core.explorer.workspace import open_emoji_workspace
+    from slics_core.explorer.emoji_build import open_emoji_workspace
 
     return open_emoji_workspace()
 

@@ -1,4 +1,4 @@
-"""The per-process store of what every session draws (app_pages/_ui.py): encoded thumbnails and labels."""
+"""The per-process store of what every session draws (app_pages/_images.py): encoded thumbnails and labels."""
 import base64
 import io
 
@@ -7,7 +7,7 @@ from PIL import Image, ImageOps
 from streamlit.elements.lib.image_utils import _pil_to_bytes
 from streamlit.url_util import is_url
 
-from app_pages._ui import _Shared, jpeg_url
+from app_pages._images import _Shared, jpeg_url
 
 
 def _jpeg_of(url: str) -> bytes:

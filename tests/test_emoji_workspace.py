@@ -8,7 +8,7 @@ from slics_core.data import eval_data
 from slics_core.emoji.world import EmojiWorldConfig, config_from_env, render_emoji_world
 from slics_core.evaluation import choose_d0, sweep_d0
 from slics_core.explorer.generation import load_workspace_generator
-from slics_core.explorer.workspace import open_emoji_workspace
+from slics_core.explorer.emoji_build import open_emoji_workspace
 
 CFG = dict(n_train=80, n_val=20, n_query=20, n_pool=40, d0_values=(2, 3), n_iter=2)
 
@@ -180,7 +180,7 @@ def test_staged_start_preview_then_the_same_world(tmp_path):
     import time
 
     from slics_core.emoji.world import preview_config
-    from slics_core.explorer.workspace import PROVISIONAL_D0, start_emoji_workspace
+    from slics_core.explorer.emoji_build import PROVISIONAL_D0, start_emoji_workspace
 
     cfg = EmojiWorldConfig(n_train=260, n_val=60, n_query=80, n_pool=200, d0_values=(2, 3), n_iter=2)
     handle = start_emoji_workspace(tmp_path / "staged", cfg, preview_scenes=256)
@@ -227,7 +227,7 @@ def test_staged_start_preview_then_the_same_world(tmp_path):
 def test_staged_start_small_world_and_failures(tmp_path):
     import time
 
-    from slics_core.explorer import workspace as wsmod
+    from slics_core.explorer import emoji_build as wsmod
 
     cfg = EmojiWorldConfig(**CFG)  # 160 scenes: no preview, built at once in the background
     handle = wsmod.start_emoji_workspace(tmp_path / "small", cfg, preview_scenes=256)
@@ -269,3 +269,18 @@ def test_models_fingerprint_follows_the_weights_contents(tmp_path, monkeypatch):
     w.write_bytes(bytes(data))
     os.utime(w, ns=(2, 2))
     assert models_fingerprint() != first
+
+
+def test_build_messages_round_trip_and_are_checked():
+    """The build process's protocol: every message reads back as written; other lines are not messages; a
+    message with a wrong field is refused naming it."""
+    from slics_core.explorer.emoji_build import Failed, Published, Stage, encode_message, parse_message
+
+    for msg in (Stage("preview", "render scenes", 3, 10), Published("final", "/tmp/ws"), Failed("disk full")):
+        line = encode_message(msg)
+        assert "\n" not in line and parse_message(line + "\n") == msg
+    assert parse_message("Loading weights...") is None and parse_message('{"stage": "x"}') is None
+    with pytest.raises(ValueError, match="'done'"):
+        parse_message('{"kind": "stage", "phase": "", "stage": "fit", "done": "3", "total": 10}')
+    with pytest.raises(ValueError, match="'preview' or 'final'"):
+        parse_message('{"kind": "publish", "which": "other", "path": "/x"}')

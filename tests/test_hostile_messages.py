@@ -103,7 +103,7 @@ def test_workspace_rebuild_failure_inside_a_model_file_names_the_folder(tmp_path
     """A model's own atomic writer names its temporary path; the workspace error names the folder."""
     from slics_core import methods
     from slics_core.data import LabelledEmbeddings
-    from slics_core.explorer.workspace import build_workspace
+    from slics_core.explorer.build import build_workspace
 
     def full(path, **arrays):
         raise FileSystemError(f"no space left on the disk holding {str(path)!r}", path=path, errno=errno.ENOSPC)

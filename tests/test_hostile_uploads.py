@@ -97,7 +97,7 @@ def test_default_budget_accepts_a_twelve_megapixel_png():
 def test_a_huge_image_in_a_shared_workspace_is_a_grey_tile(tmp_path, monkeypatch):
     """The app reads a dataset workspace's image files: they get the same budget as uploads."""
     from slics_core.data import LabelledEmbeddings
-    from slics_core.explorer.workspace import build_workspace
+    from slics_core.explorer.build import build_workspace
     from slics_core.images import ImageLoadError
 
     bomb = tmp_path / "bomb.png"

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from slics_core.captions import prepare_text_embeddings
 from slics_core.explorer.atom_tables import atom_top_items, atom_top_words, group_layout, item_codes
-from slics_core.explorer.workspace import workspace_vocabulary
+from slics_core.explorer.encoding import workspace_vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "atoms.py")

@@ -5,7 +5,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from slics_core.explorer.atom_tables import caption_table
-from slics_core.explorer.workspace import workspace_vocabulary
+from slics_core.explorer.encoding import workspace_vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "captions.py")

@@ -109,7 +109,7 @@ def test_atom_interpolation_strip(ws, multi_row):
 
 
 def test_missing_generator_keeps_the_page(monkeypatch, multi_row):
-    import app_pages._ui as ui  # the pages load the generator through app_pages._ui.workspace_generator
+    import app_pages._workspace as ui  # the pages load the generator through app_pages._workspace.workspace_generator
 
     def missing(ws):
         raise FileNotFoundError("no generator here (test)")

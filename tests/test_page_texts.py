@@ -250,17 +250,17 @@ def test_captions_page_warns_when_the_encoder_cannot_read_words(ws, monkeypatch)
     monkeypatch.setattr(ws, "concept_text", rng.standard_normal(ws.concept_text.shape))
     import streamlit as st
 
-    from app_pages import _ui
+    from app_pages import _workspace
 
     st.cache_resource.clear()
-    monkeypatch.setattr(_ui, "_open_workspace", lambda choice: _Handle(ws))
+    monkeypatch.setattr(_workspace, "_open_workspace", lambda choice: _Handle(ws))
     at = _page("captions")
     assert any("cannot read these words" in w.value for w in at.warning), [w.value for w in at.warning]
     assert at.dataframe  # the captions are still shown, with the caveat beside them
 
 
 class _Handle:
-    """A finished build handle around one workspace (what app_pages._ui keeps per workspace)."""
+    """A finished build handle around one workspace (what app_pages._workspace keeps per workspace)."""
 
     def __init__(self, ws):
         self.workspace, self.finished, self.error, self.generation = ws, True, None, 1
@@ -269,7 +269,7 @@ class _Handle:
 def test_server_paths_are_cut_when_error_details_are_off():
     from streamlit import config
 
-    from app_pages._ui import server_text
+    from app_pages._workspace import server_text
 
     msg = "no workspace in /home/teacher/.cache/slics/workspaces/coco (missing workspace.json)"
     assert server_text(msg) == msg  # a laptop: full details

@@ -12,7 +12,7 @@ from slics_core.emoji.world import (
     emoji_vocabulary,
     render_emoji_preview,
 )
-from slics_core.explorer import workspace as wsmod
+from slics_core.explorer import emoji_build as wsmod
 
 
 class CountingEncoder:

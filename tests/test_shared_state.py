@@ -122,7 +122,7 @@ def test_text_query_ranks_concepts_and_retrieves(ws):
     ranked = at.dataframe[0].value
     assert "known label" not in ranked.columns
     # the page's ranking is the library's on the text embedding
-    from slics_core.explorer.workspace import embed_text_query, load_query_encoder
+    from slics_core.explorer.encoding import embed_text_query, load_query_encoder
 
     raw, x = embed_text_query(ws, load_query_encoder(ws), "a dog")
     model = ws.model("S-SLiCS", ws.default_d0)

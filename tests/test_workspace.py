@@ -10,15 +10,10 @@ from slics_core.cli import main
 from slics_core.emoji.world import config_from_env
 from slics_core.slics import SLiCS
 from slics_core.explorer.generation import load_workspace_generator
-from slics_core.explorer.workspace import (
-    build_workspace_from_cache,
-    embed_query,
-    list_workspaces,
-    load_query_encoder,
-    load_workspace,
-    open_emoji_workspace,
-    workspace_vocabulary,
-)
+from slics_core.explorer.build import build_workspace_from_cache
+from slics_core.explorer.emoji_build import open_emoji_workspace
+from slics_core.explorer.encoding import embed_query, load_query_encoder, workspace_vocabulary
+from slics_core.explorer.workspace import list_workspaces, load_workspace
 
 
 def _embed_toy(toy, monkeypatch):
@@ -227,3 +222,57 @@ def test_fit_progress_moves_batch_by_batch_within_each_fit(toy, tmp_path, monkey
     assert [c for c in fits if c[0] == "fit S-SVD d0=1"] == [("fit S-SVD d0=1", 0, 4)]
     fractions = [done / total for _, done, total in fits]
     assert fractions == sorted(fractions) and fits[-1] == ("fit", 4, 4)
+
+
+def test_every_workspace_field_is_declared_with_where_it_is_saved(dataset_ws, tmp_path):
+    """Workspace fields are declared once: header and array fields are saved and read back from that
+    declaration; only the fields with files of their own (or none) are outside it."""
+    from dataclasses import fields
+
+    from slics_core.explorer.workspace import Workspace
+
+    where = {f.name: f.metadata.get("stored") for f in fields(Workspace)}
+    assert {n for n, w in where.items() if w is None} == {"path", "index", "models", "images", "extras", "building"}
+    from slics_core.explorer.workspace import save_workspace
+
+    _, folder = dataset_ws
+    ws = load_workspace(folder)
+    ws.captions = [f"item {i}" for i in range(len(ws))]  # every optional header field set
+    again = load_workspace(save_workspace(ws, tmp_path / "copy"))
+    for name, w in where.items():
+        if w == "header":
+            assert getattr(again, name) == getattr(ws, name), name
+        elif w == "array" and getattr(ws, name) is not None:
+            np.testing.assert_array_equal(getattr(again, name), getattr(ws, name))
+    head = json.loads((tmp_path / "copy" / "workspace.json").read_text())
+    assert {n for n, w in where.items() if w == "header"} <= set(head) and head["captions"][1] == "item 1"
+
+
+def test_text_queries_and_vocabulary_follow_the_one_text_rule(emoji_ws):
+    """A text query and the prepared vocabulary are centred on the vocabulary's mean of unit rows and
+    re-normalised (computed here by hand), not on the image mean."""
+    from slics_core.explorer.encoding import embed_text_query, prepared_vocabulary, text_mean
+
+    ws = emoji_ws
+    W = np.asarray(ws.vocab_text, dtype=np.float64)
+    U = W / np.linalg.norm(W, axis=1, keepdims=True)
+    mu = U.mean(axis=0)
+    np.testing.assert_allclose(text_mean(ws), mu, atol=1e-12)
+    words, Wp = prepared_vocabulary(ws)
+    want = (U - mu) / np.linalg.norm(U - mu, axis=1, keepdims=True)
+    assert words == list(ws.vocab_words)
+    np.testing.assert_allclose(Wp, want, atol=1e-6)
+    raw, x = embed_text_query(ws, load_query_encoder(ws), "a dog")
+    r = raw.astype(np.float64) / np.linalg.norm(raw)
+    np.testing.assert_allclose(x, (r - mu) / np.linalg.norm(r - mu), atol=1e-5)
+    assert not np.allclose(x, ws.preprocess(raw)[0], atol=1e-3)  # not the image centring
+
+
+def test_the_generic_workspace_model_does_not_import_the_emoji_world():
+    import subprocess
+    import sys
+
+    code = ("import sys, slics_core.explorer.workspace, slics_core.explorer.build, slics_core.explorer.encoding; "
+            "print(sorted(m for m in sys.modules if m.startswith('slics_core.emoji')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,7 +1,7 @@
 """Precomputed ``emoji-small`` embeddings of the app's preview: a cold start without torch on its path.
 
 On a cold cache the app first builds a *preview* (the first 512 scenes of the emoji world, see
-:func:`slics_core.explorer.workspace.start_emoji_workspace`). Embedding those scenes takes 0.3 s of
+:func:`slics_core.explorer.emoji_build.start_emoji_workspace`). Embedding those scenes takes 0.3 s of
 model time, but loading the encoder first imports torch, torchvision and open_clip: about 8 s of CPU
 on a 2-core laptop, most of the time to first interaction. ``assets/emoji/preview_table.npz`` holds
 the embeddings the preview asks for (its scene images and the texts it embeds: concept prompts and

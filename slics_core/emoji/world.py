@@ -5,7 +5,7 @@ them with the shipped ``emoji-small`` encoder through the ordinary encoder
 resolver (:func:`slics_core.encoders.create_encoder`), and returns them as
 :class:`slics_core.data.LabelledEmbeddings` with the split drawn by
 :func:`slics_core.splits.make_split`, exactly like any embedded dataset. The
-workspace builder (:func:`slics_core.explorer.workspace.build_workspace`) then
+workspace builder (:func:`slics_core.explorer.build.build_workspace`) then
 centres, fits and chooses ``d0`` as for every other source.
 
 Emoji-specific parts, carried in ``extras``: the scene images (``images``,

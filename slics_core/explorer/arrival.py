@@ -6,7 +6,7 @@ the validation items and the pool. These results are stored as ``.npz`` entries 
 ``<workspace>/pagecache/`` (:data:`STORE`): a page reads an entry when it is there and writes it when it
 computed one, so every process on the machine (a classroom's two servers, a restart) shares them, and
 :func:`prepare_pages` fills the defaults at build time (``slics workspace``, ``slics emoji-build`` and the
-app's background build call it through :func:`slics_core.explorer.workspace.build_workspace`).
+app's background build call it through :func:`slics_core.explorer.build.build_workspace`).
 
 Rules: an entry is named by what it was computed from (a hash of the inputs' description), so a stale
 entry is never read; saving a workspace (``slics workspace``, a rebuild) removes the store, whose entries

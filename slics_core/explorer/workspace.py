@@ -1,39 +1,20 @@
-"""Workspaces: what the app (and any script) explores. One builder for every data source.
+"""The workspace model: :class:`Workspace`, its folder format (save, the one checked reader), names and listing.
 
-A :class:`Workspace` is one embedded, labelled collection with its fitted
-models: preprocessed embeddings ``X`` (rows: items), the encoder's embeddings
-``raw``, labels ``Y`` (and sub-labels ``Z``), the train / val / query / pool
-split, and ``models[(method, d0)]`` for every method of the registry
-(:mod:`slics_core.methods`) whose needs the data meets.
+A :class:`Workspace` is one embedded, labelled collection with its fitted models: preprocessed
+embeddings ``X`` (rows: items), the encoder's embeddings ``raw``, labels ``Y`` (and sub-labels
+``Z``), the train / val / query / pool split, and ``models[(method, d0)]`` for every method of the
+registry (:mod:`slics_core.methods`) whose needs the data meets. It is built by
+:mod:`slics_core.explorer.build` (every data source) and, for the emoji world, by
+:mod:`slics_core.explorer.emoji_build`.
 
-:func:`build_workspace` makes one from :class:`slics_core.data.LabelledEmbeddings`,
-whatever the source: the emoji world (:func:`open_emoji_workspace`), or an
-embedding cache of COCO, MIRFlickr, a folder or precomputed embeddings
-(:func:`build_workspace_from_cache`, ``slics workspace``). For all of them:
+A workspace is saved as a folder (``workspace.json``, ``arrays.npz``, ``models/``, optional
+``images.npy`` and ``extra-*.npy``) with a marker file; its fields are declared once, on the
+dataclass, with where each is saved.
 
-1. the split: :func:`slics_core.splits.make_split` (the emoji world passes its own
-   sizes to the same function);
-2. centring: the preprocessing is fitted on the training split
-   (:func:`slics_core.data.preprocess`; ``clip``: the training mean, or a
-   precomputed mean file the user gives);
-3. every registered method is fitted on the training split, dictionary
-   methods for every ``d0``; a method whose needs are not met (no concept
-   prompts, no vocabulary) or whose fit fails is recorded in ``skipped`` with
-   the reason, and the others are kept;
-4. ``d0`` is chosen on the validation split by the paper's rule
-   (:func:`slics_core.evaluation.sweep_d0` of the fitted S-SLiCS models, then
-   :func:`slics_core.evaluation.choose_d0`: sub-label mAP@20 of partial components);
-5. the caption vocabulary (the emoji world: the words its text encoder knows;
-   datasets: the 10 000 most frequent English words, or a word list) is
-   embedded with the workspace's encoder when it has a text tower;
-6. the workspace is saved as a folder (``workspace.json``, ``arrays.npz``,
-   ``models/``, optional ``images.npy`` and ``extra-*.npy``) with a marker file.
-
-Safety: a folder is replaced only if it is a workspace (it holds the marker
-``.slics-workspace``), atomically (written beside, then swapped); workspace names
-are validated (no separators, no ``..``, not absolute). Encoder names read from a
-workspace are resolved with ``trusted=False``: never ``module:factory``. The app
-opens workspaces by *name* under :func:`workspaces_root` only.
+Safety: a folder is replaced only if it is a workspace (it holds the marker ``.slics-workspace``),
+atomically (written beside, then swapped); workspace names are validated (no separators, no ``..``,
+not absolute). Encoder names read from a workspace are resolved with ``trusted=False``: never
+``module:factory``. The app opens workspaces by *name* under :func:`workspaces_root` only.
 """
 from __future__ import annotations
 
@@ -42,72 +23,45 @@ import os
 import re
 import shutil
 import tempfile
-import threading
-import time
 import warnings
 import zipfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw
 
 from slics_core._validation import check_embeddings
-from slics_core.captions import default_vocabulary, prepare_text_embeddings
-from slics_core.data import LabelledEmbeddings, eval_data, fit_inputs, load_cache, vocabulary_embeddings
 from slics_core.images import ImageLoadError, load_image
-from slics_core.emoji.preview_table import preview_encoder
-from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
-from slics_core.emoji.world import (
-    EmojiWorldConfig,
-    config_from_env,
-    default_cache_dir,
-    emoji_vocabulary,
-    models_fingerprint,
-    preview_config,
-    render_emoji_preview,
-    render_emoji_world,
-)
-from slics_core.encoders import create_encoder
-from slics_core.explorer.arrival import STORE as ARRIVAL_STORE
-from slics_core.explorer.arrival import prepare_pages
 from slics_core.errors import DamagedFileError, file_system_error, reading, user_message
-from slics_core.evaluation import choose_d0, sweep_d0
+from slics_core.explorer.arrival import STORE as ARRIVAL_STORE
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
 from slics_core.formats import check_npy, check_npz
-from slics_core.methods import REGISTRY, fit_method, get_method, method_names, needs_message
-from slics_core.preprocessing import load_mean, make_preprocessor
+from slics_core.methods import REGISTRY, get_method, method_names
+from slics_core.preprocessing import make_preprocessor
 from slics_core.rows import unit_rows
-from slics_core.splits import Split, make_split
-from slics_core.store import EmbeddingStore
 
 __all__ = [
     "Workspace",
     "EMOJI",
     "workspaces_root",
     "check_workspace_name",
-    "build_workspace",
-    "build_workspace_from_cache",
+    "check_target",
+    "is_workspace",
     "save_workspace",
     "load_workspace",
     "WorkspaceDamagedError",
     "WorkspaceExistsError",
     "list_workspaces",
     "workspace_path",
-    "open_emoji_workspace",
-    "BuildProgress",
-    "start_emoji_workspace",
-    "PROVISIONAL_D0",
-    "load_query_encoder",
-    "embed_query",
-    "embed_text_query",
-    "text_mean",
-    "workspace_vocabulary",
+    "set_workspace_generator",
+    "recorded_generator",
 ]
 
 FORMAT = "slics-workspace-v2"
 MARKER = ".slics-workspace"
+#: ``kind`` of the emoji world's workspace, and the app's name for it (``?ws=`` absent).
 EMOJI = "emoji"
 _SPLITS = ("train", "val", "query", "pool")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,99}$")
@@ -133,9 +87,25 @@ def check_workspace_name(name) -> str:
     return name
 
 
+def _in_header(**kw):
+    """A field saved in ``workspace.json`` (as JSON; a missing or null entry reads back as the default)."""
+    return field(metadata={"stored": "header"}, **kw)
+
+
+def _in_arrays(kinds: str, *, dense: bool = False, as_bool: bool = False, **kw):
+    """A field saved in ``arrays.npz``: its allowed dtype kinds, whether it must be dense (its size is
+    checked against its shape), read back as bool; optional when it has a default (None: not saved)."""
+    return field(metadata={"stored": "array", "kinds": kinds, "dense": dense, "as_bool": as_bool}, **kw)
+
+
 @dataclass
 class Workspace:
     """One explorable collection (see module docstring).
+
+    Each field is declared once, with where it is saved: ``_in_header()`` fields in ``workspace.json``,
+    ``_in_arrays()`` fields in ``arrays.npz`` (:func:`save_workspace` and :func:`load_workspace` read this
+    declaration); ``index`` (``arrays.npz``), ``models`` (``models/``), ``images`` (``images.npy``)
+    and ``extras`` (``extra-*.npy``) have files of their own; ``path`` and ``building`` are not saved.
 
     Attributes
     ----------
@@ -190,39 +160,39 @@ class Workspace:
         Token codebook of token embeddings (TiTok), from the cache: the pool can also be
         searched quantized (:mod:`slics_core.explorer.quantized`).
     building : BuildProgress or None
-        Set on a preview (:func:`start_emoji_workspace`) while the whole workspace is being built
-        (never saved).
+        Set on a preview (:func:`slics_core.explorer.emoji_build.start_emoji_workspace`) while the
+        whole workspace is being built (never saved).
     """
 
-    name: str
-    kind: str
-    path: Path | None
-    X: np.ndarray
-    raw: np.ndarray
-    mean: np.ndarray
-    Y: np.ndarray
-    concept_names: list
-    index: dict
-    models: dict
-    Z: np.ndarray | None = None
-    sub_names: list = field(default_factory=list)
-    sub_to_concept: np.ndarray | None = None
-    concept_text: np.ndarray | None = None
-    encoder: str | None = None
-    captions: list | None = None
-    ids: list = field(default_factory=list)
+    name: str = _in_header()
+    kind: str = _in_header()
+    path: Path | None = field()
+    X: np.ndarray = _in_arrays("f", dense=True)
+    raw: np.ndarray = _in_arrays("f", dense=True)
+    mean: np.ndarray = _in_arrays("f")
+    Y: np.ndarray = _in_arrays("biu", as_bool=True)
+    concept_names: list = _in_header()
+    index: dict = field()
+    models: dict = field()
+    Z: np.ndarray | None = _in_arrays("biu", as_bool=True, default=None)
+    sub_names: list = _in_header(default_factory=list)
+    sub_to_concept: np.ndarray | None = _in_arrays("iu", default=None)
+    concept_text: np.ndarray | None = _in_arrays("f", dense=True, default=None)
+    encoder: str | None = _in_header(default=None)
+    captions: list | None = _in_header(default=None)
+    ids: list = _in_header(default_factory=list)
     images: np.ndarray | None = None
-    paths: list | None = None
-    chosen_d0: int | None = None
-    preprocessing: str = "clip"
-    n_tokens: int = 32
-    d0_scores: list = field(default_factory=list)
-    vocab_words: list | None = None
-    vocab_text: np.ndarray | None = None
-    generator: str | None = None
-    skipped: dict = field(default_factory=dict)
+    paths: list | None = _in_header(default=None)
+    chosen_d0: int | None = _in_header(default=None)
+    preprocessing: str = _in_header(default="clip")
+    n_tokens: int = _in_header(default=32)
+    d0_scores: list = _in_header(default_factory=list)
+    vocab_words: list | None = _in_header(default=None)
+    vocab_text: np.ndarray | None = _in_arrays("f", dense=True, default=None)
+    generator: str | None = _in_header(default=None)
+    skipped: dict = _in_header(default_factory=dict)
     extras: dict = field(default_factory=dict)
-    codebook: np.ndarray | None = None
+    codebook: np.ndarray | None = _in_arrays("f", dense=True, default=None)
     building: object = None
 
     # ------------------------------------------------------------------ sizes
@@ -339,186 +309,6 @@ class Workspace:
         return raw @ unit_rows(T, zero="keep", tol=1e-12).T
 
 
-
-
-# ---------------------------------------------------------------------- building
-def _progress(progress, stage, done=0, total=1):
-    if progress is not None:
-        progress(stage, done, total)
-
-
-def _fit_progress(progress, stage, job, n_jobs):
-    """SLiCS ``callback`` that moves ``progress`` batch by batch within fit number ``job`` of ``n_jobs``.
-
-    ``done`` / ``total`` count batches over all epochs, offset by the jobs already done
-    (``job * batches_per_fit + batches_done`` of ``n_jobs * batches_per_fit``), so the fraction keeps
-    counting the whole fit step and moves within one fit.
-    """
-    if progress is None:
-        return None
-
-    def callback(epoch, n_epochs, batch, n_batches):
-        per_fit = n_epochs * n_batches
-        progress(stage, job * per_fit + epoch * n_batches + batch + 1, n_jobs * per_fit)
-    return callback
-
-
-def _embed_vocabulary(encoder, words, store, progress):
-    """Raw text embeddings of the vocabulary, or None (with a warning) when the encoder cannot."""
-    if encoder is None or not words:
-        return None
-    if not getattr(encoder, "has_text", False):
-        warnings.warn("the encoder has no text tower: no caption vocabulary, SpLiCE baselines skipped",
-                      RuntimeWarning, stacklevel=3)
-        return None
-    _progress(progress, f"embed the vocabulary ({len(words)} words)", 0, 1)
-    return vocabulary_embeddings(encoder, words, store=store)
-
-
-def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None, n_train=None, n_val=None,
-                    n_query=None, seed=0, d0_values=(5, 10, 15), n_iter=10, methods=None, mean=None,
-                    vocabulary=None, encoder=None, store=None, name=None, kind="dataset", generator=None,
-                    progress=None, replace=True, codebook=None, source=None, overwrite=False,
-                    prepare=True) -> Workspace:
-    """Build, save and return a workspace from labelled embeddings (see the module docstring).
-
-    Parameters
-    ----------
-    data : slics_core.data.LabelledEmbeddings
-    out : path or None
-        Folder to write. An existing folder is replaced only if it is a workspace. None: not saved
-        (the app's preview).
-    split : Split, optional
-        Default :func:`slics_core.splits.make_split` with ``n_train``, ``n_val``, ``n_query``, ``seed``.
-    d0_values : sequence of int
-        Atoms per concept fitted for every dictionary method.
-    n_iter : int
-        SLiCS epochs.
-    methods : sequence of str, optional
-        Registered methods to fit (default: all of :data:`slics_core.methods.REGISTRY`).
-    mean : array-like of shape (d,), optional
-        Precomputed centring mean (``clip`` preprocessing); default: the training mean.
-    vocabulary : list of str, optional
-        Caption / SpLiCE vocabulary, embedded with ``encoder``; None: no vocabulary.
-    encoder : encoder object, optional
-        Used for the vocabulary's text embeddings.
-    store : EmbeddingStore, optional
-        Caches the vocabulary embeddings.
-    name, kind, generator : recorded in the workspace (``kind`` is ``"emoji"`` or ``"dataset"``).
-    progress : callable ``progress(stage, done, total)``, optional
-    codebook : array-like of shape (K, token_dim), optional
-        Token codebook (TiTok) kept with the workspace for quantized-pool retrieval.
-    prepare : bool
-        After saving, compute and store what the pages show on arrival
-        (:func:`slics_core.explorer.arrival.prepare_pages`), so no first visit waits.
-    source, overwrite : see :func:`save_workspace` (checked before anything is fitted).
-
-    Returns
-    -------
-    Workspace
-    """
-    out = None if out is None else Path(out)
-    if out is not None:
-        _check_target(out, source, overwrite)
-    d0_values = sorted({int(d) for d in d0_values})
-    if not d0_values or d0_values[0] < 1:
-        raise ValueError(f"d0 values must be positive integers; got {d0_values}")
-    if split is None:
-        split = make_split(data.Y, n_train, n_val, n_query, seed)
-    W = _embed_vocabulary(encoder, vocabulary, store, progress)
-    ed, pre = eval_data(data, split, mean=mean, vocab=None if W is None else (vocabulary, W))
-    X = ed.X
-    inputs = fit_inputs(ed, split.train)
-    names = method_names() if methods is None else [get_method(m).name for m in methods]
-    jobs, skipped = [], {}
-    for m in names:
-        why = needs_message(m, inputs)
-        if why:
-            skipped[m] = why
-            continue
-        jobs += [(m, d) for d in d0_values] if get_method(m).dictionary else [(m, None)]
-    models = {}
-    for i, (m, d0) in enumerate(jobs):
-        stage = f"fit {m}" + (f" d0={d0}" if d0 is not None else "")
-        _progress(progress, stage, i, len(jobs))
-        try:
-            models[(m, d0)] = fit_method(m, inputs, d0, n_iter=n_iter, batch_size=None, seed=seed, ridge=0.0,
-                                         callback=_fit_progress(progress, stage, i, len(jobs)))
-        except (ValueError, np.linalg.LinAlgError) as exc:  # one method failing never sinks the others
-            skipped[m] = f"fit failed ({exc})"
-            models = {k: v for k, v in models.items() if k[0] != m}
-            warnings.warn(f"{m} was not fitted: {exc}", RuntimeWarning, stacklevel=2)
-    _progress(progress, "fit", len(jobs), len(jobs))
-    index = {"train": split.train, "val": split.val, "query": split.query, "pool": split.pool}
-    extras = dict(data.extras)
-    images = extras.pop("images", None)
-    captions = extras.pop("captions", None)
-    ws = Workspace(name=name or data.name, kind=kind, path=out, X=X, raw=np.asarray(data.raw, np.float32),
-                   mean=np.asarray(getattr(pre, "mean_", np.zeros(X.shape[1])), dtype=np.float64), Y=data.Y,
-                   concept_names=list(data.concept_names), index=index, models=models, Z=data.Z,
-                   sub_names=list(data.sub_names), sub_to_concept=data.sub_to_concept,
-                   concept_text=data.concept_text, encoder=data.encoder, captions=captions,
-                   ids=list(data.ids), images=images, paths=data.paths, preprocessing=data.preprocessing,
-                   n_tokens=data.n_tokens, vocab_words=inputs.vocab_words, vocab_text=inputs.vocab_text, generator=generator,
-                   skipped=skipped, extras=extras,
-                   codebook=None if codebook is None else np.asarray(codebook, dtype=np.float32))
-    d0s = [d for d in d0_values if ("S-SLiCS", d) in models]
-    if len(split.val) and len(d0s) > 1:
-        _progress(progress, "choose d0 on the validation split", 0, 1)
-        records = sweep_d0(ed, split, d0s, models={d: models[("S-SLiCS", d)] for d in d0s}, modes=("partial",))
-        ws.d0_scores = [{"d0": r["d0"], "general": round(float(r["general"]), 4), "sub": round(float(r["sub"]), 4)}
-                        for r in records]
-        ws.chosen_d0 = choose_d0(records)
-    elif d0s:
-        ws.chosen_d0 = d0s[0]
-    if out is not None:
-        _progress(progress, "save the workspace", 0, 1)
-        save_workspace(ws, out, source=source, overwrite=True, _warn=False)
-        _progress(progress, "save the workspace", 1, 1)
-        if prepare:  # what the pages show on arrival, stored in the folder for every process (issue 24)
-            prepare_pages(ws, progress)
-    return ws
-
-
-def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, vocabulary="wordfreq", n_words=10_000,
-                               **kwargs) -> Workspace:
-    """:func:`build_workspace` of an embedding cache (``slics embed``).
-
-    Parameters
-    ----------
-    cache : path
-    out : path
-    encoder : encoder object, optional
-        Text encoder for the vocabulary; default: the cache's encoder resolved with
-        ``trusted=False`` (a missing one means no vocabulary, with a warning).
-    mean_file : path, optional
-        Precomputed centring mean (:func:`slics_core.preprocessing.load_mean`).
-    vocabulary : "wordfreq", "none", or a list of words
-    n_words : int
-        Size of the ``wordfreq`` vocabulary.
-    kwargs : passed to :func:`build_workspace`.
-    """
-    data = load_cache(cache)
-    mean = load_mean(mean_file, dim=data.raw.shape[1]) if mean_file else None
-    words = None
-    if isinstance(vocabulary, (list, tuple)):
-        words = [str(w) for w in vocabulary]
-    elif vocabulary == "wordfreq":
-        words = default_vocabulary(n_words)
-    elif vocabulary not in (None, "none"):
-        raise ValueError(f"vocabulary must be 'wordfreq', 'none' or a list of words; got {vocabulary!r}")
-    if encoder is None and words and data.encoder:
-        try:
-            encoder = create_encoder(data.encoder, trusted=False)
-        except (OSError, ValueError, RuntimeError) as exc:
-            warnings.warn(f"no caption vocabulary: the cache's encoder {data.encoder!r} cannot be loaded here ({exc})",
-                          RuntimeWarning, stacklevel=2)
-    store = EmbeddingStore(cache)
-    kwargs.setdefault("codebook", store.load_codebook())
-    kwargs.setdefault("source", str(Path(cache).resolve()))
-    return build_workspace(data, out, mean=mean, vocabulary=words, encoder=encoder, store=store, **kwargs)
-
-
 # ---------------------------------------------------------------------- saving and opening
 #: Files a workspace writes (relative to its folder); a rebuild replaces or removes only these.
 _OWN_FILE = re.compile(r"^(workspace\.json|arrays\.npz|images\.npy|extra-[A-Za-z0-9_]+\.npy|models/[A-Za-z0-9][A-Za-z0-9._-]*\.npz)$")
@@ -531,7 +321,7 @@ class WorkspaceExistsError(ValueError):
     """The target folder holds a workspace built from another cache (pass ``overwrite=True``)."""
 
 
-def _is_workspace(folder: Path) -> bool:
+def is_workspace(folder: Path) -> bool:
     return (folder / MARKER).is_file()
 
 
@@ -546,11 +336,11 @@ def _marker(folder: Path) -> dict:
     return info if isinstance(info, dict) else {}
 
 
-def _check_target(out: Path, source=None, overwrite=False, warn=True) -> None:
+def check_target(out: Path, source=None, overwrite=False, warn=True) -> None:
     """Refuse a target that is a file, a folder that is not a workspace, or a workspace of another cache."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"{str(out)!r} exists and is a file, not a workspace folder; choose another --out")
-    if out.is_dir() and any(p.name != MARKER for p in out.iterdir()) and not _is_workspace(out):
+    if out.is_dir() and any(p.name != MARKER for p in out.iterdir()) and not is_workspace(out):
         raise ValueError(f"{str(out)!r} exists and is not a SLiCS workspace (no {MARKER}); it is left untouched: "
                          "choose another name or --out")
     old = _marker(out).get("source") if out.is_dir() else None
@@ -567,15 +357,9 @@ def _check_target(out: Path, source=None, overwrite=False, warn=True) -> None:
 def _write_files(ws: Workspace, tmp: Path) -> list:
     """Write the workspace's files into ``tmp``; their paths relative to it."""
     (tmp / "models").mkdir()
-    arrays = {"X": ws.X, "raw": ws.raw, "mean": ws.mean, "Y": ws.Y}
-    if ws.Z is not None:
-        arrays.update(Z=ws.Z, sub_to_concept=np.asarray(ws.sub_to_concept))
-    if ws.concept_text is not None:
-        arrays["concept_text"] = ws.concept_text
-    if ws.vocab_text is not None:
-        arrays["vocab_text"] = ws.vocab_text
-    if ws.codebook is not None:
-        arrays["codebook"] = ws.codebook
+    arrays = {f.name: np.asarray(getattr(ws, f.name)) for f in _stored("array") if getattr(ws, f.name) is not None}
+    if ws.Z is None:  # sub-labels and their concepts come together (checked on load)
+        arrays.pop("sub_to_concept", None)
     arrays.update({f"index_{k}": np.asarray(v) for k, v in ws.index.items()})
     np.savez(tmp / "arrays.npz", **arrays)
     written = ["arrays.npz"]
@@ -594,12 +378,8 @@ def _write_files(ws: Workspace, tmp: Path) -> list:
         model.save(tmp / "models" / fname)
         names[f"{method}|{'' if d0 is None else d0}"] = fname
         written.append(f"models/{fname}")
-    head = {"format": FORMAT, "name": ws.name, "kind": ws.kind, "concept_names": ws.concept_names,
-            "sub_names": ws.sub_names, "encoder": ws.encoder, "ids": ws.ids, "paths": ws.paths,
-            "captions": ws.captions, "chosen_d0": ws.chosen_d0, "d0_scores": ws.d0_scores,
-            "preprocessing": ws.preprocessing, "n_tokens": ws.n_tokens, "models": names, "n": len(ws),
-            "vocab_words": ws.vocab_words, "generator": ws.generator, "skipped": ws.skipped,
-            "extras": extra_names}
+    head = {f.name: getattr(ws, f.name) for f in _stored("header")}
+    head.update({"format": FORMAT, "models": names, "n": len(ws), "extras": extra_names})
     (tmp / "workspace.json").write_text(json.dumps(head))
     return written + ["workspace.json"]
 
@@ -636,7 +416,7 @@ def save_workspace(ws: Workspace, out, *, source=None, overwrite=False, _warn=Tr
         Writing failed (disk full, read-only...): the message names ``out``; the previous build is kept.
     """
     out = Path(out)
-    _check_target(out, source, overwrite, warn=_warn)
+    check_target(out, source, overwrite, warn=_warn)
     previous = _marker(out).get("files") if out.is_dir() else None
     with _naming(out):
         out.mkdir(parents=True, exist_ok=True)
@@ -730,11 +510,23 @@ def _check_head(head) -> dict:
     return models
 
 
-#: Arrays of ``arrays.npz``: dtype kinds; required ones.
-_ARRAYS = {"X": "f", "raw": "f", "mean": "f", "Y": "biu", "Z": "biu", "sub_to_concept": "iu", "concept_text": "f",
-           "vocab_text": "f", "codebook": "f", **{f"index_{k}": "iu" for k in _SPLITS}}
-_REQUIRED = {"X", "raw", "mean", "Y", *(f"index_{k}" for k in _SPLITS)}
-_DENSE = ("X", "raw", "concept_text", "vocab_text", "codebook")
+def _stored(where: str) -> list:
+    """The fields of :class:`Workspace` saved in ``where`` (``"header"`` or ``"array"``), in declaration order."""
+    return [f for f in fields(Workspace) if f.metadata.get("stored") == where]
+
+
+def _optional(f) -> bool:
+    return f.default is not MISSING or f.default_factory is not MISSING
+
+
+def _default(f):
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+#: Arrays of ``arrays.npz``: dtype kinds; required ones; dense ones (from the fields' declaration).
+_ARRAYS = {**{f.name: f.metadata["kinds"] for f in _stored("array")}, **{f"index_{k}": "iu" for k in _SPLITS}}
+_REQUIRED = {*(f.name for f in _stored("array") if not _optional(f)), *(f"index_{k}" for k in _SPLITS)}
+_DENSE = tuple(f.name for f in _stored("array") if f.metadata["dense"])
 
 
 def _check_shapes(shapes, head) -> None:
@@ -802,17 +594,14 @@ def _read_workspace(path: Path) -> Workspace:
         _need(got == (d, arr["Y"].shape[1]), f"model {fname!r} is for {got[0]}-d embeddings and {got[1]} concepts, "
                                              f"the workspace has {d} and {arr['Y'].shape[1]}")
         models[(method, d0)] = model
-    return Workspace(name=head["name"], kind=head.get("kind", "dataset"), path=path, X=arr["X"], raw=arr["raw"],
-                     mean=arr["mean"], Y=arr["Y"].astype(bool), concept_names=list(head["concept_names"]),
-                     index=index, models=models, Z=arr["Z"].astype(bool) if "Z" in arr else None,
-                     sub_names=list(head.get("sub_names") or []), sub_to_concept=arr.get("sub_to_concept"),
-                     concept_text=arr.get("concept_text"), encoder=head.get("encoder"),
-                     captions=head.get("captions"), ids=list(head.get("ids") or []), images=images,
-                     paths=head.get("paths"), chosen_d0=head.get("chosen_d0"),
-                     preprocessing=head.get("preprocessing", "clip"), n_tokens=int(head.get("n_tokens") or 32),
-                     d0_scores=list(head.get("d0_scores") or []), vocab_words=head.get("vocab_words"),
-                     vocab_text=arr.get("vocab_text"), generator=head.get("generator"),
-                     skipped=dict(head.get("skipped") or {}), extras=extras, codebook=arr.get("codebook"))
+    values = {}
+    for f in _stored("header"):
+        v = head.get(f.name)
+        values[f.name] = _default(f) if v is None else type(v)(v) if isinstance(v, (list, dict)) else v
+    for f in _stored("array"):
+        v = arr.get(f.name)
+        values[f.name] = v.astype(bool) if v is not None and f.metadata["as_bool"] else v
+    return Workspace(**values, path=path, index=index, models=models, images=images, extras=extras)
 
 
 def set_workspace_generator(ws: Workspace, generator: str | None) -> None:
@@ -822,7 +611,7 @@ def set_workspace_generator(ws: Workspace, generator: str | None) -> None:
     """
     from slics_core.formats import atomic_write_json
 
-    if ws.path is None or not _is_workspace(Path(ws.path)):
+    if ws.path is None or not is_workspace(Path(ws.path)):
         raise ValueError(f"workspace {ws.name!r} is not saved in a folder; build it with `slics workspace`")
     head = _header(Path(ws.path))
     head["generator"] = generator
@@ -926,404 +715,3 @@ def workspace_path(name, root=None) -> Path:
     if not (folder / "workspace.json").is_file():
         raise FileNotFoundError(f"no workspace named {name!r} under {root}")
     return folder
-
-
-def _emoji_folder(cache_dir, cfg) -> Path:
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return root / f"workspace-{cfg.key()}-{models_fingerprint()}"
-
-
-def _make_cache_root(folder: Path) -> None:
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OSError(exc.errno, f"cannot create the emoji cache folder {folder.parent} ({exc.strerror}); set "
-                                 "SLICS_EMOJI_CACHE to a writable folder") from None
-
-
-def _open_emoji_cache(folder: Path, progress):
-    """The cached emoji workspace, or None (absent, or damaged: then it is rebuilt, never fatal)."""
-    if (folder / "workspace.json").is_file():
-        try:
-            return load_workspace(folder)
-        except ValueError as exc:
-            _progress(progress, f"cache unusable ({exc}); rebuilding", 0, 1)
-    return None
-
-
-def _build_emoji(cfg, folder, encoder, progress, prefix=None) -> Workspace:
-    data, split = render_emoji_world(cfg, progress, encoder=encoder, prefix=prefix)
-    return build_workspace(data, folder, split=split, d0_values=cfg.d0_values, n_iter=cfg.n_iter, seed=0,
-                           vocabulary=emoji_vocabulary(), encoder=encoder, name="emoji world", kind=EMOJI,
-                           generator="emoji", progress=progress)
-
-
-def open_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None, progress=None,
-                         rebuild: bool = False) -> Workspace:
-    """The emoji world as a workspace: opened from its cache, or rendered, embedded and built.
-
-    Parameters
-    ----------
-    cache_dir : path, optional
-        Default ``$SLICS_EMOJI_CACHE`` or ``~/.cache/slics/emoji``; the workspace is the folder
-        ``workspace-<config key>-<weights fingerprint>`` there. A damaged one is rebuilt.
-    config : slics_core.emoji.world.EmojiWorldConfig, optional
-        Default: :func:`slics_core.emoji.world.config_from_env` (``$SLICS_EMOJI_SCALE``).
-    progress : callable ``progress(stage, done, total)``, optional
-    rebuild : bool
-        Ignore the cache.
-    """
-    cfg = config or config_from_env()
-    folder = _emoji_folder(cache_dir, cfg)
-    ws = None if rebuild else _open_emoji_cache(folder, progress)
-    if ws is not None:
-        return ws
-    _make_cache_root(folder)
-    return _build_emoji(cfg, folder, create_encoder(EMOJI_ENCODER, device="cpu", half=False), progress)
-
-
-#: d0 of the preview's S-SLiCS model, before d0 is chosen on validation (the full world's choice, README).
-PROVISIONAL_D0 = 5
-
-#: Relative cost of the steps of a staged emoji build (CPU seconds measured on the default world, 2 cores),
-#: used to turn per-step progress into one overall fraction.
-_STEPS = (("preview render", 3.5), ("preview embed", 4.0), ("preview fit", 1.0), ("render", 21.0),
-          ("embed with emoji-small", 24.0), ("embed with emoji-large", 40.0), ("embed the vocabulary", 0.5),
-          ("fit", 90.0), ("choose d0", 10.0), ("save", 2.0), ("prepare the pages", 30.0))
-
-
-class BuildProgress:
-    """Progress and result of a workspace build running in a background thread, shared by every reader.
-
-    The builder calls it as ``progress(stage, done, total)``; readers call :meth:`snapshot`
-    (thread-safe). :attr:`workspace` is the newest usable workspace (the preview, then the whole
-    one); :attr:`generation` counts publications, so a reader knows when to reload.
-
-    Attributes
-    ----------
-    workspace : Workspace or None
-    generation : int
-    finished : bool
-        The whole workspace is built (or the build failed: see :attr:`error`).
-    error : str or None
-        One-line message of a failed build.
-    """
-
-    def __init__(self, steps=_STEPS):
-        self._lock = threading.Lock()
-        self._steps = [(str(k), float(w)) for k, w in steps]
-        self._total_weight = sum(w for _, w in self._steps) or 1.0
-        self._step = 0
-        self._frac = 0.0
-        self.stage, self.done, self.total = "starting", 0, 1
-        self.started = time.monotonic()
-        self.stage_started = self.started
-        self.workspace = None
-        self.generation = 0
-        self.finished = False
-        self.error = None
-        self.process = None
-        self._phase = ""
-
-    def phase(self, name: str) -> None:
-        """Prefix the next stages with ``name`` (``"preview"``; ``""`` for the whole world)."""
-        with self._lock:
-            self._phase = name
-
-    def __call__(self, stage, done=0, total=1):
-        with self._lock:
-            key = f"{self._phase} {stage}".strip()
-            for i in range(self._step, len(self._steps)):  # steps only move forward
-                if key.startswith(self._steps[i][0]):
-                    self._step = i
-                    break
-            if stage != self.stage:
-                self.stage_started = time.monotonic()
-            self.stage, self.done, self.total = str(stage), int(done), int(total)
-            before = sum(w for _, w in self._steps[:self._step])
-            within = self._steps[self._step][1] * (min(1.0, max(0.0, done / total)) if total else 0.0)
-            self._frac = max(self._frac, min(0.999, (before + within) / self._total_weight))
-
-    def publish(self, ws, *, final=False) -> None:
-        with self._lock:
-            self.workspace = ws
-            self.generation += 1
-            if final:
-                self.finished, self._frac = True, 1.0
-
-    def fail(self, error) -> None:
-        """Record a failed build (``error``: a one-line message or an exception)."""
-        with self._lock:
-            self.error = error if isinstance(error, str) else user_error(error)
-            self.finished = True
-
-    def percent(self) -> float:
-        with self._lock:
-            return 100.0 * self._frac
-
-    def snapshot(self) -> dict:
-        """``stage``, ``done``, ``total``, ``percent``, ``elapsed`` (s), ``stage_elapsed`` (s), ``generation``,
-        ``finished``, ``error``, ``preview`` (the published workspace is a preview)."""
-        with self._lock:
-            now = time.monotonic()
-            return {"stage": self.stage, "done": self.done, "total": self.total, "percent": 100.0 * self._frac,
-                    "elapsed": now - self.started, "stage_elapsed": now - self.stage_started,
-                    "generation": self.generation, "finished": self.finished, "error": self.error,
-                    "preview": self.workspace is not None and self.workspace.building is not None}
-
-
-def _staged_build(cfg, folder: Path, n_preview: int, progress, publish) -> None:
-    """The staged emoji build: ``publish("preview", ws)`` (when the world is large enough), then
-    ``publish("final", ws)`` with the whole workspace, saved in ``folder``."""
-    pc = preview_config(cfg, n_preview)
-    progress.phase("preview" if pc is not None else "")
-
-    def load_encoder():
-        progress(f"load the {EMOJI_ENCODER} encoder", 0, 1)
-        return create_encoder(EMOJI_ENCODER, device="cpu", half=False)
-
-    # The preview's embeddings come from the shipped table when it has them (no torch import on the
-    # way to the first page); anything it lacks is computed by the real encoder.
-    fast = preview_encoder(load_encoder) if pc is not None else None
-    encoder = fast if fast is not None else load_encoder()
-    prefix = None
-    if pc is not None:
-        data, split, prefix = render_emoji_preview(cfg, progress, encoder=encoder, n_scenes=n_preview)
-        ws = build_workspace(data, None, split=split, d0_values=[PROVISIONAL_D0], n_iter=cfg.n_iter, seed=0,
-                             methods=["S-SLiCS", "UF"], vocabulary=emoji_vocabulary(), encoder=encoder,
-                             name="emoji world (preview)", kind=EMOJI, generator="emoji", progress=progress)
-        ws.chosen_d0 = None
-        publish("preview", ws)
-        progress.phase("")
-    if fast is not None:
-        encoder = fast.real()
-        if fast.hits:  # the whole world is embedded by the real encoder, like a direct build
-            prefix = None
-    publish("final", _build_emoji(cfg, folder, encoder, progress, prefix=prefix))
-
-
-def _preview_folder(folder: Path) -> Path:
-    return folder.with_name(folder.name + "-preview")
-
-
-class _LineProgress:
-    """Progress of the build process, written as JSON lines on stdout (read by :class:`BuildProgress`)."""
-
-    def __init__(self):
-        self._phase = ""
-        self._parent = os.getppid()
-
-    def phase(self, name):
-        self._phase = name
-
-    def __call__(self, stage, done=0, total=1):
-        if os.getppid() != self._parent:  # the server is gone: stop building for nobody
-            os._exit(3)
-        print(json.dumps({"phase": self._phase, "stage": str(stage), "done": int(done), "total": int(total)}),
-              flush=True)
-
-
-def _emoji_build_worker(argv=None) -> int:
-    """Entry point of the build process started by :func:`start_emoji_workspace` (not a public command:
-    ``slics emoji-build`` is). ``argv``: cache folder, config JSON, preview size, niceness."""
-    import sys
-
-    cache_dir, cfg_json, n_preview, nice = (argv or sys.argv[1:])[:4]
-    if int(nice):
-        try:
-            os.nice(int(nice))
-        except OSError:
-            pass
-    cfg = EmojiWorldConfig(**json.loads(cfg_json))
-    folder = _emoji_folder(cache_dir, cfg)
-    progress = _LineProgress()
-
-    def publish(kind, ws):
-        if kind == "preview":
-            out = save_workspace(ws, _preview_folder(folder))
-        else:
-            out = ws.path
-            shutil.rmtree(_preview_folder(folder), ignore_errors=True) if _is_workspace(_preview_folder(folder)) \
-                else None
-        print(json.dumps({"publish": kind, "path": str(out)}), flush=True)
-
-    try:
-        _staged_build(cfg, folder, int(n_preview), progress, publish)
-    except Exception as exc:  # one line for the server to show
-        print(json.dumps({"error": user_error(exc)}), flush=True)
-        return 1
-    return 0
-
-
-def user_error(exc) -> str:
-    """One line for a failed build (OS errors and bad data as they are, others with their type)."""
-    return str(exc) if isinstance(exc, (OSError, ValueError)) else f"{type(exc).__name__}: {exc}"
-
-
-def start_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None, *,
-                          preview_scenes=None, nice: int = 10) -> BuildProgress:
-    """Open the emoji workspace without waiting for a cold build: the app's start.
-
-    A cached workspace is opened at once (the returned handle is finished). Otherwise a build
-    *process* is started (a separate process, so that the server's own threads never wait for it;
-    ``nice`` lowers its priority) and a reader thread publishes on the handle first a *preview* — the
-    first :data:`slics_core.emoji.world.PREVIEW_SCENES` scenes of the same world (same row numbers and
-    images) with S-SLiCS at the provisional ``d0`` :data:`PROVISIONAL_D0` and UF, ``building`` set —
-    then the whole workspace, exactly as :func:`open_emoji_workspace` builds and caches it (the
-    preview's scenes and embeddings are reused). Worlds smaller than twice the preview are built at
-    once (no preview). The process stops when the server does.
-
-    Parameters
-    ----------
-    cache_dir, config : as :func:`open_emoji_workspace`.
-    preview_scenes : int, optional
-        Size of the preview (a multiple of 256; default :data:`slics_core.emoji.world.PREVIEW_SCENES`).
-    nice : int
-        Niceness added to the build process, so that pages stay responsive while it runs.
-
-    Raises
-    ------
-    OSError
-        The cache folder cannot be created (one line, raised here).
-    ValueError
-        ``preview_scenes`` is not a positive multiple of 256.
-    """
-    import subprocess
-    import sys
-    from dataclasses import asdict
-
-    from slics_core.emoji.world import PREVIEW_SCENES
-
-    cfg = config or config_from_env()
-    folder = _emoji_folder(cache_dir, cfg)
-    n_preview = PREVIEW_SCENES if preview_scenes is None else int(preview_scenes)
-    pc = preview_config(cfg, n_preview)
-    handle = BuildProgress(_STEPS if pc is not None else _STEPS[3:])
-    ws = _open_emoji_cache(folder, handle)
-    if ws is not None:
-        handle.publish(ws, final=True)
-        return handle
-    _make_cache_root(folder)
-    cfg_json = json.dumps({**asdict(cfg), "d0_values": list(cfg.d0_values)})
-    code = "import sys; from slics_core.explorer.workspace import _emoji_build_worker as w; sys.exit(w())"
-    proc = subprocess.Popen([sys.executable, "-c", code, str(folder.parent), cfg_json, str(n_preview), str(int(nice))],
-                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, bufsize=1,
-                            cwd=os.getcwd(), env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                p for p in sys.path if p)})
-
-    def read():
-        try:
-            for line in proc.stdout:
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    continue  # a library printed something: not ours
-                if "stage" in msg:
-                    handle.phase(msg.get("phase", ""))
-                    handle(msg["stage"], msg.get("done", 0), msg.get("total", 1))
-                elif "publish" in msg:
-                    ws = load_workspace(msg["path"])
-                    final = msg["publish"] == "final"
-                    if not final:
-                        ws.building = handle
-                    handle.publish(ws, final=final)
-                elif "error" in msg:
-                    handle.fail(msg["error"])
-            code = proc.wait()
-            if not handle.finished:
-                handle.fail(f"the build process stopped (exit code {code}) before the workspace was ready")
-        except Exception as exc:  # never a silent death of the reader
-            handle.fail(user_error(exc))
-
-    threading.Thread(target=read, name="slics-emoji-build-reader", daemon=True).start()
-    handle.process = proc
-    return handle
-
-
-# ---------------------------------------------------------------------- encoders, vocabulary
-def load_query_encoder(ws: Workspace):
-    """The encoder that embeds new queries for ``ws`` (``encode_images(list of PIL) -> (n, d)``).
-
-    The name comes from the workspace file, so it is resolved with ``trusted=False``:
-    presets and local checkpoints only, never ``module:factory``.
-
-    Raises
-    ------
-    FileNotFoundError
-        No usable encoder here (the message says what is missing and how to get it).
-    """
-    if ws.encoder is None:
-        raise FileNotFoundError(f"workspace {ws.name!r} records no encoder (precomputed embeddings?); uploads "
-                                "and text queries cannot be embedded: rebuild it from a cache made with --encoder")
-    try:
-        return create_encoder(ws.encoder, trusted=False)
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise FileNotFoundError(f"encoder {ws.encoder!r} of workspace {ws.name!r} cannot be loaded here ({exc})") \
-            from exc
-
-
-def embed_query(ws: Workspace, encoder, image) -> tuple:
-    """``(raw, x)``: the encoder's embedding and the preprocessed embedding (both (d,)) of one PIL image."""
-    e = np.asarray(encoder.encode_images([image]), dtype=np.float64)
-    if e.ndim != 2 or e.shape[0] != 1:
-        raise ValueError(f"encoder returned shape {e.shape} for one image")
-    if e.shape[1] != ws.X.shape[1]:
-        raise ValueError(f"encoder gives {e.shape[1]}-d embeddings but the workspace is {ws.X.shape[1]}-d")
-    if not np.all(np.isfinite(e)) or not np.linalg.norm(e) > 0:
-        raise ValueError("the encoder returned a zero or non-finite embedding for this image")
-    return e[0].astype(np.float32), ws.preprocess(e[0])[0]
-
-
-def embed_text_query(ws: Workspace, encoder, text: str) -> tuple:
-    """``(raw, x)`` of a text query: the encoder's unit text embedding and its preprocessed form, both (d,).
-
-    The paper is silent on text queries; the choice here follows its caption step (sec. 3.7) and
-    SpLiCE: a text embedding is unit-normalised, centred on the *text* mean and re-normalised, while
-    images are centred on the image mean. The text mean is that of the workspace's caption vocabulary
-    (its raw text embeddings); a workspace without a vocabulary centres with the image mean instead.
-    Centring each modality on its own mean removes most of CLIP's modality gap, so the prepared text
-    lands among the images it describes and can be projected on the concept cones like an image.
-
-    Raises
-    ------
-    ValueError
-        Empty text, an encoder without a text tower, or an embedding of the wrong size.
-    """
-    text = " ".join(str(text).split())
-    if not text:
-        raise ValueError("the text query is empty: type a phrase, e.g. 'a dog on a beach'")
-    if not getattr(encoder, "has_text", False):
-        raise ValueError(f"the encoder of workspace {ws.name!r} has no text tower, so it cannot embed text")
-    e = np.asarray(encoder.encode_texts([text]), dtype=np.float64)
-    if e.ndim != 2 or e.shape[0] != 1 or e.shape[1] != ws.X.shape[1]:
-        raise ValueError(f"the text encoder returned shape {e.shape}; the workspace is {ws.X.shape[1]}-d")
-    n = np.linalg.norm(e[0])
-    if not np.all(np.isfinite(e)) or not n > 0:
-        raise ValueError("the encoder returned a zero or non-finite embedding for this text")
-    raw = e[0] / n
-    if ws.vocab_text is not None and len(ws.vocab_text) and ws.preprocessing == "clip":
-        x = prepare_text_embeddings(raw[None], mean=text_mean(ws))[0][0]
-    else:
-        x = ws.preprocess(raw)[0]
-    return raw.astype(np.float32), np.asarray(x, dtype=np.float32)
-
-
-def text_mean(ws: Workspace) -> np.ndarray:
-    """Mean of the unit-normalised vocabulary text embeddings (the centre of text queries)."""
-    W = np.asarray(ws.vocab_text, dtype=np.float64)
-    W = unit_rows(W, zero="keep", tol=1e-12)
-    return W.mean(axis=0)
-
-
-def workspace_vocabulary(ws: Workspace) -> tuple:
-    """``(words, W)``: the caption vocabulary and its raw unit text embeddings, embedded at build time.
-
-    Raises
-    ------
-    FileNotFoundError
-        The workspace has no vocabulary (its encoder has no text tower or was not available).
-    """
-    if ws.vocab_text is None or not ws.vocab_words:
-        raise FileNotFoundError(f"workspace {ws.name!r} has no word vocabulary (it needs an encoder with a text "
-                                "tower when it is built: `slics workspace --encoder ...`)")
-    return list(ws.vocab_words), np.asarray(ws.vocab_text, dtype=np.float32)

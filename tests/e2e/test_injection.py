@@ -38,7 +38,7 @@ def _url(path, **params):
 
 def _hostile_workspace(root):
     from slics_core.data import LabelledEmbeddings
-    from slics_core.explorer.workspace import build_workspace
+    from slics_core.explorer.build import build_workspace
 
     rng = np.random.default_rng(0)
     n, d = 60, 8

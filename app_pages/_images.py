@@ -1,0 +1,156 @@
+"""Images on the pages: thumbnails encoded once per process and shared by every session, image grids.
+
+Thumbnails are the bulk of a page (Retrieve draws ~120 per run): each is encoded once per process
+(JPEG bytes, as st.image would encode a PIL image) and shared by every session and rerun, as a
+``data:`` URL. st.image passes a URL through untouched, so a drawn thumbnail costs the server no
+decoding, no hashing into the media file manager and no HTTP request of its own (the browser has the
+image in the page message; measured in benchmarks/bench_load.py and README, "A classroom server").
+The store is one st.cache_resource object per workspace, asked for once per grid (a cached call
+costs ~0.3 ms, too much to pay per image), and bounded: least recently used thumbnails beyond
+THUMB_BYTES go.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import threading
+from collections import OrderedDict
+
+import streamlit as st
+from PIL import ImageOps
+
+from app_pages import _safe
+from app_pages import _state as state
+from app_pages._workspace import ws_id
+
+THUMB_BYTES = 64 * 2**20
+JPEG_URL = "data:image/jpeg;base64,"
+
+
+def _encoded(im, fmt: str, **options) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, format=fmt, **options)
+    return buf.getvalue()
+
+
+def jpeg_url(data: bytes) -> str:
+    """The ``data:`` URL of JPEG bytes (what :func:`show_image` draws)."""
+    return JPEG_URL + base64.b64encode(data).decode("ascii")
+
+
+class _Shared:
+    """Per-workspace things every session draws: thumbnails as JPEG ``data:`` URLs (bounded LRU) and label
+    texts."""
+
+    def __init__(self, ws, max_bytes: int = THUMB_BYTES):
+        self.ws, self.max_bytes, self.nbytes = ws, max_bytes, 0
+        self.thumbs, self.labels, self.lock = OrderedDict(), {}, threading.Lock()
+
+    def thumbnail(self, row: int, size: int, border: str | None = None) -> str:
+        key = (int(row), int(size), border)
+        with self.lock:
+            url = self.thumbs.get(key)
+            if url is not None:
+                self.thumbs.move_to_end(key)
+                return url
+        im = self.ws.thumbnail(key[0], key[1])
+        if border is not None:
+            im = ImageOps.expand(im, border=4, fill=border)
+        # the bytes st.image would make of an RGB PIL image
+        url = jpeg_url(_encoded(im.convert("RGB"), "JPEG", quality=100))
+        with self.lock:
+            if key not in self.thumbs:
+                self.thumbs[key] = url
+                self.nbytes += len(url)
+            while self.nbytes > self.max_bytes and len(self.thumbs) > 1:
+                self.nbytes -= len(self.thumbs.popitem(last=False)[1])
+        return url
+
+    def label(self, i: int) -> str:
+        i = int(i)
+        text = self.labels.get(i)
+        if text is None:
+            lab = self.ws.labels_of(i)
+            text = ", ".join(lab["concepts"])
+            if lab.get("sub_labels"):
+                text += " — " + ", ".join(lab["sub_labels"])
+            self.labels[i] = text
+        return text
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _shared(key: str, _ws) -> _Shared:
+    return _Shared(_ws)
+
+
+def shared(ws) -> _Shared:
+    """The workspace's :class:`_Shared` store (one per workspace and process)."""
+    return _shared(ws_id(ws), ws)
+
+
+def thumbnail(ws, row: int, size: int = 128, border: str | None = None) -> str:
+    """JPEG ``data:`` URL of :meth:`Workspace.thumbnail` (with a 4-px ``border`` colour), encoded once per
+    ``(workspace, row, size, border)`` and shared by every session (pass to :func:`show_image`)."""
+    return shared(ws).thumbnail(row, size, border)
+
+
+def show_image(url, **kw):
+    """``st.image`` of ``data:`` URLs from :func:`thumbnail` (one or a list; drawn as they are).
+
+    A ``caption`` (str or list) is shown as plain text (:func:`app_pages._safe.text`): captions carry
+    dataset ids, labels and file names."""
+    cap = kw.get("caption")
+    if cap is not None:
+        kw["caption"] = [_safe.text(c) for c in cap] if isinstance(cap, (list, tuple)) else _safe.text(cap)
+    return st.image(url, **kw)
+
+
+def _pick_from_grid(key: str, rows: list) -> None:
+    """on_change of a grid's "Query this" pills: the picked image becomes the query; the pills are cleared."""
+    i = st.session_state.get(key)
+    st.session_state[key] = None
+    if i is not None:
+        state.set_query(rows[int(i)])
+
+
+def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None, pick_key: str | None = None):
+    """Thumbnails of workspace rows in a grid. ``borders``: per-image colour or None (relevance marks).
+
+    With ``pick_key``, one row of pills under the grid, "#1" … "#n" (the images' ranks, in reading order:
+    left to right, then down), makes the picked image the query (key ``pick_key``; its value is the index
+    into ``rows`` until the callback clears it). One widget per grid instead of a button under every image:
+    a button is a widget the server registers, hashes and sends on every run, and the browser reports
+    back, which made Retrieve's ~120 of them a third of the server's CPU per click (benchmarks/bench_load.py).
+    """
+    rows = [int(r) for r in rows]
+    if not rows:
+        st.caption("No images.")
+        return
+    store = shared(ws)
+    for start in range(0, len(rows), n_cols):  # one row of columns at a time: rows stay aligned whatever
+        cols = st.columns(n_cols)               # the captions' heights (a column per grid drifted apart)
+        for k in range(start, min(start + n_cols, len(rows))):
+            with cols[k - start]:
+                border = None if borders is None else borders[k]
+                show_image(store.thumbnail(rows[k], size, border), caption=None if captions is None else captions[k],
+                           width="stretch")
+    if pick_key is not None:
+        # (they wrap onto more lines instead of scrolling sideways: PILLS_WRAP, drawn once per run by app.py)
+        st.pills("Query this image (by its number: #1 top left, then left to right)", list(range(len(rows))),
+                 format_func=lambda i: f"#{i + 1}", key=pick_key, on_change=_pick_from_grid, args=(pick_key, rows))
+
+
+#: Page style drawn once per run by the frame (app.py): pills wrap onto more lines instead of scrolling
+#: sideways (a gallery's 20 "Query this image" pills outgrow half a page).
+PILLS_WRAP = ('<style>[data-testid="stButtonGroup"] [role=radiogroup] {flex-wrap: wrap; overflow: visible}'
+              '</style>')
+
+
+def png_bytes(img) -> bytes:
+    return _encoded(img, "PNG")
+
+
+def label_text(ws, i: int) -> str:
+    """"concepts — sub-labels" of item ``i`` (made once per workspace and row; pickers that list many rows
+    should call ``shared(ws).label`` directly)."""
+    return shared(ws).label(i)

@@ -1,0 +1,279 @@
+"""The pages' workspace: the process-wide registry of opened workspaces and their build progress, the
+current workspace of a run, and the resources cached per workspace (pool index, encoder, generator,
+vocabulary).
+
+The frame (``app.py``) opens the current workspace once per run, before a page that explores it, and
+draws the sidebar workspace note (:func:`open_for_run`); pages read it with :func:`get_workspace`.
+``?ws=`` is a workspace *name* under ``$SLICS_WORKSPACES``, never a path: a link cannot make the server
+open an arbitrary folder. Cached resources use ``st.cache_resource`` with an explicit workspace id
+(:func:`ws_id`) as argument and the workspace itself as ``_ws`` (not hashed).
+"""
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import streamlit as st
+
+from app_pages import _safe
+from app_pages import _state as state
+from app_pages._state import apply_link, capture_link, link_problems
+from slics_core.explorer.emoji_build import PROVISIONAL_D0, BuildProgress, start_emoji_workspace
+from slics_core.explorer.encoding import load_query_encoder, prepared_vocabulary
+from slics_core.explorer.generation import generator_version, load_workspace_generator
+from slics_core.explorer.quantized import quantization_info, quantized_pool_index
+from slics_core.explorer.workspace import EMOJI, list_workspaces, load_workspace, workspace_path
+from slics_core.retrieval import build_index
+
+
+@st.cache_resource(show_spinner=False)
+def _registry():
+    """Process-wide store of opened workspaces: ``open[choice]`` is a
+    :class:`slics_core.explorer.emoji_build.BuildProgress` whose ``workspace`` is the newest usable one
+    (the emoji world's cold start publishes a preview first, then the whole workspace, from a
+    background thread), shared by every tab and session (so a second tab sees the live progress)."""
+    return {"lock": threading.Lock(), "open": {}}
+
+
+def _open_workspace(choice: str) -> BuildProgress:
+    """The shared handle of ``choice``, opening it (a dataset workspace: at once; the emoji world:
+    from its cache at once, else a background build is started) if no session has yet.
+
+    A failed background build is forgotten here, so that the next visit tries again.
+    """
+    reg = _registry()
+    with reg["lock"]:
+        handle = reg["open"].get(choice)
+        if handle is not None and handle.error is not None and handle.workspace is None:
+            reg["open"].pop(choice)
+            raise _BuildFailed(handle.error)
+        if handle is None:
+            if len(reg["open"]) >= 4:  # forget the oldest finished one
+                old = next((c for c, h in reg["open"].items() if h.finished), None)
+                if old is not None:
+                    reg["open"].pop(old)
+            if choice == EMOJI:
+                handle = start_emoji_workspace()
+            else:
+                handle = BuildProgress()
+                handle.publish(load_workspace(workspace_path(choice)), final=True)
+            reg["open"][choice] = handle
+        return handle
+
+
+class _BuildFailed(ValueError):
+    """A background build failed (its one-line message)."""
+
+
+_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s/`'\"]+/)+([^\s/`'\"]*)")
+
+
+def server_text(message) -> str:
+    """``message`` as students may see it: with error details off (``client.showErrorDetails`` not "full",
+    the README's classroom server) the server's folders are cut from absolute paths (``…/name``)."""
+    text = str(message)
+    if st.get_option("client.showErrorDetails") in ("full", True):
+        return text
+    return _PATH.sub(lambda m: "…/" + m.group(1), text)
+
+
+def _progress_text(snap) -> str:
+    stage = snap["stage"]
+    if snap["total"] > 1:
+        stage += f" ({snap['done']}/{snap['total']})"
+    return f"{stage} · {snap['percent']:.0f} % · {snap['stage_elapsed']:.0f} s in this step, " \
+           f"{snap['elapsed']:.0f} s in all"
+
+
+def _progress_bar(handle):
+    """Wait (polling the shared progress, so every tab sees it move) until ``handle`` has a workspace."""
+    bar = st.progress(0.0, text="Preparing the workspace…")
+    while handle.workspace is None and not handle.finished:
+        snap = handle.snapshot()
+        bar.progress(min(1.0, snap["percent"] / 100), text="Preparing the workspace: " + _progress_text(snap))
+        time.sleep(0.3)
+    bar.empty()
+
+
+@st.fragment(run_every=2)
+def _build_banner(handle, seen_generation: int):
+    """Live progress of a background build; reruns the page when a newer workspace is published."""
+    snap = handle.snapshot()
+    if snap["generation"] != seen_generation:
+        st.rerun()
+    if snap["error"]:
+        st.warning(f"Building the whole workspace failed: {_safe.text(server_text(snap['error']))}. The preview stays usable; restart the "
+                   "server to try again, or prepare the cache with `slics emoji-build`.")
+        return
+    st.progress(min(1.0, snap["percent"] / 100),
+                text="Preview open: the first scenes of the emoji world, S-SLiCS at a provisional d0 = "
+                     f"{PROVISIONAL_D0} (d0 is chosen on validation when the build finishes). Building the whole "
+                     "world in the background (every method, every d0; this page updates by itself): "
+                     + _progress_text(snap))
+
+
+def workspace_choices() -> dict:
+    """Label -> choice of every workspace that can be opened."""
+    out = {"Emoji world (offline demo)": EMOJI}
+    for name, path in list_workspaces():
+        out[f"{name} ({path.name})" if name != path.name else name] = path.name
+    return out
+
+
+def current_choice() -> str:
+    capture_link()
+    if "ws_choice" not in st.session_state:
+        st.session_state["ws_choice"] = EMOJI
+    return st.session_state["ws_choice"]
+
+
+def _open_current():
+    """The current workspace, opened (once per process, shared by every session) with its link applied.
+
+    The emoji world's cold start waits only for its preview (live progress, polled from the shared
+    build); while the whole world is built in the background every page shows its progress and
+    reruns itself when it is published. A workspace that cannot be opened (unknown name, damaged
+    folder, unwritable cache, failed build) shows one message and the workspace picker and ends the
+    run; ``?ws=`` is dropped from the URL so a reload does not fail again.
+    """
+    choice = current_choice()
+    error = None
+    placeholder = st.empty()
+    with placeholder.container():
+        try:
+            handle = _open_workspace(choice)
+            if handle.workspace is None:
+                _progress_bar(handle)
+            if handle.workspace is None:
+                with _registry()["lock"]:
+                    _registry()["open"].pop(choice, None)
+                error = handle.error or "the build stopped"
+        except (OSError, ValueError) as exc:
+            error = exc
+    placeholder.empty()
+    if error is not None:
+        st.error(f"Could not open workspace {_safe.code(choice)}: {_safe.text(server_text(error))}")
+        st.session_state.pop("ws_choice", None)
+        st.session_state.pop("_link", None)  # the rest of the link was for that workspace
+        if "ws" in st.query_params:
+            del st.query_params["ws"]
+        choices = workspace_choices()
+        options = [c for c in choices if choices[c] != choice]
+        picked = st.selectbox("Open another workspace", options, index=None, key="ws_recover")
+        if picked is not None:
+            st.session_state["ws_choice"] = choices[picked]
+            st.rerun()
+        state.stop()
+    generation = handle.generation  # read before the workspace: a publication in between reruns once more
+    ws = handle.workspace
+    if not handle.finished or handle.error:
+        _build_banner(handle, generation)
+    # a link is checked against the whole world; its preview honours what it can meanwhile
+    apply_link(ws, preview=getattr(ws, "building", None) is not None)
+    problems = link_problems()
+    if problems:
+        st.warning("This link asked for things this workspace does not have, so they were left out: "
+                   + "; ".join(problems) + ".")
+    return ws
+
+
+#: ``st.session_state`` key of the workspace the frame opened for the page running now (removed when the run ends).
+_OPENED = "_ws_opened"
+
+
+def open_for_run():
+    """The frame's call (app.py), once per run before a page that explores a workspace: opens the current
+    workspace (:func:`_open_current`) and draws the sidebar workspace note; the page reads it with
+    :func:`get_workspace`. Pair with :func:`end_run`."""
+    ws = _open_current()
+    sidebar_workspace_note(ws)
+    st.session_state[_OPENED] = ws
+    return ws
+
+
+def end_run() -> None:
+    """The frame's call when a page's run ends (whatever way): the opened workspace is the next run's to open."""
+    st.session_state.pop(_OPENED, None)
+
+
+def get_workspace():
+    """The workspace the frame opened for this run (:func:`open_for_run`); a page run on its own (a test of
+    one page file) opens it here, with its note, for this run only."""
+    ws = st.session_state.get(_OPENED)
+    if ws is None:
+        ws = _open_current()
+        sidebar_workspace_note(ws)
+    return ws
+
+
+def ws_id(ws) -> str:
+    """Explicit cache key of a workspace (kind + folder)."""
+    return f"{ws.kind}:{ws.path}"
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _pool_index(key: str, _ws):
+    return build_index(_ws.X[_ws.index["pool"]], "auto")
+
+
+def pool_index(ws):
+    """Search index over the workspace's candidate pool, built (pool normalised) once per workspace and
+    shared by every page and session."""
+    return _pool_index(ws_id(ws), ws)
+
+
+@st.cache_resource(show_spinner="Quantizing the pool with the workspace's token codebook…", max_entries=2)
+def _quantized_pool_index(key: str, _ws):
+    return quantized_pool_index(_ws), quantization_info(_ws, None)
+
+
+def quantized_pool(ws):
+    """``(index, info)`` of the workspace's quantized pool (TiTok codebook), built once per workspace and shared
+    by every session (raises ValueError when the workspace has no codebook)."""
+    return _quantized_pool_index(ws_id(ws), ws)
+
+
+@st.cache_resource(show_spinner="Loading the encoder…", max_entries=4)
+def _query_encoder(key: str, _ws):
+    return load_query_encoder(_ws)
+
+
+def query_encoder(ws):
+    """The workspace's encoder for new images (raises FileNotFoundError if its weights are missing)."""
+    return _query_encoder(ws_id(ws), ws)
+
+
+def _generator_key(ws) -> str:
+    """The generator cache's key: the workspace and the version of its recorded generator."""
+    return f"{ws_id(ws)}:{generator_version(ws)}"
+
+
+@st.cache_resource(show_spinner="Loading the generator…", max_entries=2)
+def _generator(key: str, _ws):
+    return load_workspace_generator(_ws)
+
+
+def workspace_generator(ws):
+    """The workspace's image generator, loaded once per workspace and shared by every page and session
+    (raises FileNotFoundError / ValueError when there is none)."""
+    return _generator(_generator_key(ws), ws)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _vocabulary(key: str, _ws):
+    t0 = time.perf_counter()
+    words, Wp = prepared_vocabulary(_ws)
+    return words, Wp, time.perf_counter() - t0
+
+
+def workspace_words(ws):
+    """``(words, prepared text embeddings, seconds it took)`` of the workspace's caption vocabulary, prepared
+    once per workspace for every page (raises FileNotFoundError when it has none)."""
+    return _vocabulary(ws_id(ws), ws)
+
+
+def sidebar_workspace_note(ws):
+    """The sidebar's line naming the workspace, its size and width (drawn once per run, by :func:`open_for_run`)."""
+    with st.sidebar:
+        st.caption(f"Workspace: **{_safe.text(ws.name)}** · {len(ws)} items · {ws.X.shape[1]}-d")

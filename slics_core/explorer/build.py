@@ -1,0 +1,219 @@
+"""The one workspace builder: :func:`build_workspace` of labelled embeddings from any source, and
+:func:`build_workspace_from_cache` of an embedding cache (``slics workspace``).
+
+Whatever the source (the emoji world, :mod:`slics_core.explorer.emoji_build`; COCO, MIRFlickr, a
+folder or precomputed embeddings through their cache):
+
+1. the split: :func:`slics_core.splits.make_split` (the emoji world passes its own sizes to the same
+   function);
+2. centring: the preprocessing is fitted on the training split (:func:`slics_core.data.preprocess`;
+   ``clip``: the training mean, or a precomputed mean file the user gives);
+3. every registered method is fitted on the training split, dictionary methods for every ``d0``; a
+   method whose needs are not met (no concept prompts, no vocabulary) or whose fit fails is recorded
+   in ``skipped`` with the reason, and the others are kept;
+4. ``d0`` is chosen on the validation split by the paper's rule (:func:`slics_core.evaluation.sweep_d0`
+   of the fitted S-SLiCS models, then :func:`slics_core.evaluation.choose_d0`: sub-label mAP@20 of
+   partial components);
+5. the caption vocabulary (the emoji world: the words its text encoder knows; datasets: the 10 000
+   most frequent English words, or a word list) is embedded with the workspace's encoder when it has
+   a text tower;
+6. the workspace is saved (:func:`slics_core.explorer.workspace.save_workspace`) and what the pages
+   show on arrival is prepared (:func:`slics_core.explorer.arrival.prepare_pages`).
+"""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from slics_core.captions import default_vocabulary
+from slics_core.data import LabelledEmbeddings, eval_data, fit_inputs, load_cache, vocabulary_embeddings
+from slics_core.encoders import create_encoder
+from slics_core.evaluation import choose_d0, sweep_d0
+from slics_core.explorer.arrival import prepare_pages
+from slics_core.explorer.workspace import Workspace, check_target, save_workspace
+from slics_core.methods import fit_method, get_method, method_names, needs_message
+from slics_core.preprocessing import load_mean
+from slics_core.splits import Split, make_split
+from slics_core.store import EmbeddingStore
+
+__all__ = ["build_workspace", "build_workspace_from_cache", "report_progress"]
+
+
+def report_progress(progress, stage, done=0, total=1):
+    """``progress(stage, done, total)`` when a progress callback is given."""
+    if progress is not None:
+        progress(stage, done, total)
+
+
+def _fit_progress(progress, stage, job, n_jobs):
+    """SLiCS ``callback`` that moves ``progress`` batch by batch within fit number ``job`` of ``n_jobs``.
+
+    ``done`` / ``total`` count batches over all epochs, offset by the jobs already done
+    (``job * batches_per_fit + batches_done`` of ``n_jobs * batches_per_fit``), so the fraction keeps
+    counting the whole fit step and moves within one fit.
+    """
+    if progress is None:
+        return None
+
+    def callback(epoch, n_epochs, batch, n_batches):
+        per_fit = n_epochs * n_batches
+        progress(stage, job * per_fit + epoch * n_batches + batch + 1, n_jobs * per_fit)
+    return callback
+
+
+def _embed_vocabulary(encoder, words, store, progress):
+    """Raw text embeddings of the vocabulary, or None (with a warning) when the encoder cannot."""
+    if encoder is None or not words:
+        return None
+    if not getattr(encoder, "has_text", False):
+        warnings.warn("the encoder has no text tower: no caption vocabulary, SpLiCE baselines skipped",
+                      RuntimeWarning, stacklevel=3)
+        return None
+    report_progress(progress, f"embed the vocabulary ({len(words)} words)", 0, 1)
+    return vocabulary_embeddings(encoder, words, store=store)
+
+
+def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None, n_train=None, n_val=None,
+                    n_query=None, seed=0, d0_values=(5, 10, 15), n_iter=10, methods=None, mean=None,
+                    vocabulary=None, encoder=None, store=None, name=None, kind="dataset", generator=None,
+                    progress=None, replace=True, codebook=None, source=None, overwrite=False,
+                    prepare=True) -> Workspace:
+    """Build, save and return a workspace from labelled embeddings (see the module docstring).
+
+    Parameters
+    ----------
+    data : slics_core.data.LabelledEmbeddings
+    out : path or None
+        Folder to write. An existing folder is replaced only if it is a workspace. None: not saved
+        (the app's preview).
+    split : Split, optional
+        Default :func:`slics_core.splits.make_split` with ``n_train``, ``n_val``, ``n_query``, ``seed``.
+    d0_values : sequence of int
+        Atoms per concept fitted for every dictionary method.
+    n_iter : int
+        SLiCS epochs.
+    methods : sequence of str, optional
+        Registered methods to fit (default: all of :data:`slics_core.methods.REGISTRY`).
+    mean : array-like of shape (d,), optional
+        Precomputed centring mean (``clip`` preprocessing); default: the training mean.
+    vocabulary : list of str, optional
+        Caption / SpLiCE vocabulary, embedded with ``encoder``; None: no vocabulary.
+    encoder : encoder object, optional
+        Used for the vocabulary's text embeddings.
+    store : EmbeddingStore, optional
+        Caches the vocabulary embeddings.
+    name, kind, generator : recorded in the workspace (``kind`` is ``"emoji"`` or ``"dataset"``).
+    progress : callable ``progress(stage, done, total)``, optional
+    codebook : array-like of shape (K, token_dim), optional
+        Token codebook (TiTok) kept with the workspace for quantized-pool retrieval.
+    prepare : bool
+        After saving, compute and store what the pages show on arrival
+        (:func:`slics_core.explorer.arrival.prepare_pages`), so no first visit waits.
+    source, overwrite : see :func:`save_workspace` (checked before anything is fitted).
+
+    Returns
+    -------
+    Workspace
+    """
+    out = None if out is None else Path(out)
+    if out is not None:
+        check_target(out, source, overwrite)
+    d0_values = sorted({int(d) for d in d0_values})
+    if not d0_values or d0_values[0] < 1:
+        raise ValueError(f"d0 values must be positive integers; got {d0_values}")
+    if split is None:
+        split = make_split(data.Y, n_train, n_val, n_query, seed)
+    W = _embed_vocabulary(encoder, vocabulary, store, progress)
+    ed, pre = eval_data(data, split, mean=mean, vocab=None if W is None else (vocabulary, W))
+    X = ed.X
+    inputs = fit_inputs(ed, split.train)
+    names = method_names() if methods is None else [get_method(m).name for m in methods]
+    jobs, skipped = [], {}
+    for m in names:
+        why = needs_message(m, inputs)
+        if why:
+            skipped[m] = why
+            continue
+        jobs += [(m, d) for d in d0_values] if get_method(m).dictionary else [(m, None)]
+    models = {}
+    for i, (m, d0) in enumerate(jobs):
+        stage = f"fit {m}" + (f" d0={d0}" if d0 is not None else "")
+        report_progress(progress, stage, i, len(jobs))
+        try:
+            models[(m, d0)] = fit_method(m, inputs, d0, n_iter=n_iter, batch_size=None, seed=seed, ridge=0.0,
+                                         callback=_fit_progress(progress, stage, i, len(jobs)))
+        except (ValueError, np.linalg.LinAlgError) as exc:  # one method failing never sinks the others
+            skipped[m] = f"fit failed ({exc})"
+            models = {k: v for k, v in models.items() if k[0] != m}
+            warnings.warn(f"{m} was not fitted: {exc}", RuntimeWarning, stacklevel=2)
+    report_progress(progress, "fit", len(jobs), len(jobs))
+    index = {"train": split.train, "val": split.val, "query": split.query, "pool": split.pool}
+    extras = dict(data.extras)
+    images = extras.pop("images", None)
+    captions = extras.pop("captions", None)
+    ws = Workspace(name=name or data.name, kind=kind, path=out, X=X, raw=np.asarray(data.raw, np.float32),
+                   mean=np.asarray(getattr(pre, "mean_", np.zeros(X.shape[1])), dtype=np.float64), Y=data.Y,
+                   concept_names=list(data.concept_names), index=index, models=models, Z=data.Z,
+                   sub_names=list(data.sub_names), sub_to_concept=data.sub_to_concept,
+                   concept_text=data.concept_text, encoder=data.encoder, captions=captions,
+                   ids=list(data.ids), images=images, paths=data.paths, preprocessing=data.preprocessing,
+                   n_tokens=data.n_tokens, vocab_words=inputs.vocab_words, vocab_text=inputs.vocab_text, generator=generator,
+                   skipped=skipped, extras=extras,
+                   codebook=None if codebook is None else np.asarray(codebook, dtype=np.float32))
+    d0s = [d for d in d0_values if ("S-SLiCS", d) in models]
+    if len(split.val) and len(d0s) > 1:
+        report_progress(progress, "choose d0 on the validation split", 0, 1)
+        records = sweep_d0(ed, split, d0s, models={d: models[("S-SLiCS", d)] for d in d0s}, modes=("partial",))
+        ws.d0_scores = [{"d0": r["d0"], "general": round(float(r["general"]), 4), "sub": round(float(r["sub"]), 4)}
+                        for r in records]
+        ws.chosen_d0 = choose_d0(records)
+    elif d0s:
+        ws.chosen_d0 = d0s[0]
+    if out is not None:
+        report_progress(progress, "save the workspace", 0, 1)
+        save_workspace(ws, out, source=source, overwrite=True, _warn=False)
+        report_progress(progress, "save the workspace", 1, 1)
+        if prepare:  # what the pages show on arrival, stored in the folder for every process (issue 24)
+            prepare_pages(ws, progress)
+    return ws
+
+
+def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, vocabulary="wordfreq", n_words=10_000,
+                               **kwargs) -> Workspace:
+    """:func:`build_workspace` of an embedding cache (``slics embed``).
+
+    Parameters
+    ----------
+    cache : path
+    out : path
+    encoder : encoder object, optional
+        Text encoder for the vocabulary; default: the cache's encoder resolved with
+        ``trusted=False`` (a missing one means no vocabulary, with a warning).
+    mean_file : path, optional
+        Precomputed centring mean (:func:`slics_core.preprocessing.load_mean`).
+    vocabulary : "wordfreq", "none", or a list of words
+    n_words : int
+        Size of the ``wordfreq`` vocabulary.
+    kwargs : passed to :func:`build_workspace`.
+    """
+    data = load_cache(cache)
+    mean = load_mean(mean_file, dim=data.raw.shape[1]) if mean_file else None
+    words = None
+    if isinstance(vocabulary, (list, tuple)):
+        words = [str(w) for w in vocabulary]
+    elif vocabulary == "wordfreq":
+        words = default_vocabulary(n_words)
+    elif vocabulary not in (None, "none"):
+        raise ValueError(f"vocabulary must be 'wordfreq', 'none' or a list of words; got {vocabulary!r}")
+    if encoder is None and words and data.encoder:
+        try:
+            encoder = create_encoder(data.encoder, trusted=False)
+        except (OSError, ValueError, RuntimeError) as exc:
+            warnings.warn(f"no caption vocabulary: the cache's encoder {data.encoder!r} cannot be loaded here ({exc})",
+                          RuntimeWarning, stacklevel=2)
+    store = EmbeddingStore(cache)
+    kwargs.setdefault("codebook", store.load_codebook())
+    kwargs.setdefault("source", str(Path(cache).resolve()))
+    return build_workspace(data, out, mean=mean, vocabulary=words, encoder=encoder, store=store, **kwargs)
