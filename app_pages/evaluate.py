@@ -21,7 +21,6 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
-
 from app_pages._ui import csv_download, page_intro
 from app_pages._workspace import get_workspace, pool_index, ws_id
 from slics_core.evaluation import choose_d0

@@ -11,8 +11,8 @@ import streamlit as st
 from app_pages import _generation as drawing
 from app_pages import _safe
 from app_pages import _state as state
-from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._images import png_bytes
+from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import component_picker, d0_picker, method_picker, page_intro
 from app_pages._workspace import get_workspace, workspace_generator, ws_id
 from slics_core.explorer.queries import concept_scores, generation_rows, image_strip, query_components

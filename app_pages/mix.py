@@ -14,8 +14,8 @@ import streamlit as st
 from app_pages import _generation as drawing
 from app_pages import _safe
 from app_pages import _state as state
-from app_pages._query import query_picker, row_query, show_query
 from app_pages._images import image_grid, label_text, png_bytes, shared
+from app_pages._query import query_picker, row_query, show_query
 from app_pages._ui import component_picker, csv_download, d0_picker, k_picker, method_picker, page_intro, query_rows
 from app_pages._workspace import get_workspace, pool_index, workspace_generator, ws_id
 from slics_core.explorer.exports import with_settings

@@ -9,17 +9,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages import _state as state
 from app_pages import _safe
-from app_pages._query import concept_picker, preselection, query_picker, show_query
+from app_pages import _state as state
 from app_pages._images import image_grid
+from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import component_picker, csv_download, d0_picker, k_picker, method_picker, nav_link, page_intro
 from app_pages._workspace import get_workspace, pool_index, quantized_pool, ws_id
 from slics_core.explorer.exports import with_settings
+from slics_core.explorer.narration import component_words
 from slics_core.explorer.quantized import has_quantized_pool
 from slics_core.explorer.queries import concept_galleries, concept_scores, galleries_table, query_components
 from slics_core.methods import get_method
-from slics_core.explorer.narration import component_words
 
 GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"
 

@@ -37,15 +37,27 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from app_pages import _state as state
 from app_pages import _safe
+from app_pages import _state as state
 from app_pages._images import image_grid, label_text, show_image, thumbnail
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, ws_id
-from slics_core.explorer.maps import (ATOM_SUB, KINDS, NONE, OTHER, OTHER_CONCEPTS, SEVERAL, colour_groups,
-                                      map_points, map_sample, match_points, point_text, selected_point_ids)
 from slics_core.explorer.arrival import MAP_DEFAULTS, map_layout
 from slics_core.explorer.exports import figure_html, with_settings
+from slics_core.explorer.maps import (
+    ATOM_SUB,
+    KINDS,
+    NONE,
+    OTHER,
+    OTHER_CONCEPTS,
+    SEVERAL,
+    colour_groups,
+    map_points,
+    map_sample,
+    match_points,
+    point_text,
+    selected_point_ids,
+)
 from slics_core.methods import MODES
 
 MAX_SHOWN = 40

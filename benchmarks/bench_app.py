@@ -164,13 +164,13 @@ def main():
         return
 
     from slics_core.explorer import scoring
-    from slics_core.explorer.queries import concept_galleries, concept_scores, query_components
     from slics_core.explorer.atom_tables import atom_heatmaps, caption_table
-    from slics_core.explorer.maps import subspace_map
-    from slics_core.explorer.sphere import PRESETS, decompose, direction
     from slics_core.explorer.emoji_build import open_emoji_workspace
     from slics_core.explorer.encoding import embed_query, load_query_encoder, workspace_vocabulary
     from slics_core.explorer.generation import load_workspace_generator
+    from slics_core.explorer.maps import subspace_map
+    from slics_core.explorer.queries import concept_galleries, concept_scores, query_components
+    from slics_core.explorer.sphere import PRESETS, decompose, direction
 
     cache = args.keep_cache or tempfile.mkdtemp(prefix="slics-bench-")
     rows = []

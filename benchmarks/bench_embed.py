@@ -43,7 +43,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 import numpy as np
 from PIL import Image
 

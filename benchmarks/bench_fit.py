@@ -29,7 +29,6 @@ import numpy as np
 from scipy.optimize import nnls
 from threadpoolctl import threadpool_limits
 
-
 from slics_core import SLiCS
 from slics_core.synthetic import make_concept_cones
 

@@ -37,9 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
 from benchmarks.bench_fit import reference_error, reference_fit, unit
-
 from slics_core import SLiCS
 from slics_core.synthetic import make_concept_cones
 

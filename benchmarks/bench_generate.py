@@ -84,8 +84,13 @@ def build_unclip_small(tmp):
     import torch
     from diffusers import DDIMScheduler, DDPMScheduler, StableUnCLIPImg2ImgPipeline, UNet2DConditionModel
     from diffusers.pipelines.stable_diffusion.stable_unclip_image_normalizer import StableUnCLIPImageNormalizer
-    from transformers import (CLIPImageProcessor, CLIPTextConfig, CLIPTextModel, CLIPVisionConfig,
-                              CLIPVisionModelWithProjection)
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPTextConfig,
+        CLIPTextModel,
+        CLIPVisionConfig,
+        CLIPVisionModelWithProjection,
+    )
 
     from tests.fixtures_models import clip_tokenizer
 

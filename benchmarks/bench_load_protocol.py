@@ -50,6 +50,10 @@ import urllib.request
 from pathlib import Path
 
 import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState
+
 from benchmarks.bench_load import (
     CHROMIUM_ARGS,
     RssSampler,
@@ -62,9 +66,6 @@ from benchmarks.bench_load import (
     streamlit_server,
     warm_emoji_env,
 )
-from streamlit.proto.BackMsg_pb2 import BackMsg
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 STEPS = ("open Retrieve", "click a thumbnail", "add a concept", "visit Subspaces", "visit Evaluate")
 
@@ -267,7 +268,7 @@ async def run_class(bases, n: int, timeout_s: float, think_s: float, join_s: flo
             await asyncio.sleep(rng.uniform(0, join_s))
         try:
             return await student_round(bases[i % len(bases)], timeout_s, think_s, rng, cpu=cpu, static=static)
-        except Exception as exc:  # noqa: BLE001 - a failed round is reported, never hidden
+        except Exception as exc:
             return {"failed": f"{type(exc).__name__}: {exc}"}
 
     t = time.monotonic()

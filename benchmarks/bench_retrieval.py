@@ -24,8 +24,7 @@ import time
 
 import numpy as np
 
-from slics_core.retrieval import (ConceptRetriever, ExactIndex, FaissIndex, FaissIVFIndex, QuantizedPool,
-                                  quantize_tokens)
+from slics_core.retrieval import ConceptRetriever, ExactIndex, FaissIndex, FaissIVFIndex, QuantizedPool, quantize_tokens
 from slics_core.slics import SLiCS
 
 

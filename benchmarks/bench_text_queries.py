@@ -31,9 +31,9 @@ def phrases(ws, n=N_PHRASES, seed=0):
 
 
 def measure(ws, k=20):
+    from slics_core.explorer.encoding import embed_text_query, load_query_encoder
     from slics_core.explorer.narration import text_tower_check
     from slics_core.explorer.queries import concept_scores, rank_pool
-    from slics_core.explorer.encoding import embed_text_query, load_query_encoder
 
     enc = load_query_encoder(ws)
     model = ws.model("S-SLiCS", ws.default_d0)

@@ -90,7 +90,7 @@ class ProcrustesAlignment:
         self.source_id = source_id
         self.target_id = target_id
 
-    def fit(self, X, Y) -> "ProcrustesAlignment":
+    def fit(self, X, Y) -> ProcrustesAlignment:
         """Fit ``W`` from paired rows ``X`` (n, d_x) and ``Y`` (n, d_y)."""
         X = _as_matrix(X, "X")
         Y = _as_matrix(Y, "Y")
@@ -149,7 +149,7 @@ class ProcrustesAlignment:
         return path
 
     @classmethod
-    def load(cls, path) -> "ProcrustesAlignment":
+    def load(cls, path) -> ProcrustesAlignment:
         """Load an alignment written by :meth:`save` (its arrays' sizes are checked before reading them)."""
         from slics_core.formats import check_npz, load_npz
 

@@ -57,8 +57,8 @@ from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from sklearn.base import BaseEstimator

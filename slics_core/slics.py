@@ -103,7 +103,6 @@ from slics_core._kernels import (
     residual,
 )
 from slics_core._validation import (
-    SKLEARN_EXPECTED_FAILED_CHECKS,
     check_concept,
     check_labels,
     check_targets,

@@ -12,16 +12,16 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 # The app's pages open the emoji workspace; tests use a small one (600 training scenes) in a
 # cache that survives between local runs (it is keyed by its parameters and the model weights).
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
+import tempfile
+from pathlib import Path
 
 os.environ.setdefault("SLICS_EMOJI_SCALE", "0.2")
 os.environ.setdefault("SLICS_EMOJI_CACHE", str(Path(tempfile.gettempdir()) / "slics-test-emoji"))
 os.environ.setdefault("SLICS_WORKSPACES", str(Path(tempfile.gettempdir()) / "slics-test-workspaces-empty"))
 
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pytest
 
 
 @pytest.fixture(scope="session")

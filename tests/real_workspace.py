@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-
 from fixtures_models import tiny_open_clip_dir, tiny_sd_pipeline, tiny_unclip_pipeline
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220)}

@@ -2,8 +2,15 @@
 import numpy as np
 import pytest
 
-from slics_core.captions import (NSFW_BLOCKLIST, default_vocabulary, download_laion_vocabulary, filter_words,
-                                 load_laion_vocabulary, prepare_text_embeddings, word_captions)
+from slics_core.captions import (
+    NSFW_BLOCKLIST,
+    default_vocabulary,
+    download_laion_vocabulary,
+    filter_words,
+    load_laion_vocabulary,
+    prepare_text_embeddings,
+    word_captions,
+)
 
 
 def _unit(A):

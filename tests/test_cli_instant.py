@@ -12,12 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures_models import fake_hub_file
 
 from slics_core import weights
 from slics_core.cli import _modules_for, build_parser, check_encoder_weights, main
 from slics_core.commands import COMMANDS, CLIError
-
-from fixtures_models import fake_hub_file
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "open_clip", "transformers", "sklearn", "scipy", "pandas", "diffusers")

@@ -7,19 +7,17 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from fixtures_models import register_tiny_open_clip
 from PIL import Image
 
-from slics_core.images import load_image
 from slics_core.encoders import DINOv2Encoder, OpenCLIPEncoder, TiTokEncoder
+from slics_core.images import load_image
 from slics_core.store import EmbeddingStore, default_workers, embed_dataset
-
-from fixtures_models import register_tiny_open_clip
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKEN = (4, 8, 9, 10, 11)  # 8..11 is a whole batch of 4 with no readable image

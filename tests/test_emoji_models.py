@@ -7,8 +7,14 @@ import torch
 
 from slics_core.emoji.catalog import SUPERCATEGORIES
 from slics_core.emoji.models import (
-    EMOJI_CLIP_CONFIGS, encode_images, images_to_tensor, load_emoji_clip, model_dir, precision_at_2,
-    zero_shot_scores)
+    EMOJI_CLIP_CONFIGS,
+    encode_images,
+    images_to_tensor,
+    load_emoji_clip,
+    model_dir,
+    precision_at_2,
+    zero_shot_scores,
+)
 from slics_core.emoji.scenes import make_scenes
 
 

@@ -7,8 +7,8 @@ import pytest
 from slics_core.data import eval_data
 from slics_core.emoji.world import EmojiWorldConfig, config_from_env, render_emoji_world
 from slics_core.evaluation import choose_d0, sweep_d0
-from slics_core.explorer.generation import load_workspace_generator
 from slics_core.explorer.emoji_build import open_emoji_workspace
+from slics_core.explorer.generation import load_workspace_generator
 
 CFG = dict(n_train=80, n_val=20, n_query=20, n_pool=40, d0_values=(2, 3), n_iter=2)
 

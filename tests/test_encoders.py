@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 import torch
+from fixtures_models import fake_hub_file, register_tiny_open_clip
 from PIL import Image
 
 from slics_core import weights
@@ -16,8 +17,6 @@ from slics_core.encoders import (
     load_titok_codebook,
     load_titok_tokens,
 )
-
-from fixtures_models import fake_hub_file, register_tiny_open_clip
 
 
 def _images(n, seed=0, size=(40, 30)):

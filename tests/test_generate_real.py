@@ -9,17 +9,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from real_workspace import build_real_workspace
+from streamlit.testing.v1 import AppTest
 from test_hostile_markdown import shown
+
 from slics_core import weights
 from slics_core.alignment import ProcrustesAlignment
 from slics_core.cli import main
-from slics_core.images import load_image
 from slics_core.encoders import create_encoder
 from slics_core.explorer.generation import ALIGNMENT_FILE, load_workspace_generator
 from slics_core.explorer.workspace import load_workspace
+from slics_core.images import load_image
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,10 +10,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+from fixtures_models import TEXT_WIDTH, tiny_sd_pipeline, tiny_unclip_pipeline
 
 from slics_core.generators import ImageToPromptSD, UnCLIPGenerator, seeded_noise
-
-from fixtures_models import TEXT_WIDTH, tiny_sd_pipeline, tiny_unclip_pipeline
 
 PROJ_DIM = 24
 

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 import torch
+from fixtures_models import TEXT_WIDTH, fake_hub_file, tiny_sd_pipeline, tiny_unclip_pipeline
 
 from slics_core.alignment import ProcrustesAlignment
 from slics_core.generators import (
@@ -16,8 +17,6 @@ from slics_core.generators import (
     required_presets,
 )
 from slics_core.weights import MissingWeightsError
-
-from fixtures_models import TEXT_WIDTH, fake_hub_file, tiny_sd_pipeline, tiny_unclip_pipeline
 
 PROJ_DIM = 24  # joint (image/text) space of the tiny "CLIP"; stands in for 768
 

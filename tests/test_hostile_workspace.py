@@ -7,15 +7,14 @@ import errno
 import json
 import os
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from pathlib import Path
-
 from slics_core.cli import main
-from slics_core.explorer.arrival import STORE as ARRIVAL_STORE
 from slics_core.explorer import workspace as wsmod
+from slics_core.explorer.arrival import STORE as ARRIVAL_STORE
 from slics_core.explorer.workspace import load_workspace
 
 ROOT = Path(__file__).resolve().parents[1]

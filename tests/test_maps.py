@@ -4,12 +4,32 @@ import pandas as pd
 import pytest
 from scipy.optimize import nnls
 
-from slics_core.explorer.atom_tables import (atom_heatmaps, atom_labels, atom_top_items, atom_top_words, caption_table,
-                                             group_layout, item_codes, matrix_table)
-from slics_core.explorer.maps import (ATOM_SUB, OTHER, OTHER_CONCEPTS, SEVERAL, colour_groups, map_points, map_sample,
-                                      match_points, point_text, sample_rows, selected_point_ids, subspace_map,
-                                      tsne_layout)
+from slics_core.explorer.atom_tables import (
+    atom_heatmaps,
+    atom_labels,
+    atom_top_items,
+    atom_top_words,
+    caption_table,
+    group_layout,
+    item_codes,
+    matrix_table,
+)
 from slics_core.explorer.exports import with_settings
+from slics_core.explorer.maps import (
+    ATOM_SUB,
+    OTHER,
+    OTHER_CONCEPTS,
+    SEVERAL,
+    colour_groups,
+    map_points,
+    map_sample,
+    match_points,
+    point_text,
+    sample_rows,
+    selected_point_ids,
+    subspace_map,
+    tsne_layout,
+)
 from slics_core.slics import SLiCS
 from slics_core.synthetic import make_concept_cones
 

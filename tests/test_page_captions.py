@@ -51,9 +51,9 @@ def bare_dataset_workspace(tmp_path, monkeypatch):
     monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path))
     import numpy as np
 
+    from slics_core.explorer.workspace import Workspace, save_workspace
     from slics_core.slics import SLiCS
     from slics_core.synthetic import make_concept_cones
-    from slics_core.explorer.workspace import Workspace, save_workspace
 
     data = make_concept_cones(n_samples=240, n_features=16, n_concepts=3, n_atoms=2, random_state=0)
     X = (data.X / np.linalg.norm(data.X, axis=1, keepdims=True)).astype(np.float32)

@@ -6,7 +6,6 @@ import numpy as np
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "generate.py")
 

@@ -10,8 +10,16 @@ import pytest
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
-from slics_core.explorer.maps import (ATOM_SUB, OTHER_CONCEPTS, SEVERAL, colour_groups, map_points, map_sample,
-                                      match_points, point_text)
+from slics_core.explorer.maps import (
+    ATOM_SUB,
+    OTHER_CONCEPTS,
+    SEVERAL,
+    colour_groups,
+    map_points,
+    map_sample,
+    match_points,
+    point_text,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "subspaces.py")

@@ -17,8 +17,14 @@ from test_workspace import dataset_ws  # noqa: F401  (fixture)
 
 from slics_core.analysis import atom_cosine
 from slics_core.explorer.atom_tables import atom_heatmaps
-from slics_core.explorer.narration import (atom_sentences, component_words, evaluate_look_at, example_caption,
-                                           missing, page_readiness)
+from slics_core.explorer.narration import (
+    atom_sentences,
+    component_words,
+    evaluate_look_at,
+    example_caption,
+    missing,
+    page_readiness,
+)
 from slics_core.explorer.workspace import load_workspace
 from slics_core.synthetic import match_atoms
 

@@ -3,7 +3,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 from slics_core.cli import main

@@ -3,8 +3,16 @@ import numpy as np
 import pytest
 from scipy.optimize import nnls
 
-from slics_core.retrieval import (ConceptRetriever, ExactIndex, FaissIndex, QuantizedPool, build_index,
-                                  quantize_tokens, top_k, unfiltered_search)
+from slics_core.retrieval import (
+    ConceptRetriever,
+    ExactIndex,
+    FaissIndex,
+    QuantizedPool,
+    build_index,
+    quantize_tokens,
+    top_k,
+    unfiltered_search,
+)
 
 
 def _unit(A):

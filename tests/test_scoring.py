@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 from scipy.optimize import nnls as scipy_nnls
 
+from slics_core.evaluation import choose_d0
 from slics_core.explorer import scoring
+from slics_core.explorer.workspace import Workspace
+from slics_core.methods import FitInputs, UnfilteredModel, fit_method
 from slics_core.slics import SLiCS
 from slics_core.synthetic import make_concept_cones
 from slics_core.unsupervised import zero_shot_labels
-from slics_core.evaluation import choose_d0
-from slics_core.explorer.workspace import Workspace
-from slics_core.methods import FitInputs, UnfilteredModel, fit_method
 
 S, D0_PLANTED, D = 3, 3, 16
 

@@ -16,8 +16,8 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from slics_core import SLiCS
 from slics_core.baselines import FSpLiCE, SpLiCE
-from slics_core.metrics import RetrievalScorer
 from slics_core.methods import FSpLiCEModel, SpLiCEModel, UnfilteredModel
+from slics_core.metrics import RetrievalScorer
 from slics_core.preprocessing import EmbeddingNormalizer
 from slics_core.slics import SKLEARN_EXPECTED_FAILED_CHECKS
 from slics_core.synthetic import make_concept_cones

@@ -4,11 +4,10 @@ import socket
 import time
 
 import pytest
+from fixtures_models import fake_hub_file
 
 from slics_core import weights
 from slics_core.weights import MissingWeightsError
-
-from fixtures_models import fake_hub_file
 
 
 @pytest.fixture

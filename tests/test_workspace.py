@@ -8,12 +8,12 @@ from test_cli_data import toy  # noqa: F401  (fixture)
 
 from slics_core.cli import main
 from slics_core.emoji.world import config_from_env
-from slics_core.slics import SLiCS
-from slics_core.explorer.generation import load_workspace_generator
 from slics_core.explorer.build import build_workspace_from_cache
 from slics_core.explorer.emoji_build import open_emoji_workspace
 from slics_core.explorer.encoding import embed_query, load_query_encoder, workspace_vocabulary
+from slics_core.explorer.generation import load_workspace_generator
 from slics_core.explorer.workspace import list_workspaces, load_workspace
+from slics_core.slics import SLiCS
 
 
 def _embed_toy(toy, monkeypatch):

@@ -51,8 +51,13 @@ model is built.
 from slics_core.encoders.base import Encoder
 from slics_core.encoders.dinov2 import DINOv2Encoder
 from slics_core.encoders.openclip import OpenCLIPEncoder
-from slics_core.encoders.registry import (EMOJI_ENCODERS, EncoderSpec, create_encoder, encoder_spec_of,
-                                          parse_encoder_spec)
+from slics_core.encoders.registry import (
+                                          EMOJI_ENCODERS,
+                                          EncoderSpec,
+                                          create_encoder,
+                                          encoder_spec_of,
+                                          parse_encoder_spec,
+)
 from slics_core.encoders.titok import TiTokEncoder, load_titok_codebook, load_titok_tokens
 from slics_core.encoders.zero_shot import ENSEMBLE_TEMPLATES, PAPER_TEMPLATE, concept_text_embeddings
 

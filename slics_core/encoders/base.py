@@ -7,7 +7,8 @@ preprocessed batch to the model's device, and turn the model's output into a fin
 from __future__ import annotations
 
 import os
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 

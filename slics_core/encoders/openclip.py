@@ -13,8 +13,15 @@ from pathlib import Path
 import numpy as np
 
 from slics_core import weights as _weights
-from slics_core.encoders.base import (PILTransform, check_batch_size, check_images, check_texts, resize_size, to_device,
-                                      to_numpy)
+from slics_core.encoders.base import (
+    PILTransform,
+    check_batch_size,
+    check_images,
+    check_texts,
+    resize_size,
+    to_device,
+    to_numpy,
+)
 from slics_core.extras import require
 from slics_core.torch_device import device_dtype
 

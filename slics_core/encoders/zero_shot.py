@@ -1,7 +1,7 @@
 """Zero-shot concept text embeddings: the paper's prompt template and a template ensemble (sec. 3.5)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

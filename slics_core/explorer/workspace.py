@@ -33,11 +33,11 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from slics_core._validation import check_embeddings
-from slics_core.images import ImageLoadError, load_image
 from slics_core.errors import DamagedFileError, file_system_error, reading, user_message
 from slics_core.explorer.arrival import STORE as ARRIVAL_STORE
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
 from slics_core.formats import check_npy, check_npz
+from slics_core.images import ImageLoadError, load_image
 from slics_core.methods import REGISTRY, get_method, method_names
 from slics_core.preprocessing import make_preprocessor
 from slics_core.rows import unit_rows

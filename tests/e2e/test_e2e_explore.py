@@ -10,7 +10,6 @@ import urllib.parse
 
 import numpy as np
 import pytest
-from e2e_server import new_page, run_streamlit
 from e2e_helpers import (
     assert_no_errors,
     by_key,
@@ -21,6 +20,7 @@ from e2e_helpers import (
     wait_for_app,
     wait_for_images,
 )
+from e2e_server import new_page, run_streamlit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 from e2e_helpers import assert_no_errors, by_key, main, set_number, shot, wait_for_app, wait_for_images
 from e2e_server import new_page, run_streamlit
-
 from real_workspace import build_real_workspace
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

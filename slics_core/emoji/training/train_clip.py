@@ -172,9 +172,9 @@ def main(argv=None) -> int:
             ap.error("--text-only needs --init (the models root whose image tower is kept)")
         return train_text_only(args)
 
+    import open_clip
     import torch
     from open_clip.loss import ClipLoss
-    import open_clip
 
     model_cfg = json.loads(json.dumps(EMOJI_CLIP_CONFIGS[args.size]))
     if args.vision_cfg:
