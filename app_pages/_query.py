@@ -233,7 +233,7 @@ def _thresholds(key: str, method: str, d0, _ws, _model):
 
 
 def preselection(ws, q: Query, model, method: str, d0, scores):
-    """``(names, rule)``: the concepts to pre-select for ``q`` and the rule used (see slics_core.explore)."""
+    """``(names, rule)``: the concepts to pre-select for ``q`` and the rule used (see slics_core.explorer.queries)."""
     names = list(ws.concept_names)
     if q.Y is not None:
         return [names[j] for j in np.flatnonzero(q.Y)], "its known labels"

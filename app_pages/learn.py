@@ -3,7 +3,7 @@
 Widget keys: "preset" (scene), "cone_seed" (seed of random cones), "randomise" (button),
 "azimuth", "elevation" (the query x*), "active" (active concepts of the full decomposition),
 "show_full", "show_partial", "fill_cones" (drawing options), "learn_fig" (the figure).
-Geometry: slics_core.sphere; this page only draws.
+Geometry: slics_core.explorer.sphere; this page only draws.
 """
 # keys: preset, cone_seed, randomise, azimuth, elevation, active, show_full, show_partial, fill_cones, learn_fig
 import numpy as np

@@ -1,5 +1,9 @@
 """Supervised SLiCS dictionary learning (the paper's Algorithm 1).
 
+One job: the estimator (fit's coefficient and atom steps, transform, project, components); its
+file format is in :mod:`slics_core.formats` and its kernels in :mod:`slics_core._kernels`. About 80 of
+its lines are the notes below on where the paper is silent.
+
 An embedding ``x`` is modelled as a sum of per-concept components, each a
 non-negative combination of that concept's atoms (paper eq. 1)::
 
@@ -101,6 +105,9 @@ from slics_core._kernels import (
     rank2_update,
     reseed,
     residual,
+)
+from slics_core._validation import (
+    SKLEARN_EXPECTED_FAILED_CHECKS as SKLEARN_EXPECTED_FAILED_CHECKS,  # public: the checks check_estimator skips
 )
 from slics_core._validation import (
     check_concept,

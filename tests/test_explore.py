@@ -1,4 +1,4 @@
-"""slics_core.explore against independent brute-force computations on planted concept cones."""
+"""slics_core.explorer.queries against independent brute-force computations on planted concept cones."""
 import numpy as np
 import pytest
 from PIL import Image

@@ -1,4 +1,4 @@
-"""slics_core.scoring against a brute-force re-implementation on a small planted workspace."""
+"""slics_core.explorer.scoring against a brute-force re-implementation on a small planted workspace."""
 import math
 
 import numpy as np

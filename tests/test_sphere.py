@@ -1,4 +1,4 @@
-"""Geometry of the Learn page (slics_core.sphere) against scipy and closed forms."""
+"""Geometry of the Learn page (slics_core.explorer.sphere) against scipy and closed forms."""
 import numpy as np
 import pytest
 from scipy.optimize import nnls as scipy_nnls

@@ -1,4 +1,4 @@
-"""slics_core.workspace: dataset workspaces (`slics workspace`) and the emoji workspace."""
+"""slics_core.explorer.workspace and .build: dataset workspaces (`slics workspace`) and the emoji workspace."""
 import json
 
 import numpy as np

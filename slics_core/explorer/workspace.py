@@ -1,5 +1,9 @@
 """The workspace model: :class:`Workspace`, its folder format (save, the one checked reader), names and listing.
 
+One job: what a workspace is on disk and in memory. The fields are declared once and saved, loaded
+and checked from that declaration; about 200 lines are docstrings. Building one is
+:mod:`slics_core.explorer.build`.
+
 A :class:`Workspace` is one embedded, labelled collection with its fitted models: preprocessed
 embeddings ``X`` (rows: items), the encoder's embeddings ``raw``, labels ``Y`` (and sub-labels
 ``Z``), the train / val / query / pool split, and ``models[(method, d0)]`` for every method of the
