@@ -9,11 +9,19 @@
 * :mod:`~slics_core.explorer.encoding` - query and text encoding, the caption vocabulary.
 * :mod:`~slics_core.explorer.generation` - a workspace's image generator.
 * :mod:`~slics_core.explorer.queries` - a query's components, concept scores, galleries.
-* :mod:`~slics_core.explorer.maps` - t-SNE maps, atom heatmaps, caption tables.
+* :mod:`~slics_core.explorer.maps` - t-SNE maps of items, components and atoms, and reading them.
+* :mod:`~slics_core.explorer.atom_tables` - atom usage, the Fig. 6 heatmaps, caption tables.
+* :mod:`~slics_core.explorer.arrival` - what the pages show on arrival, stored with the workspace.
+* :mod:`~slics_core.explorer.narration`, :mod:`~slics_core.explorer.readings` - sentences and generator
+  readings the pages show.
 * :mod:`~slics_core.explorer.scoring` - mAP of a workspace's fitted models (Evaluate page).
 * :mod:`~slics_core.explorer.sphere` - the 3-D concept cones of the Learn page.
 * :mod:`~slics_core.explorer.uploads` - decoding untrusted uploads.
 * :mod:`~slics_core.explorer.quantized` - the quantized candidate pool of token embeddings (TiTok).
+* :mod:`~slics_core.explorer.exports`, :mod:`~slics_core.explorer.safe_text` - exports; untrusted text.
+* :mod:`~slics_core.explorer.emoji_report` - the emoji world's quality report.
+
+Where everything lives: ``docs/architecture.md``.
 
 Imports point down only: this package uses the library (``slics_core.*``) and is used by
 ``app.py`` / ``app_pages`` and the command line; the library never imports it.
