@@ -29,8 +29,8 @@ def require_dictionaries(ws) -> list:
     there are none (e.g. a workspace built with ``--methods UF``)."""
     methods = ws.dictionary_methods()
     if not methods:
-        st.info(f"Workspace {_safe.code(ws.name)} has no fitted dictionary (S-SVD, S-SLiCS or U-SLiCS), so this page has "
-                "nothing to show; rebuild it with one of them among `slics workspace --methods`.")
+        st.info(f"Workspace {_safe.code(ws.name)} has no fitted dictionary (S-SVD, S-SLiCS or U-SLiCS), "
+                "so this page has nothing to show; rebuild it with one of them among `slics workspace --methods`.")
         state.stop()
     return methods
 

@@ -103,8 +103,9 @@ def _build_banner(handle, seen_generation: int):
     if snap["generation"] != seen_generation:
         st.rerun()
     if snap["error"]:
-        st.warning(f"Building the whole workspace failed: {_safe.text(server_text(snap['error']))}. The preview stays usable; restart the "
-                   "server to try again, or prepare the cache with `slics emoji-build`.")
+        st.warning(f"Building the whole workspace failed: {_safe.text(server_text(snap['error']))}. "
+                   "The preview stays usable; restart the server to try again, or prepare the cache with "
+                   "`slics emoji-build`.")
         return
     st.progress(min(1.0, snap["percent"] / 100),
                 text="Preview open: the first scenes of the emoji world, S-SLiCS at a provisional d0 = "

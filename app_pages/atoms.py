@@ -129,8 +129,8 @@ with a1:
 with a2:
     k = st.number_input("Images", min_value=1, max_value=60, value=12, key="atom_k")
 atom = int(atom)
-st.caption(f"Concept **{_safe.text(names[model.groups_[atom]])}**; used by {mats['usage'][atom]:.1%} of the {code_split} "
-           f"items in the OMP codes.")
+st.caption(f"Concept **{_safe.text(names[model.groups_[atom]])}**; used by {mats['usage'][atom]:.1%} "
+           f"of the {code_split} items in the OMP codes.")
 
 img_col, word_col = st.columns([3, 1])
 with img_col:

@@ -93,7 +93,7 @@ def _figure(sc, drawings, d, show_full, show_partial, fill):
         r = d.reconstruction
         fig.add_trace(go.Scatter3d(x=[r[0]], y=[r[1]], z=[r[2]], mode="markers",
                                    marker=dict(size=3, color="black", symbol="x"), name="Σ v_j (reconstruction)"))
-    for k, e in enumerate(np.eye(3)):  # faint coordinate axes
+    for e in np.eye(3):  # faint coordinate axes
         fig.add_trace(_line(-1.15 * e, 1.15 * e, line=dict(color="#999999", width=1), showlegend=False,
                             hoverinfo="skip"))
     axis = dict(range=[-1.15, 1.15], visible=False)

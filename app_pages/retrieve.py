@@ -2,8 +2,8 @@
 
 Widget keys: query_pick, query_upload, query_text, query_strip_prev, query_strip_next, query_thumb_<i>,
 query_use_upload (app_pages/_query.py); concepts (multiselect); method; d0; component; k; retrieve_cols;
-retrieve_csv (download); retrieve_quantized (toggle, workspaces with a token codebook); pick_<concept> / pick_uf_<concept> (the "Query this image" pills under a gallery:
-#1 … #k make that gallery image the query).
+retrieve_csv (download); retrieve_quantized (toggle, workspaces with a token codebook); pick_<concept> /
+pick_uf_<concept> (the "Query this image" pills under a gallery: #1 … #k make that gallery image the query).
 """
 import numpy as np
 import pandas as pd
@@ -145,7 +145,8 @@ for cg, uf in pairs:
     m[0].metric(f"P@{k} general · {_safe.text(name)}", _pct(cg.precision_general),
                 _delta(cg.precision_general, uf.precision_general))
     m[1].metric(f"P@{k} general · unfiltered", _pct(uf.precision_general))
-    m[2].metric(f"P@{k} sub-label · {_safe.text(name)}", _pct(cg.precision_sub), _delta(cg.precision_sub, uf.precision_sub))
+    m[2].metric(f"P@{k} sub-label · {_safe.text(name)}", _pct(cg.precision_sub),
+                _delta(cg.precision_sub, uf.precision_sub))
     m[3].metric(f"P@{k} sub-label · unfiltered", _pct(uf.precision_sub))
     a, b = st.columns(2)
     with a:

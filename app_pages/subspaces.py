@@ -248,7 +248,8 @@ def _figure(params, color_by, sub_concept, highlight, drag, _table, _texts, _gro
                 opacity = np.full(idx.size, 1.0 if k == "atom" else 0.8)
                 line_w = np.full(idx.size, 1.0 if k == "atom" else 0.0)
             fig.add_trace(go.Scatter(
-                x=table.x.to_numpy()[idx], y=table.y.to_numpy()[idx], mode="markers", name=_safe.figure_text(g), legendgroup=g,
+                x=table.x.to_numpy()[idx], y=table.y.to_numpy()[idx], mode="markers", name=_safe.figure_text(g),
+                legendgroup=g,
                 showlegend=g not in legend_shown, customdata=[[int(p)] for p in table.point.to_numpy()[idx]],
                 hovertext=[texts[i] for i in idx], hovertemplate="%{hovertext}<extra></extra>",
                 marker=dict(symbol=SYMBOLS[k], size=SIZES[k], color=colours[g], opacity=opacity.tolist(),
@@ -256,7 +257,8 @@ def _figure(params, color_by, sub_concept, highlight, drag, _table, _texts, _gro
             legend_shown.add(g)
     marked = table[(table.row >= 0) & table.row.isin(include)]
     if len(marked):
-        names = [f"x (item {r})" if k == "embedding" else f"{'ṽ' if component == 'partial' else 'v'}: {_safe.figure_text(c)}"
+        names = [f"x (item {r})" if k == "embedding"
+                 else f"{'ṽ' if component == 'partial' else 'v'}: {_safe.figure_text(c)}"
                  for r, k, c in zip(marked.row, marked.kind, marked.concept)]
         fig.add_trace(go.Scatter(x=marked.x, y=marked.y, mode="markers+text", text=names, textposition="top center",
                                  customdata=marked[["point"]].to_numpy().tolist(), name="current query",
@@ -272,7 +274,8 @@ def _figure(params, color_by, sub_concept, highlight, drag, _table, _texts, _gro
               + (f" · {n_hit} points match “{_safe.figure_text(highlight)}”" if highlight else ""),
         height=680, margin=dict(l=40, r=10, t=60, b=40), xaxis_title="t-SNE 1", yaxis_title="t-SNE 2",
         clickmode="event+select", dragmode=DRAG[drag], hovermode="closest",
-        legend=dict(title_text=(f"sub-labels of {_safe.figure_text(sub_concept)}" if color_by == "sub-label" else "concept")
+        legend=dict(title_text=(f"sub-labels of {_safe.figure_text(sub_concept)}" if color_by == "sub-label"
+                                else "concept")
                     + f"<br><sub>{kind_key}</sub>",
                     orientation="v", x=1.01, xanchor="left", y=1, yanchor="top", itemsizing="constant",
                     font=dict(size=11), tracegroupgap=0))

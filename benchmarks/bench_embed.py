@@ -144,7 +144,7 @@ def main():
                 run(f"parallel, {workers} workers, draft decode", enc, workers=workers, draft=True)]
         clocks = {name: [] for name, _ in runs}
         ratios = {name: [] for name, _ in runs}
-        for r in range(args.repeat):  # rounds: each ratio compares runs of the same round
+        for _ in range(args.repeat):  # rounds: each ratio compares runs of the same round
             out = {}
             for name, go in runs:
                 c, out[name] = go()

@@ -146,7 +146,8 @@ def main():
     model = runs[0][0]
     walls, cpus = [r[1] for r in runs], [r[2] for r in runs]
     t_ours, c_ours = float(np.median(walls)), float(np.median(cpus))
-    print(f"slics_core runs    : wall {', '.join(f'{t:.3f}' for t in walls)} s; CPU {', '.join(f'{t:.3f}' for t in cpus)} s")
+    print(f"slics_core runs    : wall {', '.join(f'{t:.3f}' for t in walls)} s; "
+          f"CPU {', '.join(f'{t:.3f}' for t in cpus)} s")
     with threadpool_limits(limits=1, user_api="blas"):  # like SLiCS.fit: one BLAS thread (stable timings)
         (B_ref, groups_ref), t_ref, c_ref = timed(lambda: reference_fit(X, Y, d0, T))
     err_ours = model.reconstruction_error(X, Y)

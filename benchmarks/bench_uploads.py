@@ -37,7 +37,8 @@ CASES = [
 _MAKE = r"""
 import sys
 from PIL import Image, ImageDraw
-path, fmt, w, h, mode, opts = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], eval(sys.argv[6])
+path, fmt, w, h = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+mode, opts = sys.argv[5], eval(sys.argv[6])
 Image.MAX_IMAGE_PIXELS = None
 base = "RGB" if mode in ("RGB", "P") else mode
 im = Image.new(base, (w, h), (200, 40, 40) if base == "RGB" else 3000)

@@ -228,7 +228,8 @@ def check_concept(concept, n_concepts):
     if isinstance(concept, (bool, np.bool_)) or not isinstance(concept, (int, np.integer)):
         raise ValueError(f"concept must be an integer index in [0, {n_concepts}); got {concept!r}.")
     if not 0 <= int(concept) < n_concepts:
-        raise ValueError(f"concept {int(concept)} is out of range: this model has {n_concepts} concepts (0..{n_concepts - 1}).")
+        raise ValueError(f"concept {int(concept)} is out of range: "
+                         f"this model has {n_concepts} concepts (0..{n_concepts - 1}).")
     return int(concept)
 
 

@@ -52,7 +52,8 @@ def build_parser(modules=None) -> argparse.ArgumentParser:
 
 
 def _command_name(argv: list[str]) -> str | None:
-    """The sub-command named in ``argv`` (the first word that is not an option: ``slics`` has no option with a value)."""
+    """The sub-command named in ``argv`` (the first word that is not an option: ``slics`` has no option
+    with a value)."""
     return next((a for a in argv if not a.startswith("-")), None)
 
 

@@ -123,7 +123,8 @@ class TokenNormalizer(TransformerMixin, BaseEstimator):
                 raise ValueError(f"expected {self.n_tokens} tokens per sample; got {X.shape[1]}.")
             return X
         if X.ndim != 2 or X.shape[1] % self.n_tokens:
-            raise ValueError(f"expected (n, {self.n_tokens}, token_dim) or (n, {self.n_tokens} * token_dim) input; got {X.shape}.")
+            raise ValueError(f"expected (n, {self.n_tokens}, token_dim) or (n, {self.n_tokens} * token_dim) input; "
+                             f"got {X.shape}.")
         return X.reshape(X.shape[0], self.n_tokens, -1)
 
     def transform(self, X):

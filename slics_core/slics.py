@@ -446,7 +446,8 @@ class SLiCS(TransformerMixin, BaseEstimator):
         counts = Y.sum(axis=0)
         if (counts == 0).any():
             empty = [names[j] for j in np.flatnonzero(counts == 0)]
-            raise ValueError(f"concept(s) {empty} have no positive sample; a concept needs examples to learn its atoms.")
+            raise ValueError(f"concept(s) {empty} have no positive sample; "
+                             "a concept needs examples to learn its atoms.")
         sizes = self._atom_counts(n_concepts)
         rng = check_random_state(self.random_state)
 

@@ -37,7 +37,8 @@ def test_cli_emoji_dataset_is_the_app_world(tiny_world, tmp_path, capsys):
                  "--out-dir", str(out), "--vocab", "wordfreq", "--n-words", "50"]) == 0
     err = capsys.readouterr().err
     sizes = {k: len(getattr(app_split, k)) for k in ("train", "val", "query", "pool")}
-    assert f"'train': {sizes['train']}, 'val': {sizes['val']}, 'query': {sizes['query']}, 'pool': {sizes['pool']}" in err
+    assert (f"'train': {sizes['train']}, 'val': {sizes['val']}, "
+            f"'query': {sizes['query']}, 'pool': {sizes['pool']}") in err
 
 
 def test_emoji_vocabulary_is_the_default_for_emoji_caches(tiny_world, tmp_path, capsys):

@@ -4,6 +4,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from safetensors import SafetensorError
 
 from slics_core.emoji.catalog import SUPERCATEGORIES
 from slics_core.emoji.models import (
@@ -75,7 +76,7 @@ def test_missing_or_corrupt_weights(tmp_path):
     dst = model_dir("small", tmp_path)
     shutil.copytree(model_dir("small"), dst)
     (dst / "open_clip_model.safetensors").write_bytes(b"garbage")
-    with pytest.raises(Exception):
+    with pytest.raises(SafetensorError):  # the weights file's header cannot be read
         load_emoji_clip("small", root=tmp_path)
 
 

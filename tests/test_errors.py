@@ -202,6 +202,7 @@ def test_cli_repairs_a_truncated_batch(photos, capsys):
     assert _embed(photos, cache) == 0
     out = capsys.readouterr()
     warned = [ln for ln in out.err.splitlines() if ": warning: " in ln]  # one line each (issue 23)
-    assert len(warned) == 1 and re.search(r"^slics embed: warning: .*b00001\.npz' is damaged.*computed again", warned[0])
+    assert len(warned) == 1
+    assert re.search(r"^slics embed: warning: .*b00001\.npz' is damaged.*computed again", warned[0])
     assert "1 batches computed, 2 reused" in out.out
     np.testing.assert_array_equal(np.load(cache / "embeddings.npy"), E0)

@@ -1,4 +1,5 @@
-"""Hostile-input catalogue, class 3 (unit level): the Markdown helpers (slics_core/explorer/safe_text.py, imported by the pages as app_pages._safe).
+"""Hostile-input catalogue, class 3 (unit level): the Markdown helpers (slics_core/explorer/safe_text.py,
+imported by the pages as app_pages._safe).
 
 The browser test (tests/e2e/test_injection.py) is the proof on every page; these check the helpers'
 output without a browser.

@@ -22,7 +22,8 @@ def _png_header_only(width, height, colour_type=2, depth=8):
         return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body) & 0xFFFFFFFF)
 
     ihdr = struct.pack(">IIBBBBB", width, height, depth, colour_type, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b"")
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 16))
+            + chunk(b"IEND", b""))
 
 
 def _bmp_header_only(width, height, bits=24):

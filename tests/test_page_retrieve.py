@@ -139,7 +139,8 @@ def test_fsplice_method(ws, multi_row):
     assert (fs.gallery == "concept").any()  # F-SpLiCE components exist for at least one concept
     assert fs[fs.gallery == "concept"]["row"].tolist() != slics[slics.gallery == "concept"]["row"].tolist()
     # the unfiltered gallery is the same whatever the method
-    assert fs[fs.gallery == "unfiltered"]["row"].tolist()[:10] == slics[slics.gallery == "unfiltered"]["row"].tolist()[:10]
+    unfiltered = slics[slics.gallery == "unfiltered"]["row"].tolist()[:10]
+    assert fs[fs.gallery == "unfiltered"]["row"].tolist()[:10] == unfiltered
 
 
 def test_deep_link_concepts(ws, multi_row):

@@ -143,9 +143,12 @@ def test_concept_filtered_retrieval_beats_unfiltered(cones):
     train, query, pool = slice(0, 800), slice(800, 950), slice(950, None)
     model = SLiCS(n_atoms=3, n_iter=10).fit(cones.X[train], cones.Y[train])
     Xp, subp = cones.X[pool], cones.sublabels[pool]
-    unit = lambda Z: Z / np.maximum(np.linalg.norm(Z, axis=-1, keepdims=True), 1e-12)
+
+    def unit(Z):
+        return Z / np.maximum(np.linalg.norm(Z, axis=-1, keepdims=True), 1e-12)
+
     filtered, unfiltered = [], []
-    for i in range(800, 950):
+    for i in range(query.start, query.stop):
         for j in np.flatnonzero(cones.Y[i]):
             relevant = subp[:, j] == cones.sublabels[i, j]
             comp = model.project(cones.X[i:i + 1], j)

@@ -174,6 +174,7 @@ def test_classroom_switch_hides_error_details(how):
     if how == "flags":
         cfg = _streamlit_config("--server.headless", "true", "--client.showErrorDetails", "none")
     else:
-        cfg = _streamlit_config(env={"STREAMLIT_SERVER_HEADLESS": "true", "STREAMLIT_CLIENT_SHOW_ERROR_DETAILS": "none"})
+        cfg = _streamlit_config(env={"STREAMLIT_SERVER_HEADLESS": "true",
+                                     "STREAMLIT_CLIENT_SHOW_ERROR_DETAILS": "none"})
     assert cfg["server.headless"] == "true" and cfg["client.showErrorDetails"] == "none"
     assert cfg["client.toolbarMode"] == "viewer"

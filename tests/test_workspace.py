@@ -16,13 +16,13 @@ from slics_core.explorer.workspace import list_workspaces, load_workspace
 from slics_core.slics import SLiCS
 
 
-def _embed_toy(toy, monkeypatch):
-    """Embed the toy folder into ``toy/cache`` ("clip" preprocessing: a workspace must centre with the
+def _embed_toy(toy_dir, monkeypatch):
+    """Embed the toy folder into ``toy_dir/cache`` ("clip" preprocessing: a workspace must centre with the
     training mean); return the cache."""
-    cache = toy / "cache"
+    cache = toy_dir / "cache"
     monkeypatch.setattr("sys.argv", ["slics"])
-    assert main(["embed", "--dataset", "folder", "--images", str(toy / "photos"), "--labels",
-                 str(toy / "labels.csv"), "--encoder", "toyenc:make", "--cache", str(cache), "--batch-size", "16",
+    assert main(["embed", "--dataset", "folder", "--images", str(toy_dir / "photos"), "--labels",
+                 str(toy_dir / "labels.csv"), "--encoder", "toyenc:make", "--cache", str(cache), "--batch-size", "16",
                  "--no-progress"]) == 0
     return cache
 
@@ -38,7 +38,7 @@ def dataset_ws(toy, tmp_path, monkeypatch):  # noqa: F811
 
 
 def test_dataset_workspace_matches_independent_fit(dataset_ws, capsys):
-    toy, folder = dataset_ws
+    toy_dir, folder = dataset_ws
     ws = load_workspace(folder)
     assert ws.name == "toys" and ws.kind == "dataset" and len(ws) == 90  # broken.jpg was skipped
     rows = np.concatenate([ws.index[s] for s in ("train", "val", "query", "pool")])
@@ -46,7 +46,7 @@ def test_dataset_workspace_matches_independent_fit(dataset_ws, capsys):
     # preprocessing recomputed by hand: unit, minus the training mean of unit rows, unit
     from slics_core.store import EmbeddingStore
 
-    E, ids, _ = EmbeddingStore(toy / "cache").load()
+    E, ids, _ = EmbeddingStore(toy_dir / "cache").load()
     U = E / np.linalg.norm(E, axis=1, keepdims=True)
     C = U - U[ws.index["train"]].mean(0)
     np.testing.assert_allclose(ws.X, C / np.linalg.norm(C, axis=1, keepdims=True), atol=1e-6)
@@ -61,7 +61,8 @@ def test_dataset_workspace_matches_independent_fit(dataset_ws, capsys):
     assert set(ws.skipped) == {"F-SpLiCE", "SpLiCE"} and ws.vocab_words is None
     # images come from their files
     i = ids.index("p007.jpg")
-    assert np.array_equal(np.asarray(ws.image(i)), np.asarray(Image.open(toy / "photos" / "p007.jpg").convert("RGB")))
+    photo = np.asarray(Image.open(toy_dir / "photos" / "p007.jpg").convert("RGB"))
+    assert np.array_equal(np.asarray(ws.image(i)), photo)
     assert ws.labels_of(i)["concepts"] == [c for c, y in zip(["red", "green", "blue"], ws.Y[i]) if y]
     # the recorded name is code (module:factory): a workspace file may not make the server run it
     with pytest.raises(FileNotFoundError, match="module:factory"):
@@ -69,7 +70,7 @@ def test_dataset_workspace_matches_independent_fit(dataset_ws, capsys):
     # a query embedded with the same encoder (given from Python) lands on the stored row
     import toyenc
 
-    raw, x = embed_query(ws, toyenc.make(), Image.open(toy / "photos" / "p007.jpg"))
+    raw, x = embed_query(ws, toyenc.make(), Image.open(toy_dir / "photos" / "p007.jpg"))
     np.testing.assert_allclose(x, ws.X[i], atol=1e-5)
     assert list_workspaces()[0] == ("toys", folder)
     assert main(["workspace", "--info", str(folder)]) == 0

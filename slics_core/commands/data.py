@@ -114,7 +114,8 @@ def _add_embed_args(p, reproduce=False):
     p.add_argument("--preprocessing", choices=PREPROCESSING, default="clip",
                    help="embedding preprocessing used by fit/evaluate/workspace (clip = unit, centre, unit)")
     p.add_argument("--workers", type=int, default=None,
-                   help="image decoding processes (default: one per core less one, up to 16; 0 decodes in the main process)")
+                   help="image decoding processes (default: one per core less one, up to 16; "
+                        "0 decodes in the main process)")
     p.add_argument("--no-draft", action="store_true",
                    help="decode JPEGs at full size (default: reduced-size JPEG decoding, never below the encoder's "
                         "input size; a cache is always resumed the way it was begun)")
@@ -180,7 +181,8 @@ def _embed_precomputed(args, encoder):
     batch = 4096
     store.begin(ds.ids, args.encoder or "precomputed", int(E.shape[1]), batch,
                 _preprocessing_info(args, None if C is None else token_count(E.shape[1], C)),
-                {"name": ds.name, "n": len(ds), "encoder_spec": args.encoder, "source": os.path.abspath(args.embeddings),
+                {"name": ds.name, "n": len(ds), "encoder_spec": args.encoder,
+                 "source": os.path.abspath(args.embeddings),
                  "paths": [os.path.abspath(p) if p else None for p in ds.paths]}, overwrite=args.overwrite)
     if ds.label_report:
         print(f"labels: {ds.label_report}", file=sys.stderr)

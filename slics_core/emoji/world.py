@@ -218,7 +218,10 @@ def world_split(Y, config: EmojiWorldConfig | None = None, n_train=None, n_val=N
     """The world's split of labels ``Y`` (:func:`render_emoji_world`'s): sizes and seed of ``config``
     (default :func:`config_from_env`) unless given."""
     cfg = config or config_from_env()
-    pick = (lambda given, default: default if given is None else given)
+
+    def pick(given, default):
+        return default if given is None else given
+
     return make_split(Y, pick(n_train, cfg.n_train), pick(n_val, cfg.n_val), pick(n_query, cfg.n_query),
                       seed=pick(seed, cfg.seed))
 

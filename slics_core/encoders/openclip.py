@@ -220,7 +220,8 @@ class OpenCLIPEncoder:
         batch_size = check_batch_size(batch_size)
         out = []
         for start in range(0, len(images), batch_size):
-            out.append(self.encode_tensors(torch.stack([self.preprocess(im) for im in images[start:start + batch_size]])))
+            batch = [self.preprocess(im) for im in images[start:start + batch_size]]
+            out.append(self.encode_tensors(torch.stack(batch)))
         return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
 
     def encode_texts(self, texts, batch_size: int = 256) -> np.ndarray:

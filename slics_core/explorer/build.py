@@ -159,7 +159,8 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
                    sub_names=list(data.sub_names), sub_to_concept=data.sub_to_concept,
                    concept_text=data.concept_text, encoder=data.encoder, captions=captions,
                    ids=list(data.ids), images=images, paths=data.paths, preprocessing=data.preprocessing,
-                   n_tokens=data.n_tokens, vocab_words=inputs.vocab_words, vocab_text=inputs.vocab_text, generator=generator,
+                   n_tokens=data.n_tokens, vocab_words=inputs.vocab_words, vocab_text=inputs.vocab_text,
+                   generator=generator,
                    skipped=skipped, extras=extras,
                    codebook=None if codebook is None else np.asarray(codebook, dtype=np.float32))
     d0s = [d for d in d0_values if ("S-SLiCS", d) in models]

@@ -315,7 +315,8 @@ class Workspace:
 
 # ---------------------------------------------------------------------- saving and opening
 #: Files a workspace writes (relative to its folder); a rebuild replaces or removes only these.
-_OWN_FILE = re.compile(r"^(workspace\.json|arrays\.npz|images\.npy|extra-[A-Za-z0-9_]+\.npy|models/[A-Za-z0-9][A-Za-z0-9._-]*\.npz)$")
+_OWN_FILE = re.compile(r"^(workspace\.json|arrays\.npz|images\.npy|extra-[A-Za-z0-9_]+\.npy"
+                       r"|models/[A-Za-z0-9][A-Za-z0-9._-]*\.npz)$")
 _TMP_PREFIX = ".slics-new-"
 _MAX_HEADER_BYTES = 1 << 30  # workspace.json holds ids, paths and captions: ~100 MB for a million items
 _MAX_MARKER_BYTES = 1 << 20

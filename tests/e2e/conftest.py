@@ -55,7 +55,8 @@ def _missing() -> str | None:
     except ImportError as exc:
         why.append(f"playwright is not installed ({exc}); pip install playwright")
     if chromium_path() is None:
-        why.append(f"no Chromium at {os.environ.get('SLICS_CHROMIUM') or '/usr/bin/chromium'}; apt-get install chromium")
+        why.append(f"no Chromium at {os.environ.get('SLICS_CHROMIUM') or '/usr/bin/chromium'}; "
+                   "apt-get install chromium")
     return "; ".join(why) or None
 
 

@@ -99,7 +99,8 @@ def test_deep_link_opens_the_page_with_its_query_and_concepts(fresh_page, screen
     other.goto(f"/retrieve?q={row}&c=animal,food", wait_until="domcontentloaded")
     wait_for_app(other)
     assert_no_errors(other, "deep link")
-    assert selectbox_value(by_key(other, "query_pick")).startswith(f"#{row} "), selectbox_value(by_key(other, "query_pick"))
+    picked = selectbox_value(by_key(other, "query_pick"))
+    assert picked.startswith(f"#{row} "), picked
     assert multiselect_values(by_key(other, "concepts")) == ["animal", "food"]
     assert other.locator("h3").filter(has_text="animal").count() >= 1
 

@@ -162,7 +162,8 @@ def test_dataset_link_reopens_the_same_view_in_a_fresh_browser(browser, tmp_path
             assert selectbox_value(by_key(second, "query_pick")) == view["query"]
             assert multiselect_values(by_key(second, "concepts")) == view["concepts"]
             assert selectbox_value(by_key(second, "method")) == "S-SVD"
-            assert "toys" in main(second).inner_text() or "toys" in second.locator('[data-testid="stSidebar"]').inner_text()
+            sidebar = second.locator('[data-testid="stSidebar"]')
+            assert "toys" in main(second).inner_text() or "toys" in sidebar.inner_text()
             # no emoji concept leaks into the dataset workspace
             assert not set(view["concepts"]) & {"animal", "food", "vehicle"}
             shot(second, screenshot_dir, "dataset_link_reopened")
