@@ -139,8 +139,8 @@ def reader_hits(ws, model, kind, test_rows):
         if not len(r_te):
             continue
         P = gen.read(wg.alignment.transform(V_te))  # columns: CATEGORIES
-        top = [sub_idx[CATEGORIES[t]] for t in P.argmax(1)]
-        all_hits.append(ws.Z[r_te, top].astype(bool))
+        top = np.array([sub_idx[CATEGORIES[t]] for t in P.argmax(1)])
+        all_hits.append(ws.Z[r_te, top].astype(bool) & np.isin(top, members[j]))  # an object of concept j
         mj = [CATEGORIES.index(ws.sub_names[k]) for k in members[j]]
         top_j = members[j][P[:, mj].argmax(1)]
         j_hits.append(ws.Z[r_te, top_j].astype(bool))
