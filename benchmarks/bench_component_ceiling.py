@@ -175,7 +175,7 @@ def _run(args) -> int:
     ws = open_emoji_workspace()
     train = np.concatenate([ws.index["train"], ws.index["val"], ws.index["pool"]])
     query = ws.index["query"]
-    report_q = set(int(r) for r in query[:args.n_report])
+    report_q = {int(r) for r in query[:args.n_report]}
     everything = np.concatenate([train, query])
     folds = np.random.default_rng(args.seed).permutation(len(everything)) % args.folds
     print(f"workspace open: {time.perf_counter() - t0:.1f} s; train {len(train)} scenes, query {len(query)}; "
@@ -194,12 +194,12 @@ def _run(args) -> int:
                     rec.update(report=round(float(h[first].mean()), 3), query=round(float(h.mean()), 3),
                                report_given_concept=round(float(hj[first].mean()), 3),
                                query_given_concept=round(float(hj.mean()), 3), n_report=int(first.sum()),
-                               n_query=int(len(h)))
+                               n_query=len(h))
                 else:
                     h, rows = score(ws, model, kind, name, train, query, args.seed)
                     first = np.array([int(r) in report_q for r in rows])
                     rec.update(report=round(float(h[first].mean()), 3), query=round(float(h.mean()), 3),
-                               n_report=int(first.sum()), n_query=int(len(h)))
+                               n_report=int(first.sum()), n_query=len(h))
                     if name in args.cv_models:
                         cv = [score(ws, model, kind, name, everything[folds != f], everything[folds == f], args.seed)[0]
                               for f in range(args.folds)]
