@@ -30,7 +30,7 @@ scenes (folds by scene, seeded) for LR (``--cv-models LR MLP`` adds the MLP, abo
 One BLAS thread by default (``--threads``): on the shared 2 cores more threads oversubscribe them
 (an MLP fit took 10x the CPU seconds with the default thread pool).
 
-    SLICS_EMOJI_CACHE=/tmp/x nice -n 10 python benchmarks/bench_component_ceiling.py [--d0 5 3 8] [--json OUT]
+    SLICS_EMOJI_CACHE=/tmp/x nice -n 10 python -m benchmarks.bench_component_ceiling [--d0 5 3 8] [--json OUT]
 
 Numbers and their reading: docs/emoji_world.md ("How much the components hold").
 """
@@ -153,7 +153,8 @@ def main(argv=None) -> int:
     ap.add_argument("--d0", type=int, nargs="*", default=None, help="d0 values (default: the workspace's chosen d0)")
     ap.add_argument("--kinds", nargs="*", default=["partial", "full", "whole"])
     ap.add_argument("--models", nargs="*", default=["prior", "LR", "LR-unit", "MLP", "kNN"])
-    ap.add_argument("--cv-models", nargs="*", default=["LR"], help="models also scored by cross-validation (MLP: ~6x its cost)")
+    ap.add_argument("--cv-models", nargs="*", default=["LR"],
+                    help="models also scored by cross-validation (MLP: ~6x its cost)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--n-report", type=int, default=200, help="query scenes the report judges")
     ap.add_argument("--seed", type=int, default=0)

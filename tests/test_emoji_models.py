@@ -4,7 +4,6 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from safetensors import SafetensorError
 
 from slics_core.emoji.catalog import SUPERCATEGORIES
 from slics_core.emoji.models import (
@@ -17,6 +16,7 @@ from slics_core.emoji.models import (
     zero_shot_scores,
 )
 from slics_core.emoji.scenes import make_scenes
+from slics_core.errors import DamagedFileError
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +76,8 @@ def test_missing_or_corrupt_weights(tmp_path):
     dst = model_dir("small", tmp_path)
     shutil.copytree(model_dir("small"), dst)
     (dst / "open_clip_model.safetensors").write_bytes(b"garbage")
-    with pytest.raises(SafetensorError):  # the weights file's header cannot be read
-        load_emoji_clip("small", root=tmp_path)
+    with pytest.raises(DamagedFileError, match=r"safetensors' is damaged .*SafetensorError.*reinstall"):
+        load_emoji_clip("small", root=tmp_path)  # one line naming the file and what to do
 
 
 def test_generator_loads_and_reproduces_concepts(scenes):

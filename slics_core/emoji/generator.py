@@ -197,7 +197,7 @@ class EmojiGenerator:
         self._sprites = None
 
     @classmethod
-    def load(cls, root=None) -> "EmojiGenerator":
+    def load(cls, root=None) -> EmojiGenerator:
         """The reader on disk, as numpy arrays: reading and drawing need no torch."""
         folder = generator_dir(root)
         meta, state = read_weights(folder, WEIGHTS_NAME, "emoji generator",

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from slics_core.emoji.catalog import MODELS_DIR, SUPERCATEGORIES
+from slics_core.errors import damaged_file_error
 from slics_core.formats import atomic_write_bytes
 from slics_core.rows import unit_rows
 
@@ -152,11 +153,13 @@ def load_emoji_clip(name: str = "small", root: str | Path | None = None, device:
         )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import open_clip
+    from safetensors import SafetensorError
 
     try:
         model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{folder}", device=device)
-    except RuntimeError as exc:  # size mismatch / corrupt file
-        raise ValueError(f"could not load emoji encoder from {folder}: {exc}") from exc
+    except (RuntimeError, SafetensorError) as exc:  # size mismatch / corrupt file
+        raise damaged_file_error(folder / WEIGHTS_NAME, exc, fix="reinstall slics-explorer (or restore the file "
+                                 f"from the repository's assets/models/emoji-{name})") from None
     model.eval()
     tokenizer = open_clip.get_tokenizer(f"local-dir:{folder}")
     return model, preprocess, tokenizer

@@ -61,7 +61,8 @@ def fit_reader(net, C: np.ndarray, Y: np.ndarray, *, l2: float = 1e-6, max_iter:
     net.train()
 
     def objective():
-        return torch.nn.functional.binary_cross_entropy_with_logits(net(X), T) + l2 * sum((w ** 2).sum() for w in weights)
+        penalty = l2 * sum((w ** 2).sum() for w in weights)
+        return torch.nn.functional.binary_cross_entropy_with_logits(net(X), T) + penalty
 
     def closure():
         opt.zero_grad()
