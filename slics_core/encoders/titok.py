@@ -29,8 +29,11 @@ def _per_token_normalise(tokens: np.ndarray) -> np.ndarray:
     return fn(tokens)
 
 
-def _read_array(path, key, what):
-    """The array ``key`` of a user's ``.npz`` (or the one array of a ``.npy``), checked before it is read."""
+def _read_array(path, key, what, preferred=None):
+    """The array ``key`` of a user's ``.npz`` (or the one array of a ``.npy``), checked before it is read.
+
+    Without ``key``, an ``.npz`` gives its array named ``preferred`` if it has one, else its only array.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{what} file {path} does not exist")
@@ -38,6 +41,8 @@ def _read_array(path, key, what):
         return np.asarray(load_npy(path, "fiu", fix=f"give a numeric .npy/.npz file of {what}"))
     with zipfile.ZipFile(path) as archive:
         keys = [n.removesuffix(".npy") for n in archive.namelist()]
+    if key is None and preferred in keys:
+        key = preferred
     if key is None:
         if len(keys) != 1:
             raise ValueError(f"{path} holds arrays {keys}; say which one with key=")
@@ -70,13 +75,7 @@ def load_titok_tokens(path, key: str | None = None, n_tokens: int = 32, token_di
     X : ndarray of shape (n, n_tokens * token_dim), float32
         Tokens concatenated in order.
     """
-    if key is None and str(path).endswith(".npz") and Path(path).is_file():
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                key = "tokens" if "tokens" in z.files else None
-        except Exception:
-            key = None
-    arr = _read_array(path, key, "TiTok tokens")
+    arr = _read_array(path, key, "TiTok tokens", preferred="tokens")
     tokens = _titok_layout(arr, n_tokens, token_dim, source=str(path))
     if normalize:
         tokens = np.asarray(_per_token_normalise(tokens), dtype=np.float64)
@@ -100,13 +99,7 @@ def _titok_layout(arr: np.ndarray, n_tokens: int, token_dim: int, source: str) -
 
 def load_titok_codebook(path, key: str | None = None, token_dim: int | None = 12, normalize: bool = True) -> np.ndarray:
     """Import the TiTok codebook ``(K, token_dim)`` (rows L2-normalised by default; ``token_dim=None``: any width)."""
-    if key is None and str(path).endswith(".npz") and Path(path).is_file():
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                key = "codebook" if "codebook" in z.files else None
-        except Exception:
-            key = None
-    C = _read_array(path, key, "TiTok codebook")
+    C = _read_array(path, key, "TiTok codebook", preferred="codebook")
     if C.ndim != 2 or (token_dim is not None and C.shape[1] != token_dim) or len(C) == 0 or C.shape[1] == 0:
         raise ValueError(f"{path}: expected a codebook of shape (K, {token_dim or 'token_dim'}), got {C.shape}")
     if not np.issubdtype(C.dtype, np.number):
