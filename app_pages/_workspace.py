@@ -23,7 +23,8 @@ from slics_core.explorer.emoji_build import PROVISIONAL_D0, BuildProgress, start
 from slics_core.explorer.encoding import load_query_encoder, prepared_vocabulary
 from slics_core.explorer.generation import generator_version, load_workspace_generator
 from slics_core.explorer.quantized import quantization_info, quantized_pool_index
-from slics_core.explorer.workspace import EMOJI, list_workspaces, load_workspace, workspace_path
+from slics_core.explorer.workspace import EMOJI
+from slics_core.explorer.workspace_files import list_workspaces, load_workspace, workspace_path
 from slics_core.retrieval import build_index
 
 

@@ -170,7 +170,7 @@ def main(argv=None) -> int:
 
 def _run(args) -> int:
 
-    from slics_core.explorer.workspace import open_emoji_workspace
+    from slics_core.explorer.emoji_build import open_emoji_workspace
 
     t0, c0 = time.perf_counter(), time.process_time()
     ws = open_emoji_workspace()

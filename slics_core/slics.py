@@ -1,8 +1,9 @@
 """Supervised SLiCS dictionary learning (the paper's Algorithm 1).
 
-One job: the estimator (fit's coefficient and atom steps, transform, project, components); its
-file format is in :mod:`slics_core.formats` and its kernels in :mod:`slics_core._kernels`. About 80 of
-its lines are the notes below on where the paper is silent.
+The estimator: fit's loop of coefficient and atom steps, transform, project, components. Its
+numpy atom steps (the S-SVD start, the majority sign, Appendix A's update) are in
+:mod:`slics_core.atom_steps`, its compiled kernels in :mod:`slics_core._kernels`, its file format in
+:mod:`slics_core.formats`.
 
 An embedding ``x`` is modelled as a sum of per-concept components, each a
 non-negative combination of that concept's atoms (paper eq. 1)::
@@ -91,8 +92,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.linalg import eigh
-from scipy.linalg.blas import dsyrk
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
@@ -117,9 +116,9 @@ from slics_core._validation import (
     is_number,
     validate_embeddings,
 )
+from slics_core.atom_steps import bcd_atom_update, initial_atoms
 from slics_core.formats import load_model, save_model
 from slics_core.nnls import nnls_gram, nnls_shared
-from slics_core.rows import unit_rows
 
 #: Relative residual at which the Lanczos rank-1 SVD of an atom update stops:
 #: ``||E^T u - sigma v|| <= tol * sigma`` (for the unit Ritz pair ``u, v``); see the module notes.
@@ -128,110 +127,12 @@ _LANCZOS_TOL = 1e-9
 _LANCZOS_MAX_STEPS = 100
 
 
-def majority_sign(beta):
-    """The optimal polarity ``p*`` of a rank-1 factor (paper sec. 3.3.1).
-
-    Returns ``+1`` if ``||max(0, beta)|| >= ||max(0, -beta)||`` and ``-1``
-    otherwise. Thresholding ``p* beta`` at zero then gives the best
-    non-negative coefficients of the two polarities.
-    """
-    beta = np.asarray(beta, dtype=np.float64)
-    pos = np.square(np.maximum(beta, 0.0)).sum()
-    neg = np.square(np.maximum(-beta, 0.0)).sum()
-    return 1.0 if pos >= neg else -1.0
-
-
-def bcd_atom_update(E, beta0, n_power_steps=0):
-    """Block-coordinate atom update of Appendix A, with the modified power method.
-
-    The atom is the normalised least-squares atom for the previous
-    coefficients, ``b = E^T beta0 / ||E^T beta0||``; the coefficients are the
-    thresholded least-squares coefficients ``(E b)_+`` (eq. 19). Each of the
-    ``n_power_steps`` further steps repeats this from the new coefficients
-    (eq. 21). Every step is a block-coordinate descent step, so the error
-    never increases.
-
-    Returns
-    -------
-    b : ndarray of shape (d,)
-    beta : ndarray of shape (n_L,)
-    """
-    beta = beta0
-    b = None
-    for _ in range(n_power_steps + 1):
-        g = E.T @ beta
-        norm = np.linalg.norm(g)
-        if norm == 0.0:
-            break
-        b = g / norm
-        beta = np.maximum(E @ b, 0.0)
-    return b, beta
-
-
 def _allowed_atoms(Y, groups):
     """Which atoms each sample may use (those of its concepts), C-ordered as the compiled kernels take it.
 
     ``Y[:, groups]`` alone is Fortran-ordered, and a second layout would compile each kernel again.
     """
     return np.ascontiguousarray(Y[:, groups])
-
-
-def initial_atoms(X, Y, n_atoms, random_state=None):
-    """Supervised SVD initialisation (Algorithm 1, lines 1-3): the S-SVD dictionary.
-
-    For each concept ``j``, the top ``M_j`` singular directions of the
-    embeddings that have the concept, each with the majority sign of its
-    right singular vector (so that most samples have positive coefficients).
-
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, d)
-    Y : ndarray of bool, shape (n_samples, S)
-    n_atoms : sequence of int, length S
-        ``M_j`` for each concept.
-    random_state : int, RandomState or None
-        Only used when a concept has fewer independent samples than ``M_j``:
-        the missing atoms are random unit vectors (with a warning).
-
-    Returns
-    -------
-    atoms : ndarray of shape (M, d)
-    groups : ndarray of int, shape (M,)
-    """
-    d = X.shape[1]
-    blocks, groups = [], []
-    for j, m_j in enumerate(n_atoms):
-        Xj = X[Y[:, j]]
-        n_j = Xj.shape[0]
-        top = min(m_j, n_j, d)
-        if n_j < d:  # eigenvectors of the small n_j x n_j Gram give the left singular vectors
-            # dsyrk fills the upper triangle of Xj Xj^T at half the cost of a full product
-            s2, U = eigh(dsyrk(1.0, Xj.T, trans=1), lower=False, subset_by_index=[n_j - top, n_j - 1])
-            s2, U = s2[::-1], U[:, ::-1]
-            V = Xj.T @ U / np.sqrt(np.maximum(s2, 1e-300))
-        else:  # eigenvectors of the d x d Gram matrix are the right singular vectors
-            s2, V = eigh(dsyrk(1.0, Xj.T, trans=0), lower=False, subset_by_index=[d - top, d - 1])
-            s2, V = s2[::-1], V[:, ::-1]
-        rank = int(np.sum(s2 > 1e-12 * max(s2[0], 1e-300)))
-        take = min(m_j, rank)
-        block = V[:, :take].T.copy()
-        block = unit_rows(block)
-        for i in range(take):
-            block[i] *= majority_sign(Xj @ block[i])
-        if take < m_j:
-            warnings.warn(
-                f"concept {j} has only {rank} independent sample direction(s) for {m_j} atoms; "
-                f"the other {m_j - take} atom(s) start as random unit vectors.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            rng = check_random_state(random_state)
-            extra = rng.standard_normal((m_j - take, d))
-            extra = unit_rows(extra)
-            block = np.vstack([block, extra])
-        blocks.append(block)
-        groups.extend([j] * m_j)
-    return np.vstack(blocks), np.asarray(groups, dtype=np.int64)
 
 
 def _atom_counts_ok(x):

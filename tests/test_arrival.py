@@ -11,7 +11,7 @@ from test_workspace import dataset_ws  # noqa: F401  (fixture)
 
 from slics_core import formats
 from slics_core.explorer import arrival, scoring
-from slics_core.explorer.workspace import load_workspace
+from slics_core.explorer.workspace_files import load_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 

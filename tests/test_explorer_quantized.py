@@ -6,7 +6,7 @@ from slics_core.cli import main
 from slics_core.explorer.build import build_workspace_from_cache
 from slics_core.explorer.quantized import has_quantized_pool, quantization_info, quantized_pool_index
 from slics_core.explorer.queries import concept_galleries, query_components
-from slics_core.explorer.workspace import load_workspace
+from slics_core.explorer.workspace_files import load_workspace
 from tests.test_quantized_eval import T, _brute_dequantize, _token_data, _write_precomputed
 
 

@@ -18,7 +18,7 @@ from slics_core.alignment import ProcrustesAlignment
 from slics_core.cli import main
 from slics_core.encoders import create_encoder
 from slics_core.explorer.generation import ALIGNMENT_FILE, load_workspace_generator
-from slics_core.explorer.workspace import load_workspace
+from slics_core.explorer.workspace_files import load_workspace
 from slics_core.images import load_image
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,7 +150,7 @@ def test_align_workspace_replaces_the_generator_and_refits_nothing_else(real, co
 
 
 def test_an_open_workspace_sees_a_generator_added_later(real, copy, capsys):
-    from slics_core.explorer.workspace import set_workspace_generator
+    from slics_core.explorer.workspace_files import set_workspace_generator
 
     ws = load_workspace(copy)
     set_workspace_generator(ws, None)

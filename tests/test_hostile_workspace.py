@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from slics_core.cli import main
-from slics_core.explorer import workspace as wsmod
+from slics_core.explorer import workspace_files as wsmod
 from slics_core.explorer.arrival import STORE as ARRIVAL_STORE
-from slics_core.explorer.workspace import load_workspace
+from slics_core.explorer.workspace_files import load_workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 

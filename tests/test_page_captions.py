@@ -51,7 +51,8 @@ def bare_dataset_workspace(tmp_path, monkeypatch):
     monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path))
     import numpy as np
 
-    from slics_core.explorer.workspace import Workspace, save_workspace
+    from slics_core.explorer.workspace import Workspace
+    from slics_core.explorer.workspace_files import save_workspace
     from slics_core.slics import SLiCS
     from slics_core.synthetic import make_concept_cones
 

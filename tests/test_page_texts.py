@@ -25,7 +25,7 @@ from slics_core.explorer.narration import (
     missing,
     page_readiness,
 )
-from slics_core.explorer.workspace import load_workspace
+from slics_core.explorer.workspace_files import load_workspace
 from slics_core.synthetic import match_atoms
 
 ROOT = Path(__file__).resolve().parent.parent

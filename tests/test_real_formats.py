@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from slics_core.cli import main
 from slics_core.explorer import scoring
-from slics_core.explorer.workspace import load_workspace, workspace_path
+from slics_core.explorer.workspace_files import load_workspace, workspace_path
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data" / "coco_categories.json"

@@ -7,7 +7,7 @@ from scipy.optimize import nnls
 
 from slics_core import SLiCS
 from slics_core._kernels import top_triplet
-from slics_core.slics import bcd_atom_update, initial_atoms, majority_sign
+from slics_core.atom_steps import bcd_atom_update, initial_atoms, majority_sign
 from slics_core.synthetic import atom_recovery, make_concept_cones
 
 

@@ -19,7 +19,7 @@ from test_cli_data import toy  # noqa: F401  (fixture)
 from test_shared_state import _ok, _params
 from test_workspace import dataset_ws  # noqa: F401  (fixture)
 
-from slics_core.explorer.workspace import load_workspace
+from slics_core.explorer.workspace_files import load_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")

@@ -12,7 +12,7 @@ from slics_core.explorer.build import build_workspace_from_cache
 from slics_core.explorer.emoji_build import open_emoji_workspace
 from slics_core.explorer.encoding import embed_query, load_query_encoder, workspace_vocabulary
 from slics_core.explorer.generation import load_workspace_generator
-from slics_core.explorer.workspace import list_workspaces, load_workspace
+from slics_core.explorer.workspace_files import list_workspaces, load_workspace
 from slics_core.slics import SLiCS
 
 
@@ -234,7 +234,7 @@ def test_every_workspace_field_is_declared_with_where_it_is_saved(dataset_ws, tm
 
     where = {f.name: f.metadata.get("stored") for f in fields(Workspace)}
     assert {n for n, w in where.items() if w is None} == {"path", "index", "models", "images", "extras", "building"}
-    from slics_core.explorer.workspace import save_workspace
+    from slics_core.explorer.workspace_files import save_workspace
 
     _, folder = dataset_ws
     ws = load_workspace(folder)
@@ -273,7 +273,8 @@ def test_the_generic_workspace_model_does_not_import_the_emoji_world():
     import subprocess
     import sys
 
-    code = ("import sys, slics_core.explorer.workspace, slics_core.explorer.build, slics_core.explorer.encoding; "
+    code = ("import sys, slics_core.explorer.workspace, slics_core.explorer.workspace_files, "
+            "slics_core.explorer.build, slics_core.explorer.encoding; "
             "print(sorted(m for m in sys.modules if m.startswith('slics_core.emoji')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

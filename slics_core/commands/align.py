@@ -70,7 +70,7 @@ def _cmd_align(args: argparse.Namespace) -> int:
 
 
 def _cmd_align_workspace(args: argparse.Namespace) -> int:
-    from slics_core.explorer.workspace import load_workspace, workspace_path
+    from slics_core.explorer.workspace_files import load_workspace, workspace_path
 
     if args.source or args.target or args.output:
         raise CLIError("--workspace fits the alignment from the workspace itself: give no SOURCE/TARGET/-o")

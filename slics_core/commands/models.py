@@ -80,7 +80,7 @@ def _workspace_generator(name: str) -> tuple[str, str | None]:
     from pathlib import Path
 
     from slics_core.explorer.generation import load_workspace_alignment
-    from slics_core.explorer.workspace import load_workspace, workspace_path
+    from slics_core.explorer.workspace_files import load_workspace, workspace_path
 
     ws = load_workspace(Path(name) if Path(name).is_dir() else workspace_path(name))
     if not ws.generator or ws.generator == "emoji":

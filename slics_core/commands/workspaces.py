@@ -22,7 +22,8 @@ from slics_core.explorer.build import build_workspace_from_cache
 from slics_core.explorer.emoji_build import open_emoji_workspace
 from slics_core.explorer.emoji_report import contact_sheet, emoji_report
 from slics_core.explorer.generation import DEFAULT_ALIGN_PAIRS, attach_generator, load_workspace_alignment
-from slics_core.explorer.workspace import check_workspace_name, load_workspace, workspace_path, workspaces_root
+from slics_core.explorer.workspace import check_workspace_name, workspaces_root
+from slics_core.explorer.workspace_files import load_workspace, workspace_path
 from slics_core.generators import DEFAULT_CONDITIONING_ENCODER, missing_presets, parse_generator_spec, required_presets
 from slics_core.methods import method_names
 

@@ -1,7 +1,8 @@
 """What the app computes, without Streamlit: the app-support layer of SLiCS Explorer.
 
-* :mod:`~slics_core.explorer.workspace` - the workspace model: its fields, saving, the checked
-  reader, names and listing.
+* :mod:`~slics_core.explorer.workspace` - the workspace model: its fields and names.
+* :mod:`~slics_core.explorer.workspace_files` - a workspace's folder: saving, the one checked reader,
+  listing.
 * :mod:`~slics_core.explorer.build` - the one workspace builder for every data source (COCO,
   MIRFlickr, folders, precomputed embeddings, the emoji world).
 * :mod:`~slics_core.explorer.emoji_build` - the emoji world's workspace: its cache and the app's

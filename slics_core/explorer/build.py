@@ -17,7 +17,7 @@ folder or precomputed embeddings through their cache):
 5. the caption vocabulary (the emoji world: the words its text encoder knows; datasets: the 10 000
    most frequent English words, or a word list) is embedded with the workspace's encoder when it has
    a text tower;
-6. the workspace is saved (:func:`slics_core.explorer.workspace.save_workspace`) and what the pages
+6. the workspace is saved (:func:`slics_core.explorer.workspace_files.save_workspace`) and what the pages
    show on arrival is prepared (:func:`slics_core.explorer.arrival.prepare_pages`).
 """
 from __future__ import annotations
@@ -32,7 +32,8 @@ from slics_core.data import LabelledEmbeddings, eval_data, fit_inputs, load_cach
 from slics_core.encoders import create_encoder
 from slics_core.evaluation import choose_d0, sweep_d0
 from slics_core.explorer.arrival import prepare_pages
-from slics_core.explorer.workspace import Workspace, check_target, save_workspace
+from slics_core.explorer.workspace import Workspace
+from slics_core.explorer.workspace_files import check_target, save_workspace
 from slics_core.methods import fit_method, get_method, method_names, needs_message
 from slics_core.preprocessing import load_mean
 from slics_core.splits import Split, make_split

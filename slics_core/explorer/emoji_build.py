@@ -36,7 +36,8 @@ from slics_core.emoji.world import (
 )
 from slics_core.encoders import create_encoder
 from slics_core.explorer.build import build_workspace, report_progress
-from slics_core.explorer.workspace import EMOJI, Workspace, is_workspace, load_workspace, save_workspace
+from slics_core.explorer.workspace import EMOJI, Workspace
+from slics_core.explorer.workspace_files import is_workspace, load_workspace, save_workspace
 
 __all__ = ["open_emoji_workspace", "start_emoji_workspace", "BuildProgress", "PROVISIONAL_D0", "Stage",
            "Published", "Failed", "encode_message", "parse_message", "main"]

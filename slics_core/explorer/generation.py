@@ -29,7 +29,8 @@ from slics_core import generators as _gens
 from slics_core._validation import check_embeddings
 from slics_core.alignment import ProcrustesAlignment, fit_alignment
 from slics_core.emoji.generator import EmojiGenerator
-from slics_core.explorer.workspace import Workspace, recorded_generator, set_workspace_generator
+from slics_core.explorer.workspace import Workspace
+from slics_core.explorer.workspace_files import recorded_generator, set_workspace_generator
 
 __all__ = ["WorkspaceGenerator", "load_workspace_generator", "attach_generator", "fit_workspace_alignment",
            "load_workspace_alignment", "generator_version", "read_pairs", "ALIGNMENT_FILE", "DEFAULT_ALIGN_PAIRS"]
