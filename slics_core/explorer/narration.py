@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from slics_core.emoji.world import emoji_vocabulary
+from slics_core.encoders import parse_encoder_spec
 from slics_core.explorer.safe_text import code
 
 __all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "evaluate_look_at", "example_caption", "missing",
@@ -22,6 +24,14 @@ BLOCK_RATIO = 1.5
 COSINE_SAME = 0.03
 
 MISSING = "—"
+
+
+def _is_emoji_encoder(name) -> bool:
+    """Whether a workspace's (untrusted) encoder name is one of the emoji world's (the one name parser)."""
+    try:
+        return name is not None and parse_encoder_spec(name).kind == "emoji"
+    except ValueError:
+        return False
 
 
 def missing(value, fmt: str = "{:.3f}") -> str:
@@ -239,10 +249,11 @@ def text_tower_check(ws, split: str = "val") -> dict | None:
     nums = (f"its zero-shot top-1 accuracy on this workspace's own {Y.shape[1]} concept names is {acc:.0%} "
             f"({len(Y)} labelled items; chance {chance:.0%})")
     enc = code(ws.encoder) if getattr(ws, "encoder", None) else "this workspace's encoder"
-    emoji_words = str(getattr(ws, "encoder", "")).startswith("emoji-") and getattr(ws, "kind", "") != "emoji"
+    emoji_words = _is_emoji_encoder(getattr(ws, "encoder", None)) and getattr(ws, "kind", "") != "emoji"
     if level == "reads" and emoji_words:  # it knows the names it was trained on, not a 10 000-word vocabulary
         text = (f"Text tower check: {enc} reads this workspace's concept names ({nums}), but its text tower was "
-                "trained on the emoji world's 83 category names only: other words of the vocabulary land almost "
+                f"trained on the emoji world's {len(emoji_vocabulary())} category and supercategory names only: "
+                "other words of the vocabulary land almost "
                 "at random, so most caption words below are noise. Use an encoder trained on real text (e.g. "
                 "`ViT-B-32/openai`) for word captions.")
         level = "weak"
