@@ -41,7 +41,6 @@ from slics_core.methods import MODES
 
 SHARED = ("method", "d0", "mode", "k")
 K_RANGE = (1, 200)
-DEFAULT_K = 20
 TEXT_PREFIX = "text:"
 LINKED = "<link>"  # concepts_for: picks from a link without a query, kept for the first query shown
 _EXTRA_KEYS = ("q2", "c1", "c2")

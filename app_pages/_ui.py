@@ -14,6 +14,7 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
+from slics_core.explorer.arrival import DEFAULT_K
 from slics_core.methods import get_method
 
 
@@ -90,7 +91,7 @@ def d0_picker(ws, key: str = "d0", label: str = "Atoms per concept (d0)", method
 
 def k_picker(key: str = "k", label: str = "Images per gallery (k)", max_k: int = 50) -> int:
     """The shared k (gallery size on Retrieve, k of mAP@k on Evaluate)."""
-    cur = int(state.get("k", state.DEFAULT_K))
+    cur = int(state.get("k", DEFAULT_K))
     _seed(key, min(max(cur, state.K_RANGE[0]), max_k))
     return int(st.slider(label, state.K_RANGE[0], max_k, key=key, on_change=state.copy_widget, args=(key, "k")))
 

@@ -148,8 +148,9 @@ def _open_current():
             if handle.workspace is None:
                 _progress_bar(handle)
             if handle.workspace is None:
-                with _registry()["lock"]:
-                    _registry()["open"].pop(choice, None)
+                with _registry()["lock"]:  # this failed handle only: another session may have started anew
+                    if _registry()["open"].get(choice) is handle:
+                        _registry()["open"].pop(choice)
                 error = handle.error or "the build stopped"
         except (OSError, ValueError) as exc:
             error = exc

@@ -12,7 +12,14 @@ from app_pages._images import image_grid, label_text
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, workspace_words, ws_id
 from slics_core.explorer.arrival import atom_matrices, atoms_split, pool_codes
-from slics_core.explorer.atom_tables import atom_labels, atom_top_items, atom_top_words, group_layout, matrix_table
+from slics_core.explorer.atom_tables import (
+    atom_labels,
+    atom_top_items,
+    atom_top_words,
+    default_sparsity,
+    group_layout,
+    matrix_table,
+)
 from slics_core.explorer.maps import selected_point_ids
 from slics_core.explorer.narration import atom_sentences
 
@@ -34,7 +41,7 @@ with c2:
 model = ws.model(method, d0)
 M = int(model.atoms_.shape[0])
 with c3:
-    default_nz = int(np.bincount(model.groups_).max())
+    default_nz = default_sparsity(model)
     if not 1 <= int(st.session_state.get("n_nonzero", default_nz)) <= M:
         st.session_state.pop("n_nonzero", None)
     n_nonzero = st.slider("OMP atoms per item (co-occurrence)", 1, min(M, 4 * default_nz), default_nz,

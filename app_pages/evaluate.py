@@ -25,7 +25,7 @@ from app_pages._ui import csv_download, page_intro
 from app_pages._workspace import get_workspace, pool_index, ws_id
 from slics_core.evaluation import choose_d0
 from slics_core.explorer import scoring
-from slics_core.explorer.arrival import job_rankings
+from slics_core.explorer.arrival import DEFAULT_K, job_rankings
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.narration import evaluate_look_at, missing
 
@@ -157,7 +157,7 @@ if ws.Z is None:
                "general-label mAP.")
 
 c1, c2, c3 = st.columns([1, 2, 2])
-st.session_state["eval_k"] = int(state.get("k", state.DEFAULT_K))  # the shared k (app_pages/_state.py)
+st.session_state["eval_k"] = int(state.get("k", DEFAULT_K))  # the shared k (app_pages/_state.py)
 k = int(c1.number_input("k (mAP@k)", min_value=1, max_value=200, step=1, key="eval_k",
                         on_change=state.copy_widget, args=("eval_k", "k")))
 split = c2.radio("Queries", list(SPLIT_LABELS), format_func=SPLIT_LABELS.get, horizontal=True, key="eval_split")

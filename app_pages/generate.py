@@ -27,8 +27,9 @@ def _show_images(images, titles, key_prefix, n_cols=6, prompts=None):
             st.image(im.resize((192, 192), resample=0) if im.width < 192 else im, caption=_safe.text(title), width=192)
             if prompts and prompts[i]:
                 st.caption(f"read: {prompt_text(prompts[i])}")
-            st.download_button("PNG", png_bytes(im), file_name=f"{key_prefix}-{i}-{title}.png".replace(" ", "_"),
-                               mime="image/png", key=f"{key_prefix}_png_{i}")
+            st.download_button("PNG", lambda im=im: png_bytes(im),  # encoded only when clicked
+                               file_name=f"{key_prefix}-{i}-{title}.png".replace(" ", "_"), mime="image/png",
+                               key=f"{key_prefix}_png_{i}", on_click="ignore")
 
 
 st.title("🎨 Generate from concept components")
@@ -105,9 +106,9 @@ if run:
         if prompts is not None:
             st.caption("Under each image: what the generator read in the vector (its decoded prompt: the most "
                        "likely objects with their probabilities); a faint object is an unsure reading.")
-        st.download_button("Download all as one PNG strip", png_bytes(image_strip(images)),
+        st.download_button("Download all as one PNG strip", lambda: png_bytes(image_strip(images)),
                            file_name=f"components-{q.key.replace(':', '-')}.png", mime="image/png",
-                           key="gen_strip_png")
+                           key="gen_strip_png", on_click="ignore")
 
 # ---------------------------------------------------------------- interpolation
 st.divider()
@@ -156,6 +157,6 @@ if run_i:
             st.caption(f"The top object changes from {first} to {read[change][0][0] if read[change] else 'nothing'} "
                        f"at a = {alphas[change]:.2f}." if change is not None
                        else f"The top object stays {first} along the whole strip.")
-        st.download_button("Download the strip (PNG)", png_bytes(image_strip(strip)),
+        st.download_button("Download the strip (PNG)", lambda: png_bytes(image_strip(strip)),
                            file_name=f"interpolation-{cname}-{a_idx}-{b_idx}.png".replace(" ", "_"),
-                           mime="image/png", key="interp_png")
+                           mime="image/png", key="interp_png", on_click="ignore")

@@ -19,7 +19,7 @@ from app_pages._query import query_picker, row_query, show_query
 from app_pages._ui import component_picker, csv_download, d0_picker, k_picker, method_picker, page_intro, query_rows
 from app_pages._workspace import get_workspace, pool_index, workspace_generator, ws_id
 from slics_core.explorer.exports import with_settings
-from slics_core.explorer.queries import concept_scores, gallery_relevance, mix_components, rank_pool
+from slics_core.explorer.queries import concept_scores, gallery_relevance, mix_components, norms_and_cosine, rank_pool
 from slics_core.explorer.readings import prompt_text
 from slics_core.methods import get_method
 
@@ -120,9 +120,9 @@ except ValueError as exc:
 
 with right:
     st.markdown(f"**= {_safe.text(c1)} of the first + {_safe.text(c2)} of the second**")
-    n = np.linalg.norm(parts, axis=1)
-    st.caption(f"Component norms: {_safe.text(c1)} {n[0]:.2f}, {_safe.text(c2)} {n[1]:.2f}; cosine between them "
-               f"{float(parts[0] @ parts[1] / max(n[0] * n[1], 1e-12)):.2f}.")
+    n1, n2, cos = norms_and_cosine(parts[0], parts[1])
+    st.caption(f"Component norms: {_safe.text(c1)} {n1:.2f}, {_safe.text(c2)} {n2:.2f}; cosine between them "
+               f"{cos:.2f}.")
     if gen is not None and gen.deterministic:
         drawn = np.stack([parts[0], parts[1], mixed])
         imgs = gen.generate(drawn, seed=0)
@@ -133,8 +133,8 @@ with right:
                       width="stretch")
             if read is not None and read[i]:
                 col.caption(f"read: {prompt_text(read[i])}")
-        st.download_button("Download the mix image (PNG)", png_bytes(imgs[2]), file_name=f"mix-{c1}-{c2}.png",
-                           mime="image/png", key="mix_png")
+        st.download_button("Download the mix image (PNG)", lambda: png_bytes(imgs[2]), file_name=f"mix-{c1}-{c2}.png",
+                           mime="image/png", key="mix_png", on_click="ignore")
     elif gen is not None:
         st.caption(drawing.describe_generator(gen))
         note = drawing.estimate_note(gen, 3, opts)
@@ -145,9 +145,10 @@ with right:
             if imgs:
                 cols = st.columns(3)
                 for col, im, t in zip(cols, imgs, (c1, c2, "mix")):
-                    col.image(im, caption=t, width="stretch")
-                st.download_button("Download the mix image (PNG)", png_bytes(imgs[2]),
-                                   file_name=f"mix-{c1}-{c2}.png", mime="image/png", key="mix_png")
+                    col.image(im, caption=_safe.text(t), width="stretch")  # t: a concept name from the data
+                st.download_button("Download the mix image (PNG)", lambda: png_bytes(imgs[2]),
+                                   file_name=f"mix-{c1}-{c2}.png", mime="image/png", key="mix_png",
+                                   on_click="ignore")
         elif note:
             st.caption(note)
     else:

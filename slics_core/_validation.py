@@ -234,9 +234,9 @@ def check_concept(concept, n_concepts):
 
 
 def check_k(k, name="k"):
-    """``k`` (ranks retrieved / scored, words per caption...) as an int; ValueError naming ``name`` unless it
-    is a positive integer."""
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+    """A positive count (``k`` ranks retrieved / scored, words per caption, batch sizes...) as an int;
+    ValueError naming ``name`` unless it is a positive integer."""
+    if not is_int(k) or k < 1:
         raise ValueError(f"{name} must be a positive integer; got {k!r}.")
     return int(k)
 

@@ -168,10 +168,6 @@ class EvalData:
             raise TypeError(f"EvalData has no field(s) {sorted(fields)}")
         return obj
 
-    @property
-    def has_sub_labels(self):
-        return self.Z is not None
-
 
 def fit_inputs(data, rows, n_active=None):
     """:class:`slics_core.methods.FitInputs` of the items ``rows`` of ``data`` (training split)."""

@@ -77,7 +77,7 @@ class EmbeddingNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
 
     def fit(self, X, y=None) -> EmbeddingNormalizer:
         """Fit the mean (if needed) on ``X`` of shape (n, d)."""
-        U = normalize_rows(validate_embeddings(self, X, reset=True))
+        U = unit_rows(validate_embeddings(self, X, reset=True), name="X")  # zero rows were refused there
         d = U.shape[1]
         if not self.center:
             self.mean_ = np.zeros(d)
@@ -92,7 +92,7 @@ class EmbeddingNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     def transform(self, X) -> np.ndarray:
         """Return ``unit(unit(X) - mean_)``."""
         check_is_fitted(self, "mean_")
-        U = normalize_rows(validate_embeddings(self, X, reset=False))
+        U = unit_rows(validate_embeddings(self, X, reset=False), name="X")
         return unit_rows(U - self.mean_, tol=1e-12, name="X after centring (an embedding equal to the mean)")
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from slics_core.errors import DamagedFileError, reading
 from slics_core.formats import atomic_write_json, read_json
 from slics_core.methods import get_method
 
@@ -53,9 +52,8 @@ class ResultStore:
         if not p.is_file():
             return None
         try:
-            with reading(p, "it is computed again"):
-                rec = read_json(p)
-        except (DamagedFileError, OSError, ValueError):
+            rec = read_json(p)
+        except (OSError, ValueError):  # DamagedFileError is a ValueError
             return None
         return rec if isinstance(rec, dict) and rec.get("key") == key else None
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from slics_core._validation import check_k
 from slics_core.errors import DamagedFileError, FileSystemError, reading, writing
 from slics_core.formats import (
     atomic_save_npy,
@@ -579,9 +580,7 @@ def embed_dataset(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessin
 
     if len(paths) != len(ids):
         raise ValueError(f"{len(paths)} paths for {len(ids)} ids.")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int; got {batch_size!r}.")
-    batch_size = int(batch_size)
+    batch_size = check_k(batch_size, "batch_size")
     workers = _check_workers(workers)
     if draft not in (None, True, False):
         raise ValueError(f"draft must be True, False or None; got {draft!r}.")

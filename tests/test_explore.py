@@ -274,3 +274,16 @@ def test_parse_concept_param():
 def test_gallery_precision_nan_when_unknown():
     g = Gallery("concept", 0, np.array([1, 2]), np.array([0.5, 0.4]))
     assert np.isnan(g.precision_general) and np.isnan(g.precision_sub)
+
+
+def test_norms_and_cosine_against_scipy():
+    from scipy.spatial.distance import cosine
+
+    from slics_core.explorer.queries import norms_and_cosine
+
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(16), rng.standard_normal(16)
+    n1, n2, cos = norms_and_cosine(a, b)
+    assert n1 == pytest.approx(np.sqrt((a ** 2).sum())) and n2 == pytest.approx(np.sqrt((b ** 2).sum()))
+    assert cos == pytest.approx(1 - cosine(a, b))
+    assert norms_and_cosine(a, np.zeros(16)) == (pytest.approx(n1), 0.0, 0.0)  # a zero component: cosine 0

@@ -21,6 +21,7 @@ method registry (:mod:`slics_core.methods`).
 from __future__ import annotations
 
 import csv
+import io
 import os
 import sys
 import time
@@ -47,7 +48,7 @@ from slics_core.evaluation import (
     sweep_d0,
     table_runs,
 )
-from slics_core.formats import atomic_write_json
+from slics_core.formats import atomic_write_bytes, atomic_write_json
 from slics_core.methods import MODES, fit_method, method_names
 from slics_core.precomputed import load_precomputed
 from slics_core.preprocessing import PREPROCESSING, load_mean
@@ -306,15 +307,14 @@ def _write_table(rows, out_dir, name, title):
     md = methods_table_markdown(rows, title=title)
     print(md)
     if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
         flat = methods_table_rows(rows)
-        with open(os.path.join(out_dir, f"{name}.csv"), "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(flat[0]))
-            w.writeheader()
-            w.writerows(flat)
+        table = io.StringIO(newline="")
+        w = csv.DictWriter(table, fieldnames=list(flat[0]))
+        w.writeheader()
+        w.writerows(flat)
+        atomic_write_bytes(os.path.join(out_dir, f"{name}.csv"), table.getvalue().encode("utf-8"))
         atomic_write_json(os.path.join(out_dir, f"{name}.json"), rows, default=_json_default)
-        with open(os.path.join(out_dir, f"{name}.md"), "w") as fh:
-            fh.write(md + "\n")
+        atomic_write_bytes(os.path.join(out_dir, f"{name}.md"), (md + "\n").encode("utf-8"))
     return md
 
 

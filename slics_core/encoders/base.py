@@ -12,6 +12,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from slics_core._validation import check_k
+
 __all__ = ["Encoder", "PILTransform", "check_batch_size", "check_images", "check_texts", "to_numpy", "to_device",
            "resize_size"]
 
@@ -30,10 +32,8 @@ class Encoder(Protocol):
 
 
 def check_batch_size(batch_size) -> int:
-    """A positive integer batch size, else a one-line ValueError."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    return int(batch_size)
+    """A positive integer batch size, else a one-line ValueError (:func:`slics_core._validation.check_k`)."""
+    return check_k(batch_size, "batch_size")
 
 
 def check_images(images) -> list:

@@ -139,7 +139,7 @@ def create_encoder(spec, *, trusted: bool = True, device=None, half=None, cache_
         Weights, folder, file or module missing (the message says how to get them).
     """
     s = parse_encoder_spec(spec)
-    if s.kind == "factory":
+    if s.is_code:
         if not trusted:
             raise ValueError(f"encoder {s.text!r} names Python code (module:factory); such names are accepted "
                              "only on the command line or from Python, not from data files or links")

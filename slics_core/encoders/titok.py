@@ -14,19 +14,10 @@ import numpy as np
 
 from slics_core.encoders.base import PILTransform, check_batch_size, check_images, to_device, to_numpy
 from slics_core.formats import check_npz, load_npy
+from slics_core.preprocessing import normalize_tokens
 from slics_core.torch_device import device_dtype
 
 __all__ = ["TiTokEncoder", "load_titok_tokens", "load_titok_codebook"]
-
-
-def _per_token_normalise(tokens: np.ndarray) -> np.ndarray:
-    """Per-token L2 normalisation via :mod:`slics_core.preprocessing`."""
-    from slics_core import preprocessing
-
-    fn = getattr(preprocessing, "normalize_tokens", None)
-    if fn is None:  # pragma: no cover - depends on the lead's module
-        raise ImportError("slics_core.preprocessing has no per-token normaliser (normalize_tokens)")
-    return fn(tokens)
 
 
 def _read_array(path, key, what, preferred=None):
@@ -78,7 +69,7 @@ def load_titok_tokens(path, key: str | None = None, n_tokens: int = 32, token_di
     arr = _read_array(path, key, "TiTok tokens", preferred="tokens")
     tokens = _titok_layout(arr, n_tokens, token_dim, source=str(path))
     if normalize:
-        tokens = np.asarray(_per_token_normalise(tokens), dtype=np.float64)
+        tokens = np.asarray(normalize_tokens(tokens), dtype=np.float64)
     return tokens.reshape(len(tokens), n_tokens * token_dim).astype(np.float32)
 
 
@@ -108,7 +99,7 @@ def load_titok_codebook(path, key: str | None = None, token_dim: int | None = 12
     if not np.all(np.isfinite(C)):
         raise ValueError(f"{path}: codebook contains NaN or infinite values")
     if normalize:
-        C = np.asarray(_per_token_normalise(C[:, None, :]))[:, 0, :]
+        C = np.asarray(normalize_tokens(C[:, None, :]))[:, 0, :]
     return C.astype(np.float32)
 
 
@@ -189,7 +180,7 @@ class TiTokEncoder:
         return np.concatenate(out) if out else np.zeros((0, self.n_tokens, self.token_dim), np.float32)
 
     def _normalised(self, tokens) -> np.ndarray:
-        normed = np.asarray(_per_token_normalise(tokens.astype(np.float64)))
+        normed = np.asarray(normalize_tokens(tokens.astype(np.float64)))
         return normed.reshape(len(tokens), -1).astype(np.float32)
 
     def encode_tensors(self, pixels) -> np.ndarray:
@@ -216,7 +207,7 @@ class TiTokEncoder:
         C = np.asarray(to_numpy(C) if hasattr(C, "detach") else C, dtype=np.float64)
         if C.ndim != 2 or C.shape[1] != self.token_dim:
             raise ValueError(f"TiTok codebook has shape {C.shape}, expected (K, {self.token_dim})")
-        return np.asarray(_per_token_normalise(C[:, None, :]))[:, 0, :].astype(np.float32)
+        return np.asarray(normalize_tokens(C[:, None, :]))[:, 0, :].astype(np.float32)
 
     def encode_texts(self, texts, batch_size: int = 256) -> np.ndarray:
         raise NotImplementedError("TiTok is an image tokenizer; it has no text encoder")

@@ -211,12 +211,14 @@ def prepare_pages(ws, progress=None) -> list:
             job_rankings(ws, job, depth, index)
     if method is not None and ws.default_d0 is not None:
         d0 = int(ws.default_d0)
+        from slics_core.explorer.atom_tables import default_sparsity
+
         step("Subspaces map")
         P, _ = default_map_points(ws, method, d0)
         map_layout(ws, P, MAP_DEFAULTS["seed"])
         step("Atoms matrices")
         model = ws.model(method, d0)
-        atom_matrices(ws, method, d0, int(np.bincount(model.groups_).max()), atoms_split(ws))
+        atom_matrices(ws, method, d0, default_sparsity(model), atoms_split(ws))
         step("Atoms pool codes")
         pool_codes(ws, method, d0)
     if progress is not None:

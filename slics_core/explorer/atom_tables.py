@@ -43,6 +43,11 @@ __all__ = [
 ]
 
 
+def default_sparsity(model) -> int:
+    """The default OMP atoms per item of the Atoms page: the most atoms any concept has (``max_j M_j``)."""
+    return int(np.bincount(np.asarray(model.groups_)).max())
+
+
 def item_codes(model, X, Y=None):
     """Coefficients ``(n, M)`` of items on the dictionary (``model.transform``; ``Y`` restricts concepts)."""
     return np.asarray(model.transform(X, Y))
@@ -134,7 +139,7 @@ def atom_heatmaps(model, X, n_nonzero=None):
     """
 
     if n_nonzero is None:
-        n_nonzero = int(np.bincount(np.asarray(model.groups_)).max())
+        n_nonzero = default_sparsity(model)
     n_nonzero = int(n_nonzero)
     if n_nonzero < 1:
         raise ValueError(f"n_nonzero must be >= 1; got {n_nonzero}.")

@@ -35,6 +35,7 @@ from slics_core.emoji.world import (
     render_emoji_world,
 )
 from slics_core.encoders import create_encoder
+from slics_core.errors import user_message
 from slics_core.explorer.build import build_workspace, report_progress
 from slics_core.explorer.workspace import EMOJI, Workspace
 from slics_core.explorer.workspace_files import is_workspace, load_workspace, save_workspace
@@ -359,8 +360,9 @@ def _child_env() -> dict:
 
 
 def user_error(exc) -> str:
-    """One line for a failed build (OS errors and bad data as they are, others with their type)."""
-    return str(exc) if isinstance(exc, (OSError, ValueError)) else f"{type(exc).__name__}: {exc}"
+    """One line for a failed build: :func:`slics_core.errors.user_message` for OS errors and bad data (a full
+    disk or a read-only cache names the file), others with their type."""
+    return user_message(exc) if isinstance(exc, (OSError, ValueError)) else f"{type(exc).__name__}: {exc}"
 
 
 def start_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None, *,

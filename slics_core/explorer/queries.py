@@ -40,6 +40,7 @@ from slics_core.retrieval import ExactIndex
 from slics_core.rows import unit_rows
 
 __all__ = [
+    "norms_and_cosine",
     "query_components",
     "concept_scores",
     "fit_score_thresholds",
@@ -354,6 +355,13 @@ def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to
                          None, note="this query has no component along the concept (it is zero)")
         out.append((cg, uf))
     return out
+
+
+def norms_and_cosine(a, b) -> tuple:
+    """``(|a|, |b|, cos(a, b))`` of two vectors; the cosine is 0 when either is zero (Mix's caption)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    cos = float(unit_rows(a, zero="keep", tol=1e-12) @ unit_rows(b, zero="keep", tol=1e-12))
+    return float(np.linalg.norm(a)), float(np.linalg.norm(b)), cos
 
 
 def mix_components(model, parts, *, mode="partial"):

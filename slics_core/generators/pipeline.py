@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from slics_core import weights as _weights
+from slics_core._validation import check_k
 from slics_core.rows import unit_rows
 
 __all__ = ["PipelineGenerator", "seeded_noise", "is_consistency_model", "fast_scheduler", "check_rows",
@@ -78,9 +79,7 @@ def check_run_args(steps, guidance, batch_size):
         raise ValueError(f"guidance must be a number, got {guidance!r}") from None
     if not np.isfinite(guidance) or guidance < 0:
         raise ValueError(f"guidance must be a finite number >= 0, got {guidance}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    return int(steps), guidance, int(batch_size)
+    return int(steps), guidance, check_k(batch_size, "batch_size")
 
 
 def seeded_noise(seeds: Sequence[int], shapes, *, dtype=None, device=None):
