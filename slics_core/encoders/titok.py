@@ -14,10 +14,17 @@ import numpy as np
 
 from slics_core.encoders.base import PILTransform, check_batch_size, check_images, to_device, to_numpy
 from slics_core.formats import check_npz, load_npy
-from slics_core.preprocessing import normalize_tokens
 from slics_core.torch_device import device_dtype
 
 __all__ = ["TiTokEncoder", "load_titok_tokens", "load_titok_codebook"]
+
+
+def _normalize_tokens(tokens):
+    """:func:`slics_core.preprocessing.normalize_tokens`, imported when first used: ``preprocessing`` loads
+    scikit-learn, and ``slics --version`` / ``slics models`` import the encoder registry without it."""
+    from slics_core.preprocessing import normalize_tokens
+
+    return normalize_tokens(tokens)
 
 
 def _read_array(path, key, what, preferred=None):
@@ -69,7 +76,7 @@ def load_titok_tokens(path, key: str | None = None, n_tokens: int = 32, token_di
     arr = _read_array(path, key, "TiTok tokens", preferred="tokens")
     tokens = _titok_layout(arr, n_tokens, token_dim, source=str(path))
     if normalize:
-        tokens = np.asarray(normalize_tokens(tokens), dtype=np.float64)
+        tokens = np.asarray(_normalize_tokens(tokens), dtype=np.float64)
     return tokens.reshape(len(tokens), n_tokens * token_dim).astype(np.float32)
 
 
@@ -99,7 +106,7 @@ def load_titok_codebook(path, key: str | None = None, token_dim: int | None = 12
     if not np.all(np.isfinite(C)):
         raise ValueError(f"{path}: codebook contains NaN or infinite values")
     if normalize:
-        C = np.asarray(normalize_tokens(C[:, None, :]))[:, 0, :]
+        C = np.asarray(_normalize_tokens(C[:, None, :]))[:, 0, :]
     return C.astype(np.float32)
 
 
@@ -180,7 +187,7 @@ class TiTokEncoder:
         return np.concatenate(out) if out else np.zeros((0, self.n_tokens, self.token_dim), np.float32)
 
     def _normalised(self, tokens) -> np.ndarray:
-        normed = np.asarray(normalize_tokens(tokens.astype(np.float64)))
+        normed = np.asarray(_normalize_tokens(tokens.astype(np.float64)))
         return normed.reshape(len(tokens), -1).astype(np.float32)
 
     def encode_tensors(self, pixels) -> np.ndarray:
@@ -207,7 +214,7 @@ class TiTokEncoder:
         C = np.asarray(to_numpy(C) if hasattr(C, "detach") else C, dtype=np.float64)
         if C.ndim != 2 or C.shape[1] != self.token_dim:
             raise ValueError(f"TiTok codebook has shape {C.shape}, expected (K, {self.token_dim})")
-        return np.asarray(normalize_tokens(C[:, None, :]))[:, 0, :].astype(np.float32)
+        return np.asarray(_normalize_tokens(C[:, None, :]))[:, 0, :].astype(np.float32)
 
     def encode_texts(self, texts, batch_size: int = 256) -> np.ndarray:
         raise NotImplementedError("TiTok is an image tokenizer; it has no text encoder")
