@@ -29,10 +29,11 @@ speed does not depend on the weights) and measures, in one run:
     python -m benchmarks.bench_embed                 # 300 images, batch 64
     python -m benchmarks.bench_embed --n-images 64   # smoke run
     python -m benchmarks.bench_embed --repeat 3      # a busy machine: medians of 3 rounds
-    python -m benchmarks.bench_embed --device cuda --n-images 5000 --batch-size 256
+    python -m benchmarks.bench_embed --device cuda --n-images 10000 --batch-size 256
 
 On a GPU the model is run in float16 and batches are pinned and copied
-without blocking.
+without blocking. Give a GPU at least 10 000 images: with 2 000 the run
+mostly measures the workers' start-up (docs/performance.md).
 """
 from __future__ import annotations
 
