@@ -178,7 +178,7 @@ def test_drop_empty_concepts_and_subset_go_through_the_bundle():
 
 # ---------------------------------------------------------------------- workspaces on disk
 def _old_planted():
-    """The labels tests/data/workspace-0.2 was written with (recomputed by its rule; tests/data/README.md)."""
+    """The labels tests/data/workspace-0.2 was written with (recomputed by its rule; tests/data/workspace-0.2.md)."""
     n = 24
     i = np.arange(n)
     Z = np.stack([i % 4 == 0, i % 4 == 1, i % 3 == 0], axis=1)
