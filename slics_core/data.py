@@ -12,7 +12,7 @@ every workspace (:mod:`slics_core.explorer.build`) go through here:
    precomputed mean given by the user, e.g. SpLiCE's CLIP means, sec. 4.1) and
    applies it to every item, exactly as it will be applied to new queries;
 4. :func:`eval_data` makes the :class:`EvalData` of :mod:`slics_core.evaluation`
-   from a :class:`LabelledEmbeddings` (the one place that copies its fields), and
+   from a :class:`LabelledEmbeddings` (handing on its :class:`~slics_core.labels.Labels`), and
    :func:`fit_inputs` the :class:`slics_core.methods.FitInputs` of its training rows
    (the one place that cuts them out).
 
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from slics_core._validation import check_embeddings, check_labels
+from slics_core._validation import check_embeddings
 from slics_core.encoders import encoder_spec_of
 from slics_core.formats import read_json
+from slics_core.labels import CarriesLabels, Labels
 from slics_core.methods import FitInputs
-from slics_core.metrics import check_sub_to_concept
 from slics_core.preprocessing import make_preprocessor
 from slics_core.rows import unit_rows
 from slics_core.splits import Split
@@ -44,7 +44,7 @@ __all__ = ["LabelledEmbeddings", "EvalData", "fit_inputs", "load_cache", "drop_e
 
 
 @dataclass
-class LabelledEmbeddings:
+class LabelledEmbeddings(CarriesLabels):
     """An embedded, labelled collection (rows: items).
 
     Attributes
@@ -52,9 +52,9 @@ class LabelledEmbeddings:
     raw : ndarray of shape (n, d), float32
         The encoder's embeddings, as stored.
     ids : list of str
-    Y : ndarray of bool, shape (n, S)
-    concept_names : list of str
-    Z, sub_names, sub_to_concept : sub-labels (optional)
+    labels : slics_core.labels.Labels
+        General labels, sub-labels and their names (``Y``, ``concept_names``, ``Z``, ``sub_names``,
+        ``sub_to_concept`` read it).
     concept_text : ndarray of shape (S, d), optional
         Raw text embeddings of the concept prompts (zero-shot, U-SLiCS, F-SpLiCE).
     encoder : str or None
@@ -72,11 +72,7 @@ class LabelledEmbeddings:
 
     raw: np.ndarray
     ids: list
-    Y: np.ndarray
-    concept_names: list
-    Z: np.ndarray | None = None
-    sub_names: list = field(default_factory=list)
-    sub_to_concept: np.ndarray | None = None
+    labels: Labels
     concept_text: np.ndarray | None = None
     encoder: str | None = None
     preprocessing: str = "clip"
@@ -84,6 +80,9 @@ class LabelledEmbeddings:
     paths: list | None = None
     name: str = "dataset"
     extras: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self._check_labels(int(np.shape(self.raw)[0]), "embeddings")
 
     def __len__(self):
         return int(self.raw.shape[0])
@@ -95,25 +94,21 @@ class LabelledEmbeddings:
         def rows(v):
             return None if v is None else v[keep] if isinstance(v, np.ndarray) else [v[i] for i in keep]
 
-        return dataclasses.replace(self, raw=self.raw[keep], ids=rows(self.ids), Y=self.Y[keep], Z=rows(self.Z),
+        return dataclasses.replace(self, raw=self.raw[keep], ids=rows(self.ids), labels=self.labels.take(keep),
                                    paths=rows(self.paths), extras={k: rows(v) for k, v in self.extras.items()})
 
 
 @dataclass
-class EvalData:
+class EvalData(CarriesLabels):
     """Everything evaluation needs: a :class:`LabelledEmbeddings` preprocessed (:func:`eval_data`).
 
     Attributes
     ----------
     X : ndarray of shape (n, d)
         Preprocessed image embeddings (e.g. unit / centred / unit for CLIP).
-    Y : ndarray of bool, shape (n, S)
-        General labels.
-    concept_names : list of str
-    Z : ndarray of bool, shape (n, L), optional
-        Sub-labels.
-    sub_to_concept : ndarray of int, shape (L,), optional
-    sub_names : list of str, optional
+    labels : slics_core.labels.Labels
+        General labels (at least one concept), sub-labels and their names (``Y``, ``concept_names``,
+        ``Z``, ``sub_names``, ``sub_to_concept`` read it).
     X_raw : ndarray of shape (n, d), optional
         Raw encoder embeddings, used for zero-shot pseudo-labels (U-SLiCS);
         ``X`` is used when absent.
@@ -126,11 +121,7 @@ class EvalData:
     """
 
     X: np.ndarray
-    Y: np.ndarray
-    concept_names: list
-    Z: np.ndarray | None = None
-    sub_to_concept: np.ndarray | None = None
-    sub_names: list | None = None
+    labels: Labels
     X_raw: np.ndarray | None = None
     concept_text: np.ndarray | None = None
     vocab_text: np.ndarray | None = None
@@ -138,17 +129,9 @@ class EvalData:
 
     def __post_init__(self):
         self.X = check_embeddings(self.X, name="X", allow_zero_rows=True)
-        self.Y = check_labels(self.Y, self.X.shape[0], name="Y")
-        if len(self.concept_names) != self.Y.shape[1]:
-            raise ValueError(f"{len(self.concept_names)} concept names for {self.Y.shape[1]} label columns.")
-        if self.Z is not None:
-            self.Z = check_labels(self.Z, self.X.shape[0], name="Z")
-            if self.sub_to_concept is None:
-                raise ValueError("sub-labels Z need sub_to_concept (the concept of every sub-label).")
-            self.sub_to_concept = np.asarray(self.sub_to_concept, dtype=int).reshape(-1)
-            if self.sub_to_concept.size != self.Z.shape[1]:
-                raise ValueError("sub_to_concept must have one entry per sub-label column of Z.")
-            check_sub_to_concept(self.sub_to_concept, self.Y.shape[1])
+        self._check_labels(self.X.shape[0], "rows of X")
+        if not self.labels.n_concepts:
+            raise ValueError("Y has no concept columns.")
         if self.X_raw is not None:
             self.X_raw = check_embeddings(self.X_raw, name="X_raw", allow_zero_rows=True)
             if self.X_raw.shape[0] != self.X.shape[0]:
@@ -195,10 +178,13 @@ def load_cache(cache) -> LabelledEmbeddings:
     lab = store.load_labels()
     if "Y" not in lab or "concept_names" not in lab:
         raise ValueError(f"labels of cache {os.fspath(cache)!r} lack Y / concept_names; re-embed with a label file")
-    Y = np.asarray(lab["Y"], dtype=bool)
-    if Y.shape[0] != E.shape[0]:
-        raise ValueError(f"cache {os.fspath(cache)!r}: {Y.shape[0]} label rows for {E.shape[0]} embeddings; "
+    if lab["Y"].shape[0] != E.shape[0]:
+        raise ValueError(f"cache {os.fspath(cache)!r}: {lab['Y'].shape[0]} label rows for {E.shape[0]} embeddings; "
                          "re-run `slics embed --overwrite`")
+    try:
+        labels = Labels.from_arrays(lab)
+    except ValueError as exc:
+        raise ValueError(f"labels of cache {os.fspath(cache)!r}: {exc} Re-embed with a corrected label file.") from None
     W, _ = store.load_array("concept_text")
     dataset = meta.get("dataset") or {}
     prep = meta.get("preprocessing") or {}
@@ -211,11 +197,7 @@ def load_cache(cache) -> LabelledEmbeddings:
         by_id = dict(zip(all_ids, paths)) if len(paths) == len(all_ids) else {}
         paths = [by_id.get(i) for i in ids] if by_id else None
     data = LabelledEmbeddings(
-        raw=np.asarray(E, dtype=np.float32), ids=[str(i) for i in ids], Y=Y,
-        concept_names=[str(s) for s in lab["concept_names"]],
-        Z=np.asarray(lab["Z"], dtype=bool) if "Z" in lab else None,
-        sub_names=[str(s) for s in lab.get("sub_names", [])],
-        sub_to_concept=np.asarray(lab["sub_to_concept"], dtype=int) if "sub_to_concept" in lab else None,
+        raw=np.asarray(E, dtype=np.float32), ids=[str(i) for i in ids], labels=labels,
         concept_text=None if W is None else np.asarray(W, dtype=np.float32), encoder=encoder_spec_of(meta),
         preprocessing=str(prep.get("embedding", "clip")), n_tokens=int(prep.get("n_tokens", 32)), paths=paths,
         name=str(dataset.get("name") or os.path.basename(os.path.abspath(os.fspath(cache)))))
@@ -237,18 +219,8 @@ def drop_empty_concepts(data: LabelledEmbeddings) -> LabelledEmbeddings:
     gone = [name for name, p in zip(data.concept_names, present) if not p]
     warnings.warn(f"concept(s) {', '.join(gone)} have no labelled item and are left out", RuntimeWarning,
                   stacklevel=2)
-    new_index = {int(j): i for i, j in enumerate(keep)}
-    Z, sub_names, s2c = data.Z, data.sub_names, data.sub_to_concept
-    if Z is not None and s2c is not None:
-        ks = [i for i, c in enumerate(s2c) if int(c) in new_index]
-        Z = Z[:, ks]
-        sub_names = [sub_names[i] for i in ks]
-        s2c = np.array([new_index[int(s2c[i])] for i in ks], dtype=int)
-        if not ks:
-            Z, sub_names, s2c = None, [], None
-    return dataclasses.replace(
-        data, Y=data.Y[:, keep], concept_names=[data.concept_names[j] for j in keep], Z=Z, sub_names=sub_names,
-        sub_to_concept=s2c, concept_text=None if data.concept_text is None else data.concept_text[keep])
+    return dataclasses.replace(data, labels=data.labels.keep_concepts(keep),
+                               concept_text=None if data.concept_text is None else data.concept_text[keep])
 
 
 def preprocess(raw, kind, train_rows, *, mean=None, n_tokens=32):
@@ -277,10 +249,7 @@ def eval_data(data: LabelledEmbeddings, split: Split, *, mean=None, vocab=None):
     EvalData, fitted preprocessor
     """
     X, pre = preprocess(data.raw, data.preprocessing, split.train, mean=mean, n_tokens=data.n_tokens)
-    ed = EvalData(X=X, Y=data.Y, concept_names=list(data.concept_names), Z=data.Z,
-                  sub_to_concept=data.sub_to_concept if data.Z is not None else None,
-                  sub_names=list(data.sub_names) if data.Z is not None else None, X_raw=data.raw,
-                  concept_text=data.concept_text)
+    ed = EvalData(X=X, labels=data.labels, X_raw=data.raw, concept_text=data.concept_text)
     if vocab is not None:
         ed.vocab_words, ed.vocab_text = list(vocab[0]), np.asarray(vocab[1], dtype=np.float32)
     return ed, pre

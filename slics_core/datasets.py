@@ -36,13 +36,14 @@ from __future__ import annotations
 import csv
 import io
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from slics_core.formats import read_json
 from slics_core.images import list_images
+from slics_core.labels import CarriesLabels, Labels
 
 __all__ = [
     "ImageDataset",
@@ -69,7 +70,7 @@ MIRFLICKR_HIERARCHY = {
 
 
 @dataclass
-class ImageDataset:
+class ImageDataset(CarriesLabels):
     """A labelled image collection.
 
     Attributes
@@ -77,11 +78,9 @@ class ImageDataset:
     paths : list of str
     ids : list of str
         Stable identifiers (file name or dataset id).
-    Y : ndarray of bool, shape (n, S)
-    concept_names : list of str
-    Z : ndarray of bool, shape (n, L), optional
-    sub_names : list of str
-    sub_to_concept : ndarray of int, shape (L,)
+    labels : slics_core.labels.Labels
+        General labels, sub-labels and their names (``Y``, ``concept_names``, ``Z``, ``sub_names``,
+        ``sub_to_concept`` read it).
     name : str
     label_report : str or None
         How a separate label file was matched to the ids ("N of M label rows matched, K ids
@@ -90,24 +89,19 @@ class ImageDataset:
 
     paths: list
     ids: list
-    Y: np.ndarray
-    concept_names: list
-    Z: np.ndarray | None = None
-    sub_names: list = field(default_factory=list)
-    sub_to_concept: np.ndarray | None = None
+    labels: Labels
     name: str = "dataset"
     label_report: str | None = None
+
+    def __post_init__(self):
+        self._check_labels(len(self.paths), "images")
 
     def __len__(self):
         return len(self.paths)
 
     def labels_dict(self):
-        """Label arrays for :class:`slics_core.store.EmbeddingStore` (JSON/npz-friendly)."""
-        out = {"Y": self.Y.astype(np.uint8), "concept_names": np.array(self.concept_names, dtype=str)}
-        if self.Z is not None:
-            out.update(Z=self.Z.astype(np.uint8), sub_names=np.array(self.sub_names, dtype=str),
-                       sub_to_concept=np.asarray(self.sub_to_concept, dtype=np.int64))
-        return out
+        """Label arrays for :class:`slics_core.store.EmbeddingStore` (:meth:`slics_core.labels.Labels.to_arrays`)."""
+        return self.labels.to_arrays()
 
 
 # --------------------------------------------------------------------------- COCO
@@ -151,7 +145,7 @@ def load_coco(annotations, image_dir):
         Y[:, j] |= Z[:, c]
     paths = [str(image_dir / im["file_name"]) for im in images]
     ids = [str(im["id"]) for im in images]
-    return ImageDataset(paths, ids, Y, supers, Z, [c["name"] for c in cats], sub_to_concept, name="coco")
+    return ImageDataset(paths, ids, Labels(Y, supers, Z, [c["name"] for c in cats], sub_to_concept), name="coco")
 
 
 # --------------------------------------------------------------------------- MIRFlickr
@@ -233,7 +227,8 @@ def load_mirflickr(root, annotations=None, *, relevant_only=False):
     for k, j in enumerate(sub_to_concept):
         Y[:, j] |= Z[:, k]
     paths = [str(files[n]) for n in numbers]
-    return ImageDataset(paths, [str(n) for n in numbers], Y, concepts, Z, subs, sub_to_concept, name="mirflickr")
+    return ImageDataset(paths, [str(n) for n in numbers], Labels(Y, concepts, Z, subs, sub_to_concept),
+                        name="mirflickr")
 
 
 # --------------------------------------------------------------------------- generic folder
@@ -289,7 +284,7 @@ def load_folder(image_dir, labels=None):
     files = list_images(image_dir)
     if labels is None:
         return ImageDataset(files, [os.path.relpath(f, image_dir) for f in files],
-                            np.zeros((len(files), 0), dtype=bool), [], name=image_dir.name)
+                            Labels(np.zeros((len(files), 0), dtype=bool), []), name=image_dir.name)
     records, declared = read_label_records(labels)
     rel = [os.path.relpath(f, image_dir) for f in files]
     row_of = match_label_rows(rel, records, labels, root=image_dir)
@@ -299,9 +294,8 @@ def load_folder(image_dir, labels=None):
         raise ValueError(f"label file {os.fspath(labels)!r} {missing['where']}: image {missing['image']!r} is not "
                          f"found under {str(image_dir)!r}; fix the path or remove that row.")
     order = [matched[r] for r in range(len(records))]
-    Y, concepts, Z, subs, s2c = label_arrays(records, declared)
-    return ImageDataset([files[i] for i in order], [rel[i].replace("\\", "/") for i in order], Y, concepts, Z, subs,
-                        s2c, name=image_dir.name)
+    return ImageDataset([files[i] for i in order], [rel[i].replace("\\", "/") for i in order],
+                        label_arrays(records, declared), name=image_dir.name)
 
 
 def _path_parts(path, root_parts=()) -> tuple:
@@ -352,8 +346,8 @@ def match_label_rows(ids, records, source, *, root=None) -> list:
     return row_of
 
 
-def label_arrays(records, declared=()):
-    """``(Y, concepts, Z, sub_names, sub_to_concept)`` of label records (``None`` for a record: no labels).
+def label_arrays(records, declared=()) -> Labels:
+    """The :class:`~slics_core.labels.Labels` of label records (``None`` for a record: no labels).
 
     Concepts are ordered as declared, then by first appearance; sub-labels are ``concept/sub``.
     """
@@ -386,10 +380,9 @@ def label_arrays(records, declared=()):
         for cs in rec["subs"]:
             Z[i, subs.index(cs)] = True
             Y[i, concepts.index(cs[0])] = True
-    s2c = np.array([concepts.index(c) for c, _ in subs], dtype=int)
     if not subs:
-        return Y, concepts, None, [], None
-    return Y, concepts, Z, [f"{c}/{s}" for c, s in subs], s2c
+        return Labels(Y, concepts)
+    return Labels(Y, concepts, Z, [f"{c}/{s}" for c, s in subs], [concepts.index(c) for c, _ in subs])
 
 
 def read_csv_rows(path, what):

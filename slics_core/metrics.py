@@ -35,6 +35,7 @@ import math
 
 import numpy as np
 
+from slics_core import labels as _labels
 from slics_core._validation import check_embeddings, check_k, check_labels, check_targets
 from slics_core.methods import MODES
 from slics_core.retrieval import build_index
@@ -91,12 +92,10 @@ def average_precision_at_k(relevance, k=20, n_relevant=None, normalization="retr
 
 def check_sub_to_concept(sub_to_concept, n_concepts):
     """The sub-label columns of each concept (a list of ``n_concepts`` index arrays); ValueError when
-    ``sub_to_concept`` names a concept outside ``[0, n_concepts)``."""
+    ``sub_to_concept`` breaks :func:`slics_core.labels.check_sub_to_concept`."""
     if sub_to_concept is None:
         return [np.zeros(0, dtype=int) for _ in range(n_concepts)]
-    s2c = np.asarray(sub_to_concept, dtype=int).reshape(-1)
-    if s2c.size and (s2c.min() < 0 or s2c.max() >= n_concepts):
-        raise ValueError(f"sub_to_concept must map sub-labels to concepts in [0, {n_concepts}).")
+    s2c = _labels.check_sub_to_concept(sub_to_concept, n_concepts)
     return [np.flatnonzero(s2c == j) for j in range(n_concepts)]
 
 

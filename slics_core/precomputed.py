@@ -211,11 +211,11 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
         subs = meta["sub_labels"] if "sub_labels" in meta.columns else [None] * len(meta)
         recs = [{"labels": _list_cell(a), "subs": parse_sub_labels(_list_cell(b), {})}
                 for a, b in zip(meta["labels"], subs)]
-    Y, concepts, Z, sub_names, s2c = label_arrays(recs, declared)
+    bundle = label_arrays(recs, declared)
     root = Path(images) if images is not None else None
     paths = []
     for x in ids:
         cand = root / x if root is not None else Path(x)
         paths.append(str(cand) if cand.is_file() else None)
     name = src.stem if src.is_file() else src.name
-    return E, ImageDataset(paths, ids, Y, concepts, Z, sub_names, s2c, name=name, label_report=report)
+    return E, ImageDataset(paths, ids, bundle, name=name, label_report=report)

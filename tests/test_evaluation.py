@@ -6,6 +6,7 @@ import pytest
 
 from slics_core.data import EvalData
 from slics_core.evaluation import choose_d0, evaluate_methods, methods_table_markdown, methods_table_rows, sweep_d0
+from slics_core.labels import Labels
 from slics_core.metrics import average_precision_at_k, evaluate_rankings
 from slics_core.splits import make_split
 
@@ -90,7 +91,7 @@ def _planted(n=900, seed=0):
 
 def test_sweep_and_methods_table_beat_unfiltered_on_planted_cones():
     X, Y, d = _planted()
-    data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"])
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]))
     split = make_split(Y, 300, 100, 100, seed=0)
     recs = sweep_d0(data, split, [2, 3], n_iter=3)
     assert {(r["d0"], r["mode"]) for r in recs} == {(2, "partial"), (2, "full"), (3, "partial"), (3, "full")}
@@ -109,7 +110,7 @@ def test_sweep_and_methods_table_beat_unfiltered_on_planted_cones():
 
 def test_minibatch_runs_report_mean_and_std_over_seeds():
     X, Y, _ = _planted(700, seed=1)
-    data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"])
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]))
     split = make_split(Y, 300, 50, 50, seed=0)
     rows = evaluate_methods(data, split, ["S-SLiCS"], n_atoms=3, n_iter=2, batch_size=64, seeds=(0, 1, 2))
     r = rows[0]
@@ -135,7 +136,7 @@ def test_score_split_is_evaluate_rankings_of_the_split_rows():
     X, Y, _ = _planted(500, seed=2)
     Z = np.zeros((len(Y), 6), bool)
     Z[:, 0::2], Z[:, 1::2] = Y & (X[:, :3] > 0), Y & (X[:, :3] <= 0)
-    data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"], Z=Z, sub_to_concept=[0, 0, 1, 1, 2, 2])
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"], Z, [f"s{i}" for i in range(6)], [0, 0, 1, 1, 2, 2]))
     split = make_split(Y, 200, 50, 60, seed=1)
     idx, _ = rank_method("S-SVD", data, split, queries="val", n_atoms=2, k=10)
     got = score_split(idx, data, split, "val", k=10)
@@ -152,7 +153,7 @@ def test_estimate_cost_counts_the_runs_left_and_names_the_uncosted(tmp_path):
     from slics_core.runs import ResultStore
 
     X, Y, _ = _planted(500, seed=3)
-    data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"], concept_text=np.eye(3, X.shape[1]),
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]), concept_text=np.eye(3, X.shape[1]),
                     vocab_words=["w1", "w2", "w3", "w4"], vocab_text=np.eye(4, X.shape[1]))
     split = make_split(Y, 200, 50, 60, seed=0)
     methods = ["S-SVD", "S-SLiCS", "UF", "SpLiCE"]

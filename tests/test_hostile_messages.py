@@ -104,6 +104,7 @@ def test_workspace_rebuild_failure_inside_a_model_file_names_the_folder(tmp_path
     from slics_core import methods
     from slics_core.data import LabelledEmbeddings
     from slics_core.explorer.build import build_workspace
+    from slics_core.labels import Labels
 
     def full(path, **arrays):
         raise FileSystemError(f"no space left on the disk holding {str(path)!r}", path=path, errno=errno.ENOSPC)
@@ -111,7 +112,7 @@ def test_workspace_rebuild_failure_inside_a_model_file_names_the_folder(tmp_path
     monkeypatch.setattr(methods, "atomic_save_npz", full)
     rng = np.random.default_rng(0)
     data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
-                              Y=np.eye(2, dtype=bool)[np.arange(40) % 2], concept_names=["a", "b"])
+                              labels=Labels(np.eye(2, dtype=bool)[np.arange(40) % 2], ["a", "b"]))
     with pytest.raises(FileSystemError) as info:
         build_workspace(data, tmp_path / "ws", methods=["UF"], d0_values=(1,), n_iter=1)
     msg = str(info.value)

@@ -100,12 +100,13 @@ def test_a_huge_image_in_a_shared_workspace_is_a_grey_tile(tmp_path, monkeypatch
     from slics_core.data import LabelledEmbeddings
     from slics_core.explorer.build import build_workspace
     from slics_core.images import ImageLoadError
+    from slics_core.labels import Labels
 
     bomb = tmp_path / "bomb.png"
     bomb.write_bytes(_png_header_only(10_500, 10_500))
     rng = np.random.default_rng(0)
     data = LabelledEmbeddings(raw=rng.standard_normal((20, 4)).astype(np.float32), ids=[str(i) for i in range(20)],
-                              Y=np.eye(2, dtype=bool)[np.arange(20) % 2], concept_names=["a", "b"],
+                              labels=Labels(np.eye(2, dtype=bool)[np.arange(20) % 2], ["a", "b"]),
                               paths=[str(bomb)] * 20)
     ws = build_workspace(data, None, methods=["UF"], d0_values=(1,), n_iter=1)
     monkeypatch.setattr(ImageFile.ImageFile, "load", lambda self: pytest.fail("pixels were decoded"))

@@ -6,6 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 from slics_core.explorer.atom_tables import caption_table
 from slics_core.explorer.encoding import workspace_vocabulary
+from slics_core.labels import Labels
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "captions.py")
@@ -62,8 +63,8 @@ def bare_dataset_workspace(tmp_path, monkeypatch):
     index = {"train": idx[:120], "val": idx[120:150], "query": idx[150:180], "pool": idx[180:]}
     models = {(m, d0): SLiCS(n_atoms=d0, n_iter=0 if m == "S-SVD" else 2).fit(X[:120], data.Y[:120])
               for m in ("S-SLiCS", "S-SVD") for d0 in (2, 3)}
-    ws = Workspace(name="bare", kind="dataset", path=None, X=X, raw=X, mean=np.zeros(16), Y=data.Y,
-                   concept_names=["red", "green", "blue"], index=index, models=models,
+    ws = Workspace(name="bare", kind="dataset", path=None, X=X, raw=X, mean=np.zeros(16),
+                   labels=Labels(data.Y, ["red", "green", "blue"]), index=index, models=models,
                    ids=[str(i) for i in idx], paths=[str(tmp_path / f"missing{i}.jpg") for i in idx])
     save_workspace(ws, tmp_path / "bare")
     return "bare"

@@ -8,6 +8,7 @@ from PIL import Image
 from slics_core.cli import main
 from slics_core.data import EvalData, fit_inputs
 from slics_core.evaluation import evaluate_methods, sweep_d0
+from slics_core.labels import Labels
 from slics_core.methods import fit_method
 from slics_core.preprocessing import normalize_tokens
 from slics_core.retrieval import QuantizedPool, token_count
@@ -71,7 +72,7 @@ def _brute_map(vectors_of, Xq_rows, Y, Z, s2c, pool, Xt, k=20):
 
 def test_quantized_rows_match_brute_force_lookup_of_the_dequantized_pool():
     X, Y, Z, s2c, C = _token_data()
-    data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"], Z=Z, sub_to_concept=s2c)
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"], Z, [f"s{i}" for i in range(Z.shape[1])], s2c))
     split = make_split(Y, 150, 20, 60, seed=1)
     qp = QuantizedPool.from_embeddings(X[split.pool], C)
     Xt = _brute_dequantize(X[split.pool], C)
@@ -111,7 +112,7 @@ def test_token_count_and_bad_codebooks():
 
 def test_result_store_resumes_without_refitting(tmp_path, monkeypatch):
     X, Y, Z, s2c, C = _token_data(360, seed=3)
-    data = EvalData(X=X, Y=Y, concept_names=["a", "b", "c"], Z=Z, sub_to_concept=s2c)
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"], Z, [f"s{i}" for i in range(Z.shape[1])], s2c))
     split = make_split(Y, 120, 30, 40, seed=0)
     store = ResultStore(tmp_path / "runs")
     qp = QuantizedPool.from_embeddings(X[split.pool], C)

@@ -8,6 +8,7 @@ from scipy.optimize import nnls as scipy_nnls
 from slics_core.evaluation import choose_d0
 from slics_core.explorer import scoring
 from slics_core.explorer.workspace import Workspace
+from slics_core.labels import Labels
 from slics_core.methods import FitInputs, UnfilteredModel, fit_method
 from slics_core.slics import SLiCS
 from slics_core.synthetic import make_concept_cones
@@ -43,9 +44,9 @@ def ws():
         models[("U-SLiCS", d0)] = SLiCS(n_atoms=d0, n_iter=3, random_state=0).fit(X[tr], Y_pseudo.astype(float))
     models[("UF", None)] = UnfilteredModel().fit(X[tr], data.Y[tr])
     return Workspace(name="planted", kind="dataset", path=None, X=X, raw=X.copy(), mean=np.zeros(D),
-                     Y=data.Y.astype(bool), concept_names=[f"c{j}" for j in range(S)], index=index, models=models,
-                     Z=Z, sub_names=[f"s{i}" for i in range(Z.shape[1])],
-                     sub_to_concept=np.repeat(np.arange(S), D0_PLANTED), concept_text=concept_text)
+                     labels=Labels(data.Y.astype(bool), [f"c{j}" for j in range(S)], Z,
+                                   [f"s{i}" for i in range(Z.shape[1])], np.repeat(np.arange(S), D0_PLANTED)),
+                     index=index, models=models, concept_text=concept_text)
 
 
 # ---------------------------------------------------------------------- brute force
@@ -201,7 +202,7 @@ def test_fsplice_row_matches_brute_force(ws):
 def test_workspace_without_sub_labels_scores_general_only(ws):
     import dataclasses
 
-    bare = dataclasses.replace(ws, Z=None, sub_to_concept=None, sub_names=[])
+    bare = dataclasses.replace(ws, labels=Labels(ws.Y, ws.concept_names))
     rec = scoring.run_job(bare, scoring.Job("S-SLiCS", 2, "partial", "val"), k=10)
     assert math.isnan(rec["sub"]) and rec["n_pairs_sub"] == 0
     assert rec["general"] == scoring.run_job(ws, scoring.Job("S-SLiCS", 2, "partial", "val"), k=10)["general"]
@@ -275,8 +276,7 @@ def test_app_and_cli_front_ends_give_the_same_scores(ws):
     from slics_core.splits import Split
 
     app = scoring.score_d0_sweep(ws, splits=("val",), k=10)
-    data = EvalData(X=ws.X, Y=ws.Y, concept_names=ws.concept_names, Z=ws.Z, sub_to_concept=ws.sub_to_concept,
-                    X_raw=ws.raw, concept_text=ws.concept_text)
+    data = EvalData(X=ws.X, labels=ws.labels, X_raw=ws.raw, concept_text=ws.concept_text)
     split = Split(*(np.asarray(ws.index[k]) for k in ("train", "val", "query", "pool")), np.zeros(0, int))
     cli = sweep_d0(data, split, [2, 3], k=10, models={d: ws.models[("S-SLiCS", d)] for d in (2, 3)})
     assert len(app) == len(cli) == 4

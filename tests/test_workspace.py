@@ -245,6 +245,8 @@ def test_every_workspace_field_is_declared_with_where_it_is_saved(dataset_ws, tm
             assert getattr(again, name) == getattr(ws, name), name
         elif w == "array" and getattr(ws, name) is not None:
             np.testing.assert_array_equal(getattr(again, name), getattr(ws, name))
+        elif w == "labels":
+            assert again.labels == ws.labels and again.labels is not ws.labels
     head = json.loads((tmp_path / "copy" / "workspace.json").read_text())
     assert {n for n, w in where.items() if w == "header"} <= set(head) and head["captions"][1] == "item 1"
 

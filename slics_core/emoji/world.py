@@ -37,6 +37,7 @@ from slics_core.emoji.catalog import (
 from slics_core.emoji.models import weights_digest
 from slics_core.emoji.scenes import ZERO_SHOT_TEMPLATE, make_scenes
 from slics_core.encoders import create_encoder
+from slics_core.labels import Labels
 from slics_core.splits import make_split
 
 __all__ = ["EmojiWorldConfig", "WORLD_SEED", "PREVIEW_SCENES", "EMBED_BATCH", "DATASET_NAME", "PROMPT_TEMPLATE",
@@ -182,20 +183,26 @@ def world_labels():
             np.asarray(SUB_TO_CONCEPT, dtype=int)[keep])
 
 
+def _labels(general, sub) -> Labels:
+    """The :class:`~slics_core.labels.Labels` of scenes' ``general`` and (all-category) ``sub`` matrices."""
+    concepts, keep, sub_names, sub_to_concept = world_labels()
+    return Labels(np.asarray(general, dtype=bool), concepts, np.asarray(sub, dtype=bool)[:, keep], sub_names,
+                  sub_to_concept)
+
+
 def _ids(n):
     return [f"scene-{i}" for i in range(n)]
 
 
 def _labelled(rows: _Rows, small, cond, name) -> LabelledEmbeddings:
-    concepts, keep, sub_names, sub_to_concept = world_labels()
-    prompts = [PROMPT_TEMPLATE.format(w) for w in concepts]
+    labels = _labels(rows.general, rows.sub)
+    prompts = [PROMPT_TEMPLATE.format(w) for w in labels.concept_names]
     concept_text = np.asarray(small.encode_texts(prompts), dtype=np.float32)
     extras = {"images": rows.images, "captions": list(rows.captions)}
     if cond is not None:
         extras["cond"] = cond
     return LabelledEmbeddings(
-        raw=rows.raw, ids=_ids(len(rows)), Y=rows.general, concept_names=concepts, Z=rows.sub[:, keep],
-        sub_names=sub_names, sub_to_concept=sub_to_concept, concept_text=concept_text, encoder=ENCODER,
+        raw=rows.raw, ids=_ids(len(rows)), labels=labels, concept_text=concept_text, encoder=ENCODER,
         preprocessing="clip", name=name, extras=extras)
 
 
@@ -207,9 +214,8 @@ def emoji_dataset(config: EmojiWorldConfig | None = None) -> ImageDataset:
     """
     cfg = config or config_from_env()
     scenes = make_scenes(cfg.n_total, seed=cfg.seed)
-    concepts, keep, sub_names, sub_to_concept = world_labels()
-    ds = ImageDataset(list(range(len(scenes))), _ids(len(scenes)), np.asarray(scenes.general, dtype=bool), concepts,
-                      np.asarray(scenes.sub, dtype=bool)[:, keep], sub_names, sub_to_concept, name=DATASET_NAME)
+    ds = ImageDataset(list(range(len(scenes))), _ids(len(scenes)), _labels(scenes.general, scenes.sub),
+                      name=DATASET_NAME)
     ds.loader = scenes.pil
     return ds
 

@@ -155,10 +155,9 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
     images = extras.pop("images", None)
     captions = extras.pop("captions", None)
     ws = Workspace(name=name or data.name, kind=kind, path=out, X=X, raw=np.asarray(data.raw, np.float32),
-                   mean=np.asarray(getattr(pre, "mean_", np.zeros(X.shape[1])), dtype=np.float64), Y=data.Y,
-                   concept_names=list(data.concept_names), index=index, models=models, Z=data.Z,
-                   sub_names=list(data.sub_names), sub_to_concept=data.sub_to_concept,
-                   concept_text=data.concept_text, encoder=data.encoder, captions=captions,
+                   mean=np.asarray(getattr(pre, "mean_", np.zeros(X.shape[1])), dtype=np.float64),
+                   labels=data.labels, index=index, models=models, concept_text=data.concept_text,
+                   encoder=data.encoder, captions=captions,
                    ids=list(data.ids), images=images, paths=data.paths, preprocessing=data.preprocessing,
                    n_tokens=data.n_tokens, vocab_words=inputs.vocab_words, vocab_text=inputs.vocab_text,
                    generator=generator,

@@ -135,9 +135,8 @@ def eval_view(ws):
     split : slics_core.splits.Split
         The workspace's ``index`` (no item was dropped: a workspace holds labelled items only).
     """
-    data = EvalData.of_checked(X=ws.X, Y=ws.Y, concept_names=ws.concept_names, Z=ws.Z,
-                               sub_to_concept=ws.sub_to_concept, sub_names=ws.sub_names, X_raw=ws.raw,
-                               concept_text=ws.concept_text, vocab_text=ws.vocab_text, vocab_words=ws.vocab_words)
+    data = EvalData.of_checked(X=ws.X, labels=ws.labels, X_raw=ws.raw, concept_text=ws.concept_text,
+                               vocab_text=ws.vocab_text, vocab_words=ws.vocab_words)
     rows = {name: np.asarray(ws.index.get(name, []), dtype=int) for name in ("train", "val", "query", "pool")}
     return data, Split(rows["train"], rows["val"], rows["query"], rows["pool"], np.zeros(0, dtype=int))
 

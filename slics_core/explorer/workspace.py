@@ -24,6 +24,7 @@ from PIL import Image, ImageDraw
 from slics_core._validation import check_embeddings
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
 from slics_core.images import ImageLoadError, load_image
+from slics_core.labels import CarriesLabels, Labels
 from slics_core.methods import get_method, method_names
 from slics_core.preprocessing import make_preprocessor
 from slics_core.rows import unit_rows
@@ -62,20 +63,21 @@ def _in_header(**kw):
     return field(metadata={"stored": "header"}, **kw)
 
 
-def _in_arrays(kinds: str, *, dense: bool = False, as_bool: bool = False, **kw):
+def _in_arrays(kinds: str, *, dense: bool = False, **kw):
     """A field saved in ``arrays.npz``: its allowed dtype kinds, whether it must be dense (its size is
-    checked against its shape), read back as bool; optional when it has a default (None: not saved)."""
-    return field(metadata={"stored": "array", "kinds": kinds, "dense": dense, "as_bool": as_bool}, **kw)
+    checked against its shape); optional when it has a default (None: not saved)."""
+    return field(metadata={"stored": "array", "kinds": kinds, "dense": dense}, **kw)
 
 
 @dataclass
-class Workspace:
+class Workspace(CarriesLabels):
     """One explorable collection (see module docstring).
 
     Each field is declared once, with where it is saved: ``_in_header()`` fields in ``workspace.json``,
     ``_in_arrays()`` fields in ``arrays.npz`` (:func:`save_workspace` and :func:`load_workspace` read this
-    declaration); ``index`` (``arrays.npz``), ``models`` (``models/``), ``images`` (``images.npy``)
-    and ``extras`` (``extra-*.npy``) have files of their own; ``path`` and ``building`` are not saved.
+    declaration); ``labels`` (``arrays.npz`` and ``workspace.json``), ``index`` (``arrays.npz``), ``models``
+    (``models/``), ``images`` (``images.npy``) and ``extras`` (``extra-*.npy``) have files of their own;
+    ``path`` and ``building`` are not saved.
 
     Attributes
     ----------
@@ -89,11 +91,10 @@ class Workspace:
         The encoder's unit embeddings (zero-shot classification).
     mean : ndarray of shape (d,)
         Training mean of the unit embeddings (preprocessing of new queries).
-    Y : ndarray of bool, shape (n, S)
-    concept_names : list of str
-    Z : ndarray of bool, shape (n, L) or None
-    sub_names : list of str
-    sub_to_concept : ndarray of int, shape (L,) or None
+    labels : slics_core.labels.Labels
+        General labels, sub-labels and their names (``Y``, ``concept_names``, ``Z``, ``sub_names``,
+        ``sub_to_concept`` read it); saved as arrays ``Y``, ``Z``, ``sub_to_concept`` in ``arrays.npz``
+        and ``concept_names``, ``sub_names`` in ``workspace.json``.
     index : dict
         ``index[split]`` (train, val, query, pool) are row numbers.
     models : dict
@@ -140,13 +141,9 @@ class Workspace:
     X: np.ndarray = _in_arrays("f", dense=True)
     raw: np.ndarray = _in_arrays("f", dense=True)
     mean: np.ndarray = _in_arrays("f")
-    Y: np.ndarray = _in_arrays("biu", as_bool=True)
-    concept_names: list = _in_header()
+    labels: Labels = field(metadata={"stored": "labels"})
     index: dict = field()
     models: dict = field()
-    Z: np.ndarray | None = _in_arrays("biu", as_bool=True, default=None)
-    sub_names: list = _in_header(default_factory=list)
-    sub_to_concept: np.ndarray | None = _in_arrays("iu", default=None)
     concept_text: np.ndarray | None = _in_arrays("f", dense=True, default=None)
     encoder: str | None = _in_header(default=None)
     captions: list | None = _in_header(default=None)
@@ -165,13 +162,16 @@ class Workspace:
     codebook: np.ndarray | None = _in_arrays("f", dense=True, default=None)
     building: object = None
 
+    def __post_init__(self):
+        self._check_labels(int(np.shape(self.X)[0]), "items")
+
     # ------------------------------------------------------------------ sizes
     def __len__(self) -> int:
         return int(self.X.shape[0])
 
     @property
     def n_concepts(self) -> int:
-        return int(self.Y.shape[1])
+        return self.labels.n_concepts
 
     @property
     def d0_values(self) -> list:
@@ -212,7 +212,7 @@ class Workspace:
         """Sizes and settings, JSON-ready (Home page, CLI)."""
         return {"name": self.name, "kind": self.kind, "path": str(self.path) if self.path else None,
                 "n_items": len(self), "dim": int(self.X.shape[1]), "n_concepts": self.n_concepts,
-                "n_sub_labels": 0 if self.Z is None else int(self.Z.shape[1]),
+                "n_sub_labels": self.labels.n_sub,
                 "splits": {k: int(len(v)) for k, v in self.index.items()},
                 "methods": self.methods, "d0_values": self.d0_values, "chosen_d0": self.chosen_d0,
                 "encoder": self.encoder, "has_concept_text": self.concept_text is not None,
@@ -221,11 +221,8 @@ class Workspace:
 
     # ------------------------------------------------------------------ labels
     def labels_of(self, i: int) -> dict:
-        """General and sub-label names of item ``i``."""
-        out = {"concepts": [self.concept_names[j] for j in np.flatnonzero(self.Y[i])]}
-        if self.Z is not None:
-            out["sub_labels"] = [self.sub_names[j] for j in np.flatnonzero(self.Z[i])]
-        return out
+        """General and sub-label names of item ``i`` (:meth:`slics_core.labels.Labels.names_of`)."""
+        return self.labels.names_of(i)
 
     # ------------------------------------------------------------------ images
     def image(self, i: int):

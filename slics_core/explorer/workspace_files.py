@@ -28,6 +28,7 @@ from slics_core.errors import DamagedFileError, file_system_error, reading, user
 from slics_core.explorer.arrival import STORE as ARRIVAL_STORE
 from slics_core.explorer.workspace import SPLITS, Workspace, check_workspace_name, workspaces_root
 from slics_core.formats import check_npy, check_npz
+from slics_core.labels import ARRAY_KINDS, Labels
 from slics_core.methods import REGISTRY
 
 __all__ = [
@@ -98,8 +99,7 @@ def _write_files(ws: Workspace, tmp: Path) -> list:
     """Write the workspace's files into ``tmp``; their paths relative to it."""
     (tmp / "models").mkdir()
     arrays = {f.name: np.asarray(getattr(ws, f.name)) for f in _stored("array") if getattr(ws, f.name) is not None}
-    if ws.Z is None:  # sub-labels and their concepts come together (checked on load)
-        arrays.pop("sub_to_concept", None)
+    arrays.update({k: getattr(ws.labels, k) for k in ARRAY_KINDS if getattr(ws.labels, k) is not None})
     arrays.update({f"index_{k}": np.asarray(v) for k, v in ws.index.items()})
     np.savez(tmp / "arrays.npz", **arrays)
     written = ["arrays.npz"]
@@ -119,6 +119,7 @@ def _write_files(ws: Workspace, tmp: Path) -> list:
         names[f"{method}|{'' if d0 is None else d0}"] = fname
         written.append(f"models/{fname}")
     head = {f.name: getattr(ws, f.name) for f in _stored("header")}
+    head.update({k: list(getattr(ws.labels, k)) for k in _LABEL_NAMES})
     head.update({"format": FORMAT, "models": names, "n": len(ws), "extras": extra_names})
     (tmp / "workspace.json").write_text(json.dumps(head))
     return written + ["workspace.json"]
@@ -263,25 +264,26 @@ def _default(f):
     return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
+#: The label bundle's names, saved in ``workspace.json`` (its arrays, :data:`ARRAY_KINDS`, in ``arrays.npz``).
+_LABEL_NAMES = ("concept_names", "sub_names")
 #: Arrays of ``arrays.npz``: dtype kinds; required ones; dense ones (from the fields' declaration).
-_ARRAYS = {**{f.name: f.metadata["kinds"] for f in _stored("array")}, **{f"index_{k}": "iu" for k in SPLITS}}
-_REQUIRED = {*(f.name for f in _stored("array") if not _optional(f)), *(f"index_{k}" for k in SPLITS)}
+_ARRAYS = {**{f.name: f.metadata["kinds"] for f in _stored("array")}, **ARRAY_KINDS,
+           **{f"index_{k}": "iu" for k in SPLITS}}
+_REQUIRED = {*(f.name for f in _stored("array") if not _optional(f)), "Y", *(f"index_{k}" for k in SPLITS)}
 _DENSE = tuple(f.name for f in _stored("array") if f.metadata["dense"])
 
 
 def _check_shapes(shapes, head) -> None:
+    """Arrays against the items and the embedding width (the label bundle checks itself: :class:`Labels`)."""
     n, S = head["n"], len(head["concept_names"])
-    L = len(head.get("sub_names") or [])
     d = shapes["X"][0][1] if len(shapes["X"][0]) == 2 else -1
-    want = {"X": (n, d), "raw": (n, d), "mean": (d,), "Y": (n, S), "Z": (n, L), "sub_to_concept": (L,),
-            "concept_text": (S, d)}
+    want = {"X": (n, d), "raw": (n, d), "mean": (d,), "concept_text": (S, d)}
     if head.get("vocab_words") is not None:
         want["vocab_text"] = (len(head["vocab_words"]), d)
     for k, shape in want.items():
         if k in shapes:
             _need(shapes[k][0] == shape, f"array {k!r} has shape {shapes[k][0]}, expected {shape}")
-    _need(("Z" in shapes) == ("sub_to_concept" in shapes), "arrays 'Z' and 'sub_to_concept' come together")
-    _need(L == 0 or "Z" in shapes, f"{L} sub-label names but no array 'Z'")
+    _need(shapes["Y"][0][:1] == (n,), f"array 'Y' has shape {shapes['Y'][0]}, expected {n} rows")
     for k, (shape, _) in shapes.items():
         if k.startswith("index_"):
             _need(len(shape) == 1, f"array {k!r} must be one-dimensional")
@@ -315,10 +317,8 @@ def _read_workspace(path: Path) -> Workspace:
         idx = arr[f"index_{k}"].astype(np.int64)
         _need(idx.size == 0 or (idx.min() >= 0 and idx.max() < n), f"split {k!r} has item numbers outside 0..{n - 1}")
         index[k] = idx
-    if "sub_to_concept" in arr:
-        s2c = arr["sub_to_concept"]
-        _need(s2c.size == 0 or (s2c.min() >= 0 and s2c.max() < arr["Y"].shape[1]),
-              "array 'sub_to_concept' names concepts that do not exist")
+    labels = Labels(arr["Y"], head["concept_names"], arr.get("Z"), head.get("sub_names") or (),
+                    arr.get("sub_to_concept"))
     images = None
     if (path / "images.npy").is_file():
         images = _read_array(path / "images.npy", "u",
@@ -330,18 +330,17 @@ def _read_workspace(path: Path) -> Workspace:
         if method not in REGISTRY:
             continue  # a method no longer registered here
         model = _load_model(method, path / "models" / fname)
-        got = (getattr(model, "n_features_in_", d), getattr(model, "n_concepts_", arr["Y"].shape[1]))
-        _need(got == (d, arr["Y"].shape[1]), f"model {fname!r} is for {got[0]}-d embeddings and {got[1]} concepts, "
-                                             f"the workspace has {d} and {arr['Y'].shape[1]}")
+        got = (getattr(model, "n_features_in_", d), getattr(model, "n_concepts_", labels.n_concepts))
+        _need(got == (d, labels.n_concepts), f"model {fname!r} is for {got[0]}-d embeddings and {got[1]} concepts, "
+                                             f"the workspace has {d} and {labels.n_concepts}")
         models[(method, d0)] = model
     values = {}
     for f in _stored("header"):
         v = head.get(f.name)
         values[f.name] = _default(f) if v is None else type(v)(v) if isinstance(v, (list, dict)) else v
     for f in _stored("array"):
-        v = arr.get(f.name)
-        values[f.name] = v.astype(bool) if v is not None and f.metadata["as_bool"] else v
-    return Workspace(**values, path=path, index=index, models=models, images=images, extras=extras)
+        values[f.name] = arr.get(f.name)
+    return Workspace(**values, labels=labels, path=path, index=index, models=models, images=images, extras=extras)
 
 
 def set_workspace_generator(ws: Workspace, generator: str | None) -> None:

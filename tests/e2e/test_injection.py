@@ -39,14 +39,15 @@ def _url(path, **params):
 def _hostile_workspace(root):
     from slics_core.data import LabelledEmbeddings
     from slics_core.explorer.build import build_workspace
+    from slics_core.labels import Labels
 
     rng = np.random.default_rng(0)
     n, d = 60, 8
     Y = np.eye(4, dtype=bool)[np.arange(n) % 4] | np.eye(4, dtype=bool)[(np.arange(n) + 1) % 4]
     raw = (Y @ rng.standard_normal((4, d)) + 0.3 * rng.standard_normal((n, d))).astype(np.float32)
     names = [PAYLOADS[0], PAYLOADS[1], PAYLOADS[2], PAYLOADS[3]]
-    data = LabelledEmbeddings(raw=raw, ids=[PAYLOADS[i % len(PAYLOADS)] for i in range(n)], Y=Y,
-                              concept_names=names, name=PAYLOADS[3],
+    data = LabelledEmbeddings(raw=raw, ids=[PAYLOADS[i % len(PAYLOADS)] for i in range(n)],
+                              labels=Labels(Y, names), name=PAYLOADS[3],
                               extras={"captions": [PAYLOADS[(i + 3) % len(PAYLOADS)] for i in range(n)]})
     build_workspace(data, root / "hostile", methods=["S-SLiCS", "S-SVD", "UF"], d0_values=(1, 2), n_iter=2,
                     name=PAYLOADS[4])
