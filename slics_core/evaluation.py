@@ -276,8 +276,7 @@ def fallback_d0(d0_values):
     """The ``d0`` used when it cannot be chosen on validation (no validation split, or not chosen yet):
     the middle of the fitted values (the larger middle one of an even count); None when there are none.
 
-    Why the middle (docs/choices.md): with no score to go by, it is the least extreme of the sizes the
-    user asked for, and it stays inside the range the paper's curve (Fig. 7) varies slowly over.
+    Why the middle (docs/choices.md): with no score to go by, it is the least extreme of the sizes asked for.
     """
     d = sorted({int(v) for v in d0_values})
     return d[len(d) // 2] if d else None
