@@ -15,7 +15,7 @@ session key        URL            value
 ``_s_d0``          ``d0``         atoms per concept
 ``_s_mode``        ``mode``       ``partial`` (ṽⱼ) or ``full`` (vⱼ)
 ``_s_k``           ``k``          k of mAP@k on Evaluate (1-200), images per gallery on
-                                  Retrieve / Mix (shown at most 50)
+                                  Retrieve / Mix (shown at most 50); ``DEFAULT_K`` until picked
 ``_s_q2``, ...     ``q2``, ...    page extras registered with :func:`set_extra` (Mix page)
 =================  =============  ==========================================================
 
@@ -35,12 +35,17 @@ from typing import NoReturn
 import streamlit as st
 
 from app_pages import _safe
+from slics_core.explorer.arrival import DEFAULT_K
 from slics_core.explorer.queries import parse_concept_param
 from slics_core.explorer.workspace import EMOJI
 from slics_core.methods import MODES
 
 SHARED = ("method", "d0", "mode", "k")
+#: The shared k: its range, and DEFAULT_K (explorer.arrival, which prepares Evaluate's first view at it)
+#: before a visitor picks one.
 K_RANGE = (1, 200)
+#: Shared values before a visitor picks them (:func:`get`); the others default per page.
+DEFAULTS = {"k": DEFAULT_K}
 TEXT_PREFIX = "text:"
 LINKED = "<link>"  # concepts_for: picks from a link without a query, kept for the first query shown
 _EXTRA_KEYS = ("q2", "c1", "c2")
@@ -162,8 +167,9 @@ def _query_key(q) -> str | None:
 
 
 def get(name: str, default=None):
-    """A shared value (``method``, ``d0``, ``mode``, ``k``, or an extra)."""
-    return st.session_state.get(f"_s_{name}", default)
+    """A shared value (``method``, ``d0``, ``mode``, ``k``, or an extra); unset: ``default``, else
+    :data:`DEFAULTS`' value."""
+    return st.session_state.get(f"_s_{name}", DEFAULTS.get(name) if default is None else default)
 
 
 def put(name: str, value) -> None:

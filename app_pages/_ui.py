@@ -14,7 +14,6 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
-from slics_core.explorer.arrival import DEFAULT_K
 from slics_core.methods import get_method
 
 
@@ -86,12 +85,13 @@ def d0_picker(ws, key: str = "d0", label: str = "Atoms per concept (d0)", method
         return None
     _seed(key, cur)
     return st.select_slider(label, options=options, key=key, on_change=state.copy_widget, args=(key, "d0"),
-                            format_func=lambda v: f"{v} (chosen)" if v == ws.default_d0 and ws.chosen_d0 else str(v))
+                            format_func=lambda v: f"{v} (chosen)" if v == ws.default_d0 and ws.d0_on_validation
+                            else str(v))
 
 
 def k_picker(key: str = "k", label: str = "Images per gallery (k)", max_k: int = 50) -> int:
     """The shared k (gallery size on Retrieve, k of mAP@k on Evaluate)."""
-    cur = int(state.get("k", DEFAULT_K))
+    cur = int(state.get("k"))
     _seed(key, min(max(cur, state.K_RANGE[0]), max_k))
     return int(st.slider(label, state.K_RANGE[0], max_k, key=key, on_change=state.copy_widget, args=(key, "k")))
 

@@ -23,9 +23,9 @@ from app_pages import _safe
 from app_pages import _state as state
 from app_pages._ui import csv_download, page_intro
 from app_pages._workspace import get_workspace, pool_index, ws_id
-from slics_core.evaluation import choose_d0
+from slics_core.evaluation import SWEEP_BY, SWEEP_METHOD, SWEEP_MODE, choose_d0, d0_rule_words, fallback_d0
 from slics_core.explorer import scoring
-from slics_core.explorer.arrival import DEFAULT_K, job_rankings
+from slics_core.explorer.arrival import job_rankings, sweep_splits
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.narration import evaluate_look_at, missing
 
@@ -61,7 +61,7 @@ def _run(ws, jobs, k, norm, title):
     return out
 
 
-def _sweep_figure(records, chosen, k, mode="partial"):
+def _sweep_figure(records, chosen, k, mode=SWEEP_MODE, on_validation=True):
     fig = go.Figure()
     for split, dash in (("val", "solid"), ("query", "dash")):
         for lab in ("general", "sub"):
@@ -71,14 +71,16 @@ def _sweep_figure(records, chosen, k, mode="partial"):
             fig.add_trace(go.Scatter(x=[r["d0"] for r in rs], y=[r[lab] for r in rs], mode="lines+markers",
                                      line=dict(color=LABEL_COLOURS[lab], dash=dash),
                                      name=f"{'Gen.' if lab == 'general' else 'Sub.'} · {SPLIT_LABELS[split]}"))
-    fig.add_vline(x=chosen, line=dict(color="grey", dash="dot"), annotation_text=f"chosen d0 = {chosen}")
-    fig.update_layout(title=f"S-SLiCS mAP@{k} vs d0 (ṽ_j)", xaxis_title="d0 (atoms per concept)",
+    fig.add_vline(x=chosen, line=dict(color="grey", dash="dot"),
+                  annotation_text=f"chosen d0 = {chosen}" if on_validation else f"fallback d0 = {chosen}")
+    fig.update_layout(title=f"{SWEEP_METHOD} mAP@{k} vs d0 ({'ṽ_j' if mode == 'partial' else 'v_j'})",
+                      xaxis_title="d0 (atoms per concept)",
                       yaxis_title=f"mAP@{k}", height=460, margin=dict(t=50, b=40),
                       legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return fig
 
 
-def _modes_figure(records, chosen, k, split):
+def _modes_figure(records, chosen, k, split, on_validation=True):
     fig = go.Figure()
     for mode, dash, sym in (("partial", "solid", "circle"), ("full", "dash", "diamond")):
         for lab in ("general", "sub"):
@@ -89,18 +91,20 @@ def _modes_figure(records, chosen, k, split):
                                      line=dict(color=LABEL_COLOURS[lab], dash=dash), marker=dict(symbol=sym),
                                      name=f"{'Gen.' if lab == 'general' else 'Sub.'} · "
                                           f"{'ṽ_j (partial)' if mode == 'partial' else 'v_j (full)'}"))
-    fig.add_vline(x=chosen, line=dict(color="grey", dash="dot"), annotation_text=f"chosen d0 = {chosen}")
-    fig.update_layout(title=f"ṽ_j vs v_j: S-SLiCS mAP@{k} on the {SPLIT_LABELS[split].lower()}",
+    fig.add_vline(x=chosen, line=dict(color="grey", dash="dot"),
+                  annotation_text=f"chosen d0 = {chosen}" if on_validation else f"fallback d0 = {chosen}")
+    fig.update_layout(title=f"ṽ_j vs v_j: {SWEEP_METHOD} mAP@{k} on the {SPLIT_LABELS[split].lower()}",
                       xaxis_title="d0 (atoms per concept)", yaxis_title=f"mAP@{k}", height=460,
                       margin=dict(t=50, b=40), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return fig
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
-def _figures(key: str, k: int, norm: str, split: str, chosen: int, _sweep):
+def _figures(key: str, k: int, norm: str, split: str, chosen: int, on_validation: bool, _sweep):
     """Fig. 7 and Fig. 8 of one (workspace, k, normalisation, split), built once and shared by every session
     (the sweep records are a function of those ids). Read-only: st.plotly_chart and the HTML export copy them."""
-    return _sweep_figure(_sweep, chosen, k), _modes_figure(_sweep, chosen, k, split)
+    return (_sweep_figure(_sweep, chosen, k, on_validation=on_validation),
+            _modes_figure(_sweep, chosen, k, split, on_validation))
 
 
 def _table_frame(rows, k):
@@ -149,40 +153,53 @@ if getattr(ws, "building", None) is not None:
     st.info(f"Evaluate needs every method at every d0: they are being built in the background "
             f"({ws.building.percent():.0f} %). This page fills in by itself when the build is done.")
     state.stop()
-if not ws.d0_values or "S-SLiCS" not in ws.methods:
-    st.info("This workspace has no fitted S-SLiCS models to evaluate. Build one with `slics workspace`.")
+if not ws.d0_values or SWEEP_METHOD not in ws.methods:
+    st.info(f"This workspace has no fitted {SWEEP_METHOD} models to evaluate. Build one with `slics workspace`.")
     state.stop()
+splits_here = sweep_splits(ws)  # the query and validation splits that have items
+if "query" not in splits_here:
+    st.info("This workspace has no query items, so there is nothing to evaluate.")
+    state.stop()
+on_validation = "val" in splits_here  # else d0 is the fallback rule's (slics_core.evaluation.fallback_d0)
 if ws.Z is None:
-    st.caption("This workspace has no sub-labels: only general-label scores are shown, and d0 is chosen by "
-               "general-label mAP.")
+    st.caption("This workspace has no sub-labels: only general-label scores are shown"
+               + (", and d0 is chosen by general-label mAP." if on_validation else "."))
+if not on_validation:
+    st.caption(f"This workspace has no validation split: d0 is not chosen on validation but is "
+               f"{d0_rule_words(False)}, and the d0 curve shows the query set only.")
 
 c1, c2, c3 = st.columns([1, 2, 2])
-st.session_state["eval_k"] = int(state.get("k", DEFAULT_K))  # the shared k (app_pages/_state.py)
+st.session_state["eval_k"] = int(state.get("k"))  # the shared k (app_pages/_state.py)
 k = int(c1.number_input("k (mAP@k)", min_value=1, max_value=200, step=1, key="eval_k",
                         on_change=state.copy_widget, args=("eval_k", "k")))
-split = c2.radio("Queries", list(SPLIT_LABELS), format_func=SPLIT_LABELS.get, horizontal=True, key="eval_split")
+if st.session_state.get("eval_split") not in splits_here:
+    st.session_state.pop("eval_split", None)
+split = c2.radio("Queries", [s for s in SPLIT_LABELS if s in splits_here], format_func=SPLIT_LABELS.get,
+                 horizontal=True, key="eval_split")
 norm = c3.radio("AP normalisation", list(NORM_LABELS), format_func=NORM_LABELS.get, key="eval_norm")
 
 try:
-    sweep = _run(ws, scoring.sweep_jobs(ws, "S-SLiCS", splits=("val", "query")), k, norm, "d0 sweep")
+    sweep = _run(ws, scoring.sweep_jobs(ws, SWEEP_METHOD, splits=splits_here), k, norm, "d0 sweep")
 except ValueError as exc:
     st.error(f"Cannot evaluate this workspace: {_safe.text(exc)}")
     state.stop()
-chosen = choose_d0(sweep, mode="partial", by="sub")
+chosen = (choose_d0(sweep, mode=SWEEP_MODE, by=SWEEP_BY) if on_validation
+          else fallback_d0(r["d0"] for r in sweep))
 
 d0_options = list(ws.d0_values)
 if st.session_state.get("eval_d0") not in d0_options:
     st.session_state["eval_d0"] = chosen
 d0 = st.select_slider("d0 of the dictionary methods in the table", options=d0_options, key="eval_d0",
-                      format_func=lambda v: f"{v} (chosen)" if v == chosen else str(v),
-                      help="The paper uses the d0 with the best validation sub-label mAP of S-SLiCS (ṽ_j).")
+                      format_func=lambda v: f"{v} ({'chosen' if on_validation else 'fallback'})" if v == chosen
+                      else str(v),
+                      help=f"The paper uses the d0 with {d0_rule_words(True, 20)}.")
 
 table_records = _run(ws, scoring.table_jobs(ws, d0, split=split), k, norm, "Methods table")
 
 st.subheader(f"Methods (mAP@{k}, {SPLIT_LABELS[split].lower()}, d0 = {d0})")
 summary = scoring.summary_rows(table_records)
 with look_at.container():
-    page_intro(evaluate_look_at(summary, chosen, k, ws.Z is not None))
+    page_intro(evaluate_look_at(summary, chosen, k, ws.Z is not None, on_validation))
 df = _table_frame(summary, k)
 st.dataframe(_shown(df), hide_index=True, width="stretch", key="eval_table")
 st.caption("Gen./Sub.: ranked by the partial component ṽ_j (eq. 3) for the dictionary methods, by the whole "
@@ -201,10 +218,13 @@ st.caption("CSV exports start with the settings that produced them: workspace, s
            "the table's d0 (empty cells where a method has no value).")
 
 st.subheader("Dictionary size d0")
-st.markdown(f"Chosen **d0 = {chosen}**: the best validation "
-            f"{'sub-label' if ws.Z is not None else 'general-label'} mAP@{k} of S-SLiCS with ṽ_j.")
+if on_validation:
+    st.markdown(f"Chosen **d0 = {chosen}**: {d0_rule_words(True, k, ws.Z is not None)}.")
+else:
+    st.markdown(f"**d0 = {chosen}**, not chosen on validation (this workspace has no validation split): "
+                f"{d0_rule_words(False)}.")
 left, right = st.columns(2)
-fig7, fig8 = _figures(ws_id(ws), k, norm, split, chosen, sweep)
+fig7, fig8 = _figures(ws_id(ws), k, norm, split, chosen, on_validation, sweep)
 with left:
     st.plotly_chart(fig7, key="eval_sweep_fig", width="stretch")
     _html_download(fig7, "d0_sweep.html", "eval_sweep_html")

@@ -7,7 +7,7 @@ from app_pages import _safe
 from app_pages._images import show_image, thumbnail
 from app_pages._ui import preferred_method
 from app_pages._workspace import current_choice, get_workspace, workspace_choices, ws_id
-from slics_core.explorer.narration import example_caption, page_readiness
+from slics_core.explorer.narration import d0_choice, example_caption, page_readiness
 from slics_core.retrieval import ConceptRetriever
 
 st.title("SLiCS Explorer")
@@ -103,8 +103,7 @@ fitted = pd.DataFrame([{"method": m, "d0": d, "atoms": f"{int(mod.atoms_.shape[0
 if len(fitted):
     fitted = fitted.pivot(index="method", columns="d0", values="atoms").reindex(ws.dictionary_methods())
     fitted.columns = [f"d0 = {d}" for d in fitted.columns]
-    st.markdown(f"Fitted dictionaries (default d0 = {ws.default_d0}"
-                + (", chosen on the validation split)" if ws.chosen_d0 else ")"))
+    st.markdown(f"Fitted dictionaries (default {d0_choice(ws)})")
     st.dataframe(fitted)
 else:
     st.markdown("No dictionaries fitted in this workspace (rebuild it with S-SVD, S-SLiCS or U-SLiCS among "

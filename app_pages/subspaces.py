@@ -98,7 +98,8 @@ with c1:
 with c2:
     d0 = d0_picker(ws)
 with c3:
-    component = st.radio("Components", list(MODES), horizontal=True, key="component",
+    component = st.radio("Components", list(MODES), index=list(MODES).index(MAP_DEFAULTS["component"]),
+                         horizontal=True, key="component",
                          help="partial: ṽⱼ, the nearest point of concept j's cone (eq. 3); "
                               "full: vⱼ from the NNLS over all the item's labelled concepts (eq. 2)")
 with c4:
@@ -110,12 +111,14 @@ with c4:
 
 c1, c2, c3, c4 = st.columns([3, 1, 3, 1])  # wide enough for the three kind chips unclipped
 with c1:
-    kinds = st.multiselect("Show", list(KINDS), default=list(KINDS), key="kinds")
+    kinds = st.multiselect("Show", list(KINDS), default=list(MAP_DEFAULTS["kinds"]), key="kinds")
 with c2:
     splits = [s for s in ("pool", "val", "query", "train") if len(ws.index.get(s, [])) > 0]
-    split = st.selectbox("Items from", splits, key="map_split")
+    split = st.selectbox("Items from", splits, key="map_split",
+                         index=splits.index(MAP_DEFAULTS["split"]) if MAP_DEFAULTS["split"] in splits else 0)
 with c3:
-    concepts = st.multiselect("Concepts (empty: all)", ws.concept_names, key="map_concepts")
+    concepts = st.multiselect("Concepts (empty: all)", ws.concept_names, key="map_concepts",
+                              default=[c for c in MAP_DEFAULTS["concepts"] if c in ws.concept_names])
 with c4:
     n_points = st.number_input("Items (sample)", min_value=10, max_value=3000, value=MAP_DEFAULTS["n_points"],
                                step=50, key="n_points",
@@ -125,7 +128,7 @@ query = st.session_state.get("query")
 query = int(query) if isinstance(query, (int, np.integer)) and 0 <= int(query) < len(ws) else None
 c1, c2, c3, c4 = st.columns([1, 2, 2, 2])
 with c1:
-    seed = st.number_input("Seed", min_value=0, max_value=10_000, value=0, key="map_seed")
+    seed = st.number_input("Seed", min_value=0, max_value=10_000, value=MAP_DEFAULTS["seed"], key="map_seed")
 with c2:
     # off by default: the first view is the map prepared at build time (slics_core.explorer.arrival);
     # adding the query changes the points, so t-SNE runs again

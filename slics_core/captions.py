@@ -14,6 +14,9 @@ Vocabularies
 * :func:`default_vocabulary` - offline default from the ``wordfreq`` package:
   the most frequent English words, alphabetic, at least 3 letters, without
   scikit-learn's English stop-words and without :data:`NSFW_BLOCKLIST`.
+* :func:`get_words` - the one vocabulary grammar (``"wordfreq"``, ``"none"``, ``"laion-download"``, a
+  word-list file, a list of words; None means the default), read by every command and the workspace
+  builder.
 """
 from __future__ import annotations
 
@@ -38,10 +41,20 @@ __all__ = [
     "default_vocabulary",
     "filter_words",
     "get_words",
+    "DEFAULT_VOCABULARY",
+    "NO_VOCABULARY",
+    "VOCABULARY_SPECS",
 ]
 
 #: Where SpLiCE publishes its LAION vocabulary (used only on explicit request).
 LAION_VOCAB_URL = "https://raw.githubusercontent.com/AI4LIFE-GROUP/SpLiCE/main/data/vocab/laion.txt"
+
+#: The vocabulary spec of the offline default (:func:`get_words`), and the one of no vocabulary.
+DEFAULT_VOCABULARY = "wordfreq"
+NO_VOCABULARY = "none"
+#: The forms of a vocabulary spec (:func:`get_words`), in words (``--vocab`` help, messages).
+VOCABULARY_SPECS = ("'wordfreq' (frequent English words, offline; the default), 'none' (no vocabulary), "
+                    "'laion-download' (SpLiCE's LAION word list, downloaded) or a word-list file")
 
 #: Words removed from the default vocabulary (sexual / explicit terms).
 NSFW_BLOCKLIST = frozenset("""
@@ -209,11 +222,36 @@ def default_vocabulary(n_words=10_000, *, language="en"):
 
 
 def get_words(spec, n_words=10_000, download_to=None):
-    """The vocabulary named by ``spec`` (``--vocab``): ``wordfreq`` / ``default`` / None (offline default,
-    :func:`default_vocabulary`), a word-list file (:func:`load_laion_vocabulary`), or ``laion-download`` (fetched
-    to ``download_to``, default ``laion.txt``)."""
-    if spec in (None, "wordfreq", "default"):
+    """The words a vocabulary spec names, or None for no vocabulary: the one vocabulary grammar, read by
+    ``--vocab`` of every command and by ``vocabulary=`` of
+    :func:`slics_core.explorer.build.build_workspace` and ``build_workspace_from_cache``.
+
+    ``spec``:
+
+    * ``"wordfreq"`` (or ``"default"``): the offline default, ``n_words`` frequent English words
+      (:func:`default_vocabulary`);
+    * None: not given, so the default: the same as ``"wordfreq"`` (a caller with a default of its own,
+      e.g. the emoji world's words, applies it before calling);
+    * ``"none"`` (:data:`NO_VOCABULARY`): no vocabulary: returns None;
+    * ``"laion-download"``: SpLiCE's LAION list, fetched to ``download_to`` (default ``laion.txt``), then read;
+    * a path: a word-list file, one word per line (:func:`load_laion_vocabulary`: its last ``n_words`` lines);
+    * a list or tuple: these words (each made a ``str``).
+
+    Raises
+    ------
+    ValueError
+        A spec of another type (with the forms allowed).
+    FileNotFoundError
+        A path that is not a file.
+    """
+    if isinstance(spec, (list, tuple)):
+        return [str(w) for w in spec]
+    if spec is not None and not isinstance(spec, (str, os.PathLike)):
+        raise ValueError(f"vocabulary must be {VOCABULARY_SPECS}, or a list of words; got {spec!r}")
+    if spec in (None, DEFAULT_VOCABULARY, "default"):
         return default_vocabulary(n_words)
+    if spec == NO_VOCABULARY:
+        return None
     if spec == "laion-download":
         dest = download_to or "laion.txt"
         download_laion_vocabulary(dest)

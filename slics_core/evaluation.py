@@ -6,7 +6,9 @@
   :mod:`slics_core.explorer.scoring` is the app's adapter from a workspace to these two.
 * :func:`sweep_d0` - the dictionary-size sweep on the validation set
   (Fig. 7) for the partial (``tilde-v_j``) and full (``v_j``) components
-  (Fig. 8); :func:`choose_d0` picks ``d0`` by sub-label mAP.
+  (Fig. 8); :func:`choose_d0` picks ``d0`` by sub-label mAP (the rule's inputs: :data:`SWEEP_METHOD`,
+  :data:`SWEEP_MODE`, :data:`SWEEP_BY`); :func:`fallback_d0` is the ``d0`` used when there is no
+  validation split to choose on.
 * :func:`evaluate_methods` - the methods table (every method of the registry
   :mod:`slics_core.methods`: S-SVD, S-SLiCS, U-SLiCS, UF, F-SpLiCE, SpLiCE),
   mean +- std over seeds for mini-batch runs (Table 2); with a quantized pool
@@ -44,11 +46,22 @@ __all__ = [
     "table_runs",
     "estimate_cost",
     "SWEEP_METHOD",
+    "SWEEP_MODE",
+    "SWEEP_BY",
+    "fallback_d0",
+    "d0_rule_words",
     "QUANTIZED_SUFFIX",
 ]
 
-#: The method whose dictionary size :func:`sweep_d0` sweeps by default (the paper's rule for ``d0``).
+# The paper's rule for d0, read here by every caller (the build, the CLI's sweep, the Evaluate page, the
+# pages' sentences): the d0 of SWEEP_METHOD's fitted models whose SWEEP_MODE components have the best
+# validation SWEEP_BY mAP@20 (choose_d0); with no validation split, fallback_d0.
+#: The method whose dictionary size :func:`sweep_d0` sweeps (the paper's rule for ``d0``).
 SWEEP_METHOD = "S-SLiCS"
+#: The components the rule scores: ``"partial"`` (``tilde-v_j``, eq. 3).
+SWEEP_MODE = "partial"
+#: The score that chooses ``d0``: ``"sub"`` (sub-label mAP; general-label mAP when there are no sub-labels).
+SWEEP_BY = "sub"
 
 
 def rank_queries(model, method, X_query, index, k=20, *, mode="partial", Y_active=None):
@@ -242,13 +255,14 @@ def sweep_d0(data, split, d0_values=range(5, 21), *, method=SWEEP_METHOD, modes=
     return records
 
 
-def choose_d0(records, mode="partial", by="sub"):
+def choose_d0(records, mode=SWEEP_MODE, by=SWEEP_BY):
     """The ``d0`` with the best validation mAP: the one place that chooses ``d0``.
 
-    The paper's rule: sub-label mAP@20 of S-SLiCS's partial components on the validation
-    split. Falls back to the general-label mAP when no sub-label score exists. Ties go
-    to the smaller ``d0``. ``records`` are :func:`sweep_d0`'s (records with a ``split``
-    key other than ``"val"`` are ignored).
+    The paper's rule: sub-label mAP@20 (:data:`SWEEP_BY`) of S-SLiCS's (:data:`SWEEP_METHOD`) partial
+    components (:data:`SWEEP_MODE`) on the validation split. Falls back to the general-label mAP when no
+    sub-label score exists. Ties go to the smaller ``d0``. ``records`` are :func:`sweep_d0`'s (records
+    with a ``split`` key other than ``"val"`` are ignored). Without a validation split there is nothing to
+    choose on: use :func:`fallback_d0`.
     """
     rows = [r for r in records if r.get("mode", mode) == mode and r.get("split", "val") == "val"]
     if not rows:
@@ -256,6 +270,30 @@ def choose_d0(records, mode="partial", by="sub"):
     key = by if not all(math.isnan(r[by]) for r in rows) else "general"
     best = max(rows, key=lambda r: (-math.inf if math.isnan(r[key]) else r[key], -r["d0"]))
     return int(best["d0"])
+
+
+def fallback_d0(d0_values):
+    """The ``d0`` used when it cannot be chosen on validation (no validation split, or not chosen yet):
+    the middle of the fitted values (the larger middle one of an even count); None when there are none.
+
+    Why the middle (docs/choices.md): with no score to go by, it is the least extreme of the sizes asked for.
+    """
+    d = sorted({int(v) for v in d0_values})
+    return d[len(d) // 2] if d else None
+
+
+def d0_rule_words(on_validation=True, k=20, sub_labels=True):
+    """The rule that gave a ``d0``, in words (the pages and the CLI say it this one way).
+
+    ``on_validation``: :func:`choose_d0`'s rule (the best validation mAP@``k`` of :data:`SWEEP_METHOD`'s
+    :data:`SWEEP_MODE` components, by :data:`SWEEP_BY`; general-label mAP without ``sub_labels``);
+    else :func:`fallback_d0`'s.
+    """
+    if not on_validation:
+        return "the middle fitted d0 (the fallback rule when d0 is not chosen on validation, docs/choices.md)"
+    score = "sub-label" if (SWEEP_BY == "sub" and sub_labels) else "general-label"
+    comp = "ṽⱼ" if SWEEP_MODE == "partial" else "vⱼ"
+    return f"the best validation {score} mAP@{int(k)} of {SWEEP_METHOD} ({comp})"
 
 
 def table_runs(methods, seeds, batch_size):
@@ -333,7 +371,7 @@ def estimate_cost(data, split, methods=None, *, d0_values=(), n_atoms=10, n_iter
     if d0s and len(swept) == len(d0s) * len(MODES):
         d0_table = choose_d0(swept)          # the sweep is finished: its choice is known
     else:
-        d0_table = d0s[len(d0s) // 2] if d0s else int(n_atoms)  # chosen later: assume a middle one
+        d0_table = fallback_d0(d0s) if d0s else int(n_atoms)  # chosen later: assume the fallback
     pools = ("original",) + (("quantized",) if quantized is not None else ())
     for name, seed in table_runs(methods, tuple(seeds), batch_size):
         m = get_method(name)

@@ -105,3 +105,19 @@ def test_word_captions_never_returns_blank_words():
         word_captions(atoms, groups, W[:2], ["", " "])
     with pytest.raises(ValueError, match="entry 1"):
         word_captions(atoms, groups, W[:2], ["ok", None])
+
+
+def test_one_vocabulary_grammar(tmp_path):
+    """``get_words`` is the one reader of a vocabulary spec: None is the default, "none" no vocabulary."""
+    from slics_core.captions import NO_VOCABULARY, get_words
+
+    f = tmp_path / "v.txt"
+    f.write_text("rare\nmiddle\ncommon\n")
+    assert get_words(NO_VOCABULARY) is None and get_words("none") is None
+    assert get_words(None, 300) == get_words("wordfreq", 300) == default_vocabulary(300)
+    assert get_words(str(f), 2) == ["common", "middle"] == get_words(f, 2)  # a path, str or PathLike
+    assert get_words(["dog", 7]) == ["dog", "7"] and get_words(("a",)) == ["a"]
+    with pytest.raises(ValueError, match="vocabulary must be 'wordfreq'.*'none'.*a list of words; got 3.5"):
+        get_words(3.5)
+    with pytest.raises(FileNotFoundError, match="no vocabulary file"):
+        get_words(str(tmp_path / "missing.txt"))

@@ -99,6 +99,12 @@ def test_embed_fit_evaluate_captions(toy, capsys):
     assert all(len(v) == 2 and set(v) <= words for v in caps.values())
     # the toy text encoder puts colour words on the colour axes: each subspace's best word is its colour
     assert caps["green"][0] == "green" and caps["blue"][0] == "blue" and caps["red"][0] == "reddish red"
+    # the one vocabulary grammar (captions.get_words): "none" is no vocabulary, which captions cannot do without
+    capsys.readouterr()
+    assert main(["captions", "--model", str(model), "--cache", str(cache), "--encoder", "toyenc:make",
+                 "--vocab", "none"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "captions need a vocabulary" in err
 
 
 def test_errors_are_one_line(toy, capsys):

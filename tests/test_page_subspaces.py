@@ -301,3 +301,24 @@ def test_current_query_is_marked_with_its_components(ws):
     at.checkbox(key="mark_query").uncheck().run()
     assert not at.exception
     assert not [t for t in _spec(at)["data"] if t.get("name") == "current query"]
+
+
+def test_every_map_widget_starts_at_map_defaults(ws, monkeypatch):
+    """The page's first view is MAP_DEFAULTS, the view the build prepares: change every default and each
+    widget follows, and the map drawn is the prepared one (arrival.default_map_points)."""
+    from slics_core.explorer import arrival
+
+    changed = {"kinds": ("component", "atom"), "component": "full", "n_points": 60,
+               "concepts": (ws.concept_names[1],), "split": "query", "seed": 7}
+    assert set(changed) == set(arrival.MAP_DEFAULTS)
+    assert all(changed[k] != v for k, v in arrival.MAP_DEFAULTS.items())  # each default is changed
+    for k, v in changed.items():
+        monkeypatch.setitem(arrival.MAP_DEFAULTS, k, v)
+    at = AppTest.from_file(PAGE, default_timeout=240).run()
+    assert not at.exception, at.exception
+    s = at.session_state
+    assert (list(s["kinds"]), s["component"], s["n_points"], list(s["map_concepts"]), s["map_split"],
+            s["map_seed"]) == (["component", "atom"], "full", 60, [ws.concept_names[1]], "query", 7)
+    assert not s["mark_query"]
+    prepared = arrival.default_map_points(ws, s["method"], s["d0"])[1]
+    pd.testing.assert_frame_equal(_expected_table(ws, at), prepared)

@@ -13,7 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_cli_data import toy  # noqa: F401  (fixture)
 from test_shared_state import _ok
-from test_workspace import dataset_ws  # noqa: F401  (fixture)
+from test_workspace import dataset_ws, no_val_ws  # noqa: F401  (fixtures)
 
 from slics_core.analysis import atom_cosine
 from slics_core.explorer.atom_tables import atom_heatmaps
@@ -296,3 +296,25 @@ def test_text_tower_check_flags_an_emoji_encoder_on_a_dataset(ws, monkeypatch):
     r = text_tower_check(ws)
     # 71 sprites and 12 supercategories ("person" is both)
     assert r["level"] == "weak" and "noise" in r["text"] and "82 category and supercategory names" in r["text"]
+
+
+def test_pages_say_d0_is_the_fallback_without_a_validation_split(no_val_ws):  # noqa: F811
+    """No validation split: Home, Evaluate (its sentence, its d0 section, its slider) and the CLI's words say
+    that d0 = 3 is the fallback rule's, never "chosen on validation"."""
+    from slics_core.explorer.narration import d0_choice
+
+    built, folder = no_val_ws
+    said = d0_choice(built)
+    assert said.startswith("d0 = 3, not chosen on validation (there is no validation split to choose it on): "
+                           "the middle fitted d0")
+    home = _texts(_page("home", ws=folder.name))
+    assert f"Fitted dictionaries (default {said})" in home and "chosen on the validation split" not in home
+    at = _page("evaluate", ws=folder.name)
+    text = _texts(at)
+    assert "chosen on the validation" not in text and "picks d0" not in text
+    assert "**d0 = 3**, not chosen on validation (this workspace has no validation split)" in text
+    intro = next(m.value for m in at.markdown if m.value.startswith("**What to look at:**"))
+    assert "with no validation split, d0 = 3 is the middle fitted d0" in intro
+    slider = at.select_slider(key="eval_d0")
+    assert slider.value == 3 and slider.options == ["1", "2", "3 (fallback)", "4"]
+    assert at.radio(key="eval_split").options == ["Query set (test)"]

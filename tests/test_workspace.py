@@ -280,3 +280,81 @@ def test_the_generic_workspace_model_does_not_import_the_emoji_world():
             "print(sorted(m for m in sys.modules if m.startswith('slics_core.emoji')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# ---------------------------------------------------------------------- d0 without a validation split
+NO_VAL_D0 = (4, 1, 3, 2)  # planted: the fallback is the middle fitted d0, 3 (the larger middle one of 1 2 3 4)
+
+
+def _no_val_data(n=120, d=16, S=3, seed=0):
+    from slics_core.data import LabelledEmbeddings
+
+    rng = np.random.default_rng(seed)
+    Y = rng.random((n, S)) < 0.4
+    Y[np.arange(n), np.arange(n) % S] = True  # every item labelled
+    return LabelledEmbeddings(raw=rng.standard_normal((n, d)).astype(np.float32), ids=[f"i{i}" for i in range(n)],
+                              Y=Y, concept_names=["a", "b", "c"], name="noval")
+
+
+@pytest.fixture
+def no_val_ws(tmp_path, monkeypatch):
+    """A workspace built with no validation split (several d0), under $SLICS_WORKSPACES as ``noval``."""
+    from slics_core.explorer.build import build_workspace
+
+    root = tmp_path / "workspaces"
+    monkeypatch.setenv("SLICS_WORKSPACES", str(root))
+    ws = build_workspace(_no_val_data(), root / "noval", n_train=60, n_val=0, n_query=20, d0_values=NO_VAL_D0,
+                         n_iter=2, methods=["S-SVD", "S-SLiCS", "UF"])
+    return ws, root / "noval"
+
+
+def test_without_a_validation_split_the_build_and_the_model_use_one_fallback_d0(no_val_ws):
+    import dataclasses
+
+    from slics_core.evaluation import fallback_d0
+    from slics_core.explorer import arrival, scoring
+
+    built, folder = no_val_ws
+    assert len(built.index["val"]) == 0 and built.d0_values == [1, 2, 3, 4]
+    again = load_workspace(folder)
+    bare = dataclasses.replace(built, chosen_d0=None, d0_scores=[])  # what Workspace alone falls back to
+    assert built.default_d0 == again.default_d0 == bare.default_d0 == fallback_d0(NO_VAL_D0) == 3
+    assert not built.d0_on_validation and built.chosen_d0 is None
+    # a workspace that records a d0 without the validation curve it was chosen on (an older build's
+    # fallback) is not taken as chosen on validation: the one rule applies
+    assert dataclasses.replace(built, chosen_d0=1).default_d0 == 3
+    # the pages' first views were prepared for that d0 (and the build did not stop on the missing split)
+    job = scoring.Job("S-SLiCS", 3, "partial", "query")
+    desc = {"method": job.method, "d0": job.d0, "mode": job.mode, "split": job.split,
+            "depth": scoring.ranking_depth(arrival.DEFAULT_K)}
+    assert (folder / arrival.STORE / arrival._name("rank", desc)).is_file()
+    assert fallback_d0([]) is None and fallback_d0([5]) == 5 and fallback_d0([20, 5, 10]) == 10
+
+
+def test_a_validation_choice_is_kept_and_said(dataset_ws):
+    from slics_core.explorer.narration import d0_choice
+
+    _, folder = dataset_ws
+    ws = load_workspace(folder)
+    assert ws.d0_on_validation and ws.default_d0 == ws.chosen_d0
+    assert d0_choice(ws).startswith(f"d0 = {ws.chosen_d0}, chosen on the validation split: the best validation "
+                                    "general-label mAP@20 of S-SLiCS")  # no sub-labels in the toy workspace
+
+
+def test_build_reads_the_one_vocabulary_grammar(tmp_path):
+    from slics_core.explorer.build import build_workspace
+
+    class TextTower:  # the smallest encoder with a text tower: a word's letters counted
+        has_text, id = True, "letters"
+
+        def encode_texts(self, words, batch_size=256):
+            return np.array([[w.count(c) + 0.1 for c in "abcdefgh"] for w in words], dtype=np.float32)
+
+    (tmp_path / "words.txt").write_text("zebra\ncabbage\nbadge\n")
+    common = dict(n_train=60, n_val=10, n_query=20, d0_values=(1,), n_iter=1, methods=["UF"], encoder=TextTower())
+    for spec, words in (("none", None), (["bag", "cab"], ["bag", "cab"]), (str(tmp_path / "words.txt"),
+                                                                         ["badge", "cabbage", "zebra"])):
+        ws = build_workspace(_no_val_data(), None, vocabulary=spec, **common)
+        assert ws.vocab_words == words, spec
+    with pytest.raises(ValueError, match="'none' .*or a list of words; got 5"):
+        build_workspace(_no_val_data(), None, vocabulary=5, **common)

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from slics_core import datasets
-from slics_core.captions import get_words, prepare_text_embeddings, word_captions
+from slics_core.captions import VOCABULARY_SPECS, get_words, prepare_text_embeddings, word_captions
 from slics_core.commands import CLIError, check_at_least
 from slics_core.data import eval_data, fit_inputs, load_cache, vocabulary_embeddings
 from slics_core.emoji.world import DATASET_NAME as EMOJI_DATASET
@@ -40,7 +40,9 @@ from slics_core.emoji.world import emoji_dataset, emoji_vocabulary, world_split
 from slics_core.encoders import concept_text_embeddings, create_encoder, load_titok_codebook
 from slics_core.errors import writing
 from slics_core.evaluation import (
+    SWEEP_METHOD,
     choose_d0,
+    d0_rule_words,
     estimate_cost,
     evaluate_methods,
     methods_table_markdown,
@@ -384,7 +386,7 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
             recs = sweep_d0(ed, split, d0s, n_iter=args.n_iter, batch_size=args.batch_size, k=args.k,
                             progress=progress, results=results, on_run=run_done)
             d0 = choose_d0(recs)
-            print(f"chosen d0 = {d0} (best validation sub-label mAP@{args.k})", file=sys.stderr)
+            print(f"chosen d0 = {d0} ({d0_rule_words(True, args.k, ed.Z is not None)})", file=sys.stderr)
             if out_dir:
                 os.makedirs(out_dir, exist_ok=True)
                 atomic_write_json(os.path.join(out_dir, "d0_sweep.json"), {"records": recs, "chosen_d0": d0},
@@ -408,9 +410,10 @@ def _vocab(args, data, store, need):
     if not need:
         return None
     try:
-        encoder = _cache_encoder(args, data)
         words = _words(args, data.name)
-        return words, vocabulary_embeddings(encoder, words, store=store)
+        if words is None:
+            raise ValueError("--vocab none")
+        return words, vocabulary_embeddings(_cache_encoder(args, data), words, store=store)
     except (CLIError, ValueError, ImportError, OSError) as exc:
         print(f"evaluate: no vocabulary ({exc}); the SpLiCE rows say so", file=sys.stderr)
         return None
@@ -434,9 +437,10 @@ def cmd_captions(args):
     check_at_least(args, 1, "--top", "--n-words")
     model = SLiCS.load(args.model)
     data = load_cache(args.cache)
-    encoder = _cache_encoder(args, data)
     words = _words(args, data.name)
-    W = vocabulary_embeddings(encoder, words, store=EmbeddingStore(args.cache))
+    if words is None:
+        raise CLIError("captions need a vocabulary: give --vocab wordfreq, a word-list file or laion-download")
+    W = vocabulary_embeddings(_cache_encoder(args, data), words, store=EmbeddingStore(args.cache))
     caps = _captions(model, words, W, args.top)
     lines = ["| Subspace | Word caption |", "|---|---|"]
     lines += [f"| {name} | {', '.join(c)} |" for name, c in zip(model.concept_names_, caps)]
@@ -459,14 +463,14 @@ def cmd_reproduce(args):
     store = run_embed(args, encoder)
     data = load_cache(args.cache)
     vocab = None
-    if getattr(encoder, "has_text", False):
-        words = _words(args, data.name)
+    words = _words(args, data.name) if getattr(encoder, "has_text", False) else None
+    if words is not None:
         vocab = (words, vocabulary_embeddings(encoder, words, store=store))
     ed, split = _prepared(args, data, vocab)
     _rows, d0, results = _evaluate(args, ed, split, str(out), methods, _quantized_pool(args.cache, data, ed, split))
-    if vocab is not None:  # captions of S-SLiCS fitted on the training split only (the sweep's fit when kept)
-        model = results.model("S-SLiCS", d0, 0, lambda: fit_method(
-            "S-SLiCS", fit_inputs(ed, split.train), d0, n_iter=args.n_iter, batch_size=args.batch_size, seed=0))
+    if vocab is not None:  # captions of the sweep's method fitted on the training split only (its fit when kept)
+        model = results.model(SWEEP_METHOD, d0, 0, lambda: fit_method(
+            SWEEP_METHOD, fit_inputs(ed, split.train), d0, n_iter=args.n_iter, batch_size=args.batch_size, seed=0))
         with writing(out / "s-slics.npz"):
             model.save(out / "s-slics.npz")
         caps = _captions(model, vocab[0], vocab[1], 5)
@@ -504,8 +508,8 @@ def _add_eval_args(p, with_sweep=True):
     if with_sweep:
         p.add_argument("--sweep", type=int, nargs=2, metavar=("LO", "HI"), help="d0 sweep on the validation set")
     p.add_argument("--vocab", default=None,
-                   help="vocabulary: 'wordfreq' (offline default; the emoji world: its own words), a word-list file, "
-                        "or 'laion-download'")
+                   help=f"vocabulary: {VOCABULARY_SPECS}; not given: the emoji world's own words for its "
+                        "caches, else wordfreq")
     p.add_argument("--n-words", type=int, default=10_000)
     p.add_argument("--out-dir", default=None, required=not with_sweep,
                    help="write methods.csv/.json/.md (and d0_sweep.json) here")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from slics_core import weights
-from slics_core.captions import get_words
+from slics_core.captions import DEFAULT_VOCABULARY, VOCABULARY_SPECS
 from slics_core.commands import CLIError, check_at_least
 from slics_core.commands.data import resolve_encoder
 from slics_core.emoji.world import EmojiWorldConfig
@@ -22,6 +22,7 @@ from slics_core.explorer.build import build_workspace_from_cache
 from slics_core.explorer.emoji_build import open_emoji_workspace
 from slics_core.explorer.emoji_report import contact_sheet, emoji_report
 from slics_core.explorer.generation import DEFAULT_ALIGN_PAIRS, attach_generator, load_workspace_alignment
+from slics_core.explorer.narration import d0_choice
 from slics_core.explorer.workspace import check_workspace_name, workspaces_root
 from slics_core.explorer.workspace_files import load_workspace, workspace_path
 from slics_core.generators import DEFAULT_CONDITIONING_ENCODER, missing_presets, parse_generator_spec, required_presets
@@ -73,15 +74,15 @@ def cmd_workspace(args) -> int:
     check_at_least(args, 1 if len(set(args.d0)) > 1 else 0, "--n-val")  # the default d0 is chosen on validation
     generator = check_generator_args(args)
     encoder = resolve_encoder(args.encoder) if args.encoder else None
-    vocab = "none" if args.vocab == "none" else get_words(args.vocab, args.n_words)
-    ws = build_workspace_from_cache(args.cache, out, encoder=encoder, mean_file=args.mean_file, vocabulary=vocab,
+    ws = build_workspace_from_cache(args.cache, out, encoder=encoder, mean_file=args.mean_file, vocabulary=args.vocab,
                                     n_words=args.n_words, d0_values=tuple(args.d0), n_iter=args.n_iter,
                                     n_train=args.n_train, n_val=args.n_val, n_query=args.n_query, seed=args.seed,
                                     methods=args.methods, name=args.name, progress=_progress(args.quiet, "workspace"),
                                     overwrite=args.overwrite)
     s = ws.summary()
     print(f"workspace {s['name']!r} written to {out}: {s['n_items']} items, splits {s['splits']}, "
-          f"{len(ws.models)} fitted models ({', '.join(ws.methods)}; d0 {s['d0_values']}, default {ws.default_d0})"
+          f"{len(ws.models)} fitted models ({', '.join(ws.methods)}; d0 {s['d0_values']}"
+          + (f"; default {d0_choice(ws)}" if ws.d0_values else "") + ")"
           + (f"; not fitted: {', '.join(f'{m} ({why})' for m, why in ws.skipped.items())}" if ws.skipped else ""))
     if generator is not None:
         try:
@@ -161,7 +162,7 @@ def cmd_emoji_build(args) -> int:
     # only read
     prepare_pages(ws, prog)
     print(f"emoji workspace ready at {ws.path}: {len(ws)} scenes, {len(ws.models)} fitted models, "
-          f"d0 chosen on validation: {ws.chosen_d0}; first page views prepared in {ws.path / STORE}")
+          f"default {d0_choice(ws)}; first page views prepared in {ws.path / STORE}")
     return 0
 
 
@@ -216,8 +217,7 @@ def register(subparsers) -> None:
     p.add_argument("--n-query", type=int, default=None, help="query items (default 1000, at most 20%%)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mean-file", default=None, help="precomputed centring mean (default: the training mean)")
-    p.add_argument("--vocab", default="wordfreq", help="caption vocabulary: 'wordfreq' (10 000 frequent English "
-                                                       "words), a word-list file, or 'none'")
+    p.add_argument("--vocab", default=DEFAULT_VOCABULARY, help=f"caption vocabulary: {VOCABULARY_SPECS}")
     p.add_argument("--n-words", type=int, default=10_000)
     p.add_argument("--info", default=None, metavar="NAME", help="print the summary of an existing workspace")
     add_generator_options(p)

@@ -3,7 +3,8 @@
 A page's first visit in a new server process used to redo work that depends only on the workspace:
 Evaluate ranked every job of its d0 sweep and methods table, Subspaces ran t-SNE, Atoms sparse-coded
 the validation items and the pool. These results are stored as ``.npz`` entries in the folder
-``<workspace>/pagecache/`` (:data:`STORE`): a page reads an entry when it is there and writes it when it
+``<workspace>/pagecache/`` (:data:`STORE`, named by the workspace model:
+:data:`slics_core.explorer.workspace.PAGE_STORE`): a page reads an entry when it is there and writes it when it
 computed one, so every process on the machine (a classroom's two servers, a restart) shares them, and
 :func:`prepare_pages` fills the defaults at build time (``slics workspace``, ``slics emoji-build`` and the
 app's background build call it through :func:`slics_core.explorer.build.build_workspace`).
@@ -25,18 +26,21 @@ from pathlib import Path
 
 import numpy as np
 
+from slics_core.evaluation import SWEEP_METHOD
+from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.formats import atomic_save_npz, load_npz
 
-__all__ = ["MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "map_layout", "pool_codes", "prepare_pages",
-           "stored"]
+__all__ = ["DEFAULT_K", "MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "map_layout", "pool_codes",
+           "prepare_pages", "stored", "sweep_splits"]
 
-STORE = "pagecache"
 MAX_ENTRY_BYTES = 256 * 2**20
 MAX_ENTRIES = 512
-#: The Subspaces page's first view (its widgets' defaults), prepared at build time.
+#: The Subspaces page's first view: every one of its map widgets starts at these values (app_pages/subspaces.py
+#: reads them), and :func:`prepare_pages` prepares exactly this view at build time.
 MAP_DEFAULTS = {"kinds": ("embedding", "component", "atom"), "component": "partial", "n_points": 200,
                 "concepts": (), "split": "pool", "seed": 0}
-#: The Atoms page's co-occurrence split and k of mAP@k on Evaluate's first view.
+#: The app's shared k before a visitor picks one (app_pages/_state.py, which the pages read it from): k of
+#: mAP@k on Evaluate and images per gallery on Retrieve / Mix. Evaluate's first view is prepared at this k.
 DEFAULT_K = 20
 
 
@@ -164,16 +168,22 @@ def default_map_points(ws, method: str, d0: int):
     from slics_core.explorer.maps import map_points, map_sample
 
     m = MAP_DEFAULTS
-    rows = map_sample(ws.Y, ws.index[m["split"]], m["n_points"], random_state=m["seed"], concepts=None,
+    concepts = [c for c in m["concepts"] if c in ws.concept_names] or None  # as the page's widget keeps them
+    rows = map_sample(ws.Y, ws.index[m["split"]], m["n_points"], random_state=m["seed"], concepts=concepts,
                       concept_names=ws.concept_names, include=[])
     return map_points(ws.model(method, d0), ws.X, ws.Y, rows, kinds=list(m["kinds"]), component=m["component"],
-                      concepts=None, Z=ws.Z, sub_to_concept=ws.sub_to_concept, concept_names=ws.concept_names,
+                      concepts=concepts, Z=ws.Z, sub_to_concept=ws.sub_to_concept, concept_names=ws.concept_names,
                       sub_names=ws.sub_names)
 
 
 def atoms_split(ws) -> str:
     """The items the Atoms page sparse-codes: the validation split (the paper's), else the training split."""
     return "val" if len(ws.index.get("val", [])) else "train"
+
+
+def sweep_splits(ws) -> tuple:
+    """The splits Evaluate's d0 sweep scores: validation (where d0 is chosen) and query, those with items."""
+    return tuple(s for s in ("val", "query") if len(ws.index.get(s, [])))
 
 
 def prepare_pages(ws, progress=None) -> list:
@@ -189,10 +199,11 @@ def prepare_pages(ws, progress=None) -> list:
     if _folder(ws) is None:
         return []
     jobs = []
-    if "S-SLiCS" in ws.methods and ws.d0_values:
-        jobs += scoring.sweep_jobs(ws, "S-SLiCS", splits=("val", "query"))
+    if SWEEP_METHOD in ws.methods and ws.d0_values and sweep_splits(ws):
+        jobs += scoring.sweep_jobs(ws, SWEEP_METHOD, splits=sweep_splits(ws))
         for split in ("query", "val"):
-            jobs += [j for j in scoring.table_jobs(ws, ws.default_d0, split=split) if j not in jobs]
+            if split in sweep_splits(ws):
+                jobs += [j for j in scoring.table_jobs(ws, ws.default_d0, split=split) if j not in jobs]
     dicts = ws.dictionary_methods()
     method = "S-SLiCS" if "S-SLiCS" in dicts else (dicts[0] if dicts else None)
     total = len(jobs) + (3 if method else 0)

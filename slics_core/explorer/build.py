@@ -12,8 +12,10 @@ folder or precomputed embeddings through their cache):
    method whose needs are not met (no concept prompts, no vocabulary) or whose fit fails is recorded
    in ``skipped`` with the reason, and the others are kept;
 4. ``d0`` is chosen on the validation split by the paper's rule (:func:`slics_core.evaluation.sweep_d0`
-   of the fitted S-SLiCS models, then :func:`slics_core.evaluation.choose_d0`: sub-label mAP@20 of
-   partial components);
+   of the fitted :data:`~slics_core.evaluation.SWEEP_METHOD` models, then
+   :func:`slics_core.evaluation.choose_d0`: sub-label mAP@20 of partial components); with no validation
+   split (or one fitted ``d0``) nothing is chosen (``chosen_d0`` stays None) and the workspace's
+   ``default_d0`` is :func:`slics_core.evaluation.fallback_d0`, the one fallback rule;
 5. the caption vocabulary (the emoji world: the words its text encoder knows; datasets: the 10 000
    most frequent English words, or a word list) is embedded with the workspace's encoder when it has
    a text tower;
@@ -27,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from slics_core.captions import default_vocabulary
+from slics_core.captions import DEFAULT_VOCABULARY, NO_VOCABULARY, get_words
 from slics_core.data import LabelledEmbeddings, eval_data, fit_inputs, load_cache, vocabulary_embeddings
 from slics_core.encoders import create_encoder
-from slics_core.evaluation import choose_d0, sweep_d0
+from slics_core.evaluation import SWEEP_METHOD, SWEEP_MODE, choose_d0, sweep_d0
 from slics_core.explorer.arrival import prepare_pages
 from slics_core.explorer.workspace import Workspace
 from slics_core.explorer.workspace_files import check_target, save_workspace
@@ -78,7 +80,7 @@ def _embed_vocabulary(encoder, words, store, progress):
 
 def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None, n_train=None, n_val=None,
                     n_query=None, seed=0, d0_values=(5, 10, 15), n_iter=10, methods=None, mean=None,
-                    vocabulary=None, encoder=None, store=None, name=None, kind="dataset", generator=None,
+                    vocabulary=NO_VOCABULARY, encoder=None, store=None, name=None, kind="dataset", generator=None,
                     progress=None, replace=True, codebook=None, source=None, overwrite=False,
                     prepare=True) -> Workspace:
     """Build, save and return a workspace from labelled embeddings (see the module docstring).
@@ -99,8 +101,10 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         Registered methods to fit (default: all of :data:`slics_core.methods.REGISTRY`).
     mean : array-like of shape (d,), optional
         Precomputed centring mean (``clip`` preprocessing); default: the training mean.
-    vocabulary : list of str, optional
-        Caption / SpLiCE vocabulary, embedded with ``encoder``; None: no vocabulary.
+    vocabulary : list of str or vocabulary spec
+        Caption / SpLiCE vocabulary, embedded with ``encoder``, in the one vocabulary grammar
+        (:func:`slics_core.captions.get_words`: a list of words, ``"none"`` (the default here), ``"wordfreq"``,
+        a word-list file...; None means the default vocabulary, ``"wordfreq"``).
     encoder : encoder object, optional
         Used for the vocabulary's text embeddings.
     store : EmbeddingStore, optional
@@ -126,8 +130,9 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         raise ValueError(f"d0 values must be positive integers; got {d0_values}")
     if split is None:
         split = make_split(data.Y, n_train, n_val, n_query, seed)
-    W = _embed_vocabulary(encoder, vocabulary, store, progress)
-    ed, pre = eval_data(data, split, mean=mean, vocab=None if W is None else (vocabulary, W))
+    words = get_words(vocabulary)
+    W = _embed_vocabulary(encoder, words, store, progress)
+    ed, pre = eval_data(data, split, mean=mean, vocab=None if W is None else (words, W))
     X = ed.X
     inputs = fit_inputs(ed, split.train)
     names = method_names() if methods is None else [get_method(m).name for m in methods]
@@ -163,15 +168,14 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
                    generator=generator,
                    skipped=skipped, extras=extras,
                    codebook=None if codebook is None else np.asarray(codebook, dtype=np.float32))
-    d0s = [d for d in d0_values if ("S-SLiCS", d) in models]
-    if len(split.val) and len(d0s) > 1:
+    d0s = [d for d in d0_values if (SWEEP_METHOD, d) in models]
+    if len(split.val) and len(d0s) > 1:  # else ws.default_d0 is the fallback rule's (evaluation.fallback_d0)
         report_progress(progress, "choose d0 on the validation split", 0, 1)
-        records = sweep_d0(ed, split, d0s, models={d: models[("S-SLiCS", d)] for d in d0s}, modes=("partial",))
+        records = sweep_d0(ed, split, d0s, method=SWEEP_METHOD, models={d: models[(SWEEP_METHOD, d)] for d in d0s},
+                           modes=(SWEEP_MODE,))
         ws.d0_scores = [{"d0": r["d0"], "general": round(float(r["general"]), 4), "sub": round(float(r["sub"]), 4)}
                         for r in records]
         ws.chosen_d0 = choose_d0(records)
-    elif d0s:
-        ws.chosen_d0 = d0s[0]
     if out is not None:
         report_progress(progress, "save the workspace", 0, 1)
         save_workspace(ws, out, source=source, overwrite=True, _warn=False)
@@ -181,8 +185,8 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
     return ws
 
 
-def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, vocabulary="wordfreq", n_words=10_000,
-                               **kwargs) -> Workspace:
+def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, vocabulary=DEFAULT_VOCABULARY,
+                               n_words=10_000, **kwargs) -> Workspace:
     """:func:`build_workspace` of an embedding cache (``slics embed``).
 
     Parameters
@@ -194,20 +198,16 @@ def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, voca
         ``trusted=False`` (a missing one means no vocabulary, with a warning).
     mean_file : path, optional
         Precomputed centring mean (:func:`slics_core.preprocessing.load_mean`).
-    vocabulary : "wordfreq", "none", or a list of words
+    vocabulary : vocabulary spec
+        In the one vocabulary grammar (:func:`slics_core.captions.get_words`): ``"wordfreq"`` (the default),
+        ``"none"``, ``"laion-download"``, a word-list file or a list of words; None means ``"wordfreq"``.
     n_words : int
-        Size of the ``wordfreq`` vocabulary.
+        Words read from ``wordfreq`` or a word-list file.
     kwargs : passed to :func:`build_workspace`.
     """
     data = load_cache(cache)
     mean = load_mean(mean_file, dim=data.raw.shape[1]) if mean_file else None
-    words = None
-    if isinstance(vocabulary, (list, tuple)):
-        words = [str(w) for w in vocabulary]
-    elif vocabulary == "wordfreq":
-        words = default_vocabulary(n_words)
-    elif vocabulary not in (None, "none"):
-        raise ValueError(f"vocabulary must be 'wordfreq', 'none' or a list of words; got {vocabulary!r}")
+    words = get_words(vocabulary, n_words)
     if encoder is None and words and data.encoder:
         try:
             encoder = create_encoder(data.encoder, trusted=False)
@@ -217,4 +217,5 @@ def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, voca
     store = EmbeddingStore(cache)
     kwargs.setdefault("codebook", store.load_codebook())
     kwargs.setdefault("source", str(Path(cache).resolve()))
-    return build_workspace(data, out, mean=mean, vocabulary=words, encoder=encoder, store=store, **kwargs)
+    return build_workspace(data, out, mean=mean, vocabulary=NO_VOCABULARY if words is None else words,
+                           encoder=encoder, store=store, **kwargs)

@@ -11,10 +11,11 @@ import math
 
 from slics_core.emoji.world import emoji_vocabulary
 from slics_core.encoders import parse_encoder_spec
+from slics_core.evaluation import SWEEP_METHOD, d0_rule_words
 from slics_core.explorer.safe_text import code
 
-__all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "evaluate_look_at", "example_caption", "missing",
-           "page_readiness", "text_tower_check"]
+__all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "d0_choice", "evaluate_look_at",
+           "example_caption", "missing", "page_readiness", "text_tower_check"]
 
 #: Fig. 6 of the paper (COCO, S-SLiCS): within-group and between-group cosine of the atoms (mean, std).
 PAPER_ATOM_COSINE = {"within": (-0.056, 0.062), "between": (0.000, 0.134)}
@@ -186,20 +187,40 @@ def page_readiness(ws) -> list:
                                "(`slics download sd-1.5`, then rebuild the workspace); the other pages do not")
     if building:
         add("Evaluate", False, "waits for every method at every d0, being built in the background")
-    elif "S-SLiCS" in ws.methods and ws.d0_values:
+    elif SWEEP_METHOD in ws.methods and ws.d0_values:
         add("Evaluate", True, "ready" + ("" if ws.Z is not None else " (no sub-labels: general-label scores only)"))
     else:
-        add("Evaluate", False, "needs S-SLiCS fitted for at least one d0")
+        add("Evaluate", False, f"needs {SWEEP_METHOD} fitted for at least one d0")
     for page in ("Learn: concept cones", "Planted cones", "Glossary"):
         add(page, True, "ready (needs no workspace)")
     return rows
 
 
-def evaluate_look_at(rows: list, chosen_d0, k: int, sub_labels: bool) -> str:
+def d0_choice(ws, k: int = 20) -> str | None:
+    """How the workspace's default d0 was chosen, truthfully: ``"d0 = 5, ..."``; None without a dictionary.
+
+    On validation (:attr:`~slics_core.explorer.workspace.Workspace.d0_on_validation`: the build's sweep),
+    the only fitted one, or the fallback rule (:func:`slics_core.evaluation.fallback_d0`) with its reason:
+    no validation split, or not chosen yet (a workspace being built).
+    """
+    d0 = ws.default_d0
+    if d0 is None:
+        return None
+    if ws.d0_on_validation:
+        return f"d0 = {d0}, chosen on the validation split: {d0_rule_words(True, k, ws.Z is not None)}"
+    if len(ws.d0_values) == 1:
+        return f"d0 = {d0}, the only one fitted"
+    why = ("there is no validation split to choose it on" if not len(ws.index.get("val", []))
+           else "it is not chosen on validation yet")
+    return f"d0 = {d0}, not chosen on validation ({why}): {d0_rule_words(False)}"
+
+
+def evaluate_look_at(rows: list, chosen_d0, k: int, sub_labels: bool, on_validation: bool = True) -> str:
     """Evaluate's one sentence, from its methods table (``scoring.summary_rows``) and the chosen d0.
 
     Names the best method by general-label mAP@k and how it compares with UF (the unfiltered baseline:
-    the whole query, no concept), since concept filtering is what the table is about.
+    the whole query, no concept), since concept filtering is what the table is about. ``on_validation``:
+    whether ``chosen_d0`` was chosen on the validation split (else it is the fallback rule's, said so).
     """
     scored = [r for r in rows if _fin(r.get("general"))]
     if not scored:
@@ -213,8 +234,12 @@ def evaluate_look_at(rows: list, chosen_d0, k: int, sub_labels: bool) -> str:
               else f", level with UF ({uf['general']:.3f})")
     elif uf is not None:
         s += ": here the whole query without a concept filter does best"
-    s += (f"; then the d0 curve below, whose best validation {'sub-label' if sub_labels else 'general-label'} "
-          f"score picks d0 = {chosen_d0}.")
+    if on_validation:
+        s += (f"; then the d0 curve below, whose best validation {'sub-label' if sub_labels else 'general-label'} "
+              f"score picks d0 = {chosen_d0}.")
+    else:
+        s += (f"; then the d0 curve below, on the query set only: with no validation split, d0 = {chosen_d0} is "
+              f"{d0_rule_words(False)}.")
     return s
 
 

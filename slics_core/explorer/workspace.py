@@ -22,6 +22,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from slics_core._validation import check_embeddings
+from slics_core.evaluation import fallback_d0
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
 from slics_core.images import ImageLoadError, load_image
 from slics_core.labels import CarriesLabels, Labels
@@ -29,12 +30,15 @@ from slics_core.methods import get_method, method_names
 from slics_core.preprocessing import make_preprocessor
 from slics_core.rows import unit_rows
 
-__all__ = ["Workspace", "EMOJI", "workspaces_root", "check_workspace_name", "SPLITS"]
+__all__ = ["Workspace", "EMOJI", "workspaces_root", "check_workspace_name", "SPLITS", "PAGE_STORE"]
 
 #: ``kind`` of the emoji world's workspace, and the app's name for it (``?ws=`` absent).
 EMOJI = "emoji"
 #: The four parts of a workspace's split.
 SPLITS = ("train", "val", "query", "pool")
+#: The folder inside a workspace's folder where the pages keep what they computed from it
+#: (:mod:`slics_core.explorer.arrival`); saving a workspace removes it (it describes the previous build).
+PAGE_STORE = "pagecache"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,99}$")
 
 
@@ -111,7 +115,8 @@ class Workspace(CarriesLabels):
         In-memory images (emoji world); else ``paths`` are read on demand.
     paths : list of str or None
     chosen_d0 : int or None
-        ``d0`` chosen on the validation split, when known.
+        ``d0`` chosen on the validation split, when it was (None: no validation split, or not chosen yet;
+        :attr:`default_d0` then applies the fallback rule).
     preprocessing : {"clip", "unit", "token", "none"}
         How ``X`` was made from the encoder output (:func:`slics_core.preprocessing.make_preprocessor`;
         ``clip`` subtracts ``mean``).
@@ -188,12 +193,19 @@ class Workspace(CarriesLabels):
         return [m for m in self.methods if get_method(m).dictionary]
 
     @property
+    def d0_on_validation(self) -> bool:
+        """Whether :attr:`default_d0` was chosen on the validation split (the build's sweep, kept in
+        ``d0_scores``) rather than by :func:`slics_core.evaluation.fallback_d0`."""
+        return self.chosen_d0 in self.d0_values and bool(self.d0_scores)
+
+    @property
     def default_d0(self) -> int | None:
-        """``chosen_d0`` when known, else the middle fitted ``d0``; None when no dictionary is fitted."""
-        if self.chosen_d0 in self.d0_values:
+        """``chosen_d0`` when it was chosen on validation (:attr:`d0_on_validation`), else
+        :func:`slics_core.evaluation.fallback_d0` of the fitted ``d0`` (the one fallback rule, the
+        build's too); None when no dictionary is fitted."""
+        if self.d0_on_validation:
             return int(self.chosen_d0)
-        d = self.d0_values
-        return int(d[len(d) // 2]) if len(d) else None
+        return fallback_d0(self.d0_values)
 
     def model(self, method: str = "S-SLiCS", d0: int | None = None):
         """The fitted model of ``method`` with ``d0`` atoms per concept (default: :attr:`default_d0`;

@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from slics_core.errors import DamagedFileError, file_system_error, reading, user_message
-from slics_core.explorer.arrival import STORE as ARRIVAL_STORE
-from slics_core.explorer.workspace import SPLITS, Workspace, check_workspace_name, workspaces_root
+from slics_core.explorer.workspace import PAGE_STORE, SPLITS, Workspace, check_workspace_name, workspaces_root
 from slics_core.formats import check_npy, check_npz
 from slics_core.labels import ARRAY_KINDS, Labels
 from slics_core.methods import REGISTRY
@@ -173,8 +172,8 @@ def save_workspace(ws: Workspace, out, *, source=None, overwrite=False, _warn=Tr
                 else []
             for rel in set(old) - set(written):
                 (out / rel).unlink(missing_ok=True)
-            # what the pages stored from the previous build (arrival.STORE) describes that build, not this one
-            shutil.rmtree(out / ARRIVAL_STORE, ignore_errors=True)
+            # what the pages stored from the previous build (PAGE_STORE) describes that build, not this one
+            shutil.rmtree(out / PAGE_STORE, ignore_errors=True)
             marker = {"format": FORMAT, "name": ws.name, "files": written,
                       "note": "SLiCS Explorer workspace folder: `slics workspace` may replace the files listed here, "
                               "and only those"}
