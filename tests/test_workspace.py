@@ -288,12 +288,13 @@ NO_VAL_D0 = (4, 1, 3, 2)  # planted: the fallback is the middle fitted d0, 3 (th
 
 def _no_val_data(n=120, d=16, S=3, seed=0):
     from slics_core.data import LabelledEmbeddings
+    from slics_core.labels import Labels
 
     rng = np.random.default_rng(seed)
     Y = rng.random((n, S)) < 0.4
     Y[np.arange(n), np.arange(n) % S] = True  # every item labelled
     return LabelledEmbeddings(raw=rng.standard_normal((n, d)).astype(np.float32), ids=[f"i{i}" for i in range(n)],
-                              Y=Y, concept_names=["a", "b", "c"], name="noval")
+                              labels=Labels(Y, ["a", "b", "c"]), name="noval")
 
 
 @pytest.fixture
