@@ -15,7 +15,7 @@ from app_pages._images import png_bytes
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import component_picker, d0_picker, method_picker, page_intro
 from app_pages._workspace import get_workspace, workspace_generator, ws_id
-from slics_core.explorer.queries import concept_scores, generation_rows, image_strip, query_components
+from slics_core.explorer.queries import components_of_row, concept_scores, generation_rows, image_strip
 from slics_core.explorer.readings import prompt_text, strip_change
 from slics_core.generators import concept_atoms, interpolate_atoms
 
@@ -80,7 +80,7 @@ st.subheader("Concept components of the query")
 if not picked:
     st.info("Pick concepts to draw their components; only the query itself is drawn now.")
 try:
-    V = query_components(model, q.x, mode=mode, active=picked if mode == "full" else None) if picked \
+    V = components_of_row(model, q.x, mode=mode, active=picked if mode == "full" else None) if picked \
         else np.zeros((len(names), q.x.shape[0]))
 except ValueError as exc:
     st.error(_safe.text(exc))

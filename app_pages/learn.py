@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from slics_core.explorer import sphere
+from slics_core.rows import ZERO_NORM
 
 RANDOM = "Random cones"
 COLOURS = ["#2ca02c", "#d62728", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"]
@@ -44,7 +45,7 @@ def _line(p, q, **kw):
 
 def _eye(sc):
     """Camera: oblique to the cones' mean direction, so both the polygons and the arrows are visible."""
-    az, el = sphere.angles_of(sc.atoms.mean(axis=0) if np.linalg.norm(sc.atoms.mean(axis=0)) > 1e-6
+    az, el = sphere.angles_of(sc.atoms.mean(axis=0) if np.linalg.norm(sc.atoms.mean(axis=0)) > ZERO_NORM
                               else np.array([1.0, 1.0, 1.0]))
     return (1.5 * sphere.direction(az - 50, min(80.0, el + 25))).tolist()
 

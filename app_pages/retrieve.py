@@ -18,7 +18,7 @@ from app_pages._workspace import get_workspace, pool_index, quantized_pool, ws_i
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.narration import component_words
 from slics_core.explorer.quantized import has_quantized_pool
-from slics_core.explorer.queries import concept_galleries, concept_scores, galleries_table, query_components
+from slics_core.explorer.queries import components_of_row, concept_galleries, concept_scores, galleries_table
 from slics_core.methods import get_method
 
 GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"
@@ -26,7 +26,7 @@ GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def _components(key: str, method: str, d0, qkey: str, mode: str, active: tuple, _model, _x):
-    return query_components(_model, _x, mode=mode, active=list(active) or None)
+    return components_of_row(_model, _x, mode=mode, active=list(active) or None)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)

@@ -169,7 +169,7 @@ def main():
     from slics_core.explorer.encoding import embed_query, load_query_encoder, workspace_vocabulary
     from slics_core.explorer.generation import load_workspace_generator
     from slics_core.explorer.maps import subspace_map
-    from slics_core.explorer.queries import concept_galleries, concept_scores, query_components
+    from slics_core.explorer.queries import components_of_row, concept_galleries, concept_scores
     from slics_core.explorer.sphere import PRESETS, decompose, direction
 
     cache = args.keep_cache or tempfile.mkdtemp(prefix="slics-bench-")
@@ -190,7 +190,7 @@ def main():
         rows.append(("embed one uploaded image", _t(lambda: embed_query(ws, enc, ws.image(q)), repeat=5)[0]))
 
         def retrieve():
-            V = query_components(model, x)
+            V = components_of_row(model, x)
             concept_scores(model, x[None])
             return concept_galleries(V, x, ws.X, pool, concepts, 20, Y=ws.Y, Z=ws.Z,
                                      sub_to_concept=ws.sub_to_concept, query_sub=ws.Z[q])

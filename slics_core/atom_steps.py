@@ -14,7 +14,7 @@ from scipy.linalg import eigh
 from scipy.linalg.blas import dsyrk
 from sklearn.utils import check_random_state
 
-from slics_core.rows import unit_rows
+from slics_core.rows import RANK_RTOL, unit_rows
 
 __all__ = ["initial_atoms", "majority_sign", "bcd_atom_update"]
 
@@ -95,7 +95,7 @@ def initial_atoms(X, Y, n_atoms, random_state=None):
         else:  # eigenvectors of the d x d Gram matrix are the right singular vectors
             s2, V = eigh(dsyrk(1.0, Xj.T, trans=0), lower=False, subset_by_index=[d - top, d - 1])
             s2, V = s2[::-1], V[:, ::-1]
-        rank = int(np.sum(s2 > 1e-12 * max(s2[0], 1e-300)))
+        rank = int(np.sum(s2 > RANK_RTOL * max(s2[0], 1e-300)))
         take = min(m_j, rank)
         block = V[:, :take].T.copy()
         block = unit_rows(block)

@@ -29,7 +29,17 @@ import numpy as np
 
 from slics_core._validation import check_k
 from slics_core.data import fit_inputs
-from slics_core.methods import MODES, active_concepts, active_count, fit_method, get_method, method_names, needs_message
+from slics_core.methods import (
+    MODES,
+    active_concepts,
+    active_count,
+    check_mode,
+    components_of,
+    fit_method,
+    get_method,
+    method_names,
+    needs_message,
+)
 from slics_core.metrics import evaluate_rankings
 from slics_core.retrieval import build_index
 from slics_core.runs import sweep_key, table_key
@@ -85,20 +95,14 @@ def rank_queries(model, method, X_query, index, k=20, *, mode="partial", Y_activ
     """
 
     m = get_method(method)
+    check_mode(mode)
     X_query = np.asarray(X_query, dtype=np.float64)
     S = int(model.n_concepts_)
-    if not m.filtered:  # one vector per query, the same for every concept: rank once
+    if not m.filtered:  # one vector per query, the same for every concept (its only mode): rank once
         v = np.asarray(model.project(X_query, 0))
         idx = index.search(v, k)[0]
         return np.repeat(idx[:, None, :], S, axis=1)
-    if mode == "full" and "full" in m.modes:
-        if Y_active is None:
-            raise ValueError("mode='full' needs the active concepts of the queries.")
-        V = np.asarray(model.components(X_query, Y_active))
-    elif mode in MODES:
-        V = np.asarray(model.project(X_query, None))
-    else:
-        raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
+    V = components_of(model, X_query, mode, active=Y_active)
     n, S, d = V.shape
     return index.search(V.reshape(-1, d), k)[0].reshape(n, S, -1)
 
@@ -137,8 +141,7 @@ def rank_method(method, data, split, *, queries="query", n_atoms=10, n_iter=10, 
 
     m = get_method(method)
     k = check_k(k)
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
+    check_mode(mode)
     q_idx = getattr(split, queries)
     if model is None:
         model = fit_method(m, fit_inputs(data, split.train, n_active), n_atoms if m.dictionary else None,

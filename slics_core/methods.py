@@ -17,6 +17,9 @@ a method:
     concept.
 ``components(X, Y)``
     Full components ``v_j`` (eq. 2) with the active concepts ``Y`` ``(n, S)``.
+``modes`` (optional)
+    The component modes it has (:data:`MODES` when absent, as for SLiCS; a model with one kind of
+    component has ``("partial",)`` and gives it for both modes).
 ``save(path)`` / ``Method.load(path)``
     Persistence (``.npz``, no pickle).
 
@@ -29,6 +32,9 @@ Dictionary methods (``dictionary=True``) also have ``atoms_`` and ``groups_``
 and are fitted once per ``d0``. Unfiltered methods (``filtered=False``: UF,
 SpLiCE) return the same vector for every concept; evaluation then ranks once
 per query.
+
+What each component mode computes is decided in one place, :func:`components_of` (every
+caller, batch or one query, goes through it); :func:`check_mode` is the one check of a mode.
 
 Registered here, in the paper's order:
 
@@ -72,6 +78,8 @@ from slics_core.unsupervised import estimate_n_active, zero_shot_labels
 
 __all__ = [
     "MODES",
+    "check_mode",
+    "components_of",
     "NEEDS",
     "active_count",
     "FitInputs",
@@ -92,6 +100,50 @@ __all__ = [
 
 #: Components used for ranking: ``tilde-v_j`` (eq. 3, "partial") or ``v_j`` (eq. 2, "full").
 MODES = ("partial", "full")
+
+
+def check_mode(mode) -> str:
+    """``mode`` if it is one of :data:`MODES`, else a one-line ``ValueError`` naming it."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"component mode must be one of {MODES} (partial: tilde-v_j, the projection on the "
+                         f"concept's cone; full: v_j, the joint decomposition over the active concepts); "
+                         f"got {mode!r}.")
+    return mode
+
+
+def components_of(model, X, mode: str = "partial", *, active=None) -> np.ndarray:
+    """Concept components of the rows of ``X``: the one place where a component mode is computed.
+
+    Parameters
+    ----------
+    model : fitted model of a registered method (the common interface above)
+    X : array-like of shape (n, d)
+        Queries, preprocessed like the model's training data; rows are samples.
+    mode : {"partial", "full"}
+        ``"partial"``: ``tilde-v_j``, the nearest point of concept ``j``'s cone to each row (eq. 3,
+        ``model.project(X, None)``); ``"full"``: ``v_j = B_j a_j`` from the joint NNLS of each row
+        over its ``active`` concepts (eq. 2, ``model.components(X, active)``; inactive concepts' components
+        are zero). A model with one kind of component (``model.modes == ("partial",)``: UF, F-SpLiCE,
+        SpLiCE) gives it for both modes and needs no ``active``.
+    active : array-like of bool, shape (n, S), optional
+        Active concepts of each row, for ``mode="full"`` (:func:`active_concepts`).
+
+    Returns
+    -------
+    V : ndarray of shape (n, S, d)
+
+    Raises
+    ------
+    ValueError
+        An unknown mode, or ``mode="full"`` without ``active`` for a model that has full components.
+    """
+    check_mode(mode)
+    if mode == "full" and "full" in getattr(model, "modes", MODES):
+        if active is None:
+            raise ValueError("mode='full' needs the active concepts of the queries (active=, one row of "
+                             "booleans per query).")
+        return np.asarray(model.components(X, active))
+    return np.asarray(model.project(X, None))
 
 #: What a method can need, and how a user gets it.
 NEEDS = {
@@ -341,6 +393,7 @@ class _Broadcast(BaseEstimator):
     """Shared behaviour of the unfiltered models: one vector per query, used for every concept."""
 
     filtered = False
+    modes = ("partial",)
 
     def _vectors(self, X):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -450,6 +503,7 @@ class FSpLiCEModel(_GivenVocabulary):
     """
 
     filtered = True
+    modes = ("partial",)
 
     def __init__(self, fsplice=None, concepts=None, concept_names=None):
         self.fsplice = fsplice
@@ -543,11 +597,11 @@ for _m in (
     Method("U-SLiCS", "unsupervised SLiCS: Algorithm 1 on zero-shot pseudo-labels", _fit_uslics, SLiCS.load,
            needs=("concept_text",), stochastic=True, query_concepts="zero-shot", reports_batches=True),
     Method("UF", "unfiltered: the whole embedding", _fit_uf, UnfilteredModel.load, dictionary=False,
-           filtered=False, modes=("partial",)),
+           filtered=False, modes=UnfilteredModel.modes),
     Method("F-SpLiCE", "filtered SpLiCE: sparse word decomposition split by concept word groups", _fit_fsplice,
-           FSpLiCEModel.load, needs=("vocabulary", "concept_text"), dictionary=False, modes=("partial",)),
+           FSpLiCEModel.load, needs=("vocabulary", "concept_text"), dictionary=False, modes=FSpLiCEModel.modes),
     Method("SpLiCE", "SpLiCE: sparse word reconstruction of the whole embedding", _fit_splice, SpLiCEModel.load,
-           needs=("vocabulary",), dictionary=False, filtered=False, modes=("partial",)),
+           needs=("vocabulary",), dictionary=False, filtered=False, modes=SpLiCEModel.modes),
 ):
     register(_m)
 del _m

@@ -37,7 +37,7 @@ import numpy as np
 
 from slics_core import labels as _labels
 from slics_core._validation import check_embeddings, check_k, check_labels, check_targets
-from slics_core.methods import MODES
+from slics_core.methods import check_mode, components_of
 from slics_core.retrieval import build_index
 
 __all__ = ["NORMALIZATIONS", "average_precision_at_k", "relevance_matrix", "evaluate_rankings", "retrieval_map",
@@ -220,8 +220,8 @@ class RetrievalScorer:
     For model selection with scikit-learn (``GridSearchCV(SLiCS(), {"n_atoms": [...]},
     scoring=RetrievalScorer())``): on the held-out items ``X`` (labels ``y``), every item queries
     the *other* held-out items with each concept it has, ranked by cosine to its component
-    (:meth:`SLiCS.project`, ``tilde-v_j``; ``mode="full"``: :meth:`SLiCS.components` with the
-    query's labels, ``v_j``); the score is the mean AP@k over these (query, concept) pairs
+    (:func:`slics_core.methods.components_of`: ``tilde-v_j``; ``mode="full"``: ``v_j`` with the
+    query's labels); the score is the mean AP@k over these (query, concept) pairs
     (:func:`evaluate_rankings`). The paper's protocol has separate query and pool sets
     (:func:`rank_method`); here the fold is both, with the query itself left out of its list.
 
@@ -242,9 +242,7 @@ class RetrievalScorer:
     """
 
     def __init__(self, k: int = 20, mode: str = "partial"):
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
-        self.k, self.mode = check_k(k), mode
+        self.k, self.mode = check_k(k), check_mode(mode)
 
     def __repr__(self):
         return f"RetrievalScorer(k={self.k}, mode={self.mode!r})"
@@ -260,10 +258,7 @@ class RetrievalScorer:
         S = int(model.n_concepts_)
         if Y.shape[1] != S:
             raise ValueError(f"y has {Y.shape[1]} concepts but the model has {S}.")
-        if self.mode == "full" and getattr(model, "filtered", True):
-            V = np.asarray(model.components(X, Y))
-        else:
-            V = np.asarray(model.project(X, None))
+        V = components_of(model, X, self.mode, active=Y)
         n, d = X.shape
         if n < 2:
             raise ValueError("RetrievalScorer needs at least 2 held-out items (each queries the others).")

@@ -18,12 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from slics_core._validation import check_embeddings, validate_embeddings
 from slics_core.formats import load_npy, load_npz
-from slics_core.rows import unit_rows
-
-
-def normalize_rows(X: ArrayLike) -> np.ndarray:
-    """Scale every row to unit Euclidean norm (rows that are all zero raise ``ValueError``)."""
-    return unit_rows(check_embeddings(X), name="X")
+from slics_core.rows import ZERO_NORM, unit_rows
 
 
 def normalize_tokens(tokens: ArrayLike) -> np.ndarray:
@@ -93,7 +88,7 @@ class EmbeddingNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         """Return ``unit(unit(X) - mean_)``."""
         check_is_fitted(self, "mean_")
         U = unit_rows(validate_embeddings(self, X, reset=False), name="X")
-        return unit_rows(U - self.mean_, tol=1e-12, name="X after centring (an embedding equal to the mean)")
+        return unit_rows(U - self.mean_, tol=ZERO_NORM, name="X after centring (an embedding equal to the mean)")
 
 
 class TokenNormalizer(TransformerMixin, BaseEstimator):

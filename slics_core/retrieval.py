@@ -9,6 +9,8 @@ their embedding and one concept component of the query:
 * ``mode="full"``: ``v_j = B_j a_j`` from the full disentanglement with the
   query's active concepts (:meth:`SLiCS.components`).
 
+Both are computed by :func:`slics_core.methods.components_of`, the one home of the modes.
+
 The unfiltered baseline (UF) ranks by the whole query embedding.
 
 Search back-ends
@@ -58,18 +60,16 @@ import numpy as np
 
 from slics_core._validation import check_embeddings, check_k
 from slics_core.extras import require
-from slics_core.methods import MODES
+from slics_core.methods import check_mode, components_of
 from slics_core.rows import unit_rows
 
 __all__ = [
     "FAISS_MIN_POOL",
-    "normalize_rows",
     "top_k",
     "ExactIndex",
     "FaissIndex",
     "FaissIVFIndex",
     "build_index",
-    "query_components",
     "RetrievalResult",
     "ConceptRetriever",
     "unfiltered_search",
@@ -85,20 +85,9 @@ FAISS_MIN_POOL = 1_000_000
 _SCORE_BLOCK = 16_000_000
 
 
-def normalize_rows(X, *, dtype=np.float32):
-    """Return ``X`` with every row scaled to unit L2 norm (zero rows stay zero).
-
-    Parameters
-    ----------
-    X : ndarray of shape (n, d)
-    dtype : numpy dtype
-        Output dtype.
-
-    Returns
-    -------
-    Xn : ndarray of shape (n, d)
-    """
-    return unit_rows(X, zero="keep", dtype=dtype)
+def _unit(X):
+    """Float32 unit rows; a zero row (a zero component) stays zero and scores 0 (the module's convention)."""
+    return unit_rows(X, zero="keep", dtype=np.float32)
 
 
 def top_k(scores, k):
@@ -154,12 +143,12 @@ class ExactIndex:
 
     def __init__(self, pool):
         pool = check_embeddings(pool, name="pool", dtype=np.float32)
-        self.vectors = normalize_rows(pool)
+        self.vectors = _unit(pool)
         self.n_pool, self.dim = self.vectors.shape
 
     def scores(self, queries):
         """Cosine similarity of every query with every pool vector, (q, n_pool)."""
-        Q = normalize_rows(_check_queries(queries, self.dim))
+        Q = _unit(_check_queries(queries, self.dim))
         return Q @ self.vectors.T
 
     def search(self, queries, k):
@@ -171,7 +160,7 @@ class ExactIndex:
         scores : ndarray of float32, shape (n_queries, k)
         """
         k = min(check_k(k), self.n_pool)
-        Q = normalize_rows(_check_queries(queries, self.dim))
+        Q = _unit(_check_queries(queries, self.dim))
         block = max(1, _SCORE_BLOCK // max(self.n_pool, 1))
         out_i = np.empty((Q.shape[0], k), dtype=np.int64)
         out_s = np.empty((Q.shape[0], k), dtype=np.float32)
@@ -195,7 +184,7 @@ class FaissIndex:
         faiss = require("faiss", "the 'faiss' search back-end")
 
         pool = check_embeddings(pool, name="pool", dtype=np.float32)
-        vectors = np.ascontiguousarray(normalize_rows(pool))
+        vectors = np.ascontiguousarray(_unit(pool))
         self.n_pool, self.dim = vectors.shape
         self.index = faiss.IndexFlatIP(self.dim)
         self.index.add(vectors)
@@ -203,7 +192,7 @@ class FaissIndex:
     def search(self, queries, k):
         """Top-``k`` pool indices and cosines for every query row (see :meth:`ExactIndex.search`)."""
         k = min(check_k(k), self.n_pool)
-        Q = np.ascontiguousarray(normalize_rows(_check_queries(queries, self.dim)))
+        Q = np.ascontiguousarray(_unit(_check_queries(queries, self.dim)))
         scores, idx = self.index.search(Q, k)
         # FAISS does not order exact ties by index: re-sort for determinism
         order = np.lexsort((idx, -scores), axis=1)
@@ -237,7 +226,7 @@ class FaissIVFIndex:
         faiss = require("faiss", "the 'ivf' search back-end")
 
         pool = check_embeddings(pool, name="pool", dtype=np.float32)
-        vectors = np.ascontiguousarray(normalize_rows(pool))
+        vectors = np.ascontiguousarray(_unit(pool))
         self.n_pool, self.dim = vectors.shape
         self.nlist = int(nlist) if nlist is not None else int(min(1024, max(1, round(np.sqrt(self.n_pool)))))
         if self.nlist < 1 or self.nlist > self.n_pool:
@@ -264,7 +253,7 @@ class FaissIVFIndex:
         every cell, so every row has ``k`` real results.
         """
         k = min(check_k(k), self.n_pool)
-        Q = np.ascontiguousarray(normalize_rows(_check_queries(queries, self.dim)))
+        Q = np.ascontiguousarray(_unit(_check_queries(queries, self.dim)))
         scores, idx = self.index.search(Q, k)
         short = np.flatnonzero((idx < 0).any(axis=1))
         if short.size:  # a query whose cells hold fewer than k items: scan every cell for it
@@ -314,33 +303,6 @@ def build_index(pool, backend="auto", *, faiss_min_pool=FAISS_MIN_POOL):
     return FaissIndex(pool) if backend == "faiss" else ExactIndex(pool)
 
 
-def query_components(model, X, Y=None, mode="partial"):
-    """Concept components of query embeddings.
-
-    Parameters
-    ----------
-    model : fitted SLiCS (or any object with ``project``/``components``)
-    X : array-like of shape (n, d)
-        Query embeddings (preprocessed like the model's training data).
-    Y : array-like of shape (n, S), optional
-        Active concepts of the queries; required for ``mode="full"``.
-    mode : {"partial", "full"}
-        ``"partial"``: ``tilde-v_j`` = projection on concept ``j``'s cone;
-        ``"full"``: ``v_j`` from the NNLS with all active concepts.
-
-    Returns
-    -------
-    V : ndarray of shape (n, S, d)
-    """
-    if mode == "partial":
-        return np.asarray(model.project(X, None))
-    if mode == "full":
-        if Y is None:
-            raise ValueError("mode='full' needs the active concepts Y of the queries.")
-        return np.asarray(model.components(X, Y))
-    raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
-
-
 @dataclass
 class RetrievalResult:
     """Top-k results of a concept-filtered search.
@@ -369,7 +331,7 @@ class ConceptRetriever:
     pool : array-like of shape (n_pool, d)
         Candidate embeddings, preprocessed like the model's training data.
     mode : {"partial", "full"}
-        Component used for ranking (see :func:`query_components`).
+        Component used for ranking (see :func:`slics_core.methods.components_of`).
     backend : {"auto", "exact", "faiss"}
         Search back-end (see module docstring).
     faiss_min_pool : int
@@ -383,10 +345,8 @@ class ConceptRetriever:
     """
 
     def __init__(self, model, pool, *, mode="partial", backend="auto", faiss_min_pool=FAISS_MIN_POOL):
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
         self.model = model
-        self.mode = mode
+        self.mode = check_mode(mode)
         self.index = build_index(pool, backend, faiss_min_pool=faiss_min_pool)
         n_features = getattr(model, "n_features_in_", None)
         if n_features is not None and n_features != self.index.dim:
@@ -422,7 +382,7 @@ class ConceptRetriever:
             Y_query = np.asarray(Y_query)
             if Y_query.ndim == 1:
                 Y_query = Y_query.reshape(1, -1)
-        V = query_components(self.model, X, Y_query, self.mode)
+        V = components_of(self.model, X, self.mode, active=Y_query)
         n, S, d = V.shape
         if concepts is None:
             concepts = np.arange(S)

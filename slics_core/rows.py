@@ -7,6 +7,12 @@ what that means for it: ``zero="raise"`` (the row is a failed encoding or a
 bug: a one-line ``ValueError`` naming the rows) or ``zero="keep"`` (the row is
 legitimately empty, e.g. an inactive concept's component or padding: it stays
 all zero and scores 0 against everything).
+
+The library's numerical thresholds on such vectors live here too, each with its reason:
+:data:`ZERO_NORM` (a vector with no direction), :data:`TIE_TOL` (two values equal up to
+rounding) and :data:`RANK_RTOL` (a Gram eigenvalue that is rounding noise). The solvers below
+this module (:mod:`slics_core.nnls`, :mod:`slics_core._kernels`) keep their own documented
+tolerances.
 """
 from __future__ import annotations
 
@@ -15,7 +21,23 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from slics_core._validation import _first
 
-__all__ = ["unit_rows"]
+__all__ = ["unit_rows", "ZERO_NORM", "TIE_TOL", "RANK_RTOL"]
+
+#: A vector of embedding scale (unit embeddings, their concept components, atoms, text embeddings) whose
+#: Euclidean norm is at most this has no direction: it is zero up to float64 rounding. Rounding leaves
+#: about 1e-16 on unit-scale sums, while a component that is not zero (a query's projection on a concept's
+#: cone, a centred embedding) is many orders larger; such a vector is skipped, scores 0 or is refused.
+ZERO_NORM = 1e-12
+
+#: Two values of order one (F1 scores, cosines of unit vectors) that differ by at most this are equal
+#: up to float64 rounding: ties, duplicate directions (cosine ``>= 1 - TIE_TOL``), and a greedy pursuit's
+#: gain that is no gain (at most ``TIE_TOL`` above zero).
+TIE_TOL = 1e-12
+
+#: An eigenvalue of a Gram matrix (a squared singular value) below this fraction of the largest is
+#: rounding noise, not a direction of the data: singular values below 1e-6 of the largest do not count
+#: towards the rank.
+RANK_RTOL = 1e-12
 
 
 def unit_rows(X: ArrayLike, *, zero: str = "raise", tol: float = 0.0, dtype: DTypeLike | None = None,

@@ -13,6 +13,7 @@ import numpy as np
 
 from slics_core._validation import check_embeddings
 from slics_core.nnls import nnls_gram, nnls_shared
+from slics_core.rows import TIE_TOL
 
 
 def _check(X, atoms):
@@ -40,7 +41,7 @@ def _greedy_pursuit(X, B, n_units, steps, scores, atoms_of, tol):
         score = scores(rows, X[rows] - coef[rows] @ B, coef[rows])
         score[chosen[rows]] = -np.inf
         best = np.argmax(score, axis=1)
-        grow = score[np.arange(rows.size), best] > 1e-12
+        grow = score[np.arange(rows.size), best] > TIE_TOL
         active[rows[~grow]] = False  # nothing left that helps: this sample is done
         rows, best = rows[grow], best[grow]
         if rows.size == 0:

@@ -8,6 +8,7 @@ from sklearn.metrics import f1_score
 from slics_core import SLiCS
 from slics_core.explorer.queries import (
     Gallery,
+    components_of_row,
     concept_galleries,
     concept_scores,
     fit_score_thresholds,
@@ -17,7 +18,6 @@ from slics_core.explorer.queries import (
     image_strip,
     likely_concepts,
     parse_concept_param,
-    query_components,
     rank_pool,
     upload_thresholds,
 )
@@ -47,7 +47,7 @@ def _cone_projection(model, x, j):
 def test_partial_components_and_scores_match_scipy_nnls(world):
     m = world["model"]
     for x in world["X"][200:205]:
-        V = query_components(m, x, mode="partial")
+        V = components_of_row(m, x, mode="partial")
         s = concept_scores(m, x)
         for j in range(S):
             v = _cone_projection(m, x, j)
@@ -71,7 +71,7 @@ def test_full_components_use_only_active_concepts(world):
     m = world["model"]
     x = world["X"][210]
     active = [0, 2]
-    V = query_components(m, x, mode="full", active=active)
+    V = components_of_row(m, x, mode="full", active=active)
     B = np.concatenate([m.atoms_[m.groups_ == j] for j in active])
     a, _ = nnls(B.T, x)
     np.testing.assert_allclose(V[0], a[:D0] @ B[:D0], atol=1e-6)
@@ -79,11 +79,11 @@ def test_full_components_use_only_active_concepts(world):
     assert np.all(V[1] == 0) and np.all(V[3] == 0)
     mask = np.zeros(S, bool)
     mask[active] = True
-    np.testing.assert_allclose(query_components(m, x, mode="full", active=mask), V)
+    np.testing.assert_allclose(components_of_row(m, x, mode="full", active=mask), V)
     with pytest.raises(ValueError, match="at least one"):
-        query_components(m, x, mode="full", active=[])
+        components_of_row(m, x, mode="full", active=[])
     with pytest.raises(ValueError, match="needs the active"):
-        query_components(m, x, mode="full")
+        components_of_row(m, x, mode="full")
 
 
 def test_bad_queries(world):
@@ -93,7 +93,7 @@ def test_bad_queries(world):
     with pytest.raises(ValueError, match="dimensions"):
         concept_scores(m, np.ones(D + 1))
     with pytest.raises(ValueError, match="mode"):
-        query_components(m, np.ones(D), mode="half")
+        components_of_row(m, np.ones(D), mode="half")
 
 
 def test_thresholds_maximise_f1_brute_force():
@@ -144,7 +144,7 @@ def test_concept_galleries_brute_force(world):
     X, Y, Z, s2c, m, pool = world["X"], world["Y"], world["Z"], world["s2c"], world["model"], world["pool"]
     q = 205
     x = X[q]
-    V = query_components(m, x)
+    V = components_of_row(m, x)
     concepts = [j for j in range(S) if np.linalg.norm(V[j]) > 0][:3]
     k = 10
     pairs = concept_galleries(V, x, X, pool, concepts, k, Y=Y, Z=Z, sub_to_concept=s2c, query_sub=Z[q])
@@ -175,7 +175,7 @@ def test_concept_filtering_beats_unfiltered_on_planted_cones(world):
     X, Y, m, pool = world["X"], world["Y"], world["model"], world["pool"]
     cg_p, uf_p = [], []
     for q in range(200, 240):
-        for (cg, uf) in concept_galleries(query_components(m, X[q]), X[q], X, pool, np.flatnonzero(Y[q]), 10, Y=Y):
+        for (cg, uf) in concept_galleries(components_of_row(m, X[q]), X[q], X, pool, np.flatnonzero(Y[q]), 10, Y=Y):
             if len(cg.rows):
                 cg_p.append(cg.precision_general)
                 uf_p.append(uf.precision_general)
@@ -205,7 +205,7 @@ def test_relevance_without_labels():
 
 def test_galleries_table(world):
     X, pool = world["X"], world["pool"]
-    V = query_components(world["model"], X[201])
+    V = components_of_row(world["model"], X[201])
     pairs = concept_galleries(V, X[201], X, pool, [0, 1], 4, Y=world["Y"])
     ids = [f"id{i}" for i in range(len(X))]
     df = galleries_table(pairs, ids, ["a", "b", "c", "d"])
@@ -240,9 +240,9 @@ def test_fsplice_groups_words_by_concept_prompts():
     np.testing.assert_array_equal(fs.fsplice.groups, cos.argmax(axis=1))
     assert fs.n_concepts_ == 3 and fs.n_features_in_ == 16
     x = Wc[0] / np.linalg.norm(Wc[0])
-    V = query_components(fs, x, mode="full", active=[0])  # one kind of component: mode does not matter
+    V = components_of_row(fs, x, mode="full", active=[0])  # one kind of component: mode does not matter
     np.testing.assert_allclose(V.sum(axis=0), fs.fsplice.reconstruct(x[None])[0], atol=1e-9)
-    np.testing.assert_allclose(V, query_components(fs, x, mode="partial"), atol=1e-12)
+    np.testing.assert_allclose(V, components_of_row(fs, x, mode="partial"), atol=1e-12)
     s = concept_scores(fs, x)
     assert np.argmax(s) == fs.fsplice.groups[0]
 

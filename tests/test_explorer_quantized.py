@@ -5,7 +5,7 @@ import pytest
 from slics_core.cli import main
 from slics_core.explorer.build import build_workspace_from_cache
 from slics_core.explorer.quantized import has_quantized_pool, quantization_info, quantized_pool_index
-from slics_core.explorer.queries import concept_galleries, query_components
+from slics_core.explorer.queries import components_of_row, concept_galleries
 from slics_core.explorer.workspace_files import load_workspace
 from tests.test_quantized_eval import T, _brute_dequantize, _token_data, _write_precomputed
 
@@ -35,7 +35,7 @@ def test_workspace_quantized_pool_ranks_like_brute_force(token_cache):
     assert qp.n_pool == len(pool) and qp.n_tokens == T
     q = int(ws.index["query"][0])
     x = ws.X[q]
-    V = query_components(ws.model("S-SVD", 2), x)
+    V = components_of_row(ws.model("S-SVD", 2), x)
     concepts = [j for j in range(V.shape[0]) if np.linalg.norm(V[j]) > 0]
     pairs = concept_galleries(V, x, ws.X, pool, concepts, 10, Y=ws.Y, index=qp)
     Xt = _brute_dequantize(ws.X[pool], C)

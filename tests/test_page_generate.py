@@ -161,12 +161,12 @@ def test_query_and_concepts_carry_over_from_retrieve(ws, multi_row):
 def _expected_prompts(ws, row, concepts):
     """What the emoji generator reads in the query and in each concept's partial component (computed here)."""
     from slics_core.explorer.generation import load_workspace_generator
-    from slics_core.explorer.queries import query_components
+    from slics_core.explorer.queries import components_of_row
     from slics_core.explorer.readings import prompt_text
 
     gen = load_workspace_generator(ws)
     names = list(ws.concept_names)
-    V = query_components(ws.model("S-SLiCS", ws.default_d0), ws.X[row], mode="partial")
+    V = components_of_row(ws.model("S-SLiCS", ws.default_d0), ws.X[row], mode="partial")
     rows = np.vstack([ws.X[row], *(V[names.index(c)] for c in concepts)])
     return gen, ["read: " + prompt_text(d) for d in gen.describe(rows)]
 

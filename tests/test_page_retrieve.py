@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from slics_core.explorer.queries import concept_galleries, query_components
+from slics_core.explorer.queries import components_of_row, concept_galleries
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "retrieve.py")
@@ -43,7 +43,7 @@ def test_renders_and_widgets_change_galleries(ws, multi_row):
     assert len(df) == 2 * k * len(labels)
     # the page's galleries are the library's (independently tested) computation
     model = ws.model(at.selectbox(key="method").value, at.select_slider(key="d0").value)
-    V = query_components(model, ws.X[multi_row])
+    V = components_of_row(model, ws.X[multi_row])
     j = ws.concept_names.index(labels[0])
     (cg, uf), = concept_galleries(V, ws.X[multi_row], ws.X, ws.index["pool"], [j], k, Y=ws.Y)
     shown = df[(df.concept == labels[0]) & (df.gallery == "concept")]

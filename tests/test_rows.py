@@ -1,8 +1,13 @@
-"""The one unit-row helper: unit norms, its two zero-row policies, dtype and shapes."""
+"""The one unit-row helper: unit norms, its two zero-row policies, dtype and shapes; the named thresholds."""
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from slics_core.rows import unit_rows
+from slics_core.rows import ZERO_NORM, unit_rows
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_rows_get_unit_norm_and_keep_their_direction():
@@ -41,3 +46,33 @@ def test_dtype_and_last_axis():
     np.testing.assert_allclose(np.linalg.norm(U, axis=-1), 1.0, rtol=1e-6)
     assert unit_rows(X).dtype == np.float64  # integers compute in double precision
     assert unit_rows(X.astype(np.float32)).dtype == np.float32  # a float input keeps its precision
+
+
+def _code_files():
+    for folder in ("slics_core", "app_pages"):
+        yield from sorted((ROOT / folder).rglob("*.py"))
+
+
+def test_the_thresholds_are_named_once_in_rows():
+    """1e-12 is written only where it is named (rows.py), and in the solvers below rows (nnls), which keep
+    their own documented tolerance; every other zero-norm test reads rows.ZERO_NORM (or TIE_TOL, RANK_RTOL)."""
+    literal = re.compile(r"(?<![\w.])1e-12\b")
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in _code_files() if p.name not in ("rows.py", "nnls.py")
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if literal.search(line)]
+    assert not found, "write rows.ZERO_NORM (or another named threshold of rows.py) instead of 1e-12: " + \
+        ", ".join(found)
+
+
+def test_unit_rows_is_the_only_row_normaliser():
+    """One home for unit rows: no second normalize_rows with its own zero policy."""
+    found = [str(p.relative_to(ROOT)) for p in _code_files()
+             if re.search(r"^\s*def normalize_rows\b", p.read_text(encoding="utf-8"), re.M)]
+    assert not found, found
+
+
+def test_zero_norm_separates_rounding_from_directions():
+    x = np.array([1.0, 2.0, 3.0])
+    tiny = x / np.linalg.norm(x) * ZERO_NORM / 2  # rounding-sized: no direction
+    assert np.all(unit_rows(np.stack([x, tiny]), zero="keep", tol=ZERO_NORM)[1] == 0)
+    small = x / np.linalg.norm(x) * 1e-9  # small but a direction
+    np.testing.assert_allclose(unit_rows(small, tol=ZERO_NORM), x / np.linalg.norm(x))

@@ -58,7 +58,7 @@ from slics_core.emoji.scenes import load_sprites, render_single_object
 from slics_core.explorer.generation import load_workspace_generator
 from slics_core.explorer.scoring import methods_table
 from slics_core.generators import concept_atoms, interpolate_atoms
-from slics_core.rows import unit_rows
+from slics_core.rows import ZERO_NORM, unit_rows
 
 __all__ = ["zero_shot_precision", "generation_concept_accuracy", "judged_generation", "methods_map",
            "emoji_report", "contact_sheet"]
@@ -92,7 +92,7 @@ def generation_concept_accuracy(ws, d0=None, n_queries: int = 200) -> dict:
     for j, name in enumerate(SUPERCATEGORIES):
         rows = q[ws.Y[q, j]]
         V = model.project(ws.X[rows], j)
-        drawn = np.linalg.norm(V, axis=1) > 1e-12  # a zero component has nothing to draw
+        drawn = np.linalg.norm(V, axis=1) > ZERO_NORM  # a zero component has nothing to draw
         rows, V = rows[drawn], V[drawn]
         if len(rows) == 0:
             continue
@@ -142,7 +142,7 @@ def judged_generation(ws, d0=None, n_queries: int = 200, n_single: int = 355, ju
     for j, name in enumerate(ws.concept_names):
         rows = q[ws.Y[q, j]]
         V = model.project(ws.X[rows], j)
-        keep = np.linalg.norm(V, axis=1) > 1e-12
+        keep = np.linalg.norm(V, axis=1) > ZERO_NORM
         rows, V = rows[keep], V[keep]
         if len(rows) == 0:
             continue
@@ -244,7 +244,7 @@ def contact_sheet(ws, n_queries: int = 16, seed: int = 0, d0=None, cell: int = 9
     for r, cats in zip(rows, cats_q):
         concepts = list(np.flatnonzero(ws.Y[r]))
         V = np.stack([model.project(ws.X[r:r + 1], int(j))[0] for j in concepts])
-        keep = [k for k in range(len(concepts)) if np.linalg.norm(V[k]) > 1e-12]
+        keep = [k for k in range(len(concepts)) if np.linalg.norm(V[k]) > ZERO_NORM]
         imgs = [np.asarray(im) for im in gen.generate(np.vstack([ws.X[r:r + 1], V[keep]]))]
         verdicts = [CLASSES[int(k)] for k in judge.predict(np.stack([ws.images[r], *imgs]))]
         words, lines = sorted(cats) or ["?"], ["", ""]

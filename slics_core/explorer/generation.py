@@ -31,6 +31,7 @@ from slics_core.alignment import ProcrustesAlignment, fit_alignment
 from slics_core.emoji.generator import EmojiGenerator
 from slics_core.explorer.workspace import Workspace
 from slics_core.explorer.workspace_files import recorded_generator, set_workspace_generator
+from slics_core.rows import ZERO_NORM
 
 __all__ = ["WorkspaceGenerator", "load_workspace_generator", "attach_generator", "fit_workspace_alignment",
            "load_workspace_alignment", "generator_version", "read_pairs", "ALIGNMENT_FILE", "DEFAULT_ALIGN_PAIRS"]
@@ -91,7 +92,7 @@ class WorkspaceGenerator:
         """
         V = np.atleast_2d(np.asarray(V, dtype=np.float64))
         V = check_embeddings(V, name="embeddings to generate from", allow_zero_rows=True)
-        if np.any(np.linalg.norm(V, axis=1) <= 1e-12):
+        if np.any(np.linalg.norm(V, axis=1) <= ZERO_NORM):
             raise ValueError("a zero component has no direction to draw (the concept is absent from this query)")
         return self._generate(self.alignment.transform(V), int(seed), steps, **settings)
 

@@ -35,8 +35,8 @@ from threadpoolctl import threadpool_limits
 
 from slics_core._validation import check_embeddings
 from slics_core.explorer.safe_text import figure_text
-from slics_core.methods import MODES
-from slics_core.rows import unit_rows
+from slics_core.methods import check_mode, components_of
+from slics_core.rows import ZERO_NORM, unit_rows
 
 __all__ = [
     "KINDS",
@@ -187,8 +187,7 @@ def map_points(model, X, Y, rows, *, kinds=KINDS, component="partial", concepts=
     unknown = set(kinds) - set(KINDS)
     if unknown or not kinds:
         raise ValueError(f"kinds must be a non-empty subset of {KINDS}; got {kinds!r}.")
-    if component not in MODES:
-        raise ValueError(f"component must be one of {MODES}; got {component!r}.")
+    check_mode(component)
     X = check_embeddings(X, n_features=model.n_features_in_, allow_zero_rows=True)
     Y = np.asarray(Y, dtype=bool)
     if Y.shape != (X.shape[0], model.n_concepts_):
@@ -227,19 +226,11 @@ def map_points(model, X, Y, rows, *, kinds=KINDS, component="partial", concepts=
                          ", ".join(subs_of(i, every))))
         vecs.append(X[rows])
     if "component" in kinds and rows.size:
-        Xr = X[rows]
-        if component == "partial":
-            V = np.zeros((rows.size, S, X.shape[1]))
-            for j in keep:
-                on = Y[rows, j]
-                if on.any():
-                    V[on, j] = model.project(Xr[on], int(j))
-        else:
-            V = np.asarray(model.components(Xr, Y[rows]))
+        V = components_of(model, X[rows], component, active=Y[rows])
         for a, i in enumerate(rows):
             for j in np.flatnonzero(Y[i] & keep_mask):
                 v = V[a, j]
-                if np.linalg.norm(v) <= 1e-9:
+                if np.linalg.norm(v) <= ZERO_NORM:
                     continue
                 subs = subs_of(i, {int(j)})
                 recs.append(("component", int(i), -1, names[j], _group_name(subs), all_labels[int(i)],
@@ -400,9 +391,7 @@ def point_text(table, component="partial", *, ids=None, html=True):
     texts : list of str
         One per row of ``table``.
     """
-    if component not in COMPONENT_SYMBOL:
-        raise ValueError(f"component must be 'partial' or 'full'; got {component!r}.")
-    sym = COMPONENT_SYMBOL[component]
+    sym = COMPONENT_SYMBOL[check_mode(component)]
 
     def esc(value):
         return figure_text(value) if html else value

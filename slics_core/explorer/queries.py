@@ -2,8 +2,9 @@
 
 Everything here is plain numpy on one query at a time:
 
-* :func:`query_components` / :func:`concept_scores` -- a query's concept
-  components (``tilde v_j`` partial, ``v_j`` full) for a fitted model of any
+* :func:`components_of_row` / :func:`concept_scores` -- one query's concept
+  components (``tilde v_j`` partial, ``v_j`` full; the one-row form of
+  :func:`slics_core.methods.components_of`) for a fitted model of any
   registered method (:mod:`slics_core.methods`: they share one interface), and
   the ranking score ``cos(tilde v_j, x)``;
 * :func:`fit_score_thresholds` / :func:`likely_concepts` -- which concepts to
@@ -36,12 +37,13 @@ import pandas as pd
 from PIL import Image
 
 from slics_core._validation import check_embeddings
+from slics_core.methods import check_mode, components_of
 from slics_core.retrieval import ExactIndex
-from slics_core.rows import unit_rows
+from slics_core.rows import TIE_TOL, ZERO_NORM, unit_rows
 
 __all__ = [
     "norms_and_cosine",
-    "query_components",
+    "components_of_row",
     "concept_scores",
     "fit_score_thresholds",
     "likely_concepts",
@@ -79,49 +81,47 @@ def _n_concepts(model):
     return int(model.n_concepts_)
 
 
-def query_components(model, x, *, mode="partial", active=None) -> np.ndarray:
-    """Concept components of one query, shape (S, d).
+def components_of_row(model, x, mode="partial", *, active=None) -> np.ndarray:
+    """Concept components of one query, shape (S, d): :func:`slics_core.methods.components_of` of one row.
 
     Parameters
     ----------
     model : fitted model of a registered method (:mod:`slics_core.methods`)
     x : array-like of shape (d,)
-        The query, preprocessed like the model's training data.
+        The query, preprocessed like the model's training data (not zero).
     mode : {"partial", "full"}
         ``"partial"``: ``tilde v_j``, the nearest point of concept ``j``'s
         cone; ``"full"``: ``v_j`` from the joint NNLS over the ``active``
         concepts (the others are zero). Methods with one kind of component
         (UF, F-SpLiCE, SpLiCE) give it for both modes.
     active : sequence of int or bool mask of shape (S,), optional
-        Active concepts for ``mode="full"`` (required there).
+        Active concepts for ``mode="full"`` (required there by models with full components; at least one).
     """
     x = _check_x(x, _model_dim(model))
-    if mode == "partial":
-        return np.asarray(model.project(x[None], None))[0]
-    if mode != "full":
-        raise ValueError(f"mode must be 'partial' or 'full', got {mode!r}")
-    S = _n_concepts(model)
-    if active is None:
-        raise ValueError("mode='full' needs the active concepts")
-    mask = np.zeros(S, bool)
-    a = np.asarray(active)
-    if a.dtype == bool:
-        if a.shape != (S,):
-            raise ValueError(f"active mask must have shape ({S},), got {a.shape}")
-        mask = a.copy()
-    else:
-        a = a.astype(int).ravel()
-        if a.size and (a.min() < 0 or a.max() >= S):
-            raise ValueError(f"active concepts must be in [0, {S}), got {a.tolist()}")
-        mask[a] = True
-    if not mask.any():
-        raise ValueError("pick at least one concept for the full disentanglement")
-    return np.asarray(model.components(x[None], mask[None]))[0]
+    check_mode(mode)
+    mask = None
+    if mode == "full" and active is not None:
+        S = _n_concepts(model)
+        mask = np.zeros(S, bool)
+        a = np.asarray(active)
+        if a.dtype == bool:
+            if a.shape != (S,):
+                raise ValueError(f"active mask must have shape ({S},), got {a.shape}")
+            mask = a.copy()
+        else:
+            a = a.astype(int).ravel()
+            if a.size and (a.min() < 0 or a.max() >= S):
+                raise ValueError(f"active concepts must be in [0, {S}), got {a.tolist()}")
+            mask[a] = True
+        if not mask.any():
+            raise ValueError("pick at least one concept for the full disentanglement")
+        mask = mask[None]
+    return components_of(model, x[None], mode, active=mask)[0]
 
 
 def _cosines(V, x):
     V = np.atleast_2d(np.asarray(V, dtype=np.float64))
-    return unit_rows(V, zero="keep", tol=1e-12) @ unit_rows(x, name="query")
+    return unit_rows(V, zero="keep", tol=ZERO_NORM) @ unit_rows(x, name="query")
 
 
 def concept_scores(model, X) -> np.ndarray:
@@ -139,11 +139,11 @@ def concept_scores(model, X) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         x = _check_x(X, _model_dim(model))
-        return _cosines(query_components(model, x, mode="partial"), x)
+        return _cosines(components_of_row(model, x, "partial"), x)
     if X.ndim != 2:
         raise ValueError(f"X must be (d,) or (n, d), got shape {X.shape}")
     X = check_embeddings(X, n_features=_model_dim(model), name="queries")
-    V = unit_rows(np.asarray(model.project(X, None)), zero="keep", tol=1e-12)
+    V = unit_rows(components_of(model, X, "partial"), zero="keep", tol=ZERO_NORM)
     return np.einsum("nsd,nd->ns", V, unit_rows(X, name="queries"))
 
 
@@ -182,7 +182,7 @@ def fit_score_thresholds(scores, Y) -> np.ndarray:
         # a threshold equal to sv[i] predicts every item with score >= sv[i]: the end of its tie group
         last = np.r_[sv[1:] != sv[:-1], True]
         f1 = np.where(last, 2 * tp / (P + n_pred), -1.0)
-        best = np.flatnonzero(f1 >= f1.max() - 1e-12)[0]  # first in descending order: highest threshold
+        best = np.flatnonzero(f1 >= f1.max() - TIE_TOL)[0]  # first in descending order: highest threshold
         out[j] = sv[best]
     finite = np.isfinite(out)
     fill = float(np.median(out[finite])) if finite.any() else 0.5
@@ -308,7 +308,7 @@ def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to
     Parameters
     ----------
     V : array-like of shape (S, d)
-        The query's concept components (:func:`query_components`).
+        The query's concept components (:func:`components_of_row`).
     x : array-like of shape (d,)
         The query itself (unfiltered ranking).
     X : array-like of shape (n, d)
@@ -336,7 +336,7 @@ def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to
     for j in concepts:
         if not 0 <= j < V.shape[0]:
             raise ValueError(f"concept {j} out of range (0..{V.shape[0] - 1})")
-    nonzero = [j for j in concepts if np.linalg.norm(V[j]) > 1e-12]
+    nonzero = [j for j in concepts if np.linalg.norm(V[j]) > ZERO_NORM]
     vecs = [x] + [V[j] for j in nonzero]
     rows, scores = rank_pool(np.stack(vecs), X, pool_rows, k, index=index)
     uf_rows, uf_scores = rows[0], scores[0]
@@ -360,7 +360,7 @@ def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to
 def norms_and_cosine(a, b) -> tuple:
     """``(|a|, |b|, cos(a, b))`` of two vectors; the cosine is 0 when either is zero (Mix's caption)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    cos = float(unit_rows(a, zero="keep", tol=1e-12) @ unit_rows(b, zero="keep", tol=1e-12))
+    cos = float(unit_rows(a, zero="keep", tol=ZERO_NORM) @ unit_rows(b, zero="keep", tol=ZERO_NORM))
     return float(np.linalg.norm(a)), float(np.linalg.norm(b)), cos
 
 
@@ -395,11 +395,11 @@ def mix_components(model, parts, *, mode="partial"):
         act = None
         if mode == "full":
             act = sorted({concept, *(int(a) for a in (active if active is not None else ()))})
-        V = query_components(model, x, mode=mode, active=act)
+        V = components_of_row(model, x, mode, active=act)
         if not 0 <= concept < V.shape[0]:
             raise ValueError(f"concept {concept} out of range (0..{V.shape[0] - 1})")
         v = V[concept]
-        if not np.linalg.norm(v) > 1e-12:
+        if not np.linalg.norm(v) > ZERO_NORM:
             raise ValueError(f"part {i + 1}: the query has no component along concept {concept} (it is zero); "
                              "pick a concept the query shows")
         comps.append(v)
@@ -466,7 +466,7 @@ def generation_rows(x, V, concepts, concept_names=None):
     rows, titles, skipped = [x], ["query"], []
     for j in concepts:
         name = concept_names[j] if concept_names is not None else str(j)
-        if np.linalg.norm(V[int(j)]) > 1e-12:
+        if np.linalg.norm(V[int(j)]) > ZERO_NORM:
             rows.append(V[int(j)])
             titles.append(name)
         else:

@@ -48,7 +48,7 @@ import numpy as np
 from slics_core._validation import check_k
 from slics_core.data import EvalData
 from slics_core.evaluation import SWEEP_METHOD, rank_method, score_split
-from slics_core.methods import MODES, get_method
+from slics_core.methods import MODES, check_mode, get_method
 from slics_core.retrieval import build_index
 from slics_core.splits import Split
 
@@ -120,8 +120,8 @@ def _check_job(ws, job):
     m = get_method(job.method)
     if m.name not in ws.methods:
         raise ValueError(f"{m.name} is not fitted in workspace {ws.name!r}; fitted: {ws.methods}.")
-    if len(m.modes) > 1 and job.mode not in m.modes:
-        raise ValueError(f"mode must be one of {m.modes}; got {job.mode!r}.")
+    if len(m.modes) > 1:  # a method with one kind of component takes any mode (None in its jobs)
+        check_mode(job.mode)
     ws.model(m.name, job.d0)  # raises ValueError when not fitted
 
 

@@ -26,7 +26,7 @@ from scipy.optimize import linprog
 from scipy.spatial import ConvexHull
 
 from slics_core.nnls import nnls_shared
-from slics_core.rows import unit_rows
+from slics_core.rows import TIE_TOL, unit_rows
 
 __all__ = [
     "ConeScene",
@@ -99,11 +99,11 @@ def great_circle_arc(a, b, n=32):
         raise ValueError(f"n must be >= 2; got {n}.")
     a, b = _unit(np.asarray(a, float).reshape(3)), _unit(np.asarray(b, float).reshape(3))
     cos = float(np.clip(a @ b, -1.0, 1.0))
-    if cos < -1 + 1e-9:
+    if cos < -1 + _EPS:
         raise ValueError("antipodal points have no unique great-circle arc.")
     theta = np.arccos(cos)
     t = np.linspace(0.0, 1.0, int(n))[:, None]
-    if theta < 1e-9:
+    if theta < _EPS:
         return np.repeat(a[None], int(n), axis=0)
     return (np.sin((1 - t) * theta) * a + np.sin(t * theta) * b) / np.sin(theta)
 
@@ -159,7 +159,7 @@ def polygon_vertices(atoms):
     # remove duplicate directions
     keep = []
     for i in range(B.shape[0]):
-        if all(B[i] @ B[j] < 1 - 1e-12 for j in keep):
+        if all(B[i] @ B[j] < 1 - TIE_TOL for j in keep):
             keep.append(i)
     B = B[keep]
     if B.shape[0] == 1:

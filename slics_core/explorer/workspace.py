@@ -28,7 +28,7 @@ from slics_core.images import ImageLoadError, load_image
 from slics_core.labels import CarriesLabels, Labels
 from slics_core.methods import get_method, method_names
 from slics_core.preprocessing import make_preprocessor
-from slics_core.rows import unit_rows
+from slics_core.rows import ZERO_NORM, unit_rows
 
 __all__ = ["Workspace", "EMOJI", "workspaces_root", "check_workspace_name", "SPLITS", "PAGE_STORE"]
 
@@ -283,6 +283,6 @@ class Workspace(CarriesLabels):
         if self.concept_text is None:
             return None
         raw = np.atleast_2d(np.asarray(raw, dtype=np.float64))
-        raw = unit_rows(raw, zero="keep", tol=1e-12)
+        raw = unit_rows(raw, zero="keep", tol=ZERO_NORM)
         T = np.asarray(self.concept_text, dtype=np.float64)
-        return raw @ unit_rows(T, zero="keep", tol=1e-12).T
+        return raw @ unit_rows(T, zero="keep", tol=ZERO_NORM).T
