@@ -64,7 +64,7 @@ def test_error_classes_keep_their_families():
     assert file_system_error(err) is err
     bad = damaged_file_error("/c/x.npz", EOFError("No data left in file"), fix="run it again")
     assert isinstance(bad, ValueError) and isinstance(bad, UserError)
-    assert str(bad) == "'/c/x.npz' is damaged or incomplete (EOFError: No data left in file); run it again."
+    assert str(bad) == "'/c/x.npz' is damaged or not the expected file (EOFError: No data left in file); run it again."
 
 
 def test_reading_and_writing_convert_errors(tmp_path):
