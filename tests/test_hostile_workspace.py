@@ -160,7 +160,8 @@ def _one_line_damaged(folder):
     with pytest.raises(ValueError) as info:
         load_workspace(folder)
     msg = str(info.value)
-    assert msg.startswith(f"workspace {str(folder)!r} is damaged: ") and "\n" not in msg, msg
+    assert msg.startswith(f"workspace {str(folder)!r} is damaged or not the expected file (") and "\n" not in msg, msg
+    assert msg.endswith("; rebuild it with `slics workspace` (or delete the folder).") and msg.count("is damaged") == 1, msg
     return msg
 
 
