@@ -105,12 +105,16 @@ def test_load_rejects_other_files(tmp_path):
         ProcrustesAlignment.load(tmp_path / "nope.npz")
     bad = tmp_path / "bad.npz"
     np.savez(bad, something=np.ones(3))
-    with pytest.raises(ValueError, match="not a SLiCS alignment"):
+    with pytest.raises(ValueError, match=r"bad.npz' is damaged or not the expected file \(it holds \['something'\]"):
         ProcrustesAlignment.load(bad)
     junk = tmp_path / "junk.npz"
     junk.write_bytes(b"not a zip at all")
-    with pytest.raises(ValueError, match="not a SLiCS alignment"):
+    with pytest.raises(ValueError, match="junk.npz' is damaged or not the expected file .*; fit it again with `slics"):
         ProcrustesAlignment.load(junk)
+    np.savez(bad, W=np.eye(2), meta=np.array('{"format": "other"}'))
+    with pytest.raises(ValueError, match="not a SLiCS alignment file .*fit it again") as info:
+        ProcrustesAlignment.load(bad)
+    assert str(info.value).count("bad.npz") == 1  # one sentence, not one inside another
 
 
 def test_bad_input_messages():
