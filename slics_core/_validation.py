@@ -255,18 +255,19 @@ def check_k(k, name="k"):
     return int(k)
 
 
-#: JSON value types in words, for messages about fields read from files.
-_TYPE_WORDS = {str: "a string", int: "a whole number", float: "a number", bool: "true or false", dict: "an object",
-               list: "a list", type(None): "null"}
+#: JSON value types in words (one, several), for messages about fields read from files.
+_TYPE_WORDS = {str: ("a string", "strings"), int: ("a whole number", "whole numbers"), float: ("a number", "numbers"),
+               bool: ("true or false", "true/false values"), dict: ("an object", "objects"), list: ("a list", "lists"),
+               type(None): ("null", "nulls")}
 
 
-def type_phrase(t) -> str:
-    """``t`` (a type) as a noun phrase with its article: ``int`` -> ``"a whole number"``, ``dict`` -> ``"an object"``,
-    another class by its name after "a" or "an"."""
+def type_phrase(t, *, plural=False) -> str:
+    """``t`` (a type) in words: ``int`` -> ``"a whole number"``, ``dict`` -> ``"an object"``; with
+    ``plural``, ``str`` -> ``"strings"``. Another class: its name after "a" or "an" (plural: with an "s")."""
     if t in _TYPE_WORDS:
-        return _TYPE_WORDS[t]
+        return _TYPE_WORDS[t][bool(plural)]
     name = t.__name__
-    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+    return f"{name}s" if plural else f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def is_int(x) -> bool:

@@ -153,3 +153,17 @@ def test_cli_align(tmp_path, capsys):
     np.save(tmp_path / "short.npy", X[:50] @ Q)
     assert main(["align", str(tmp_path / "src.npy"), str(tmp_path / "short.npy"), "-o", str(out)]) == 2
     assert "paired" in capsys.readouterr().err
+
+
+def test_cli_object_array_is_one_line_saying_what_to_give(tmp_path, capsys):
+    """An object array is not damaged: one line saying it holds objects, not numbers, and never to delete it."""
+    from slics_core.cli import main
+
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "ok.npy", np.ones((5, 3)))
+    assert main(["align", str(tmp_path / "obj.npy"), str(tmp_path / "ok.npy"), "-o", str(tmp_path / "a.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.count("obj.npy") == 1, err
+    assert "holds Python objects (dtype object), not numbers); give a .npy file of numeric source embeddings" in err
+    assert "delete" not in err and "expected kind" not in err and "fiu" not in err
+    assert (tmp_path / "obj.npy").is_file()

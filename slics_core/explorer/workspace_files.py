@@ -201,7 +201,7 @@ def _str_list(head, key, n=None, *, optional=True, items=(str,)):
     if v is None and optional:
         return None
     _need(isinstance(v, list) and all(isinstance(x, items) for x in v),
-          f"field {key!r} must be a list of {' or '.join(type_phrase(t) for t in items)}")
+          f"field {key!r} must be a list of {' or '.join(type_phrase(t, plural=True) for t in items)}")
     if n is not None:
         _need(len(v) in n, f"field {key!r} has {len(v)} entries, expected {' or '.join(map(str, n))}")
     return v
