@@ -483,7 +483,7 @@ class _ModelFile:
         except zipfile.BadZipFile as exc:
             self.fail(f"it is not a readable SLiCS model file (damaged or another format: {exc})")
         except (OSError, EOFError, zlib.error) as exc:
-            self.fail(f"it is damaged (reading it failed: {exc})")
+            self.fail(f"reading it failed: {type(exc).__name__}: {exc}")
 
     def _load(self, archive, cls):
         names = {i.filename.removesuffix(".npy") for i in archive.infolist()}
@@ -528,7 +528,7 @@ class _ModelFile:
             try:
                 return np.lib.format.read_array(fh, allow_pickle=False)
             except ValueError as exc:
-                self.fail(f"array '{name}' is damaged ({exc})")
+                self.fail(f"array '{name}' cannot be read ({exc})")
 
     def _header(self, archive, shape_dtype, cls):
         shape, dtype = shape_dtype
