@@ -51,8 +51,9 @@ def check_embeddings(X, *, n_features=None, name="X", allow_zero_rows=False, dty
     ------
     ValueError
         If the input is sparse, complex, not numeric, not 2-D, empty, contains
-        NaN or infinite values, has rows that are all zero, or has the wrong
-        number of columns.
+        NaN or infinite values or values so large that sums of their squares
+        overflow, has rows that are all zero, or has the wrong number of
+        columns.
     """
     check_dense(X, name)
     try:
@@ -89,6 +90,14 @@ def check_embeddings(X, *, n_features=None, name="X", allow_zero_rows=False, dty
         raise ValueError(
             f"{name} contains NaN or infinite values in {bad.size} row(s) (rows {_first(bad)})."
         )
+    limit = _largest_value(arr.size)
+    largest = max(float(arr.max()), -float(arr.min()))
+    if largest > limit:
+        raise ValueError(
+            f"{name} has values as large as {largest:.3g}: sums of their squares overflow double precision "
+            f"(above about {limit:.3g} for {arr.size} values); normalise the embeddings (e.g. scale each row "
+            "to unit length) and run again."
+        )
     if not allow_zero_rows:
         zero = np.flatnonzero(~arr.any(axis=1))
         if zero.size:
@@ -97,6 +106,11 @@ def check_embeddings(X, *, n_features=None, name="X", allow_zero_rows=False, dty
                 "embedding has no direction (failed encoding?). Remove these rows."
             )
     return np.ascontiguousarray(arr)
+
+
+def _largest_value(size) -> float:
+    """Largest magnitude whose square, summed over ``size`` values, stays finite in double precision."""
+    return float(np.sqrt(np.finfo(np.float64).max / max(int(size), 1)))
 
 
 def validate_embeddings(estimator, X, *, reset, allow_zero_rows=False):
@@ -239,6 +253,21 @@ def check_k(k, name="k"):
     if not is_int(k) or k < 1:
         raise ValueError(f"{name} must be a positive integer; got {k!r}.")
     return int(k)
+
+
+#: JSON value types in words (one, several), for messages about fields read from files.
+_TYPE_WORDS = {str: ("a string", "strings"), int: ("a whole number", "whole numbers"), float: ("a number", "numbers"),
+               bool: ("true or false", "true/false values"), dict: ("an object", "objects"), list: ("a list", "lists"),
+               type(None): ("null", "nulls")}
+
+
+def type_phrase(t, *, plural=False) -> str:
+    """``t`` (a type) in words: ``int`` -> ``"a whole number"``, ``dict`` -> ``"an object"``; with
+    ``plural``, ``str`` -> ``"strings"``. Another class: its name after "a" or "an" (plural: with an "s")."""
+    if t in _TYPE_WORDS:
+        return _TYPE_WORDS[t][bool(plural)]
+    name = t.__name__
+    return f"{name}s" if plural else f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def is_int(x) -> bool:

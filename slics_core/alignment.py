@@ -151,24 +151,27 @@ class ProcrustesAlignment:
     @classmethod
     def load(cls, path) -> ProcrustesAlignment:
         """Load an alignment written by :meth:`save` (its arrays' sizes are checked before reading them)."""
-        from slics_core.formats import check_npz, load_npz
+        from slics_core.errors import damaged_file_error
+        from slics_core.formats import load_npz
 
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"alignment file {path} does not exist")
-        try:
-            shapes = check_npz(path, {"W": "f", "meta": "U"}, dense=("W",),
-                               fix="fit it again with `slics align`")
+        fix = "fit it again with `slics align`"
+
+        def check(shapes):
             if len(shapes["W"][0]) != 2 or max(shapes["W"][0], default=0) > _MAX_DIM or shapes["meta"][0] != ():
-                raise ValueError(f"W has shape {shapes['W'][0]}, meta {shapes['meta'][0]}")
-            z = load_npz(path, {"W": "f", "meta": "U"}, dense=("W",), fix="fit it again with `slics align`")
-            W = np.asarray(z["W"], dtype=np.float64)
+                raise damaged_file_error(path, f"W has shape {shapes['W'][0]}, meta {shapes['meta'][0]}", fix)
+
+        z = load_npz(path, {"W": "f", "meta": "U"}, dense=("W",), fix=fix, check=check)
+        W = np.asarray(z["W"], dtype=np.float64)
+        try:
             meta = json.loads(str(z["meta"]))
-        except (KeyError, ValueError, OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path} is not a SLiCS alignment file ({exc})") from None
+        except json.JSONDecodeError as exc:
+            raise damaged_file_error(path, exc, fix) from None
         if not isinstance(meta, dict) or meta.get("format") != _FORMAT or not np.all(np.isfinite(W)):
-            raise ValueError(f"{path} is not a SLiCS alignment file (format "
-                             f"{meta.get('format') if isinstance(meta, dict) else None!r})")
+            raise damaged_file_error(path, "it is not a SLiCS alignment file (format "
+                                     f"{meta.get('format') if isinstance(meta, dict) else None!r})", fix)
         obj = cls(normalize=bool(meta["normalize"]), source_id=meta.get("source_id"),
                   target_id=meta.get("target_id"))
         obj.W_ = W

@@ -26,7 +26,7 @@ import urllib.request
 
 import numpy as np
 
-from slics_core._validation import check_embeddings, check_k
+from slics_core._validation import check_concept, check_embeddings, check_k
 from slics_core.formats import atomic_write_bytes
 from slics_core.nnls import nnls_shared
 from slics_core.preprocessing import EmbeddingNormalizer
@@ -133,7 +133,9 @@ def word_captions(atoms, groups, word_embeddings, words, top_k=5, *, concepts=No
     if concepts is None:
         concepts = np.unique(groups)
     captions, errs = [], []
+    n_concepts = int(groups.max()) + 1
     for j in concepts:
+        j = check_concept(j, n_concepts)
         Bj = B[groups == j]
         if Bj.shape[0] == 0:
             raise ValueError(f"concept {j} has no atoms.")

@@ -48,6 +48,8 @@ def build_parser(modules=None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in modules:
         importlib.import_module(f"{commands.__name__}.{name}").register(subparsers)
+    for sub in subparsers.choices.values():
+        sub.set_defaults(_parser=sub)  # so that an option unknown to a sub-command is reported by it
     return parser
 
 
@@ -136,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser(_modules_for(argv))
     except ModuleNotFoundError as exc:  # a command module imports an optional library at its top
         return _missing_extra(name, exc)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # reported by the sub-command's parser: "slics fit: error: ...", with its usage
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()

@@ -425,6 +425,9 @@ def read_csv_rows(path, what):
 
 def read_label_records(labels):
     labels = os.fspath(labels)
+    if os.path.isdir(labels):
+        raise IsADirectoryError(f"{labels!r} is a folder, not a label file; give the labels CSV file "
+                                "(image,concept,... with 0/1 values, or image,labels) or a JSON label file")
     if not os.path.isfile(labels):
         raise FileNotFoundError(f"no label file at {labels!r}")
     recs, declared = [], []

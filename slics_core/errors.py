@@ -16,6 +16,12 @@ single line naming the file and what to do:
     A :class:`UserError` that is also an :class:`OSError` (``errno`` kept).
 :class:`DamagedFileError`
     A :class:`UserError` that is also a :class:`ValueError`.
+:func:`damaged_file_message` / :func:`damaged_file_error`
+    The one sentence for a damaged file, used by every reader:
+    ``'<file>' is damaged or not the expected file (<problem>); <what to do>.``
+:func:`refused_pickle_error`
+    The refusal of a weights file that holds pickled Python objects (never
+    loaded: they could run code), saying what to give instead.
 :func:`reading` / :func:`writing`
     Context managers that convert the errors raised while reading or
     writing one file into the two classes above.
@@ -36,9 +42,12 @@ __all__ = [
     "FileSystemError",
     "DamagedFileError",
     "DAMAGED_FILE_ERRORS",
+    "DEFAULT_DAMAGED_FIX",
     "user_message",
     "file_system_error",
+    "damaged_file_message",
     "damaged_file_error",
+    "refused_pickle_error",
     "reading",
     "writing",
 ]
@@ -47,6 +56,10 @@ __all__ = [
 #: :func:`numpy.load`, :mod:`zipfile` and :mod:`json`); ``ValueError`` and
 #: ``OSError`` without an ``errno`` are treated the same way by :func:`reading`.
 DAMAGED_FILE_ERRORS = (zipfile.BadZipFile, EOFError, json.JSONDecodeError, UnicodeDecodeError)
+
+#: What to do about a damaged file the library wrote itself, when its reader says nothing more specific.
+#: A reader of a user's own file (an input) passes its own ``fix``: a user's input is never to be deleted.
+DEFAULT_DAMAGED_FIX = "delete it (or restore it) and run again"
 
 _NO_SPACE = {_errno.ENOSPC, getattr(_errno, "EDQUOT", _errno.ENOSPC)}
 _NO_PERMISSION = {_errno.EACCES, _errno.EPERM}
@@ -86,7 +99,17 @@ class FileSystemError(UserError, OSError):
 
 
 class DamagedFileError(UserError, ValueError):
-    """A file that exists but whose content cannot be read back."""
+    """A file that exists but whose content cannot be read back.
+
+    Built by :func:`damaged_file_error`; ``problem`` and ``fix`` are the two parts of its
+    message (a reader of a folder of files, such as a workspace, names the part at fault
+    with ``problem`` instead of nesting one sentence in another).
+    """
+
+    def __init__(self, message, path=None, problem=None, fix=None):
+        super().__init__(message, path=path)
+        self.problem = problem if problem is not None else message
+        self.fix = fix
 
 
 def _name(path):
@@ -132,8 +155,7 @@ def user_message(exc, path=None) -> str:
         For :class:`UserError`, its message; for an :class:`OSError` with an
         ``errno`` (ENOSPC, EROFS, EACCES/EPERM, ENOTDIR, EEXIST, EISDIR,
         ENOENT, others), a message naming the file; for damaged-file errors
-        (:data:`DAMAGED_FILE_ERRORS`), a message naming the file and saying
-        to delete or re-create it; otherwise ``str(exc)`` (or the exception's
+        (:data:`DAMAGED_FILE_ERRORS`), :func:`damaged_file_message`; otherwise ``str(exc)`` (or the exception's
         class name when that is empty).
     """
     if isinstance(exc, UserError):
@@ -143,16 +165,38 @@ def user_message(exc, path=None) -> str:
     if isinstance(exc, OSError) and exc.errno is not None:
         return _os_error_message(exc, path)
     if isinstance(exc, DAMAGED_FILE_ERRORS):
-        return _damaged_message(path, exc)
+        return damaged_file_message(path, exc)
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
 
-def _damaged_message(path, exc, fix=None):
-    detail = str(exc).strip().splitlines()
-    detail = f"{type(exc).__name__}: {detail[0]}" if detail else type(exc).__name__
-    fix = fix or "delete it (or restore it) and run again"
-    return f"{_name(path)} is damaged or incomplete ({detail}); {fix}."
+def _problem(problem) -> str:
+    """The problem part of the sentence: a phrase as given; an exception as ``Type: first line``."""
+    if isinstance(problem, DamagedFileError):
+        return problem.problem
+    if isinstance(problem, BaseException):
+        detail = str(problem).strip().splitlines()
+        return f"{type(problem).__name__}: {detail[0]}" if detail else type(problem).__name__
+    return " ".join(str(problem).split())
+
+
+def damaged_file_message(path, problem, fix=None, *, what=None) -> str:
+    """The one sentence for a damaged file: ``'<file>' is damaged or not the expected file (<problem>); <fix>.``
+
+    Parameters
+    ----------
+    path : path-like or None
+        The file (or folder) concerned.
+    problem : str or BaseException
+        What is wrong, as a phrase (``"array 'W' holds text, not numbers"``), or the exception
+        that reading it raised (shown as ``Type: first line``).
+    fix : str, optional
+        What to do (default :data:`DEFAULT_DAMAGED_FIX`, for files the library wrote itself).
+    what : str, optional
+        What the file is, put before its name (``"workspace"``, ``"UF model file"``).
+    """
+    who = f"{what} {_name(path)}" if what else _name(path)
+    return f"{who} is damaged or not the expected file ({_problem(problem)}); {fix or DEFAULT_DAMAGED_FIX}."
 
 
 def file_system_error(exc, path=None) -> FileSystemError:
@@ -163,9 +207,25 @@ def file_system_error(exc, path=None) -> FileSystemError:
     return FileSystemError(user_message(exc, path), path=path, errno=exc.errno)
 
 
-def damaged_file_error(path, exc, fix=None) -> DamagedFileError:
-    """The :class:`DamagedFileError` for a file whose content raised ``exc`` when read."""
-    return DamagedFileError(_damaged_message(path, exc, fix), path=path)
+def damaged_file_error(path, problem, fix=None, *, what=None, cls=None) -> DamagedFileError:
+    """The :class:`DamagedFileError` (or subclass ``cls``) with :func:`damaged_file_message`'s sentence.
+
+    ``problem`` is a phrase or the exception reading the file raised.
+    """
+    return (cls or DamagedFileError)(damaged_file_message(path, problem, fix, what=what), path=path,
+                                     problem=_problem(problem), fix=fix or DEFAULT_DAMAGED_FIX)
+
+
+def refused_pickle_error(path) -> DamagedFileError:
+    """The error for a weights file (``.pt``) that ``torch.load(weights_only=True)`` refused.
+
+    Such a file holds pickled Python objects besides tensors, and loading them can run code from
+    the file; the message says what to give instead, never to load it unchecked.
+    """
+    return DamagedFileError(
+        f"{_name(path)} holds pickled Python objects besides tensors, which are never loaded (loading them "
+        "could run code from the file); give the weights as a .safetensors file, or a .pt of plain tensors "
+        "(torch.save(model.state_dict(), FILE)) from a source you trust.", path=path)
 
 
 @contextmanager

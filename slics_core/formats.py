@@ -13,11 +13,18 @@ Reading
     :func:`read_json` (size-checked JSON), :func:`check_npy` /
     :func:`check_npz` (shapes and dtypes from the ``.npy`` headers, checked
     against the file's sizes without reading any array data),
-    :func:`load_npy` / :func:`load_npz` (checked, then read; never pickles).
+    :func:`load_npy` / :func:`load_npz` (checked, then read; never pickles),
+    :func:`load_user_array` (one array of a user's ``.npy`` / ``.npz``).
+    Every ``.npy`` / ``.npz`` the library reads is read through these; a
+    damaged one gives :func:`slics_core.errors.damaged_file_message`'s sentence.
 The SLiCS model file
     :func:`save_model` / :func:`load_model` (one self-describing ``.npz``
     with a JSON header; what :meth:`slics_core.slics.SLiCS.save` and
     :meth:`~slics_core.slics.SLiCS.load` call).
+The baseline model file
+    :func:`save_baseline_model` / :func:`load_baseline_model` (an ``.npz``
+    tagged with its model kind: the UF, SpLiCE and F-SpLiCE models of
+    :mod:`slics_core.methods`, which have no dictionary to store).
 """
 from __future__ import annotations
 
@@ -31,7 +38,7 @@ import zlib
 import numpy as np
 
 from slics_core._validation import is_int
-from slics_core.errors import DamagedFileError, reading, writing
+from slics_core.errors import damaged_file_error, reading, writing
 
 __all__ = [
     "MAX_JSON_BYTES",
@@ -45,10 +52,13 @@ __all__ = [
     "check_archive",
     "load_npy",
     "load_npz",
+    "load_user_array",
     "MODEL_FORMAT_NAME",
     "MODEL_FORMAT_VERSION",
     "save_model",
     "load_model",
+    "save_baseline_model",
+    "load_baseline_model",
 ]
 
 #: Largest JSON file :func:`read_json` reads by default. The largest JSON the library reads is a
@@ -114,13 +124,32 @@ def atomic_save_npy(path, array):
 
 
 # ------------------------------------------------------------------------------------------ reading
-def _name(path):
-    return repr(os.fspath(path))
-
-
 def _damaged_file(path, problem, fix):
-    return DamagedFileError(f"{_name(path)} is damaged or not the expected file ({problem}); "
-                            f"{fix or 'delete it (or restore it) and run again'}.", path=path)
+    return damaged_file_error(path, problem, fix)
+
+
+#: numpy dtype kinds in words, for messages.
+_KIND_WORDS = {"b": "booleans", "i": "integers", "u": "unsigned integers", "f": "floating-point numbers",
+               "c": "complex numbers", "U": "text", "S": "bytes", "O": "Python objects", "M": "dates",
+               "m": "time spans", "V": "raw records"}
+
+
+def _kinds_in_words(kinds) -> str:
+    """``"fiu"`` -> ``"numbers"``, ``"iu"`` -> ``"integers"``, ``"U"`` -> ``"text"``, ..."""
+    left, parts = list(dict.fromkeys(kinds)), []
+    for group, word in (("fiu", "numbers"), ("iu", "integers")):
+        if set(group) <= set(left):
+            parts.append(word)
+            left = [k for k in left if k not in group + ("c" if word == "numbers" else "")]
+    return " or ".join(parts + [_KIND_WORDS.get(k, f"kind {k!r}") for k in left])
+
+
+def _dtype_problem(subject, dtype, kinds):
+    """The phrase for ``subject`` (``"it"``, ``"array 'W'"``) of ``dtype``, or None if ``dtype`` is of ``kinds``."""
+    if not dtype.hasobject and dtype.kind in kinds:
+        return None
+    got = "Python objects" if dtype.hasobject else _KIND_WORDS.get(dtype.kind, f"kind {dtype.kind!r}")
+    return f"{subject} holds {got} (dtype {dtype}), not {_kinds_in_words(kinds)}"
 
 
 def read_json(path, *, fix=None, max_bytes=MAX_JSON_BYTES):
@@ -189,8 +218,9 @@ def check_npy(path, kinds, *, fix=None):
             raise _damaged_file(path, f"not a .npy array: {exc}", fix) from None
         offset = fh.tell()
         size = os.fstat(fh.fileno()).st_size
-    if dtype.hasobject or dtype.kind not in kinds:
-        raise _damaged_file(path, f"dtype {dtype}, expected kind {kinds!r}", fix)
+    wrong = _dtype_problem("it", dtype, kinds)
+    if wrong:
+        raise _damaged_file(path, wrong, fix)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if size != offset + nbytes:
         raise _damaged_file(path, f"it declares {nbytes} bytes for shape {shape} but stores {size - offset}", fix)
@@ -239,8 +269,9 @@ def check_archive(archive, members, *, dense=(), optional=None, stored=None, err
             except ValueError as exc:
                 raise error(f"member {name!r} is not a .npy array: {exc}") from None
             offset = fh.tell()
-        if dtype.hasobject or dtype.kind not in kinds:
-            raise error(f"array {name!r} has dtype {dtype}, expected kind {kinds!r}")
+        wrong = _dtype_problem(f"array {name!r}", dtype, kinds)
+        if wrong:
+            raise error(wrong)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if info.file_size != offset + nbytes:
             raise error(f"array {name!r} declares {nbytes} bytes for shape {shape} but stores "
@@ -295,21 +326,77 @@ def check_npz(path, members, *, dense=(), optional=None, fix=None):
                              error=lambda problem: _damaged_file(path, problem, fix))
 
 
-def load_npy(path, kinds, *, fix=None, mmap_mode=None):
+def load_npy(path, kinds, *, fix=None, mmap_mode=None, check=None):
     """The array in the ``.npy`` file ``path``, checked first (:func:`check_npy`); never unpickles.
 
     ``mmap_mode`` is passed to :func:`numpy.load` (``"r"`` maps the file instead of reading it).
+    ``check``, if given, is called with :func:`check_npy`'s ``(shape, dtype)`` before the data is
+    read (it raises to refuse a shape the caller cannot use).
     """
-    check_npy(path, kinds, fix=fix)
+    header = check_npy(path, kinds, fix=fix)
+    if check is not None:
+        check(*header)
     with reading(path, fix):
         return np.load(path, allow_pickle=False, mmap_mode=mmap_mode)
 
 
-def load_npz(path, members, *, dense=(), optional=None, fix=None):
-    """The arrays of the ``.npz`` file ``path`` as a dict, checked first (:func:`check_npz`); never unpickles."""
-    check_npz(path, members, dense=dense, optional=optional, fix=fix)
+def load_npz(path, members, *, dense=(), optional=None, fix=None, check=None):
+    """The arrays of the ``.npz`` file ``path`` as a dict, checked first (:func:`check_npz`); never unpickles.
+
+    ``check``, if given, is called with :func:`check_npz`'s ``{name: (shape, dtype)}`` before any
+    array is read (it raises to refuse shapes the caller cannot use).
+    """
+    shapes = check_npz(path, members, dense=dense, optional=optional, fix=fix)
+    if check is not None:
+        check(shapes)
     with reading(path, fix), np.load(path, allow_pickle=False) as z:
         return {k.removesuffix(".npy"): z[k] for k in z.files}
+
+
+def load_user_array(path, kinds, *, what, key=None, preferred=None, fix=None):
+    """One array of a user's ``.npy`` or ``.npz`` file (told apart by content), checked before it is read.
+
+    Parameters
+    ----------
+    path : path-like
+    kinds : str
+        The numpy dtype kinds allowed (``"fiu"``: numbers).
+    what : str
+        What the array holds, in messages (``"TiTok tokens"``, ``"mean embedding"``).
+    key : str, optional
+        The array to read from an ``.npz``. Without it: the array named ``preferred`` if the file
+        has one, else its only array.
+    fix : str, optional
+        What to do, in the message (default: give a ``.npy`` / ``.npz`` file of ``what``; a
+        user's input is never to be deleted).
+
+    Raises
+    ------
+    FileNotFoundError
+        No file at ``path``.
+    ValueError
+        An ``.npz`` with several arrays and no ``key``, or without the array ``key``.
+    DamagedFileError
+        Not an array of ``kinds``, or damaged (one line naming the file and what to give).
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{what} file {path!r} does not exist")
+    fix = fix or f"give a .npy or .npz file holding the {what} as {_kinds_in_words(kinds)}"
+    if not zipfile.is_zipfile(path):
+        return load_npy(path, kinds, fix=fix)
+    with reading(path, fix), zipfile.ZipFile(path) as archive:
+        keys = [n.removesuffix(".npy") for n in archive.namelist()]
+    if key is None and preferred in keys:
+        key = preferred
+    if key is None:
+        if len(keys) != 1:
+            raise ValueError(f"{path!r} holds arrays {keys}; say which one holds the {what} (key=)")
+        key = keys[0]
+    if key not in keys:
+        raise ValueError(f"{path!r} has no array {key!r} (it has {keys})")
+    others = {k: "biufcUS" for k in keys if k != key}
+    return load_npz(path, {key: kinds}, optional=others, fix=fix)[key]
 
 
 # ------------------------------------------------------------------------------- the SLiCS model file
@@ -376,10 +463,6 @@ def load_model(cls, path):
     return _ModelFile(path).load(cls)
 
 
-class _ModelError(ValueError):
-    pass
-
-
 class _ModelFile:
     """Strict reader of the ``.npz`` files written by :func:`save_model`."""
 
@@ -387,8 +470,8 @@ class _ModelFile:
         self.path = path
 
     def error(self, problem):
-        return _ModelError(f"{self.path!r} cannot be loaded as a SLiCS model: {problem}. "
-                           "Load a file written by SLiCS.save, or re-fit and save the model again.")
+        return damaged_file_error(self.path, problem, "load a file written by SLiCS.save, or re-fit and save "
+                                                      "the model again")
 
     def fail(self, problem):
         raise self.error(problem)
@@ -400,7 +483,7 @@ class _ModelFile:
         except zipfile.BadZipFile as exc:
             self.fail(f"it is not a readable SLiCS model file (damaged or another format: {exc})")
         except (OSError, EOFError, zlib.error) as exc:
-            self.fail(f"it is damaged (reading it failed: {exc})")
+            self.fail(f"reading it failed: {type(exc).__name__}: {exc}")
 
     def _load(self, archive, cls):
         names = {i.filename.removesuffix(".npy") for i in archive.infolist()}
@@ -445,7 +528,7 @@ class _ModelFile:
             try:
                 return np.lib.format.read_array(fh, allow_pickle=False)
             except ValueError as exc:
-                self.fail(f"array '{name}' is damaged ({exc})")
+                self.fail(f"array '{name}' cannot be read ({exc})")
 
     def _header(self, archive, shape_dtype, cls):
         shape, dtype = shape_dtype
@@ -491,3 +574,51 @@ class _ModelFile:
             self.fail(f"header key 'concept_names_' has {len(names)} names for n_concepts_="
                       f"{header['n_concepts_']} concepts")
         return header
+
+
+# ---------------------------------------------------------------------------- the baseline model file
+#: Members of every baseline model file besides its kind's own arrays.
+_BASELINE_MEMBERS = {"kind": "U", "concept_names": "U"}
+
+
+def save_baseline_model(path, kind, concept_names, **arrays) -> str:
+    """Write a model without a dictionary (``kind``: ``"UF"``, ``"SpLiCE"``, ...) as one ``.npz``, atomically.
+
+    The file holds ``kind``, the concept names and ``arrays``; never pickled objects.
+    """
+    path = os.fspath(path)
+    atomic_save_npz(path, kind=np.array(kind), concept_names=np.array(list(concept_names), dtype=str), **arrays)
+    return path
+
+
+def load_baseline_model(path, kind, members, build, *, dense=()):
+    """``build(arrays, concept_names)`` of a file written by :func:`save_baseline_model` for ``kind``.
+
+    Parameters
+    ----------
+    path : path-like
+    kind : str
+        The model kind the file must hold.
+    members : dict of str to str
+        The kind's own arrays and their dtype kinds (as for :func:`check_npz`).
+    build : callable(dict, list of str)
+        Makes the model from the arrays and the concept names; a ``ValueError`` or ``KeyError``
+        it raises means the arrays do not fit together (reported as a damaged file).
+    dense : sequence of str
+        Members holding dense embeddings (see :func:`check_npz`).
+
+    Raises
+    ------
+    DamagedFileError
+        One line naming the file, what is wrong and what to do (fit the model again).
+    slics_core.errors.FileSystemError
+        The file cannot be read (missing, permissions, ...).
+    """
+    fix = "fit it again"
+    arrays = load_npz(path, {**_BASELINE_MEMBERS, **members}, dense=dense, fix=fix)
+    try:
+        if str(arrays["kind"]) != kind:
+            raise ValueError(f"it holds a {str(arrays['kind'])!r} model, not {kind}")
+        return build(arrays, [str(s) for s in arrays["concept_names"]])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise damaged_file_error(path, str(exc) if isinstance(exc, ValueError) else exc, fix) from None

@@ -21,7 +21,8 @@ a method:
     The component modes it has (:data:`MODES` when absent, as for SLiCS; a model with one kind of
     component has ``("partial",)`` and gives it for both modes).
 ``save(path)`` / ``Method.load(path)``
-    Persistence (``.npz``, no pickle).
+    Persistence (``.npz``, no pickle): SLiCS's model file, or for the models without a dictionary
+    the baseline model file (both in :mod:`slics_core.formats`).
 
 Every model is a scikit-learn estimator: ``get_params``, ``clone`` and pickling work. The
 models of UF, SpLiCE and F-SpLiCE are made whole by their constructor arguments (no training:
@@ -62,7 +63,6 @@ vocabulary mean, unit; concept prompts centred with the *vocabulary* mean).
 from __future__ import annotations
 
 import os
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -72,7 +72,7 @@ from sklearn.base import BaseEstimator
 from slics_core._validation import check_concept, check_embeddings, check_targets
 from slics_core.baselines import FSpLiCE, SpLiCE
 from slics_core.captions import prepare_text_embeddings
-from slics_core.formats import atomic_save_npz, check_npz
+from slics_core.formats import load_baseline_model, save_baseline_model
 from slics_core.slics import SLiCS
 from slics_core.unsupervised import estimate_n_active, zero_shot_labels
 
@@ -352,12 +352,8 @@ def active_concepts(method, Y=None, X_raw=None, concept_text=None, n_active=2, c
 
 
 # ---------------------------------------------------------------------- models without a dictionary
-def _save_state(path, kind, concept_names, **arrays):
-    """Save a baseline model as ``.npz`` (no pickle)."""
-    atomic_save_npz(path, kind=np.array(kind), concept_names=np.array(list(concept_names), dtype=str), **arrays)
-
-
-#: The arrays :func:`_save_state` writes for each kind of model, and their dtype kinds.
+#: The arrays each kind of model without a dictionary saves (the baseline model file,
+#: :func:`slics_core.formats.save_baseline_model`), and their dtype kinds.
 _STATE_MEMBERS = {
     "UF": {"n_features": "iu"},
     "SpLiCE": {"vocabulary": "f", "words": "U", "alpha": "f"},
@@ -366,22 +362,8 @@ _STATE_MEMBERS = {
 
 
 def _load_state(path, kind, build):
-    """``build(arrays, concept_names)`` of a file written by :func:`_save_state`; one-line errors.
-
-    Members, shapes and sizes are checked (:func:`slics_core.formats.check_npz`) before any array is read.
-    """
-    check_npz(path, {"kind": "U", "concept_names": "U", **_STATE_MEMBERS[kind]}, dense=("vocabulary",),
-              fix="fit it again")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-        if str(arrays["kind"]) != kind:
-            raise ValueError(f"it holds a {str(arrays['kind'])!r} model, not {kind}")
-        return build(arrays, [str(s) for s in arrays["concept_names"]])
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"{kind} model file {os.fspath(path)!r} is damaged ({exc}); fit it again") from None
-    except KeyError as exc:
-        raise ValueError(f"{kind} model file {os.fspath(path)!r} lacks {exc}; fit it again") from None
+    """``build(arrays, concept_names)`` of a baseline model file of ``kind``, checked before it is read."""
+    return load_baseline_model(path, kind, _STATE_MEMBERS[kind], build, dense=("vocabulary",))
 
 
 def _vocab_arrays(splice):
@@ -432,7 +414,7 @@ class UnfilteredModel(_Broadcast):
         return np.asarray(X, dtype=np.float64)
 
     def save(self, path: str | os.PathLike) -> None:
-        _save_state(path, "UF", self.concept_names_, n_features=np.array(self.n_features_in_))
+        save_baseline_model(path, "UF", self.concept_names_, n_features=np.array(self.n_features_in_))
 
     @classmethod
     def load(cls, path: str | os.PathLike):
@@ -482,7 +464,7 @@ class SpLiCEModel(_Broadcast, _GivenVocabulary):
         return np.asarray(self.splice.reconstruct(X))
 
     def save(self, path: str | os.PathLike) -> None:
-        _save_state(path, "SpLiCE", self.concept_names_, **_vocab_arrays(self.splice))
+        save_baseline_model(path, "SpLiCE", self.concept_names_, **_vocab_arrays(self.splice))
 
     @classmethod
     def load(cls, path: str | os.PathLike):
@@ -531,7 +513,8 @@ class FSpLiCEModel(_GivenVocabulary):
         return self.project(X)
 
     def save(self, path: str | os.PathLike) -> None:
-        _save_state(path, "F-SpLiCE", self.concept_names_, concepts=self.concepts_, **_vocab_arrays(self.fsplice))
+        save_baseline_model(path, "F-SpLiCE", self.concept_names_, concepts=self.concepts_,
+                            **_vocab_arrays(self.fsplice))
 
     @classmethod
     def load(cls, path: str | os.PathLike):

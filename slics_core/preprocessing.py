@@ -9,6 +9,7 @@ flattened.
 from __future__ import annotations
 
 import os
+import pickle
 import zipfile
 
 import numpy as np
@@ -17,7 +18,8 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from slics_core._validation import check_embeddings, validate_embeddings
-from slics_core.formats import load_npy, load_npz
+from slics_core.errors import UserError, refused_pickle_error
+from slics_core.formats import load_user_array
 from slics_core.rows import ZERO_NORM, unit_rows
 
 
@@ -181,7 +183,8 @@ def make_preprocessor(kind: str = "clip", *, mean: ArrayLike | None = None, n_to
 
 
 def load_mean(path: str | os.PathLike, dim: int | None = None) -> np.ndarray:
-    """A precomputed mean embedding from ``.npy``, ``.npz`` (first array), ``.txt``/``.csv`` or ``.pt``.
+    """A precomputed mean embedding from ``.npy``, ``.npz`` (its array ``mean``, or its only array),
+    ``.txt``/``.csv`` or ``.pt``.
 
     SpLiCE publishes its CLIP image and text means as torch ``.pt`` files; they are read with
     ``torch.load(weights_only=True)`` (no code runs). The mean is used as given: it should be
@@ -198,23 +201,22 @@ def load_mean(path: str | os.PathLike, dim: int | None = None) -> np.ndarray:
         raise FileNotFoundError(f"no mean file at {path!r}")
     low = path.lower()
     try:
-        if low.endswith(".npy"):
-            m = load_npy(path, "fiu")
-        elif low.endswith(".npz"):
-            with zipfile.ZipFile(path) as archive:
-                names = [i.filename.removesuffix(".npy") for i in archive.infolist()]
-            if not names:
-                raise ValueError("the archive is empty")
-            m = load_npz(path, {names[0]: "fiu"}, optional=dict.fromkeys(names[1:], "biufcU"))[names[0]]
+        if low.endswith((".npy", ".npz")):
+            m = load_user_array(path, "fiu", what="mean embedding", preferred="mean")
         elif low.endswith((".pt", ".pth")):
             import torch
 
-            m = torch.load(path, map_location="cpu", weights_only=True)
+            try:
+                m = torch.load(path, map_location="cpu", weights_only=True)
+            except pickle.UnpicklingError:  # torch's own advice (weights_only=False) is not passed on
+                raise refused_pickle_error(path) from None
             m = m.detach().float().numpy() if hasattr(m, "detach") else np.asarray(m)
         elif low.endswith((".txt", ".csv")):
             m = np.loadtxt(path, delimiter="," if low.endswith(".csv") else None)
         else:
             raise ValueError("use a .npy, .npz, .pt or .txt file")
+    except UserError:
+        raise  # already one line naming the file and what to give
     except (OSError, ValueError, RuntimeError, EOFError, zipfile.BadZipFile) as exc:
         raise ValueError(f"mean file {path!r} cannot be read: {exc}") from None
     m = np.asarray(m, dtype=np.float64).reshape(-1) if np.ndim(m) == 2 and 1 in np.shape(m) else np.asarray(

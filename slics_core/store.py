@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from slics_core._validation import check_k
-from slics_core.errors import DamagedFileError, FileSystemError, reading, writing
+from slics_core.errors import DamagedFileError, FileSystemError, damaged_file_error, reading, writing
 from slics_core.formats import (
     atomic_save_npy,
     atomic_save_npz,
@@ -221,7 +221,7 @@ class EmbeddingStore:
         elif not np.isfinite(emb).all():
             problem = "embeddings contain NaN or infinite values"
         if problem:
-            raise DamagedFileError(f"{str(path)!r} is damaged or incomplete ({problem}); {fix}.", path=path)
+            raise damaged_file_error(path, problem, fix)
         return pos.astype(np.int64), emb.astype(np.float32, copy=False), fpos.astype(np.int64), reasons
 
     def finished_batches(self, validate=True):
@@ -344,8 +344,8 @@ class EmbeddingStore:
         E = load_npy(self.path / "embeddings.npy", "f", fix=self._REBUILD)
         ids = read_json(self.path / "ids.json", fix=self._REBUILD)
         if E.ndim != 2 or E.shape[0] != len(ids):
-            raise DamagedFileError(f"cache {str(self.path)!r} is damaged: {E.shape} embeddings for {len(ids)} ids; "
-                                   f"{self._REBUILD}.", path=self.path)
+            raise damaged_file_error(self.path, f"{E.shape} embeddings for {len(ids)} ids", self._REBUILD,
+                                     what="cache")
         return E, ids, meta
 
     def positions(self):

@@ -105,12 +105,16 @@ def test_load_rejects_other_files(tmp_path):
         ProcrustesAlignment.load(tmp_path / "nope.npz")
     bad = tmp_path / "bad.npz"
     np.savez(bad, something=np.ones(3))
-    with pytest.raises(ValueError, match="not a SLiCS alignment"):
+    with pytest.raises(ValueError, match=r"bad.npz' is damaged or not the expected file \(it holds \['something'\]"):
         ProcrustesAlignment.load(bad)
     junk = tmp_path / "junk.npz"
     junk.write_bytes(b"not a zip at all")
-    with pytest.raises(ValueError, match="not a SLiCS alignment"):
+    with pytest.raises(ValueError, match="junk.npz' is damaged or not the expected file .*; fit it again with `slics"):
         ProcrustesAlignment.load(junk)
+    np.savez(bad, W=np.eye(2), meta=np.array('{"format": "other"}'))
+    with pytest.raises(ValueError, match="not a SLiCS alignment file .*fit it again") as info:
+        ProcrustesAlignment.load(bad)
+    assert str(info.value).count("bad.npz") == 1  # one sentence, not one inside another
 
 
 def test_bad_input_messages():
@@ -149,3 +153,17 @@ def test_cli_align(tmp_path, capsys):
     np.save(tmp_path / "short.npy", X[:50] @ Q)
     assert main(["align", str(tmp_path / "src.npy"), str(tmp_path / "short.npy"), "-o", str(out)]) == 2
     assert "paired" in capsys.readouterr().err
+
+
+def test_cli_object_array_is_one_line_saying_what_to_give(tmp_path, capsys):
+    """An object array is not damaged: one line saying it holds objects, not numbers, and never to delete it."""
+    from slics_core.cli import main
+
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "ok.npy", np.ones((5, 3)))
+    assert main(["align", str(tmp_path / "obj.npy"), str(tmp_path / "ok.npy"), "-o", str(tmp_path / "a.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.count("obj.npy") == 1, err
+    assert "holds Python objects (dtype object), not numbers); give a .npy file of numeric source embeddings" in err
+    assert "delete" not in err and "expected kind" not in err and "fiu" not in err
+    assert (tmp_path / "obj.npy").is_file()

@@ -121,3 +121,16 @@ def test_one_vocabulary_grammar(tmp_path):
         get_words(3.5)
     with pytest.raises(FileNotFoundError, match="no vocabulary file"):
         get_words(str(tmp_path / "missing.txt"))
+
+
+def test_word_captions_names_a_concept_out_of_range():
+    """Concept 7 of a 4-concept dictionary is out of range (valid 0..3), not a concept "with no atoms"."""
+    rng = np.random.default_rng(0)
+    atoms = _unit(rng.standard_normal((8, 6)))
+    groups = np.repeat(np.arange(4), 2)
+    W = _unit(rng.standard_normal((5, 6)))
+    with pytest.raises(ValueError, match=r"concept 7 is out of range: this model has 4 concepts \(0\.\.3\)"):
+        word_captions(atoms, groups, W, list("abcde"), concepts=[7])
+    with pytest.raises(ValueError, match="out of range"):
+        word_captions(atoms, groups, W, list("abcde"), concepts=[-1])
+    assert len(word_captions(atoms, groups, W, list("abcde"), top_k=2, concepts=[3])) == 1

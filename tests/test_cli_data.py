@@ -119,6 +119,18 @@ def test_errors_are_one_line(toy, capsys):
         assert e.value.code == 0
 
 
+def test_unknown_option_is_reported_by_the_sub_command(capsys):
+    """argparse's sub-parser names the command ("slics fit: error"), with that command's usage."""
+    with pytest.raises(SystemExit) as e:
+        main(["fit", "--cache", "c", "--out", "m.npz", "--bogus", "1"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "slics fit: error: unrecognized arguments: --bogus 1" in err, err
+    assert "usage: slics fit " in err
+    with pytest.raises(SystemExit):
+        main(["--bogus"])  # before any command: the top-level parser's
+    assert "slics: error: unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
 def test_reproduce_one_command(toy, capsys):
     out = toy / "run"
     assert main(["reproduce", "--dataset", "folder", "--images", str(toy / "photos"), "--labels",

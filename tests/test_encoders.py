@@ -118,6 +118,35 @@ def test_open_clip_from_checkpoint_file_and_hub_cache(tiny_name, tiny_clip, tmp_
         OpenCLIPEncoder.from_pretrained(tiny_name, tmp_path / "missing.pt")
 
 
+class _Code:
+    """Pickles as a call of ``print``: what torch.load(weights_only=True) refuses to run."""
+
+    def __reduce__(self):
+        return (print, ("this would have run",))
+
+
+def _refused_pickle(message, path):
+    assert f"{str(path)!r} holds pickled Python objects" in message and "\n" not in message, message
+    assert "give the weights as a .safetensors file" in message and "source you trust" in message
+    assert "weights_only" not in message and "add_safe_globals" not in message  # torch's advice is not passed on
+
+
+def test_pt_with_pickled_code_is_refused_saying_what_to_give(tiny_name, tmp_path, capsys):
+    from slics_core.errors import DamagedFileError
+    from slics_core.preprocessing import load_mean
+
+    evil = tmp_path / "evil.pt"
+    torch.save({"state_dict": _Code()}, evil)
+    with pytest.raises(DamagedFileError) as info:
+        OpenCLIPEncoder.from_pretrained(tiny_name, evil, device="cpu")
+    _refused_pickle(str(info.value), evil)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    with pytest.raises(DamagedFileError) as info:
+        load_mean(evil)
+    _refused_pickle(str(info.value), evil)
+    assert "this would have run" not in capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_full_size_random_rn50_and_vit_b32():
     imgs = _images(2, seed=9, size=(64, 48))

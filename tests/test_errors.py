@@ -64,7 +64,7 @@ def test_error_classes_keep_their_families():
     assert file_system_error(err) is err
     bad = damaged_file_error("/c/x.npz", EOFError("No data left in file"), fix="run it again")
     assert isinstance(bad, ValueError) and isinstance(bad, UserError)
-    assert str(bad) == "'/c/x.npz' is damaged or incomplete (EOFError: No data left in file); run it again."
+    assert str(bad) == "'/c/x.npz' is damaged or not the expected file (EOFError: No data left in file); run it again."
 
 
 def test_reading_and_writing_convert_errors(tmp_path):
@@ -206,3 +206,94 @@ def test_cli_repairs_a_truncated_batch(photos, capsys):
     assert re.search(r"^slics embed: warning: .*b00001\.npz' is damaged.*computed again", warned[0])
     assert "1 batches computed, 2 reused" in out.out
     np.testing.assert_array_equal(np.load(cache / "embeddings.npy"), E0)
+
+
+# ------------------------------------------------------------------ one damaged-file sentence for every reader
+def _small_workspace(folder):
+    from slics_core.data import LabelledEmbeddings
+    from slics_core.explorer.build import build_workspace
+
+    rng = np.random.default_rng(0)
+    data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
+                              Y=np.eye(2, dtype=bool)[np.arange(40) % 2], concept_names=["a", "b"])
+    return build_workspace(data, folder, methods=["UF"], d0_values=(1,), n_iter=1)
+
+
+def _reader(name, tmp_path):
+    """``(read, path, fix, what)``: a reader of the library given a damaged file at ``path``."""
+    from slics_core import SLiCS, formats
+    from slics_core.alignment import ProcrustesAlignment
+    from slics_core.encoders.titok import load_titok_tokens
+    from slics_core.errors import DEFAULT_DAMAGED_FIX
+    from slics_core.explorer.generation import read_pairs
+    from slics_core.explorer.workspace_files import load_workspace
+    from slics_core.methods import UnfilteredModel
+    from slics_core.preprocessing import load_mean
+
+    npz, npy = tmp_path / "f.npz", tmp_path / "f.npy"
+    npz.write_bytes(b"PK\x03\x04 not a zip")
+    npy.write_bytes(b"\x93NUMPY garbage")
+    if name == "json":
+        (tmp_path / "f.json").write_text('{"cut": ')
+        return lambda: formats.read_json(tmp_path / "f.json"), tmp_path / "f.json", DEFAULT_DAMAGED_FIX, None
+    if name == "npy":
+        return lambda: formats.load_npy(npy, "f"), npy, DEFAULT_DAMAGED_FIX, None
+    if name == "npz":
+        return lambda: formats.load_npz(npz, {"a": "f"}), npz, DEFAULT_DAMAGED_FIX, None
+    if name == "cache extra array":
+        (tmp_path / "codebook.npz").write_bytes(npz.read_bytes())
+        return (lambda: store_mod.EmbeddingStore(tmp_path).load_array("codebook"), tmp_path / "codebook.npz",
+                "delete it; it is computed again when needed", None)
+    if name == "baseline model file":
+        return lambda: UnfilteredModel.load(npz), npz, "fit it again", None
+    if name == "SLiCS model file":
+        return (lambda: SLiCS.load(npz), npz,
+                "load a file written by SLiCS.save, or re-fit and save the model again", None)
+    if name == "alignment":
+        return lambda: ProcrustesAlignment.load(npz), npz, "fit it again with `slics align`", None
+    if name == "workspace":
+        folder = tmp_path / "ws"
+        _small_workspace(folder)
+        (folder / "arrays.npz").write_bytes(npz.read_bytes())
+        return (lambda: load_workspace(folder), folder, "rebuild it with `slics workspace` (or delete the folder)",
+                "workspace")
+    if name == "pairs (a user's file)":
+        ws = _small_workspace(tmp_path / "ws")
+        return lambda: read_pairs(npz, ws), npz, "write it with np.savez(FILE, source=..., target=...)", None
+    if name == "TiTok tokens (a user's file)":
+        return (lambda: load_titok_tokens(npy), npy, "give a .npy or .npz file holding the TiTok tokens as numbers",
+                None)
+    if name == "mean (a user's file)":
+        return (lambda: load_mean(npy), npy, "give a .npy or .npz file holding the mean embedding as numbers", None)
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize("name", ["json", "npy", "npz", "cache extra array", "baseline model file",
+                                  "SLiCS model file", "alignment", "workspace", "pairs (a user's file)",
+                                  "TiTok tokens (a user's file)", "mean (a user's file)"])
+def test_every_reader_gives_the_one_damaged_file_sentence(tmp_path, name):
+    from slics_core.errors import damaged_file_message
+
+    read, path, fix, what = _reader(name, tmp_path)
+    with pytest.raises(DamagedFileError) as info:
+        read()
+    msg = str(info.value)
+    # the builder's sentence, whatever the problem: the file, what is wrong, what to do; nothing nested
+    head, tail = damaged_file_message(path, "@", fix, what=what).split("@")
+    assert msg.startswith(head) and msg.endswith(tail) and "\n" not in msg, msg
+    assert msg.count(" is damaged") == 1 and str(path) in msg, msg
+    if "user's file" in name:
+        assert "delete" not in msg  # a user's input is never to be deleted
+
+
+def test_damaged_file_message_parts():
+    from slics_core.errors import DEFAULT_DAMAGED_FIX, damaged_file_message
+
+    assert damaged_file_message("/c/x.npz", "it is empty") == (
+        f"'/c/x.npz' is damaged or not the expected file (it is empty); {DEFAULT_DAMAGED_FIX}.")
+    assert damaged_file_message("/w", EOFError("cut\nmore"), "rebuild it", what="workspace") == (
+        "workspace '/w' is damaged or not the expected file (EOFError: cut); rebuild it.")
+    inner = damaged_file_error("/w/a.npz", "array 'X' is short")
+    assert inner.problem == "array 'X' is short" and inner.fix == DEFAULT_DAMAGED_FIX
+    assert damaged_file_message("/w", inner, "rebuild it") == (
+        "'/w' is damaged or not the expected file (array 'X' is short); rebuild it.")

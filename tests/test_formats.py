@@ -46,7 +46,7 @@ def test_npy_is_checked_before_it_is_read(tmp_path):
     p = tmp_path / "e.npy"
     atomic_save_npy(p, np.ones((3, 2), np.float32))
     assert load_npy(p, "f").shape == (3, 2)
-    with pytest.raises(DamagedFileError, match="expected kind 'i'"):
+    with pytest.raises(DamagedFileError, match=r"holds floating-point numbers \(dtype float32\), not integers"):
         load_npy(p, "i")
     raw = p.read_bytes()
     p.write_bytes(raw[:-4])  # truncated: declares more than it stores
@@ -59,3 +59,22 @@ def test_pickles_are_never_loaded(tmp_path):
     np.savez(p, a=np.array([{"x": 1}], dtype=object))
     with pytest.raises(DamagedFileError, match="dtype object"):
         load_npz(p, {"a": "fO"})
+
+
+def test_load_user_array_picks_the_named_or_only_array(tmp_path):
+    """The one reader of one array of a user's .npy / .npz (TiTok files, mean files, align inputs)."""
+    from slics_core.formats import load_user_array
+    from slics_core.preprocessing import load_mean
+
+    np.savez(tmp_path / "m.npz", other=np.zeros(3), mean=np.arange(3.0))  # 'mean' is not the first array
+    np.testing.assert_array_equal(load_user_array(tmp_path / "m.npz", "fiu", what="mean", preferred="mean"),
+                                  np.arange(3.0))
+    np.testing.assert_array_equal(load_mean(tmp_path / "m.npz"), np.arange(3.0))
+    np.testing.assert_array_equal(load_user_array(tmp_path / "m.npz", "fiu", what="x", key="other"), np.zeros(3))
+    with pytest.raises(ValueError, match=r"holds arrays \['other', 'mean'\]; say which one holds the x"):
+        load_user_array(tmp_path / "m.npz", "fiu", what="x")
+    np.save(tmp_path / "t.npy", np.array(["a", "b"]))
+    with pytest.raises(DamagedFileError, match=r"it holds text \(dtype <U1\), not numbers\); give a \.npy or"):
+        load_user_array(tmp_path / "t.npy", "fiu", what="x")
+    with pytest.raises(FileNotFoundError, match="x file .* does not exist"):
+        load_user_array(tmp_path / "none.npy", "fiu", what="x")

@@ -49,6 +49,7 @@ CATALOGUE = {
         "test_hostile_workspace.py": [
             "test_damaged_arrays_give_one_line",  # missing arrays, wrong shapes, indices out of range
             "test_mistyped_or_missing_header_fields_give_one_line",
+            "test_header_field_types_are_named_in_words",
             "test_header_that_is_not_an_object",
             "test_forged_npy_header_asking_for_terabytes_is_refused_before_allocating",
             "test_inflating_archive_is_refused",
@@ -82,9 +83,12 @@ CATALOGUE = {
             "test_fit_out_on_a_full_disk_names_the_users_file",
             "test_workspace_rebuild_failure_inside_a_model_file_names_the_folder",
         ],
+        "test_hostile_labels.py": ["test_labels_that_are_a_folder_say_so"],
+        "test_alignment.py": ["test_cli_object_array_is_one_line_saying_what_to_give"],
     },
     "7. file-system faults and damaged caches (earlier audit)": {
-        "test_errors.py": ["test_cli_repairs_a_truncated_batch"],
+        "test_errors.py": ["test_cli_repairs_a_truncated_batch",
+                           "test_every_reader_gives_the_one_damaged_file_sentence"],  # one case per reader
     },
 }
 

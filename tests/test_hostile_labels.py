@@ -145,3 +145,15 @@ def test_cli_import_prints_the_match_count(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 0, err
     assert "17 of 18 label rows matched, 17 ids unlabelled" in err
+
+
+def test_labels_that_are_a_folder_say_so(tmp_path, capsys):
+    """``--labels <folder>``: the folder exists, so "no label file at" misleads; say a labels CSV is needed."""
+    _clip_retrieval(tmp_path / "emb")
+    (tmp_path / "labels").mkdir()
+    code = main(["embed", "--dataset", "precomputed", "--embeddings", str(tmp_path / "emb"), "--labels",
+                 str(tmp_path / "labels"), "--cache", str(tmp_path / "cache")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{str(tmp_path / 'labels')!r} is a folder, not a label file; give the labels CSV file" in err, err
+    assert "no label file" not in err

@@ -101,7 +101,7 @@ def test_fit_out_on_a_full_disk_names_the_users_file(tmp_path, capsys, monkeypat
 
 def test_workspace_rebuild_failure_inside_a_model_file_names_the_folder(tmp_path, monkeypatch):
     """A model's own atomic writer names its temporary path; the workspace error names the folder."""
-    from slics_core import methods
+    from slics_core import formats
     from slics_core.data import LabelledEmbeddings
     from slics_core.explorer.build import build_workspace
     from slics_core.labels import Labels
@@ -109,7 +109,7 @@ def test_workspace_rebuild_failure_inside_a_model_file_names_the_folder(tmp_path
     def full(path, **arrays):
         raise FileSystemError(f"no space left on the disk holding {str(path)!r}", path=path, errno=errno.ENOSPC)
 
-    monkeypatch.setattr(methods, "atomic_save_npz", full)
+    monkeypatch.setattr(formats, "atomic_save_npz", full)  # the baseline model file's writer
     rng = np.random.default_rng(0)
     data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
                               labels=Labels(np.eye(2, dtype=bool)[np.arange(40) % 2], ["a", "b"]))

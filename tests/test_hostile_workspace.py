@@ -160,7 +160,9 @@ def _one_line_damaged(folder):
     with pytest.raises(ValueError) as info:
         load_workspace(folder)
     msg = str(info.value)
-    assert msg.startswith(f"workspace {str(folder)!r} is damaged: ") and "\n" not in msg, msg
+    assert msg.startswith(f"workspace {str(folder)!r} is damaged or not the expected file (") and "\n" not in msg, msg
+    assert msg.endswith("; rebuild it with `slics workspace` (or delete the folder)."), msg
+    assert msg.count("is damaged") == 1, msg  # one sentence, not one inside another
     return msg
 
 
@@ -187,6 +189,18 @@ def test_damaged_arrays_give_one_line(good, field, value):
 def test_mistyped_or_missing_header_fields_give_one_line(good, changes):
     _set_head(good, **changes)
     _one_line_damaged(good)
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"n": "sixty"}, "field 'n' must be a whole number"), ({"name": ["x"]}, "field 'name' must be a string"),
+    ({"models": []}, "field 'models' must be an object"), ({"ids": [1, 2]}, "field 'ids' must be a list of strings"),
+    ({"paths": {"a": 1}}, "field 'paths' must be a list of strings or nulls"),
+])
+def test_header_field_types_are_named_in_words(good, changes, words):
+    """Types in plain words with the right article (never "must be a int" / "a dict")."""
+    _set_head(good, **changes)
+    msg = _one_line_damaged(good)
+    assert words in msg and "a int" not in msg and "a dict" not in msg, msg
 
 
 def test_header_that_is_not_an_object(good):

@@ -80,7 +80,7 @@ def test_wrong_kind_and_members_are_named(models, tmp_path):
     with pytest.raises(DamagedFileError, match="'bias'"):
         SpLiCEModel.load(tmp_path / "extra.npz")
     _write_npz(tmp_path / "dtype.npz", {**arrays, "alpha": np.array("0.2")})
-    with pytest.raises(DamagedFileError, match="array 'alpha' has dtype <U3, expected kind 'f'"):
+    with pytest.raises(DamagedFileError, match=r"array 'alpha' holds text \(dtype <U3\), not floating-point numbers"):
         SpLiCEModel.load(tmp_path / "dtype.npz")
     with pytest.raises(OSError, match="does not exist"):
         SpLiCEModel.load(tmp_path / "missing.npz")
@@ -117,5 +117,5 @@ def test_check_npz_reports_shapes(tmp_path):
     (tmp_path / "x.npz").write_bytes(buf.getvalue())
     shapes = check_npz(tmp_path / "x.npz", {"a": "f", "b": "iu"})
     assert shapes["a"][0] == (3, 2) and shapes["b"][0] == (4,) and shapes["b"][1].kind == "i"
-    with pytest.raises(DamagedFileError, match="expected kind 'f'"):
+    with pytest.raises(DamagedFileError, match="array 'b' holds integers .*, not floating-point numbers"):
         check_npz(tmp_path / "x.npz", {"a": "f", "b": "f"})

@@ -311,3 +311,15 @@ def test_callback_follows_early_stop_and_is_never_saved(tmp_path, cones):
     np.testing.assert_array_equal(loaded.atoms_, model.atoms_)
     with pytest.raises(ValueError, match="callback must be None or a callable"):
         SLiCS(callback="print").fit(cones.X, cones.Y)
+
+
+def test_values_whose_squares_overflow_are_refused_clearly():
+    """X * 1e300 is finite, but its squares are not: say so and what to do, not numpy's "infs or NaNs"."""
+    data = make_concept_cones(n_samples=60, n_features=8, n_concepts=3, n_atoms=2, random_state=0)
+    with pytest.raises(ValueError) as info:
+        SLiCS(n_atoms=2, n_iter=2).fit(data.X * 1e300, data.Y)
+    msg = str(info.value)
+    assert msg.startswith("X has values as large as ") and "overflow" in msg and "normalise the embeddings" in msg
+    assert "infs or NaNs" not in msg
+    model = SLiCS(n_atoms=2, n_iter=2).fit(data.X * 1e100, data.Y)  # large but safe: still fitted
+    assert np.isfinite(model.atoms_).all()

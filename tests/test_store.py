@@ -176,6 +176,12 @@ def test_damaged_merged_files_name_the_file_and_are_rebuilt(folder, tmp_path):
     (tmp_path / "c" / "embeddings.npy").write_bytes(b"\x93NUMPY garbage")
     with pytest.raises(DamagedFileError, match=r"embeddings\.npy' is damaged.*run 'slics embed' again"):
         store.load()
+    np.save(tmp_path / "c" / "embeddings.npy", np.ones((3, 6), np.float32))  # readable, but not one row per id
+    with pytest.raises(DamagedFileError) as info:
+        store.load()
+    assert str(info.value) == (f"cache {str(tmp_path / 'c')!r} is damaged or not the expected file ((3, 6) embeddings "
+                               "for 10 ids); run 'slics embed' again with the same arguments to rebuild it from the "
+                               "batch files.")
     (tmp_path / "c" / "labels.npz").write_bytes(b"PK")
     with pytest.raises(DamagedFileError, match=r"labels\.npz' is damaged"):
         store.load_labels()

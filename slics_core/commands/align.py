@@ -10,13 +10,12 @@ refitting nothing else (:func:`slics_core.explorer.generation.attach_generator`)
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from slics_core.alignment import fit_alignment
 from slics_core.commands import CLIError
 from slics_core.commands.workspaces import add_generator, add_generator_options, check_generator_args
-from slics_core.formats import load_npy
+from slics_core.formats import load_user_array
 
 __all__ = ["register"]
 
@@ -44,12 +43,9 @@ def register(subparsers) -> None:
 
 
 def _load_npy(path: str, what: str):
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{what} file {path} does not exist")
-    try:
-        return load_npy(path, "fiu")
-    except (ValueError, OSError, EOFError) as exc:  # not an array, truncated, pickled objects
-        raise ValueError(f"{what} file {path} is not a readable .npy array ({exc})") from None
+    """The ``what`` embeddings in the user's ``path``: one line naming the file and what to give otherwise."""
+    return load_user_array(path, "fiu", what=f"{what} embeddings",
+                           fix=f"give a .npy file of numeric {what} embeddings, one row per image (np.save)")
 
 
 def _cmd_align(args: argparse.Namespace) -> int:

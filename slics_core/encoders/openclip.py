@@ -8,6 +8,7 @@ torch are imported only when a model is built.
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from slics_core.encoders.base import (
     to_device,
     to_numpy,
 )
+from slics_core.errors import refused_pickle_error
 from slics_core.extras import require
 from slics_core.torch_device import device_dtype
 
@@ -130,8 +132,11 @@ class OpenCLIPEncoder:
 
         if arch not in open_clip.list_models():
             raise ValueError(f"unknown open_clip model {arch!r}")
-        model_, _, preprocess = open_clip.create_model_and_transforms(
-            arch, pretrained=str(path), force_quick_gelu=bool(quick_gelu))
+        try:
+            model_, _, preprocess = open_clip.create_model_and_transforms(
+                arch, pretrained=str(path), force_quick_gelu=bool(quick_gelu))
+        except pickle.UnpicklingError:  # torch's own advice (weights_only=False) is not passed on
+            raise refused_pickle_error(path) from None
         tokenizer = open_clip.get_tokenizer(arch)
         return cls(model_, preprocess, tokenizer, ident, device=device, half=half)
 
@@ -152,6 +157,8 @@ class OpenCLIPEncoder:
 
         try:
             model_, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{folder}")
+        except pickle.UnpicklingError:  # torch's own advice (weights_only=False) is not passed on
+            raise refused_pickle_error(weights[0]) from None
         except RuntimeError as exc:  # size mismatch / corrupt file
             raise ValueError(f"could not load the open_clip model in {folder}: {exc}") from exc
         tokenizer = open_clip.get_tokenizer(f"local-dir:{folder}")

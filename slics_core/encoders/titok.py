@@ -7,13 +7,10 @@ of the paper) and concatenated.
 """
 from __future__ import annotations
 
-import zipfile
-from pathlib import Path
-
 import numpy as np
 
 from slics_core.encoders.base import PILTransform, check_batch_size, check_images, to_device, to_numpy
-from slics_core.formats import check_npz, load_npy
+from slics_core.formats import load_user_array
 from slics_core.torch_device import device_dtype
 
 __all__ = ["TiTokEncoder", "load_titok_tokens", "load_titok_codebook"]
@@ -25,32 +22,6 @@ def _normalize_tokens(tokens):
     from slics_core.preprocessing import normalize_tokens
 
     return normalize_tokens(tokens)
-
-
-def _read_array(path, key, what, preferred=None):
-    """The array ``key`` of a user's ``.npz`` (or the one array of a ``.npy``), checked before it is read.
-
-    Without ``key``, an ``.npz`` gives its array named ``preferred`` if it has one, else its only array.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{what} file {path} does not exist")
-    if not zipfile.is_zipfile(path):
-        return np.asarray(load_npy(path, "fiu", fix=f"give a numeric .npy/.npz file of {what}"))
-    with zipfile.ZipFile(path) as archive:
-        keys = [n.removesuffix(".npy") for n in archive.namelist()]
-    if key is None and preferred in keys:
-        key = preferred
-    if key is None:
-        if len(keys) != 1:
-            raise ValueError(f"{path} holds arrays {keys}; say which one with key=")
-        key = keys[0]
-    if key not in keys:
-        raise ValueError(f"{path} has no array {key!r} (it has {keys})")
-    others = {k: "biufcUSO" for k in keys if k != key}
-    check_npz(path, {key: "fiu"}, optional=others, fix=f"give a numeric array {key!r} of {what}")
-    with np.load(path, allow_pickle=False) as data:
-        return np.asarray(data[key])
 
 
 def load_titok_tokens(path, key: str | None = None, n_tokens: int = 32, token_dim: int = 12,
@@ -73,7 +44,7 @@ def load_titok_tokens(path, key: str | None = None, n_tokens: int = 32, token_di
     X : ndarray of shape (n, n_tokens * token_dim), float32
         Tokens concatenated in order.
     """
-    arr = _read_array(path, key, "TiTok tokens", preferred="tokens")
+    arr = load_user_array(path, "fiu", what="TiTok tokens", key=key, preferred="tokens")
     tokens = _titok_layout(arr, n_tokens, token_dim, source=str(path))
     if normalize:
         tokens = np.asarray(_normalize_tokens(tokens), dtype=np.float64)
@@ -97,7 +68,7 @@ def _titok_layout(arr: np.ndarray, n_tokens: int, token_dim: int, source: str) -
 
 def load_titok_codebook(path, key: str | None = None, token_dim: int | None = 12, normalize: bool = True) -> np.ndarray:
     """Import the TiTok codebook ``(K, token_dim)`` (rows L2-normalised by default; ``token_dim=None``: any width)."""
-    C = _read_array(path, key, "TiTok codebook", preferred="codebook")
+    C = load_user_array(path, "fiu", what="TiTok codebook", key=key, preferred="codebook")
     if C.ndim != 2 or (token_dim is not None and C.shape[1] != token_dim) or len(C) == 0 or C.shape[1] == 0:
         raise ValueError(f"{path}: expected a codebook of shape (K, {token_dim or 'token_dim'}), got {C.shape}")
     if not np.issubdtype(C.dtype, np.number):

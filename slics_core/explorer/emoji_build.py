@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from slics_core._validation import type_phrase
 from slics_core.emoji.preview_table import preview_encoder
 from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
 from slics_core.emoji.world import (
@@ -280,7 +281,7 @@ def parse_message(line: str):
     cls, types = _MESSAGES[obj["kind"]]
     for name, t in types.items():
         if not isinstance(obj.get(name), t) or isinstance(obj.get(name), bool):
-            raise ValueError(f"build message {obj['kind']!r}: field {name!r} must be a {t.__name__}")
+            raise ValueError(f"build message {obj['kind']!r}: field {name!r} must be {type_phrase(t)}")
     if cls is Published and obj["which"] not in ("preview", "final"):
         raise ValueError(f"build message 'publish': {obj['which']!r} is not 'preview' or 'final'")
     return cls(**{name: obj[name] for name in types})

@@ -169,24 +169,26 @@ def read_pairs(path, ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
     and ``target`` (n, d'): the same images by the conditioning encoder (e.g. Flickr30K in both
     spaces, as the paper aligns). Sizes are checked before any array is read.
     """
-    from slics_core.formats import check_npz
+    from slics_core.formats import load_npz
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"pairs file {path} does not exist")
     if path.stat().st_size > _MAX_PAIRS_BYTES:
         raise ValueError(f"pairs file {path} is larger than {_MAX_PAIRS_BYTES >> 30} GiB")
-    shapes = check_npz(path, {"source": "f", "target": "f"}, dense=("source", "target"),
-                       fix="write it with np.savez(FILE, source=..., target=...)")
-    (s_shape, _), (t_shape, _) = shapes["source"], shapes["target"]
-    if len(s_shape) != 2 or len(t_shape) != 2 or s_shape[0] != t_shape[0]:
-        raise ValueError(f"pairs file {path}: source {s_shape} and target {t_shape} must be (n, d) arrays with "
-                         "the same number of rows (one per image)")
-    if s_shape[1] != ws.X.shape[1]:
-        raise ValueError(f"pairs file {path}: source rows are {s_shape[1]}-d but workspace {ws.name!r} is "
-                         f"{ws.X.shape[1]}-d (embed the images with the workspace's encoder {ws.encoder!r})")
-    with np.load(path, allow_pickle=False) as z:
-        S, T = np.asarray(z["source"], np.float64), np.asarray(z["target"], np.float64)
+
+    def check(shapes):
+        (s_shape, _), (t_shape, _) = shapes["source"], shapes["target"]
+        if len(s_shape) != 2 or len(t_shape) != 2 or s_shape[0] != t_shape[0]:
+            raise ValueError(f"pairs file {path}: source {s_shape} and target {t_shape} must be (n, d) arrays with "
+                             "the same number of rows (one per image)")
+        if s_shape[1] != ws.X.shape[1]:
+            raise ValueError(f"pairs file {path}: source rows are {s_shape[1]}-d but workspace {ws.name!r} is "
+                             f"{ws.X.shape[1]}-d (embed the images with the workspace's encoder {ws.encoder!r})")
+
+    z = load_npz(path, {"source": "f", "target": "f"}, dense=("source", "target"), check=check,
+                 fix="write it with np.savez(FILE, source=..., target=...)")
+    S, T = np.asarray(z["source"], np.float64), np.asarray(z["target"], np.float64)
     return ws.preprocess(S).astype(np.float64), T
 
 

@@ -24,9 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from slics_core.errors import DamagedFileError, file_system_error, reading, user_message
+from slics_core._validation import type_phrase
+from slics_core.errors import DamagedFileError, damaged_file_error, file_system_error, user_message
 from slics_core.explorer.workspace import PAGE_STORE, SPLITS, Workspace, check_workspace_name, workspaces_root
-from slics_core.formats import check_npy, check_npz
+from slics_core.formats import load_npy, load_npz, read_json
 from slics_core.labels import ARRAY_KINDS, Labels
 from slics_core.methods import REGISTRY
 
@@ -68,9 +69,7 @@ def is_workspace(folder: Path) -> bool:
 def _marker(folder: Path) -> dict:
     """The marker of the workspace in ``folder`` (``{}`` when unreadable)."""
     try:
-        if (folder / MARKER).stat().st_size > _MAX_MARKER_BYTES:
-            return {}
-        info = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        info = read_json(folder / MARKER, max_bytes=_MAX_MARKER_BYTES)
     except (OSError, ValueError):
         return {}
     return info if isinstance(info, dict) else {}
@@ -202,7 +201,7 @@ def _str_list(head, key, n=None, *, optional=True, items=(str,)):
     if v is None and optional:
         return None
     _need(isinstance(v, list) and all(isinstance(x, items) for x in v),
-          f"field {key!r} must be a list of {' or '.join(t.__name__ for t in items)}")
+          f"field {key!r} must be a list of {' or '.join(type_phrase(t, plural=True) for t in items)}")
     if n is not None:
         _need(len(v) in n, f"field {key!r} has {len(v)} entries, expected {' or '.join(map(str, n))}")
     return v
@@ -215,7 +214,7 @@ def _check_head(head) -> dict:
     for key, types in (("name", str), ("n", int), ("models", dict)):
         _need(key in head, f"field {key!r} is missing")
         _need(isinstance(head[key], types) and not isinstance(head[key], bool),
-              f"field {key!r} must be a {types.__name__}")
+              f"field {key!r} must be {type_phrase(types)}")
     n = head["n"]
     _need(n >= 1, "field 'n' must be positive")
     _need(head.get("kind", "dataset") in ("emoji", "dataset"), "field 'kind' must be 'emoji' or 'dataset'")
@@ -290,26 +289,25 @@ def _check_shapes(shapes, head) -> None:
             _need(len(shape) == 2, "array 'codebook' must be two-dimensional")
 
 
+#: What to do about a damaged workspace.
+_REBUILD = "rebuild it with `slics workspace` (or delete the folder)"
+
+
 def _read_array(file, kinds, shape_ok, what):
-    """One ``.npy`` file, its header and size checked before it is read."""
-    shape, _ = check_npy(file, kinds)
-    _need(shape_ok(shape), f"{what} has shape {shape}")
-    with reading(file):
-        return np.load(file, allow_pickle=False)
+    """One ``.npy`` file, its header, size and shape checked before it is read."""
+    def check(shape, _dtype):
+        _need(shape_ok(shape), f"{what} has shape {shape}")
+
+    return load_npy(file, kinds, fix=_REBUILD, check=check)
 
 
 def _read_workspace(path: Path) -> Workspace:
     head = _read_header(path)
     model_files = _check_head(head)
     n = head["n"]
-    names = set(zipfile.ZipFile(path / "arrays.npz").namelist()) if (path / "arrays.npz").is_file() else set()
-    members = {m.removesuffix(".npy") for m in names}
-    _need(not (_REQUIRED - members), f"arrays.npz lacks {sorted(_REQUIRED - members)}")
-    _need(members <= set(_ARRAYS), f"arrays.npz holds unknown arrays {sorted(members - set(_ARRAYS))}")
-    shapes = check_npz(path / "arrays.npz", {k: _ARRAYS[k] for k in members}, dense=[k for k in _DENSE if k in members])
-    _check_shapes(shapes, head)
-    with np.load(path / "arrays.npz", allow_pickle=False) as z:
-        arr = {k: z[k] for k in z.files}
+    arr = load_npz(path / "arrays.npz", {k: v for k, v in _ARRAYS.items() if k in _REQUIRED},
+                   optional={k: v for k, v in _ARRAYS.items() if k not in _REQUIRED}, dense=_DENSE, fix=_REBUILD,
+                   check=lambda shapes: _check_shapes(shapes, head))
     d = arr["X"].shape[1]
     index = {}
     for k in SPLITS:
@@ -366,21 +364,35 @@ def recorded_generator(ws: Workspace) -> str | None:
 
 
 def _read_header(folder: Path):
-    """``workspace.json`` of ``folder`` parsed, its size checked first (ValueError naming the problem)."""
-    head_file = folder / "workspace.json"
-    size = head_file.stat().st_size
-    _need(size <= _MAX_HEADER_BYTES, f"workspace.json is {size} bytes (at most {_MAX_HEADER_BYTES})")
-    return json.loads(head_file.read_text(encoding="utf-8"))
+    """``workspace.json`` of ``folder`` parsed, its size checked first (DamagedFileError naming the problem)."""
+    return read_json(folder / "workspace.json", fix=_REBUILD, max_bytes=_MAX_HEADER_BYTES)
+
+
+def _damaged(folder: Path, problem) -> WorkspaceDamagedError:
+    """The one-line error for the workspace in ``folder``: ``problem`` is a phrase or the exception raised.
+
+    A damaged file inside the folder is named relative to it (one sentence, not one inside another).
+    """
+    if isinstance(problem, DamagedFileError) and problem.path is not None:
+        inner = Path(problem.path)
+        name = inner.relative_to(folder) if inner.is_relative_to(folder) else inner
+        problem = f"{name}: {problem.problem}"
+    elif isinstance(problem, (OSError, ValueError)):
+        problem = user_message(problem)
+    if not isinstance(problem, str):
+        problem = f"{type(problem).__name__}: {problem}"
+    return damaged_file_error(folder, " ".join(problem.split())[:400], _REBUILD, what="workspace",
+                              cls=WorkspaceDamagedError)
 
 
 def _header(folder: Path) -> dict:
-    """The JSON header ``workspace.json`` of a workspace folder, as a dict (ValueError naming the folder)."""
+    """The JSON header ``workspace.json`` of a workspace folder, as a dict (WorkspaceDamagedError naming it)."""
     try:
         head = _read_header(folder)
     except (OSError, ValueError) as exc:
-        raise ValueError(f"workspace {folder} is damaged: {type(exc).__name__}: {exc}") from exc
+        raise _damaged(folder, exc) from exc
     if not isinstance(head, dict):
-        raise ValueError(f"workspace {folder} is damaged: its header is not a JSON object")
+        raise _damaged(folder, "workspace.json: its header is not a JSON object")
     return head
 
 
@@ -404,7 +416,8 @@ def load_workspace(path) -> Workspace:
     FileNotFoundError
         No workspace there.
     WorkspaceDamagedError
-        (a ``ValueError``) Anything else: one line, "workspace '<folder>' is damaged: <what>".
+        (a ``ValueError``) Anything else: one line, "workspace '<folder>' is damaged or not the expected
+        file (<what>); <what to do>." (:func:`slics_core.errors.damaged_file_message`).
     """
     path = Path(path)
     head_file = path / "workspace.json"
@@ -415,10 +428,7 @@ def load_workspace(path) -> Workspace:
         return _read_workspace(path)
     except (OSError, KeyError, ValueError, TypeError, AttributeError, IndexError, EOFError, RecursionError,
             zipfile.BadZipFile, UnicodeDecodeError) as exc:
-        detail = user_message(exc) if isinstance(exc, (OSError, ValueError)) else f"{type(exc).__name__}: {exc}"
-        detail = " ".join(detail.split())[:400]
-        raise WorkspaceDamagedError(f"workspace {str(path)!r} is damaged: {detail}; rebuild it with `slics "
-                                    "workspace` (or delete the folder)", path=path) from exc
+        raise _damaged(path, exc) from exc
 
 
 def list_workspaces(root=None) -> list:
