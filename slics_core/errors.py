@@ -196,7 +196,8 @@ def damaged_file_message(path, problem, fix=None, *, what=None) -> str:
         What the file is, put before its name (``"workspace"``, ``"UF model file"``).
     """
     who = f"{what} {_name(path)}" if what else _name(path)
-    return f"{who} is damaged or not the expected file ({_problem(problem)}); {fix or DEFAULT_DAMAGED_FIX}."
+    inner = _problem(problem).rstrip(". ")  # a problem written as a sentence loses its full stop inside the brackets
+    return f"{who} is damaged or not the expected file ({inner}); {fix or DEFAULT_DAMAGED_FIX}."
 
 
 def file_system_error(exc, path=None) -> FileSystemError:

@@ -212,10 +212,11 @@ def test_cli_repairs_a_truncated_batch(photos, capsys):
 def _small_workspace(folder):
     from slics_core.data import LabelledEmbeddings
     from slics_core.explorer.build import build_workspace
+    from slics_core.labels import Labels
 
     rng = np.random.default_rng(0)
     data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
-                              Y=np.eye(2, dtype=bool)[np.arange(40) % 2], concept_names=["a", "b"])
+                              labels=Labels(np.eye(2, dtype=bool)[np.arange(40) % 2], ["a", "b"]))
     return build_workspace(data, folder, methods=["UF"], d0_values=(1,), n_iter=1)
 
 

@@ -239,7 +239,8 @@ def test_a_saved_workspace_with_broken_labels_is_damaged_in_one_line(tmp_path, d
     with pytest.raises(ValueError) as info:
         load_workspace(folder)
     msg = str(info.value)
-    assert msg.startswith(f"workspace {str(folder)!r} is damaged: ") and "\n" not in msg, msg
+    assert msg.startswith(f"workspace {str(folder)!r} is damaged or not the expected file (") and "\n" not in msg, msg
+    assert ".)" not in msg, msg
     assert all(w in msg for w in words), msg
 
 
