@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 from scipy.linalg import orthogonal_procrustes
 
+from slics_core.errors import damaged_file_error
+from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.rows import unit_rows
 
 __all__ = ["ProcrustesAlignment", "fit_alignment", "mean_cosine"]
@@ -136,8 +138,6 @@ class ProcrustesAlignment:
     # persistence
     def save(self, path) -> Path:
         """Save to an ``.npz`` file (no pickles), written beside and then renamed into place."""
-        from slics_core.formats import atomic_save_npz
-
         self._check_fitted()
         path = Path(path)
         meta = {
@@ -151,9 +151,6 @@ class ProcrustesAlignment:
     @classmethod
     def load(cls, path) -> ProcrustesAlignment:
         """Load an alignment written by :meth:`save` (its arrays' sizes are checked before reading them)."""
-        from slics_core.errors import damaged_file_error
-        from slics_core.formats import load_npz
-
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"alignment file {path} does not exist")

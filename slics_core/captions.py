@@ -25,8 +25,10 @@ import re
 import urllib.request
 
 import numpy as np
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from slics_core._validation import check_concept, check_embeddings, check_k
+from slics_core.extras import require
 from slics_core.formats import atomic_write_bytes
 from slics_core.nnls import nnls_shared
 from slics_core.preprocessing import EmbeddingNormalizer
@@ -194,7 +196,7 @@ def filter_words(words, *, min_length=3, blocklist=NSFW_BLOCKLIST, stop_words=No
     ``stop_words`` defaults to scikit-learn's ``ENGLISH_STOP_WORDS``.
     """
     if stop_words is None:
-        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as stop_words
+        stop_words = ENGLISH_STOP_WORDS
     pattern = re.compile(rf"^[a-z]{{{int(min_length)},}}$")
     out, seen = [], set()
     for w in words:
@@ -214,7 +216,7 @@ def default_vocabulary(n_words=10_000, *, language="en"):
         With installation advice, if ``wordfreq`` is not installed.
     """
     try:
-        import wordfreq
+        wordfreq = require("wordfreq")
     except ImportError:
         raise ImportError("the default vocabulary needs the 'wordfreq' package (pip install wordfreq), "
                           "or give a word list file (e.g. SpLiCE's laion.txt).") from None

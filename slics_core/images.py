@@ -25,6 +25,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 __all__ = [
     "IMAGE_EXTENSIONS",
@@ -107,8 +108,6 @@ def load_image(path, *, max_pixels=MAX_PIXELS, draft=None, max_decode_bytes=None
         If the file is missing, not an image, truncated, or larger than
         ``max_pixels``.
     """
-    from PIL import Image, UnidentifiedImageError
-
     path = os.fspath(path)
     try:
         with warnings.catch_warnings():
@@ -143,8 +142,6 @@ def upright_rgb(im):
     :func:`to_rgb`. An EXIF block that Pillow cannot interpret leaves the pixels as stored
     (the image itself is fine).
     """
-    from PIL import ImageOps
-
     im.load()
     try:
         upright = ImageOps.exif_transpose(im)
@@ -156,8 +153,6 @@ def upright_rgb(im):
 def to_rgb(im):
     """``im`` (any Pillow mode) as an 8-bit RGB image: alpha composited on white, 16/32-bit and float
     images scaled to 8 bit, palette, grey, bilevel, CMYK and YCbCr converted."""
-    from PIL import Image
-
     mode = im.mode
     if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
         # one float32 working copy, scaled in place (a 16-bit value never lands on a .5 tie: float32 is exact

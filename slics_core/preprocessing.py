@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from slics_core._validation import check_embeddings, validate_embeddings
 from slics_core.errors import UserError, refused_pickle_error
+from slics_core.extras import require
 from slics_core.formats import load_user_array
 from slics_core.rows import ZERO_NORM, unit_rows
 
@@ -204,7 +205,7 @@ def load_mean(path: str | os.PathLike, dim: int | None = None) -> np.ndarray:
         if low.endswith((".npy", ".npz")):
             m = load_user_array(path, "fiu", what="mean embedding", preferred="mean")
         elif low.endswith((".pt", ".pth")):
-            import torch
+            torch = require("torch")
 
             try:
                 m = torch.load(path, map_location="cpu", weights_only=True)

@@ -37,6 +37,7 @@ import numpy as np
 
 from slics_core._validation import check_k
 from slics_core.errors import DamagedFileError, FileSystemError, damaged_file_error, reading, writing
+from slics_core.extras import require
 from slics_core.formats import (
     atomic_save_npy,
     atomic_save_npz,
@@ -45,6 +46,7 @@ from slics_core.formats import (
     load_npz,
     read_json,
 )
+from slics_core.images import ImageLoadError, load_image
 
 __all__ = ["EmbeddingStore", "embed_dataset", "default_workers"]
 
@@ -445,8 +447,6 @@ class _LoadAndPreprocess:
         return len(self.paths)
 
     def __getitem__(self, p):
-        from slics_core.images import ImageLoadError
-
         try:
             image = self.loader(self.paths[p])
         except ImageLoadError as exc:
@@ -456,7 +456,7 @@ class _LoadAndPreprocess:
 
 def _collate(items):
     """Items of one batch -> ``(positions, stacked tensor or None, failed positions, reasons)``."""
-    from torch.utils.data import default_collate
+    default_collate = require("torch.utils.data").default_collate
 
     ok = [(p, x) for p, x, _ in items if x is not None]
     failed = [(p, r) for p, x, r in items if x is None]
@@ -467,7 +467,7 @@ def _collate(items):
 
 def _tensor_batches(paths, batches, loader, transform, workers, pin_memory):
     """Preprocessed batches, decoded by ``workers`` DataLoader processes (0: in this process)."""
-    from torch.utils.data import DataLoader
+    DataLoader = require("torch.utils.data").DataLoader
 
     data = _LoadAndPreprocess(paths, loader, transform)
     kwargs = {"prefetch_factor": 2} if workers > 0 else {}
@@ -483,8 +483,6 @@ def _tensor_batches(paths, batches, loader, transform, workers, pin_memory):
 
 def _image_batches(paths, batches, loader):
     """Batches of PIL images, decoded one by one in this process (encoders without ``encode_tensors``)."""
-    from slics_core.images import ImageLoadError
-
     for batch in batches:
         images, pos, fpos, freason = [], [], [], []
         for p in batch:
@@ -576,8 +574,6 @@ def embed_dataset(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessin
     slics_core.errors.FileSystemError
         The cache cannot be written (disk full, read-only, permissions, ...).
     """
-    from slics_core.images import load_image
-
     if len(paths) != len(ids):
         raise ValueError(f"{len(paths)} paths for {len(ids)} ids.")
     batch_size = check_k(batch_size, "batch_size")
@@ -612,7 +608,7 @@ def embed_dataset(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessin
     bar = None
     if progress:
         try:
-            from tqdm import tqdm
+            tqdm = require("tqdm").tqdm
 
             bar = tqdm(total=n_batches, initial=n_batches - len(todo), desc="embed", unit="batch", file=sys.stderr)
         except ImportError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 from sklearn.utils import check_random_state
 
 from slics_core.rows import unit_rows
@@ -149,8 +150,6 @@ def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None):
     cosine : ndarray of shape (P,)
         Signed cosine of each matched pair.
     """
-    from scipy.optimize import linear_sum_assignment
-
     P = np.asarray(planted_atoms, dtype=np.float64)
     B = np.asarray(atoms, dtype=np.float64)
     if P.ndim != 2 or B.ndim != 2 or P.shape[1] != B.shape[1]:

@@ -30,6 +30,9 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import urlparse
 
+from slics_core.extras import require
+from slics_core.formats import read_json
+
 __all__ = [
     "MissingWeightsError",
     "ModelPreset",
@@ -227,7 +230,7 @@ def find_preset(name: str) -> ModelPreset | None:
 
 def _open_clip_pretrained_cfg(arch: str, tag: str) -> dict:
     try:
-        import open_clip
+        open_clip = require("open_clip")
     except ImportError:  # pragma: no cover - open_clip is a dependency
         return {}
     try:
@@ -245,7 +248,7 @@ def fetch_command(preset: str | ModelPreset) -> str:
 def _hub_cache_dir(cache_dir: str | os.PathLike | None) -> str:
     if cache_dir is not None:
         return str(cache_dir)
-    from huggingface_hub import constants
+    constants = require("huggingface_hub.constants")
 
     return str(constants.HF_HUB_CACHE)
 
@@ -266,7 +269,7 @@ def _snapshot_dir(preset: ModelPreset, cache_dir: str) -> Path | None:
     Uses the hub's cache lookup (``try_to_load_from_cache``), which is much
     lighter to import than ``snapshot_download``.
     """
-    from huggingface_hub import try_to_load_from_cache
+    try_to_load_from_cache = require("huggingface_hub").try_to_load_from_cache
 
     hit = try_to_load_from_cache(preset.repo_id, preset.files[0], cache_dir=cache_dir)
     if not isinstance(hit, str) or not os.path.isfile(hit):
@@ -281,8 +284,6 @@ def _complete_transformers_dir(folder: Path) -> bool:
 
 
 def _complete_diffusers_dir(folder: Path, components=()) -> bool:
-    from slics_core.formats import read_json
-
     index = folder / "model_index.json"
     if not index.is_file():
         return False
@@ -323,7 +324,7 @@ def find_local(preset: str | ModelPreset, cache_dir: str | os.PathLike | None = 
     preset = get_preset(preset)
     cache = _hub_cache_dir(cache_dir)
     if preset.kind == "open_clip":
-        from huggingface_hub import try_to_load_from_cache
+        try_to_load_from_cache = require("huggingface_hub").try_to_load_from_cache
 
         for fname in preset.files:
             hit = try_to_load_from_cache(preset.repo_id, fname, cache_dir=cache)
@@ -353,7 +354,7 @@ def _hub_offline_flag() -> bool:
     if os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "ON", "YES", "TRUE"}:
         return True
     try:
-        from huggingface_hub import constants
+        constants = require("huggingface_hub.constants")
 
         return bool(constants.HF_HUB_OFFLINE)
     except Exception:  # pragma: no cover
@@ -393,7 +394,7 @@ def set_offline_mode() -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     try:
-        from huggingface_hub import constants
+        constants = require("huggingface_hub.constants")
 
         constants.HF_HUB_OFFLINE = True
     except Exception:  # pragma: no cover
@@ -503,7 +504,7 @@ def download(
             f"Cannot download {preset.description} ({preset.repo_id}): the Hugging Face hub is not reachable "
             f"from here (or HF_HUB_OFFLINE is set); run `{fetch_command(preset)}` on a connected machine and "
             f"copy its Hugging Face cache to {cache}.")
-    from huggingface_hub import hf_hub_download, snapshot_download
+    hub = require("huggingface_hub", "downloading weights")
 
     extra = {"tqdm_class": tqdm_class} if tqdm_class is not None else {}
     last_error: Exception | None = None
@@ -511,16 +512,16 @@ def download(
         if preset.kind == "open_clip":
             for fname in preset.files:
                 try:
-                    hf_hub_download(preset.repo_id, fname, cache_dir=cache, **extra)
+                    hub.hf_hub_download(preset.repo_id, fname, cache_dir=cache, **extra)
                     break
                 except Exception as exc:  # try the next file name
                     last_error = exc
         elif preset.kind == "transformers":
-            snapshot_download(preset.repo_id, cache_dir=cache,
+            hub.snapshot_download(preset.repo_id, cache_dir=cache,
                               allow_patterns=["*.json", "*.txt", "*.safetensors"], **extra)
         elif preset.kind == "diffusers":
             patterns = download_patterns(preset)
-            snapshot_download(preset.repo_id, cache_dir=cache, allow_patterns=patterns,
+            hub.snapshot_download(preset.repo_id, cache_dir=cache, allow_patterns=patterns,
                               ignore_patterns=_DIFFUSERS_IGNORE, **extra)
         else:  # pragma: no cover - presets are fixed above
             raise ValueError(f"unknown preset kind {preset.kind!r}")

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 from PIL import Image
+from scipy.special import erf, expit
 
 from slics_core.emoji.catalog import (
     CATEGORIES,
@@ -44,7 +45,9 @@ from slics_core.emoji.catalog import (
     MODELS_DIR,
     SUPERCATEGORIES,
 )
+from slics_core.emoji.scenes import load_sprites
 from slics_core.emoji.weight_folders import load_state, read_weights, write_weights
+from slics_core.extras import require
 from slics_core.rows import ZERO_NORM, unit_rows
 
 __all__ = ["EmojiGenerator", "build_reader", "READER_CONFIG", "Reading", "Place", "generator_dir", "render_reading",
@@ -161,7 +164,7 @@ READER_CONFIG = {"hidden": 256}
 
 def build_reader(dim: int, config: dict | None = None):
     """The reader network (random weights): ``Linear(dim, hidden)``, GELU, ``Linear(hidden, 71)`` (logits)."""
-    import torch
+    torch = require("torch")
 
     cfg = dict(READER_CONFIG, **(config or {}))
     return torch.nn.Sequential(torch.nn.Linear(dim, int(cfg["hidden"])), torch.nn.GELU(),
@@ -220,7 +223,7 @@ class EmojiGenerator:
                 "training": metrics or {}}
         net = self.net
         if net is None:  # loaded from disk: the same weights as a module, to write them in the one format
-            import torch
+            torch = require("torch")
 
             net = load_state(build_reader(self.dim, self.config),
                              {k: torch.from_numpy(v) for k, v in self._arrays.items()}, "memory", "emoji generator")
@@ -245,8 +248,6 @@ class EmojiGenerator:
         of :data:`CONDITION_GRID`. The network (:func:`build_reader`: linear, exact GELU, linear,
         sigmoid) is evaluated in float32 with numpy.
         """
-        from scipy.special import erf, expit
-
         E = _check_rows(embeddings, self.dim)
         E = (np.round(E / CONDITION_GRID) * CONDITION_GRID).astype(np.float32)
         W1, b1, W2, b2 = self._layers()
@@ -304,8 +305,6 @@ class EmojiGenerator:
         sampler uses them); this generator is deterministic, so they have no effect.
         """
         if self._sprites is None:
-            from slics_core.emoji.scenes import load_sprites
-
             self._sprites = load_sprites()
         P = self.read(embeddings)
         if not len(P):

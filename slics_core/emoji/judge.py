@@ -48,6 +48,7 @@ from slics_core.emoji.scenes import (
     render_single_object,
 )
 from slics_core.emoji.weight_folders import load_state, read_weights, write_weights
+from slics_core.extras import require
 
 __all__ = ["CLASSES", "JUDGE_CONFIG", "NO_OBJECT", "EmojiJudge", "build_judge", "judge_dir",
            "judge_training_set", "no_object_images", "object_images", "judge_rates"]
@@ -66,8 +67,8 @@ def judge_dir(root=None) -> Path:
 
 def build_judge(config: dict | None = None):
     """The CNN (random weights): 4 x (3x3 conv, batch norm, ReLU, 2x2 max-pool), mean pool, linear."""
-    import torch
-    from torch import nn
+    torch = require("torch")
+    nn = require("torch").nn
 
     cfg = dict(JUDGE_CONFIG, **(config or {}))
     layers, c_in = [], 3
@@ -203,7 +204,7 @@ class EmojiJudge:
 
     def predict_proba(self, images: np.ndarray, batch_size: int = 256) -> np.ndarray:
         """Class probabilities (n, 72) for uint8 images (n, H, W, 3) (or a list of PIL images)."""
-        import torch
+        torch = require("torch")
 
         arr = np.stack([np.asarray(im.convert("RGB") if hasattr(im, "convert") else im) for im in images]) \
             if len(images) else np.zeros((0, 64, 64, 3), np.uint8)

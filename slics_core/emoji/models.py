@@ -22,6 +22,7 @@ import numpy as np
 
 from slics_core.emoji.catalog import MODELS_DIR, SUPERCATEGORIES
 from slics_core.errors import damaged_file_error
+from slics_core.extras import require
 from slics_core.formats import atomic_write_bytes
 from slics_core.rows import ZERO_NORM, unit_rows
 
@@ -103,13 +104,13 @@ def create_emoji_clip(name: str, seed: int = 0, model_cfg: dict | None = None):
 
     ``model_cfg`` (an open_clip model config) replaces ``EMOJI_CLIP_CONFIGS[name]``.
     """
-    import torch
+    torch = require("torch")
 
     if name not in EMOJI_CLIP_CONFIGS:
         raise ValueError(f"unknown emoji encoder {name!r}; choose from {sorted(EMOJI_CLIP_CONFIGS)}")
     torch.manual_seed(seed)
     cfg = json.loads(json.dumps(model_cfg or EMOJI_CLIP_CONFIGS[name]))
-    from open_clip.model import CLIP
+    CLIP = require("open_clip.model").CLIP
 
     return CLIP(**cfg)
 
@@ -120,7 +121,7 @@ def save_emoji_clip(model, name: str, root: str | Path | None = None, metrics: d
 
     ``model_cfg`` is the config ``model`` was built from (default ``EMOJI_CLIP_CONFIGS[name]``).
     """
-    from safetensors.torch import save_file
+    save_file = require("safetensors.torch").save_file
 
     out = model_dir(name, root)
     out.mkdir(parents=True, exist_ok=True)
@@ -152,8 +153,8 @@ def load_emoji_clip(name: str = "small", root: str | Path | None = None, device:
             f"(train them with `python -m slics_core.emoji.training.train_clip --size {name}`)"
         )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import open_clip
-    from safetensors import SafetensorError
+    open_clip = require("open_clip")
+    SafetensorError = require("safetensors").SafetensorError
 
     try:
         model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{folder}", device=device)
@@ -171,7 +172,7 @@ def images_to_tensor(images: np.ndarray, size: int = 64):
     Same result as open_clip's validation transform for square images of side
     ``size`` (no resize needed); other sizes are resized bicubically first.
     """
-    import torch
+    torch = require("torch")
 
     images = np.asarray(images)
     if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
@@ -187,7 +188,7 @@ def images_to_tensor(images: np.ndarray, size: int = 64):
 
 def encode_images(model, images: np.ndarray, batch_size: int = 256, normalize: bool = True) -> np.ndarray:
     """Image embeddings (n, embed_dim) of uint8 images, float32."""
-    import torch
+    torch = require("torch")
 
     size = model.visual.image_size
     size = size[0] if isinstance(size, (tuple, list)) else size
@@ -205,7 +206,7 @@ def encode_images(model, images: np.ndarray, batch_size: int = 256, normalize: b
 
 def encode_texts(model, tokenizer, texts, normalize: bool = True) -> np.ndarray:
     """Text embeddings (n, embed_dim) of a list of strings, float32."""
-    import torch
+    torch = require("torch")
 
     texts = [str(t) for t in texts]
     with torch.no_grad():

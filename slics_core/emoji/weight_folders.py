@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from slics_core.extras import require
 from slics_core.formats import atomic_write_bytes, read_json
 
 __all__ = ["read_weights", "load_state", "write_weights"]
@@ -41,10 +42,10 @@ def read_weights(folder: Path, weights_name: str, what: str, train_cmd: str, *, 
                              f"({MAX_WEIGHTS_BYTES}); retrain it with `{train_cmd}`")
     meta = read_json(cfg_path)
     if as_numpy:
-        from safetensors.numpy import load_file
+        load_file = require("safetensors.numpy").load_file
 
         return meta, {k: v.astype(np.float32) for k, v in load_file(str(w_path)).items()}
-    from safetensors.torch import load_file
+    load_file = require("safetensors.torch").load_file
 
     return meta, {k: v.float() for k, v in load_file(str(w_path)).items()}
 
@@ -60,7 +61,7 @@ def load_state(net, state: dict, folder, what: str):
 
 def write_weights(folder: Path, weights_name: str, net, meta: dict) -> Path:
     """Write ``net``'s weights (floating-point tensors in half precision) and ``meta`` into ``folder``."""
-    from safetensors.torch import save_file
+    save_file = require("safetensors.torch").save_file
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+from PIL import Image
 
 from slics_core._validation import check_k
 
@@ -38,8 +39,6 @@ def check_batch_size(batch_size) -> int:
 
 def check_images(images) -> list:
     """A list of RGB PIL images (one image alone is wrapped; other modes are converted), else a ValueError."""
-    from PIL import Image
-
     if isinstance(images, Image.Image):
         images = [images]
     if isinstance(images, (str, bytes, os.PathLike)) or not hasattr(images, "__len__"):

@@ -66,8 +66,8 @@ class DINOv2Encoder:
                                               description=f"DINOv2 ({name})", files=("config.json",))
             folder = _weights.resolve(preset, cache_dir=cache_dir, allow_download=allow_download)
             ident = f"dinov2:{preset.repo_id}"
-        require("transformers", "the DINOv2 encoder")
-        from transformers import AutoImageProcessor, Dinov2Model
+        transformers = require("transformers", "the DINOv2 encoder")
+        AutoImageProcessor, Dinov2Model = transformers.AutoImageProcessor, transformers.Dinov2Model
 
         model_ = Dinov2Model.from_pretrained(folder, local_files_only=True)
         processor = AutoImageProcessor.from_pretrained(folder, local_files_only=True)
@@ -76,9 +76,10 @@ class DINOv2Encoder:
     @classmethod
     def random(cls, config=None, processor=None, seed: int = 0, *, device=None, half=None):
         """Randomly initialised DINOv2 of the given ``Dinov2Config`` (default: ViT-B/14 shape)."""
-        require("transformers", "the DINOv2 encoder")
-        import torch
-        from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
+        transformers = require("transformers", "the DINOv2 encoder")
+        torch = require("torch")
+        Dinov2Config, Dinov2Model = transformers.Dinov2Config, transformers.Dinov2Model
+        BitImageProcessor = transformers.BitImageProcessor
 
         config = config if config is not None else Dinov2Config()
         with torch.random.fork_rng(devices=[]):
@@ -109,7 +110,7 @@ class DINOv2Encoder:
 
     def encode_tensors(self, pixels) -> np.ndarray:
         """CLS embeddings ``(n, dim)`` float32 of a preprocessed batch ``(n, 3, H, W)``."""
-        import torch
+        torch = require("torch")
 
         with torch.inference_mode():
             res = self.model(pixel_values=to_device(pixels, self.device, self.dtype))

@@ -61,7 +61,7 @@ class OpenCLIPEncoder:
         self.dim = int(self._infer_dim())
 
     def _infer_dim(self) -> int:
-        import torch
+        torch = require("torch")
 
         proj = getattr(self.model, "text_projection", None)
         if isinstance(proj, torch.Tensor) and proj.ndim == 2:
@@ -174,7 +174,7 @@ class OpenCLIPEncoder:
         added with ``open_clip.add_model_config``); ``seed`` fixes the weights.
         """
         open_clip = require("open_clip", "an open_clip encoder")
-        import torch
+        torch = require("torch")
 
         if model not in open_clip.list_models():
             raise ValueError(f"unknown open_clip model {model!r}")
@@ -214,14 +214,14 @@ class OpenCLIPEncoder:
         ``pixels`` is a CPU tensor (pinned for a fast copy to the GPU) or
         already on the encoder's device.
         """
-        import torch
+        torch = require("torch")
 
         with torch.inference_mode():
             return to_numpy(self.model.encode_image(to_device(pixels, self.device, self.dtype)))
 
     def encode_images(self, images, batch_size: int = 32) -> np.ndarray:
         """Image embeddings, ``(n, dim)`` float32 (not normalised)."""
-        import torch
+        torch = require("torch")
 
         images = check_images(images)
         batch_size = check_batch_size(batch_size)
@@ -233,7 +233,7 @@ class OpenCLIPEncoder:
 
     def encode_texts(self, texts, batch_size: int = 256) -> np.ndarray:
         """Text embeddings, ``(n, dim)`` float32 (not normalised)."""
-        import torch
+        torch = require("torch")
 
         texts = check_texts(texts)
         batch_size = check_batch_size(batch_size)
@@ -251,7 +251,7 @@ class OpenCLIPEncoder:
         Used by :class:`slics_core.generators.ImageToPromptSD` to map a joint
         space embedding back to the text transformer's output space.
         """
-        import torch
+        torch = require("torch")
 
         proj = getattr(self.model, "text_projection", None)
         if isinstance(proj, torch.Tensor) and proj.ndim == 2:

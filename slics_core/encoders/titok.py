@@ -8,8 +8,10 @@ of the paper) and concatenated.
 from __future__ import annotations
 
 import numpy as np
+from PIL import Image
 
 from slics_core.encoders.base import PILTransform, check_batch_size, check_images, to_device, to_numpy
+from slics_core.extras import require
 from slics_core.formats import load_user_array
 from slics_core.torch_device import device_dtype
 
@@ -88,7 +90,7 @@ class _ResizeToUnit:
         self.size = int(size)
 
     def __call__(self, image):
-        import torch
+        torch = require("torch")
 
         arr = np.asarray(image.resize((self.size, self.size), resample=3), dtype=np.float32) / 255.0
         return torch.from_numpy(arr).permute(2, 0, 1)
@@ -118,7 +120,6 @@ class TiTokEncoder:
         self.n_tokens = int(titok.latent_tokens.shape[0])
         self.token_dim = None
         self.dim = None
-        from PIL import Image
 
         probe = self._raw_tokens([Image.new("RGB", (self.image_size, self.image_size))])
         self.token_dim = probe.shape[2]
@@ -134,7 +135,7 @@ class TiTokEncoder:
         return PILTransform(_ResizeToUnit(self.image_size))
 
     def _tokens_from_pixels(self, pixels) -> np.ndarray:
-        import torch
+        torch = require("torch")
 
         with torch.inference_mode():
             z = self.titok.encoder(pixel_values=to_device(pixels, self.device, self.dtype),
@@ -145,7 +146,7 @@ class TiTokEncoder:
         return z[:, :, 0, :].transpose(0, 2, 1)  # (B, n_tokens, token_dim)
 
     def _raw_tokens(self, images) -> np.ndarray:
-        import torch
+        torch = require("torch")
 
         resize = _ResizeToUnit(self.image_size)
         return self._tokens_from_pixels(torch.stack([resize(im) for im in images]))

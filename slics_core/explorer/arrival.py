@@ -27,8 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from slics_core.evaluation import SWEEP_METHOD
+from slics_core.explorer import scoring
+from slics_core.explorer.atom_tables import atom_heatmaps, default_sparsity, item_codes
+from slics_core.explorer.maps import map_points, map_sample, tsne_layout
 from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.formats import atomic_save_npz, load_npz
+from slics_core.retrieval import build_index
 
 __all__ = ["DEFAULT_K", "MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "map_layout", "pool_codes",
            "prepare_pages", "stored", "sweep_splits"]
@@ -117,8 +121,6 @@ def stored(ws, kind: str, description, compute, names=None) -> dict:
 # ---------------------------------------------------------------------- what the pages store
 def job_rankings(ws, job, depth: int, index=None) -> np.ndarray:
     """:func:`slics_core.explorer.scoring.rank_job` of ``job`` at ``depth``, stored (Evaluate)."""
-    from slics_core.explorer import scoring
-
     desc = {"method": job.method, "d0": job.d0, "mode": job.mode, "split": job.split, "depth": int(depth)}
     index_fn = index if callable(index) else (lambda: index)
     return stored(ws, "rank", desc, lambda: {"idx": scoring.rank_job(ws, job, depth=depth, index=index_fn())},
@@ -128,8 +130,6 @@ def job_rankings(ws, job, depth: int, index=None) -> np.ndarray:
 def map_layout(ws, P, seed: int) -> np.ndarray:
     """:func:`slics_core.explorer.maps.tsne_layout` of the points ``P`` (keyed by their bytes), stored
     (Subspaces)."""
-    from slics_core.explorer.maps import tsne_layout
-
     P = np.ascontiguousarray(P, dtype=np.float64)
     desc = {"points": hashlib.sha256(P.tobytes()).hexdigest(), "shape": list(P.shape), "seed": int(seed)}
     return stored(ws, "tsne", desc, lambda: {"xy": tsne_layout(P, random_state=int(seed))}, names=("xy",))["xy"]
@@ -137,8 +137,6 @@ def map_layout(ws, P, seed: int) -> np.ndarray:
 
 def atom_matrices(ws, method: str, d0: int, n_nonzero: int, split: str) -> dict:
     """:func:`slics_core.explorer.atom_tables.atom_heatmaps` of the ``split`` items, stored (Atoms)."""
-    from slics_core.explorer.atom_tables import atom_heatmaps
-
     def compute():
         m = atom_heatmaps(ws.model(method, d0), ws.X[ws.index[split]], n_nonzero=n_nonzero)
         return {"cooccurrence": m["cooccurrence"], "cosine": m["cosine"], "codes": m["codes"], "usage": m["usage"],
@@ -155,8 +153,6 @@ def atom_matrices(ws, method: str, d0: int, n_nonzero: int, split: str) -> dict:
 
 def pool_codes(ws, method: str, d0: int) -> np.ndarray:
     """:func:`slics_core.explorer.atom_tables.item_codes` of the pool (labelled concepts), stored (Atoms)."""
-    from slics_core.explorer.atom_tables import item_codes
-
     pool = ws.index["pool"]
     return stored(ws, "codes", {"method": method, "d0": int(d0)},
                   lambda: {"codes": item_codes(ws.model(method, d0), ws.X[pool], ws.Y[pool])},
@@ -165,8 +161,6 @@ def pool_codes(ws, method: str, d0: int) -> np.ndarray:
 
 def default_map_points(ws, method: str, d0: int):
     """``(P, table)`` of the Subspaces page's first view (:data:`MAP_DEFAULTS`) for ``method`` and ``d0``."""
-    from slics_core.explorer.maps import map_points, map_sample
-
     m = MAP_DEFAULTS
     concepts = [c for c in m["concepts"] if c in ws.concept_names] or None  # as the page's widget keeps them
     rows = map_sample(ws.Y, ws.index[m["split"]], m["n_points"], random_state=m["seed"], concepts=concepts,
@@ -193,9 +187,6 @@ def prepare_pages(ws, progress=None) -> list:
 
     Needs a saved workspace (``ws.path``); does nothing for one being built.
     """
-    from slics_core.explorer import scoring
-    from slics_core.retrieval import build_index
-
     if _folder(ws) is None:
         return []
     jobs = []
@@ -222,7 +213,6 @@ def prepare_pages(ws, progress=None) -> list:
             job_rankings(ws, job, depth, index)
     if method is not None and ws.default_d0 is not None:
         d0 = int(ws.default_d0)
-        from slics_core.explorer.atom_tables import default_sparsity
 
         step("Subspaces map")
         P, _ = default_map_points(ws, method, d0)

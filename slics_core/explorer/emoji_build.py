@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import slics_core
 from slics_core._validation import type_phrase
 from slics_core.emoji.preview_table import preview_encoder
 from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
@@ -348,10 +350,6 @@ def _child_env() -> dict:
     first on ``PYTHONPATH`` when that folder is not a site-packages folder (a source checkout or worktree run
     without installing it, or beside an editable install of another checkout), so that the child runs the
     same code as the server. An installed package is found by the child as it is."""
-    import site
-
-    import slics_core
-
     root = Path(slics_core.__file__).resolve().parent.parent
     installed = {Path(p).resolve() for p in [*site.getsitepackages(), site.getusersitepackages()]}
     rest = os.environ.get("PYTHONPATH", "")

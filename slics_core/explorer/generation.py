@@ -29,9 +29,12 @@ from slics_core import generators as _gens
 from slics_core._validation import check_embeddings
 from slics_core.alignment import ProcrustesAlignment, fit_alignment
 from slics_core.emoji.generator import EmojiGenerator
+from slics_core.encoders import create_encoder, parse_encoder_spec
 from slics_core.explorer.workspace import Workspace
 from slics_core.explorer.workspace_files import recorded_generator, set_workspace_generator
+from slics_core.formats import load_npz
 from slics_core.rows import ZERO_NORM
+from slics_core.store import embed_dataset
 
 __all__ = ["WorkspaceGenerator", "load_workspace_generator", "attach_generator", "fit_workspace_alignment",
            "load_workspace_alignment", "generator_version", "read_pairs", "ALIGNMENT_FILE", "DEFAULT_ALIGN_PAIRS"]
@@ -169,8 +172,6 @@ def read_pairs(path, ws: Workspace) -> tuple[np.ndarray, np.ndarray]:
     and ``target`` (n, d'): the same images by the conditioning encoder (e.g. Flickr30K in both
     spaces, as the paper aligns). Sizes are checked before any array is read.
     """
-    from slics_core.formats import load_npz
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"pairs file {path} does not exist")
@@ -205,8 +206,6 @@ def _embed_training_images(ws, rows, encoder, progress):
     Through the embedding cache (:func:`slics_core.store.embed_dataset`) in the workspace folder, so an
     interrupted run resumes; unreadable images are left out.
     """
-    from slics_core.store import embed_dataset
-
     if ws.paths is None:
         raise ValueError(f"workspace {ws.name!r} keeps no image files, so its training images cannot be embedded "
                          "by the conditioning encoder; give embeddings of the same images in both spaces with "
@@ -254,8 +253,6 @@ def fit_workspace_alignment(ws: Workspace, conditioning_encoder=None, *, pairs=N
     ProcrustesAlignment
         Fitted on 80 % of the pairs, with ``held_out_cosine_`` measured on the other 20 %.
     """
-    from slics_core.encoders import create_encoder, parse_encoder_spec
-
     target = parse_encoder_spec(conditioning_encoder or _gens.DEFAULT_CONDITIONING_ENCODER).text
     if pairs is not None:
         X, Y = read_pairs(pairs, ws)

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from slics_core.emoji.world import emoji_vocabulary
 from slics_core.encoders import parse_encoder_spec
 from slics_core.evaluation import SWEEP_METHOD, d0_rule_words
 from slics_core.explorer.safe_text import code
+from slics_core.methods import get_method
 
 __all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "d0_choice", "evaluate_look_at",
            "example_caption", "missing", "page_readiness", "text_tower_check"]
@@ -129,8 +132,6 @@ def component_words(method: str, mode: str) -> str:
     Dictionary methods have ṽⱼ (partial: nearest point of the cone) and vⱼ (full: joint NNLS); F-SpLiCE's
     component is its word group's part of the sparse decomposition, UF ranks by the whole embedding.
     """
-    from slics_core.methods import get_method
-
     m = get_method(method)
     if m.dictionary:
         return f"{'ṽⱼ, partial' if mode == 'partial' else 'vⱼ, full'}, {method}"
@@ -255,8 +256,6 @@ def text_tower_check(ws, split: str = "val") -> dict | None:
     ``level``: ``"reads"`` (accuracy at least halfway from chance to 1), ``"noise"`` (within 0.1 of chance:
     its words are no better than random ones, e.g. an emoji encoder on real photos) or ``"weak"``.
     """
-    import numpy as np
-
     rows = np.asarray(ws.index.get(split, []))
     if len(rows) == 0:
         rows = np.arange(len(ws))

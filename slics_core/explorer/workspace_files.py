@@ -27,7 +27,7 @@ import numpy as np
 from slics_core._validation import type_phrase
 from slics_core.errors import DamagedFileError, damaged_file_error, file_system_error, user_message
 from slics_core.explorer.workspace import PAGE_STORE, SPLITS, Workspace, check_workspace_name, workspaces_root
-from slics_core.formats import load_npy, load_npz, read_json
+from slics_core.formats import atomic_write_json, load_npy, load_npz, read_json
 from slics_core.labels import ARRAY_KINDS, Labels
 from slics_core.methods import REGISTRY
 
@@ -345,8 +345,6 @@ def set_workspace_generator(ws: Workspace, generator: str | None) -> None:
 
     The header is rewritten beside and renamed into place; no model is refitted or rewritten.
     """
-    from slics_core.formats import atomic_write_json
-
     if ws.path is None or not is_workspace(Path(ws.path)):
         raise ValueError(f"workspace {ws.name!r} is not saved in a folder; build it with `slics workspace`")
     head = _header(Path(ws.path))

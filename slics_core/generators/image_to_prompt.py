@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from slics_core import weights as _weights
+from slics_core.extras import require
 from slics_core.generators.pipeline import (
     PipelineGenerator,
     check_run_args,
@@ -74,7 +75,7 @@ def load_text_projection(source="ViT-L-14/openai", *, cache_dir=None, allow_down
     if not path.is_file():
         path = _weights.resolve(str(source), cache_dir=cache_dir, allow_download=allow_download)
     if path.suffix == ".safetensors":
-        from safetensors import safe_open
+        safe_open = require("safetensors").safe_open
 
         with safe_open(str(path), framework="pt") as fh:
             keys = [k for k in fh.keys() if k == "text_projection" or k.endswith(".text_projection")
@@ -84,7 +85,7 @@ def load_text_projection(source="ViT-L-14/openai", *, cache_dir=None, allow_down
             t = fh.get_tensor(keys[0])
             key = keys[0]
     else:
-        import torch
+        torch = require("torch")
 
         sd = torch.load(str(path), map_location="cpu", weights_only=True)
         if isinstance(sd, dict) and "state_dict" in sd:
@@ -118,7 +119,7 @@ class ImageToPromptSD(PipelineGenerator):
     """
 
     def __init__(self, pipe, text_projection=None, token_norm: float | None = None, device=None, half=None):
-        import torch
+        torch = require("torch")
 
         self.device, self.dtype = device_dtype(device, half)
         self._call_lock = threading.Lock()
@@ -161,7 +162,7 @@ class ImageToPromptSD(PipelineGenerator):
         if isinstance(text_projection, (str, os.PathLike)):
             text_projection = load_text_projection(text_projection, cache_dir=cache_dir,
                                                    allow_download=allow_download)
-        from diffusers import StableDiffusionPipeline
+        StableDiffusionPipeline = require("diffusers").StableDiffusionPipeline
 
         _, dtype = device_dtype(device, half)
         with quiet_dtype_warning():
@@ -193,7 +194,7 @@ class ImageToPromptSD(PipelineGenerator):
         ``output_type="np"`` returns float arrays in [0, 1] instead. ``progress(done, total)``, when
         given, is called after every denoising step of every batch (``total = steps``).
         """
-        import torch
+        torch = require("torch")
 
         steps, guidance, batch_size = check_run_args(steps, guidance, batch_size)
         pe = self.prompt_embeds(embeddings, alignment)

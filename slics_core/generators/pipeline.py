@@ -32,6 +32,7 @@ import numpy as np
 
 from slics_core import weights as _weights
 from slics_core._validation import check_k
+from slics_core.extras import require
 from slics_core.rows import ZERO_NORM, unit_rows
 
 __all__ = ["PipelineGenerator", "seeded_noise", "is_consistency_model", "fast_scheduler", "check_rows",
@@ -107,7 +108,7 @@ def seeded_noise(seeds: Sequence[int], shapes, *, dtype=None, device=None):
     generators : list of torch.Generator
         The CPU generators, advanced past these draws (for any later draw).
     """
-    import torch
+    torch = require("torch")
 
     seeds = [int(s) for s in seeds]
     shapes = [tuple(int(v) for v in shape) for shape in shapes]
@@ -222,7 +223,7 @@ def fast_scheduler(pipe):
     A deterministic multistep ODE solver: no noise is drawn while sampling, so the starting
     latents (:func:`seeded_noise`) alone fix the image.
     """
-    from diffusers import DPMSolverMultistepScheduler
+    DPMSolverMultistepScheduler = require("diffusers").DPMSolverMultistepScheduler
 
     return DPMSolverMultistepScheduler.from_config(pipe.scheduler.config, algorithm_type="dpmsolver++",
                                                    solver_order=2, use_karras_sigmas=True)

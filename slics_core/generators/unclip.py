@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from slics_core.extras import require
 from slics_core.generators.pipeline import (
     PipelineGenerator,
     check_run_args,
@@ -58,7 +59,7 @@ class UnCLIPGenerator(PipelineGenerator):
                         device=None, half=None, expected_norm=None):
         """Load Stable unCLIP from a preset, hub repo id or local folder."""
         folder, _ = resolve_pipeline_dir(model, cache_dir, allow_download)
-        from diffusers import StableUnCLIPImg2ImgPipeline
+        StableUnCLIPImg2ImgPipeline = require("diffusers").StableUnCLIPImg2ImgPipeline
 
         _, dtype = device_dtype(device, half)
         with quiet_dtype_warning():
@@ -74,7 +75,7 @@ class UnCLIPGenerator(PipelineGenerator):
                  negative_prompt: str | None = None, height: int | None = None, width: int | None = None,
                  alignment=None, batch_size: int = 4, output_type: str = "pil", progress=None) -> list:
         """Images for the rows of ``embeddings`` (n, dim) -> list of ``n`` images (``progress`` as for SD)."""
-        import torch
+        torch = require("torch")
 
         steps, guidance, batch_size = check_run_args(steps, guidance, batch_size)
         if isinstance(noise_level, bool) or not isinstance(noise_level, (int, np.integer)) \

@@ -32,6 +32,7 @@ from slics_core.emoji.judge import (
     object_images,
 )
 from slics_core.emoji.scenes import make_scenes
+from slics_core.extras import require
 
 __all__ = ["train_judge", "heldout_metrics", "main"]
 
@@ -39,7 +40,7 @@ __all__ = ["train_judge", "heldout_metrics", "main"]
 def train_judge(net, images: np.ndarray, labels: np.ndarray, *, epochs: int = 6, batch_size: int = 128,
                 lr: float = 3e-3, seed: int = 0, log=None) -> list:
     """Train ``net`` in place (AdamW, cosine schedule, random horizontal flips); returns the loss history."""
-    import torch
+    torch = require("torch")
 
     g = torch.Generator().manual_seed(int(seed))
     X = torch.from_numpy(images).permute(0, 3, 1, 2).float() / 255.0
@@ -112,7 +113,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="models root to write emoji-judge into (default assets/models)")
     args = ap.parse_args(argv)
 
-    import torch
+    torch = require("torch")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

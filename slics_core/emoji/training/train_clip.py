@@ -21,6 +21,7 @@ Deterministic for a given seed and thread count.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import time
@@ -33,11 +34,15 @@ from slics_core.emoji.models import (
     create_emoji_clip,
     encode_images,
     images_to_tensor,
+    load_emoji_clip,
+    model_dir,
     precision_at_2,
     save_emoji_clip,
     zero_shot_scores,
 )
-from slics_core.emoji.scenes import make_caption, make_scenes
+from slics_core.emoji.phrases import benchmark_phrases, scene_phrases
+from slics_core.emoji.scenes import load_sprites, make_caption, make_scenes, render_scene
+from slics_core.extras import require
 
 TRAIN_SEED = 1001
 HELDOUT_SEED = 2002  # used only for the progress metric printed during training
@@ -75,7 +80,7 @@ def multi_positive_clip_loss(img_f, txt_f, scale, positive):
     (the diagonal is always positive). With only the diagonal positive this is
     open_clip's ``ClipLoss``.
     """
-    import torch
+    torch = require("torch")
 
     logits = scale * img_f @ txt_f.T
     pos = positive.float()
@@ -93,7 +98,7 @@ def caption_table(variants, objects, tokenizer):
     category / supercategory items present in scene ``i`` and ``mentions[i, k]`` those that caption
     ``k`` asserts (bool tensors over ``"s:"`` supercategories then ``"c:"`` categories).
     """
-    import torch
+    torch = require("torch")
 
     n_var = len(variants[0][0])
     cache: dict[str, int] = {}
@@ -124,7 +129,7 @@ def positives(items, mentions):
 def _optimizer(named, args):
     """AdamW over ``[(name, parameter)]`` (no weight decay on embeddings, norms, biases) and the learning
     rate of each step: linear warm-up over ``args.warmup`` of the steps, then cosine to 0."""
-    import torch
+    torch = require("torch")
 
     decay = [p for n, p in named if p.ndim >= 2 and "embedding" not in n]
     no_decay = [p for n, p in named if not (p.ndim >= 2 and "embedding" not in n)]
@@ -172,9 +177,9 @@ def main(argv=None) -> int:
             ap.error("--text-only needs --init (the models root whose image tower is kept)")
         return train_text_only(args)
 
-    import open_clip
-    import torch
-    from open_clip.loss import ClipLoss
+    open_clip = require("open_clip")
+    torch = require("torch")
+    ClipLoss = require("open_clip.loss").ClipLoss
 
     model_cfg = json.loads(json.dumps(EMOJI_CLIP_CONFIGS[args.size]))
     if args.vision_cfg:
@@ -182,8 +187,6 @@ def main(argv=None) -> int:
     if args.embed_dim:
         model_cfg["embed_dim"] = args.embed_dim
     if args.init:
-        from slics_core.emoji.models import model_dir
-
         init_cfg = json.loads((model_dir(args.size, args.init) / "open_clip_config.json").read_text())
         model_cfg = init_cfg["model_cfg"]
 
@@ -204,8 +207,6 @@ def main(argv=None) -> int:
     model = create_emoji_clip(args.size, seed=args.seed, model_cfg=model_cfg)
     previous = []
     if args.init:
-        from slics_core.emoji.models import load_emoji_clip
-
         model.load_state_dict(load_emoji_clip(args.size, args.init)[0].state_dict())
         previous = init_cfg.get("training", {}).get("runs", []) + [
             {k: v for k, v in init_cfg.get("training", {}).items() if k not in ("runs", "history")}]
@@ -268,8 +269,6 @@ def text_parameters(model) -> list:
 
 def visual_digest(model) -> str:
     """sha256 of the image tower's weights as shipped (fp16 bytes of every ``visual.*`` tensor, by name)."""
-    import hashlib
-
     h = hashlib.sha256()
     for n, t in sorted(model.state_dict().items()):
         if n.startswith("visual."):
@@ -281,8 +280,6 @@ def visual_digest(model) -> str:
 def scene_captions(objects, layout, rng, n_phrases: int, exclude=frozenset()):
     """The text-only training's captions of one scene: :func:`caption_variants` (4) and ``n_phrases``
     scene phrases (:func:`slics_core.emoji.phrases.scene_phrases`), with what each asserts."""
-    from slics_core.emoji.phrases import scene_phrases
-
     caps, ments = caption_variants(objects, rng)
     pc, pm = scene_phrases(objects, layout, rng, n=n_phrases, exclude=exclude)
     return caps + pc, ments + pm
@@ -290,11 +287,7 @@ def scene_captions(objects, layout, rng, n_phrases: int, exclude=frozenset()):
 
 def train_text_only(args) -> int:
     """Retrain only the text tower of ``--init``'s encoder against its frozen image embeddings."""
-    import torch
-
-    from slics_core.emoji.models import load_emoji_clip, model_dir
-    from slics_core.emoji.phrases import benchmark_phrases
-    from slics_core.emoji.scenes import load_sprites, render_scene
+    torch = require("torch")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

@@ -33,6 +33,7 @@ from slics_core.emoji.generator import READER_CONFIG, EmojiGenerator, build_read
 from slics_core.emoji.models import encode_images, load_emoji_clip
 from slics_core.emoji.scenes import make_scenes, make_single_object_scenes
 from slics_core.emoji.training.train_clip import TRAIN_SEED
+from slics_core.extras import require
 
 __all__ = ["fit_reader", "pair_sums", "main"]
 
@@ -50,7 +51,7 @@ def pair_sums(C: np.ndarray, Y: np.ndarray, n: int, seed: int) -> tuple:
 def fit_reader(net, C: np.ndarray, Y: np.ndarray, *, l2: float = 1e-6, max_iter: int = 500) -> float:
     """Fit ``net`` in place (full-batch L-BFGS): mean BCE of ``net(C)`` to ``Y`` + ``l2`` * sum of squared
     weights (biases unpenalised). Returns the final objective."""
-    import torch
+    torch = require("torch")
 
     if len(C) != len(Y):
         raise ValueError(f"{len(C)} conditioning rows but {len(Y)} label rows")
@@ -100,7 +101,7 @@ def main(argv=None) -> int:
             or args.n_mean > args.n_scenes:
         raise SystemExit("sizes must be >= 0 and 1 <= --n-mean <= --n-scenes")
 
-    import torch
+    torch = require("torch")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
