@@ -1,8 +1,8 @@
 """The one image decoder: files and uploaded bytes to 8-bit RGB.
 
 :func:`load_image` opens one image file robustly (PNG named .jpg, CMYK,
-16-bit, palette/alpha, EXIF orientation); :func:`iter_images` loads many and
-reports the ones that cannot be read instead of aborting; :func:`list_images`
+16-bit, palette/alpha, EXIF orientation) or raises :class:`ImageLoadError`
+naming it (the embedding cache skips and reports such files); :func:`list_images`
 lists a folder's image files. :func:`upright_rgb` is the one decoding of an
 opened image (its pixels, EXIF orientation, :func:`to_rgb`: any Pillow mode to
 8-bit RGB) and :func:`decode_cost` the one estimate of the memory a decode
@@ -32,7 +32,6 @@ __all__ = [
     "MAX_PIXELS",
     "ImageLoadError",
     "decode_cost",
-    "iter_images",
     "list_images",
     "load_image",
     "to_rgb",
@@ -183,27 +182,6 @@ def to_rgb(im):
     if mode == "RGB":
         return im.copy()
     return im.convert("RGB")
-
-
-def iter_images(paths, *, on_error=None, **kwargs):
-    """Yield ``(position, image)`` for every loadable path; report the others.
-
-    Parameters
-    ----------
-    paths : sequence of path-like
-    on_error : callable(position, path, message), optional
-        Called for every file that cannot be loaded (default: a warning).
-    **kwargs
-        Passed to :func:`load_image` (``max_pixels``, ``draft``).
-    """
-    for i, p in enumerate(paths):
-        try:
-            yield i, load_image(p, **kwargs)
-        except ImageLoadError as exc:
-            if on_error is None:
-                warnings.warn(f"skipped {exc}", RuntimeWarning, stacklevel=2)
-            else:
-                on_error(i, os.fspath(p), str(exc))
 
 
 def list_images(folder):

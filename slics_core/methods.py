@@ -70,7 +70,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from slics_core._validation import check_concept, check_embeddings, check_targets
-from slics_core.baselines import FSpLiCE, SpLiCE
+from slics_core.baselines import FSpLiCE, SpLiCE, supervised_svd
 from slics_core.captions import prepare_text_embeddings
 from slics_core.formats import load_baseline_model, save_baseline_model
 from slics_core.slics import SLiCS
@@ -534,7 +534,7 @@ def _prepared_vocabulary(inputs: FitInputs):
 
 # ---------------------------------------------------------------------- fit functions
 def _fit_svd(inputs, d0, *, n_iter, batch_size, seed, ridge):
-    return SLiCS(n_atoms=d0, n_iter=0, ridge=ridge, random_state=seed).fit(
+    return supervised_svd(d0, ridge=ridge, random_state=seed).fit(
         inputs.X, inputs.Y, concept_names=inputs.concept_names)
 
 

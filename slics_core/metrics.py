@@ -1,6 +1,6 @@
 """Retrieval metrics of sec. 4.1 and 4.4 of the paper.
 
-* :func:`average_precision_at_k` / :func:`evaluate_rankings` / :func:`retrieval_map` - AP@k and mAP@k
+* :func:`average_precision_at_k` / :func:`evaluate_rankings` - AP@k and mAP@k
   over every (query, concept present in the query) pair, for general labels and for sub-labels;
 * :func:`relevance_matrix` - which ranked candidates share a label with the query;
 * :class:`RetrievalScorer` - mAP@k as a scikit-learn scorer (``GridSearchCV(scoring=RetrievalScorer())``):
@@ -40,7 +40,7 @@ from slics_core._validation import check_embeddings, check_k, check_labels, chec
 from slics_core.methods import check_mode, components_of
 from slics_core.retrieval import build_index
 
-__all__ = ["NORMALIZATIONS", "average_precision_at_k", "relevance_matrix", "evaluate_rankings", "retrieval_map",
+__all__ = ["NORMALIZATIONS", "average_precision_at_k", "relevance_matrix", "evaluate_rankings",
            "check_sub_to_concept", "RetrievalScorer"]
 
 #: AP@k normalisations (see the module docstring).
@@ -206,12 +206,6 @@ def evaluate_rankings(indices, Y_query, Y_pool, Z_query=None, Z_pool=None, sub_t
         ap_sub = np.concatenate(aps)
         out.update(sub=float(ap_sub.mean()), n_pairs_sub=int(ap_sub.size), ap_sub=ap_sub)
     return out
-
-
-def retrieval_map(scores_or_indices, *args, **kwargs):
-    """Alias of :func:`evaluate_rankings` returning only ``(general, sub)`` mAP."""
-    r = evaluate_rankings(scores_or_indices, *args, **kwargs)
-    return r["general"], r["sub"]
 
 
 class RetrievalScorer:

@@ -72,7 +72,6 @@ __all__ = [
     "build_index",
     "RetrievalResult",
     "ConceptRetriever",
-    "unfiltered_search",
     "token_count",
     "quantize_tokens",
     "QuantizedPool",
@@ -404,11 +403,6 @@ class ConceptRetriever:
         scores : ndarray of float32, shape (n_queries, k)
         """
         return self.index.search(X_query, k)
-
-
-def unfiltered_search(pool, queries, k=20, *, backend="auto"):
-    """Unfiltered retrieval (UF): top-``k`` pool rows by cosine with each query."""
-    return build_index(pool, backend).search(queries, k)
 
 
 # --------------------------------------------------------------------------

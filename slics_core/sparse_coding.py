@@ -1,18 +1,18 @@
-"""Sparse coding with unknown support (sec. 3.2): non-negative OMP and group OMP.
+"""Sparse coding with unknown support (sec. 3.2): non-negative OMP.
 
 When the active concepts of a query are unknown, coefficients can be found
 greedily: non-negative orthogonal matching pursuit adds, per step, the atom
-most positively correlated with the residual; group OMP adds the concept
-whose cone captures the most residual energy. After every addition the
-coefficients on the selected atoms are refitted by NNLS. All samples are
-processed together.
+most positively correlated with the residual, then refits the coefficients on
+the selected atoms by NNLS. All samples are processed together. (The paper's
+group variant, which adds whole concepts, had no caller and was removed:
+docs/choices.md.)
 """
 from __future__ import annotations
 
 import numpy as np
 
 from slics_core._validation import check_embeddings
-from slics_core.nnls import nnls_gram, nnls_shared
+from slics_core.nnls import nnls_gram
 from slics_core.rows import TIE_TOL
 
 
@@ -80,43 +80,3 @@ def nn_omp(X, atoms, n_nonzero_coefs=None, tol=None):
     if steps < 1:
         raise ValueError(f"n_nonzero_coefs must be >= 1; got {n_nonzero_coefs}.")
     return _greedy_pursuit(X, B, B.shape[0], steps, lambda rows, R, coef: R @ B.T, lambda chosen: chosen, tol)
-
-
-def group_nn_omp(X, atoms, groups, n_groups=None, tol=None):
-    """Group OMP over concept cones, with non-negative coefficients.
-
-    Each step adds the concept whose cone captures the most energy of the
-    residual, ``||proj_j(r)||^2 = <r, proj_j(r)>`` (NNLS of ``r`` on
-    ``B_j``), then refits the coefficients on all chosen concepts.
-
-    Parameters
-    ----------
-    X : array-like of shape (n, d)
-    atoms : array-like of shape (M, d)
-    groups : array-like of int, shape (M,)
-        Concept of each atom.
-    n_groups : int, optional
-        Maximum number of concepts per sample. Default: all.
-    tol : float, optional
-        Stop a sample once its squared residual norm is at most ``tol``.
-
-    Returns
-    -------
-    coef : ndarray of shape (n, M)
-        Non-negative coefficients, non-zero only on the selected concepts.
-    """
-    X, B = _check(X, atoms)
-    groups = np.asarray(groups)
-    if groups.shape != (B.shape[0],):
-        raise ValueError(f"groups must have one entry per atom ({B.shape[0]}); got shape {groups.shape}.")
-    labels = np.unique(groups)
-    steps = labels.size if n_groups is None else int(n_groups)
-    if steps < 1:
-        raise ValueError(f"n_groups must be >= 1; got {n_groups}.")
-    member = np.searchsorted(labels, groups)
-
-    def energy(rows, R, coef):
-        return np.stack([np.einsum("ij,ij->i", nnls_shared(B[groups == g], R) @ B[groups == g], R)
-                         for g in labels], axis=1)
-
-    return _greedy_pursuit(X, B, labels.size, steps, energy, lambda chosen: chosen[:, member], tol)

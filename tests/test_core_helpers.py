@@ -1,4 +1,4 @@
-"""Preprocessing, unsupervised pseudo-labels, NN-OMP / group OMP, analysis and synthetic data."""
+"""Preprocessing, unsupervised pseudo-labels, NN-OMP, analysis and synthetic data."""
 import numpy as np
 import pytest
 from scipy.optimize import nnls
@@ -6,7 +6,7 @@ from scipy.optimize import nnls
 from slics_core import SLiCS
 from slics_core.analysis import atom_cooccurrence, atom_cosine
 from slics_core.preprocessing import EmbeddingNormalizer, TokenNormalizer, normalize_tokens
-from slics_core.sparse_coding import group_nn_omp, nn_omp
+from slics_core.sparse_coding import nn_omp
 from slics_core.synthetic import atom_recovery, make_concept_cones
 from slics_core.unsupervised import estimate_n_active, zero_shot_labels
 
@@ -72,16 +72,6 @@ def test_nn_omp_recovers_sparse_non_negative_codes():
     P = np.flatnonzero(codes[i])
     ref, _ = nnls(data.atoms[P].T, data.X[i])
     np.testing.assert_allclose(codes[i, P], ref, atol=1e-8)
-
-
-def test_group_omp_finds_the_active_concepts():
-    data = make_concept_cones(n_samples=80, n_features=64, n_concepts=5, n_atoms=3, random_state=4)
-    n_active = data.Y.sum(axis=1)
-    codes = group_nn_omp(data.X, data.atoms, data.groups, n_groups=int(n_active.max()), tol=1e-10)
-    found = np.stack([(codes[:, data.groups == j] > 0).any(axis=1) for j in range(5)], axis=1)
-    assert (found == data.Y).all(axis=1).mean() > 0.9
-    recon = codes @ data.atoms
-    assert np.median(np.linalg.norm(recon - data.X, axis=1)) < 1e-6
 
 
 def test_cooccurrence_and_cosine_summaries():

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from slics_core.datasets import MIRFLICKR_HIERARCHY, load_coco, load_folder, load_mirflickr
-from slics_core.images import ImageLoadError, iter_images, load_image
+from slics_core.images import ImageLoadError, load_image
 
 
 @pytest.fixture
@@ -52,12 +52,16 @@ def test_load_image_handles_real_world_quirks(odd_images):
         load_image(d / "plain.jpg", max_pixels=10)
 
 
-def test_iter_images_skips_and_reports(odd_images):
-    paths = [odd_images / n for n in ("plain.jpg", "broken.jpg", "cmyk.jpg", "notes.png")]
-    errors = []
-    got = list(iter_images(paths, on_error=lambda i, p, m: errors.append(i)))
-    assert [i for i, _ in got] == [0, 2]
-    assert errors == [1, 3]
+def test_load_image_takes_images_and_refuses_the_rest(odd_images):
+    loaded, refused = [], []
+    for i, n in enumerate(("plain.jpg", "broken.jpg", "cmyk.jpg", "notes.png")):
+        try:
+            assert load_image(odd_images / n).mode == "RGB"
+            loaded.append(i)
+        except ImageLoadError as exc:
+            assert n in str(exc)
+            refused.append(i)
+    assert (loaded, refused) == ([0, 2], [1, 3])
 
 
 def test_coco_loader(tmp_path):

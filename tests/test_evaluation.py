@@ -58,9 +58,6 @@ def test_map_general_and_sub_labels_hand_computed():
     assert math.isnan(u["sub"])
     with pytest.raises(ValueError, match="outside"):
         evaluate_rankings(idx + 10, Yq, Yp, k=3)
-    from slics_core.metrics import retrieval_map
-
-    assert retrieval_map(idx, Yq, Yp, Zq, Zp, s2c, k=3) == (pytest.approx(r["general"]), pytest.approx(r["sub"]))
 
 
 def test_make_split_disjoint_seeded_and_drops_unlabelled():

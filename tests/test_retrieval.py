@@ -11,7 +11,6 @@ from slics_core.retrieval import (
     build_index,
     quantize_tokens,
     top_k,
-    unfiltered_search,
 )
 
 
@@ -112,7 +111,7 @@ def test_concept_retriever_partial_and_full_rank_by_component_cosine():
     only = r.search(Xq, k=5, concepts=[2])
     np.testing.assert_array_equal(only.indices[:, 0], res.indices[:, 2, :5])
     uf, _ = r.search_unfiltered(Xq, 10)
-    np.testing.assert_array_equal(uf, unfiltered_search(pool, Xq, 10, backend="faiss")[0])
+    np.testing.assert_array_equal(uf, build_index(pool, "faiss").search(Xq, 10)[0])
 
 
 def test_quantized_lut_scores_equal_dequantized_cosines():
