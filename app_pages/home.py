@@ -84,7 +84,7 @@ if len(multi) and dictionaries:
     st.caption(example_caption([ws.concept_names[c] for c, _ in per_concept], ws.labels_of(row)["concepts"])
                + " Pick another example:")
     st.selectbox("Example query", multi[:50].tolist(), index=0, key="home_example",
-                 format_func=lambda r: f"#{r}: " + ", ".join(ws.labels_of(r)["concepts"]))
+                 format_func=lambda r: _safe.plain(f"#{r}: " + ", ".join(ws.labels_of(r)["concepts"])))
 
 # ---------------------------------------------------------------- readiness
 st.subheader("Current workspace")

@@ -43,6 +43,8 @@ CATALOGUE = {
             "test_figure_text_escapes_html",
             "test_hostile_upload_name_and_text_query_are_shown_as_text",
             "test_sentences_written_below_the_pages_quote_workspace_names_as_code",
+            "test_bidi_controls_are_shown_as_escapes",
+            "test_home_shows_hostile_concept_names_as_text",
         ],
     },
     "4. damaged or hostile workspaces": {
