@@ -4,7 +4,7 @@ Widget keys: seed, steps, gen_size (sidebar; gen_size only for diffusion pipelin
 """
 import streamlit as st
 
-from app_pages import _safe
+from app_pages._errors import visitor_text
 
 _MAX_CACHED = 24
 _SIZES = (128, 192, 256, 384, 512, 768)
@@ -83,7 +83,7 @@ def draw(gen, rows, titles, opts: dict, cache_key) -> list:
                 extra["progress"] = on_step
             images.extend(gen.generate(row[None], seed=opts["seed"], steps=opts["steps"], **extra))
     except (ValueError, RuntimeError) as exc:
-        st.error(f"Generation failed: {_safe.text(exc)}")
+        st.error(visitor_text(exc, "Generation failed"))
         return []
     finally:
         bar.empty()

@@ -104,16 +104,6 @@ def query_rows(ws) -> np.ndarray:
     return np.asarray(ws.index["query"])
 
 
-def nav_link(page: str, label: str, icon: str | None = None) -> None:
-    """A link to another page of the app (nothing when the page runs on its own, e.g. in a unit test)."""
-    from streamlit.errors import StreamlitPageNotFoundError
-
-    try:
-        st.page_link(page, label=label, icon=icon)
-    except StreamlitPageNotFoundError:
-        pass
-
-
 def page_intro(look_at: str, more: str | None = None) -> None:
     """A page's opening: one sentence on what to look at, optional detail, and the glossary link."""
     st.markdown(f"**What to look at:** {look_at}")

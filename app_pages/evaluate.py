@@ -21,6 +21,7 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
+from app_pages._errors import visitor_text
 from app_pages._ui import csv_download, page_intro
 from app_pages._workspace import get_workspace, pool_index, ws_id
 from slics_core.evaluation import choose_d0
@@ -166,7 +167,7 @@ norm = c3.radio("AP normalisation", list(NORM_LABELS), format_func=NORM_LABELS.g
 try:
     sweep = _run(ws, scoring.sweep_jobs(ws, "S-SLiCS", splits=("val", "query")), k, norm, "d0 sweep")
 except ValueError as exc:
-    st.error(f"Cannot evaluate this workspace: {_safe.text(exc)}")
+    st.error(visitor_text(exc, "Cannot evaluate this workspace"))
     state.stop()
 chosen = choose_d0(sweep, mode="partial", by="sub")
 

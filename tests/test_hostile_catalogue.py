@@ -83,6 +83,9 @@ CATALOGUE = {
             "test_cli_warnings_are_one_line_without_source",
             "test_fit_out_on_a_full_disk_names_the_users_file",
             "test_workspace_rebuild_failure_inside_a_model_file_names_the_folder",
+            "test_the_app_names_no_server_folder_or_command_for_an_unknown_workspace",
+            "test_the_app_names_no_server_folder_or_command_for_a_damaged_workspace",
+            "test_visitor_messages_cut_server_folders_and_shell_advice",
         ],
     },
     "7. file-system faults and damaged caches (earlier audit)": {
