@@ -58,9 +58,11 @@ def for_visitor(message) -> str:
     clauses = re.split(r"; |(?<=[^.\s]{2})\. (?=[A-Z])", text)
     kept = [clauses[0]] + [c for c in clauses[1:] if not _for_a_shell(c)]
     first = kept[0]
-    if _for_a_shell(first):  # "X has no generator: give it one with `slics align …`": keep "X has no generator"
-        cut = min((i for i in (first.find(": "), first.find(", ")) if i > 0), default=-1)
-        kept[0] = first[:cut] if cut > 0 and not _for_a_shell(first[:cut]) else ""
+    shell = _SHELL.search(first) or _OPERATOR.search(first)
+    if shell:  # "X has no generator: give it one with `slics align …` (what it needs)": keep X and the (…)
+        cut = max(first.rfind(": ", 0, shell.start()), first.rfind(", ", 0, shell.start()))
+        notes = "".join(m.group(0) for m in _PARENS.finditer(first, shell.start()))
+        kept[0] = first[:cut] + notes if cut > 0 and not _for_a_shell(first[:cut]) else ""
     return "; ".join(c for c in kept if c.strip()).strip().rstrip(".;:,")
 
 

@@ -28,7 +28,7 @@ from slics_core.explorer.queries import likely_concepts, upload_thresholds
 from slics_core.explorer.uploads import UploadError, load_upload
 from slics_core.images import ImageLoadError
 
-STRIP = 8  # thumbnails in the strip
+STRIP = 6  # thumbnails in the strip (each with its "Use" button, whose label must fit the column)
 
 
 @dataclass
@@ -167,14 +167,14 @@ def _query_picker(ws) -> Query | None:
             n = len(rows)
             start = int(st.session_state.get("query_strip_start", 0)) % n
             shown = [rows[(start + i) % n] for i in range(min(STRIP, n))]
-            cols = st.columns(len(shown))
+            cols = st.columns(STRIP, gap="xsmall")
             for i, r in enumerate(shown):
                 with cols[i]:
                     show_image(store.thumbnail(r, 96), caption=f"#{r}", width="stretch")
-                    st.button("●" if r == cur else "Use", key=f"query_thumb_{i}", on_click=_set_query,
+                    st.button("Query" if r == cur else "Use", key=f"query_thumb_{i}", on_click=_set_query,
                               args=(r,), type="primary" if r == cur else "secondary", width="stretch",
                               help=f"Use query #{r}: {_safe.text(store.label(r))}")
-            nav = st.columns([1, 1, 4])
+            nav = st.columns(3)
             nav[0].button("◀ previous", key="query_strip_prev", on_click=_shift_strip, args=(-STRIP, n),
                           help="Previous query images", width="stretch")
             nav[1].button("next ▶", key="query_strip_next", on_click=_shift_strip, args=(STRIP, n),

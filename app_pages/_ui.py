@@ -31,7 +31,7 @@ def require_dictionaries(ws) -> list:
     methods = ws.dictionary_methods()
     if not methods:
         st.info(f"Workspace {_safe.code(ws.name)} has no fitted dictionary (S-SVD, S-SLiCS or U-SLiCS), "
-                "so this page has nothing to show; rebuild it with one of them among `slics workspace --methods`.")
+                "so this page has nothing to show; the Retrieve page works without one.")
         state.stop()
     return methods
 

@@ -107,8 +107,8 @@ if len(fitted):
                 + (", chosen on the validation split)" if ws.chosen_d0 else ")"))
     st.dataframe(fitted)
 else:
-    st.markdown("No dictionaries fitted in this workspace (rebuild it with S-SVD, S-SLiCS or U-SLiCS among "
-                "`slics workspace --methods`).")
+    st.markdown("No dictionaries fitted in this workspace (S-SVD, S-SLiCS or U-SLiCS): the pages marked ⛔ "
+                "below need one.")
 others = [m for m in ws.methods if m not in ws.dictionary_methods()]
 st.caption("Baselines fitted too: " + (", ".join(others) if others else "none")
            + "".join(f" · {_safe.text(m)} left out: {_safe.text(why)}" for m, why in ws.skipped.items()))

@@ -185,7 +185,7 @@ def test_the_app_names_no_server_folder_or_command_for_a_damaged_workspace(damag
      "workspace 'toys' is damaged: 'a.npz' is damaged or incomplete (BadZipFile: File is not a zip file)"),
     ("unknown format 'x' (rebuild it with `slics workspace`)", "unknown format 'x'"),
     ("workspace 'toys' has no generator: give it one with `slics align --workspace toys --generator sd-1.5` "
-     "(Stable Diffusion 1.5)", "workspace 'toys' has no generator"),
+     "(Stable Diffusion 1.5)", "workspace 'toys' has no generator (Stable Diffusion 1.5)"),
     ("'/x/y.json' exists and is a file, not a workspace folder; choose another --out",
      "'y.json' exists and is a file, not a workspace folder"),
     ("see https://example.org/a/b, ratio 3/4; pick two different concepts",

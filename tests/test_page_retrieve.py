@@ -115,6 +115,9 @@ def test_upload_goes_through_and_bad_upload_keeps_the_page(ws, multi_row):
     _run(at)
     first = int(ws.index["query"][0])
     assert at.session_state["query"] == first
+    # the strip's buttons say what they do in words short enough for their columns (a "●" said nothing)
+    strip = [b for b in at.button if b.key.startswith("query_thumb_")]
+    assert [b.label for b in strip] == ["Query"] + ["Use"] * (len(strip) - 1)
     good = _png(ws.image(first))
     at.file_uploader(key="query_upload").set_value(("cut.png", good[: len(good) // 2], "image/png"))
     _run(at)

@@ -321,11 +321,12 @@ _ROUTES = {"sd": "image embedding as the prompt", "unclip": "image-embedding con
 
 def _display_name(spec) -> str:
     """The pages' name of a generator (a spec or its text): its weights preset's description
-    (:data:`slics_core.weights.PRESETS`), or a local pipeline folder's path and route."""
+    (:data:`slics_core.weights.PRESETS`), or a local pipeline folder's name (not its path: the pages show
+    it to visitors) and route."""
     spec = _gens.parse_generator_spec(spec)
     if spec.preset is not None:
         return get_preset(spec.preset).description
-    return f"{spec.path} ({_ROUTES[spec.route]})"
+    return f"local pipeline {Path(spec.path).name!r} ({_ROUTES[spec.route]})"  # its folder's name, not the path
 
 
 def _pipeline_generator(ws: Workspace) -> WorkspaceGenerator:
