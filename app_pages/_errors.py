@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-from collections import OrderedDict
 
 from app_pages import _safe
 from slics_core.errors import user_message
@@ -29,11 +27,6 @@ _SHELL = re.compile(r"`|(?<![\w-])--[a-z]|\bslics [a-z]|\$[A-Z_]{3,}|\bpip insta
 #: Advice for whoever runs the server: what to do with its files and downloads.
 _OPERATOR = re.compile(r"\b(delete|restore|rebuild|re-?create|re-?fit|run (it )?again|download|free some space|"
                        r"choose (another|a writable)|check (its|the) permissions|restart|load a file)\b", re.I)
-#: The messages logged lately (each is logged once, not at every rerun of a page or every poll of a build).
-_LOGGED: OrderedDict = OrderedDict()
-_LOGGED_MAX = 256
-_LOCK = threading.Lock()
-
 #: Parentheses holding no other parentheses.
 _PARENS = re.compile(r"\s*\(([^()]*)\)")
 
@@ -66,19 +59,13 @@ def for_visitor(message) -> str:
     return "; ".join(c for c in kept if c.strip()).strip().rstrip(".;:,")
 
 
-def visitor_text(error, what: str, then: str = "") -> str:
+def visitor_text(error, what: str, then: str = "", log: bool = True) -> str:
     """The Markdown a page shows for ``error`` (an exception or a message): ``what`` (the page's own
     Markdown, e.g. "Could not open workspace `toys`"), the visitor's part of the message
     (:func:`for_visitor`, as plain text), and ``then``: what the visitor can do. The whole message is
-    logged for whoever runs the server (once while it recurs)."""
-    full = f"{what}: {user_message(error) if isinstance(error, BaseException) else error}"
-    with _LOCK:
-        new = full not in _LOGGED
-        _LOGGED[full] = None
-        while len(_LOGGED) > _LOGGED_MAX:
-            _LOGGED.popitem(last=False)
-    if new:
-        LOG.warning("%s", full)
+    logged for whoever runs the server (``log=False``: it was already, e.g. by an earlier poll of a build)."""
+    if log:
+        LOG.warning("%s: %s", what, user_message(error) if isinstance(error, BaseException) else error)
     detail = for_visitor(error)
     text = f"{what}: {_safe.text(detail)}." if detail else f"{what}."
     return f"{text} {then}".strip()

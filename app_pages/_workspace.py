@@ -100,8 +100,11 @@ def _build_banner(handle, seen_generation: int):
     if snap["generation"] != seen_generation:
         st.rerun()
     if snap["error"]:
+        logged = st.session_state.get("_build_error_logged") == id(handle)  # the banner polls every 2 s
+        st.session_state["_build_error_logged"] = id(handle)
         st.warning(visitor_text(snap["error"], "Building the whole workspace failed",
-                                "The preview stays usable; the server's log has the details for whoever runs it."))
+                                "The preview stays usable; the server's log has the details for whoever runs it.",
+                                log=not logged))
         return
     st.progress(min(1.0, snap["percent"] / 100),
                 text="Preview open: the first scenes of the emoji world, S-SLiCS at a provisional d0 = "

@@ -86,6 +86,7 @@ CATALOGUE = {
             "test_the_app_names_no_server_folder_or_command_for_an_unknown_workspace",
             "test_the_app_names_no_server_folder_or_command_for_a_damaged_workspace",
             "test_visitor_messages_cut_server_folders_and_shell_advice",
+            "test_a_failed_background_build_is_told_without_server_folders_and_logged_once",
         ],
     },
     "7. file-system faults and damaged caches (earlier audit)": {

@@ -196,3 +196,43 @@ def test_visitor_messages_cut_server_folders_and_shell_advice(message, shown):
 
     assert for_visitor(message) == shown
     assert for_visitor(ValueError(message)) == shown
+
+
+class _FailedBuild:
+    """A build handle whose preview is open and whose whole build failed (app_pages._workspace's registry)."""
+
+    error = ("cannot create the emoji cache folder '/srv/slics/cache' (read-only file system); set "
+             "$SLICS_EMOJI_CACHE to a writable folder or run `slics emoji-build --scale 0.2`")
+
+    def __init__(self, ws):
+        self.workspace, self.finished, self.generation = ws, True, 1
+
+    def snapshot(self):
+        return {"generation": 1, "error": self.error, "stage": "", "total": 1, "done": 1, "percent": 100.0,
+                "stage_elapsed": 0.0, "elapsed": 0.0}
+
+
+def test_a_failed_background_build_is_told_without_server_folders_and_logged_once(ws, monkeypatch, caplog):
+    import logging
+    from pathlib import Path
+
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from app_pages import _workspace
+
+    st.cache_resource.clear()
+    handle = _FailedBuild(ws)
+    monkeypatch.setattr(_workspace, "_open_workspace", lambda choice: handle)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app_pages" / "home.py"), default_timeout=120)
+    with caplog.at_level(logging.WARNING, logger="slics.app"):
+        at.run()
+        at.run()  # the banner is drawn again (it polls): the failure is logged once
+    assert not at.exception
+    banner = [w.value for w in at.warning if "Building the whole workspace failed" in w.value]
+    shown = re.sub(r"\\(.)", r"\1", banner[0]) if banner else ""
+    assert len(banner) == 1 and "read-only file system" in shown, [w.value for w in at.warning]
+    _no_server_detail(banner[0], "/srv/slics")
+    assert "SLICS_EMOJI_CACHE" not in shown
+    logged = [r.getMessage() for r in caplog.records if r.name == "slics.app"]
+    assert len(logged) == 1 and "'/srv/slics/cache'" in logged[0] and "slics emoji-build" in logged[0], logged
