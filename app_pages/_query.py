@@ -28,7 +28,7 @@ from slics_core.explorer.queries import likely_concepts, upload_thresholds
 from slics_core.explorer.uploads import UploadError, load_upload
 from slics_core.images import ImageLoadError
 
-STRIP = 6  # thumbnails in the strip (each with its "Use" button, whose label must fit the column)
+STRIP = 6  # thumbnails in the strip (each with its "Use" button, whose label must fit the column at 1024 px)
 
 
 @dataclass
@@ -171,9 +171,11 @@ def _query_picker(ws) -> Query | None:
             for i, r in enumerate(shown):
                 with cols[i]:
                     show_image(store.thumbnail(r, 96), caption=f"#{r}", width="stretch")
-                    st.button("Query" if r == cur else "Use", key=f"query_thumb_{i}", on_click=_set_query,
-                              args=(r,), type="primary" if r == cur else "secondary", width="stretch",
-                              help=f"Use query #{r}: {_safe.text(store.label(r))}")
+                    # one short word fits the narrowest column; the current query's button is highlighted
+                    st.button("Use", key=f"query_thumb_{i}", on_click=_set_query, args=(r,),
+                              type="primary" if r == cur else "secondary", width="stretch",
+                              help=(f"#{r} is the query now" if r == cur else f"Use query #{r}")
+                              + f": {_safe.text(store.label(r))}")
             nav = st.columns(3)
             nav[0].button("◀ previous", key="query_strip_prev", on_click=_shift_strip, args=(-STRIP, n),
                           help="Previous query images", width="stretch")
