@@ -5,6 +5,7 @@ Widget keys: seed, steps, gen_size (sidebar; gen_size only for diffusion pipelin
 import streamlit as st
 
 from app_pages import _safe
+from app_pages._errors import visitor_text
 
 _MAX_CACHED = 24
 _SIZES = (128, 192, 256, 384, 512, 768)
@@ -33,13 +34,13 @@ def settings(gen) -> dict:
                    + ("; the same seed, steps and size give the same image on a CPU and a GPU." if sampler != "LCM"
                       else " (it adds seeded noise between steps, drawn as diffusers draws it)."))
     if deterministic:
-        st.caption(f"The {gen.name} is deterministic: seed and steps have no effect.")
+        st.caption(f"The {_safe.text(gen.name)} is deterministic: seed and steps have no effect.")
     return out
 
 
 def describe_generator(gen) -> str:
     """One line naming the generator and its alignment's quality (held-out cosine when known)."""
-    text = f"Generator: {gen.name}"
+    text = f"Generator: {_safe.text(gen.name)}"
     if gen.info.get("alignment_held_out_cosine") is not None:
         text += (f" · alignment into {gen.info.get('conditioning_encoder', 'its conditioning space')}: mean cosine "
                  f"{gen.info['alignment_held_out_cosine']:.2f} on held-out training images")
@@ -83,7 +84,7 @@ def draw(gen, rows, titles, opts: dict, cache_key) -> list:
                 extra["progress"] = on_step
             images.extend(gen.generate(row[None], seed=opts["seed"], steps=opts["steps"], **extra))
     except (ValueError, RuntimeError) as exc:
-        st.error(f"Generation failed: {_safe.text(exc)}")
+        st.error(visitor_text(exc, "Generation failed"))
         return []
     finally:
         bar.empty()

@@ -19,6 +19,7 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
+from app_pages._errors import visitor_text
 from app_pages._images import shared, show_image, thumbnail
 from app_pages._ui import query_rows
 from app_pages._workspace import query_encoder, ws_id
@@ -27,7 +28,7 @@ from slics_core.explorer.queries import likely_concepts, upload_thresholds
 from slics_core.explorer.uploads import UploadError, load_upload
 from slics_core.images import ImageLoadError
 
-STRIP = 8  # thumbnails in the strip
+STRIP = 6  # thumbnails in the strip (each with its "Use" button, whose label must fit the column at 1024 px)
 
 
 @dataclass
@@ -97,10 +98,12 @@ def _handle_upload(ws, up):
         enc = query_encoder(ws)
         raw, x = embed_query(ws, enc, img)
     except FileNotFoundError as exc:
-        st.session_state["upload_error"] = ("warning", f"Uploads cannot be embedded here: {_safe.text(exc)}")
+        st.session_state["upload_error"] = ("warning", visitor_text(exc, "Uploads cannot be embedded here",
+                                                                    "Pick a query from the query set instead."))
         return
     except ValueError as exc:
-        st.session_state["upload_error"] = ("error", f"{_safe.code(up.name)} could not be embedded: {_safe.text(exc)}")
+        st.session_state["upload_error"] = ("error", visitor_text(exc, f"{_safe.code(up.name)} could not be embedded",
+                                                                  "Try another image."))
         return
     shown = img.copy()
     shown.thumbnail((512, 512))  # only a display copy is kept in the session
@@ -159,18 +162,21 @@ def _query_picker(ws) -> Query | None:
             st.session_state["query_pick"] = int(cur) if isinstance(cur, (int, np.integer)) else \
                 (st.session_state.get("query_pick") if st.session_state.get("query_pick") in options else options[0])
             st.selectbox("Query from the query set", options, key="query_pick", on_change=_on_pick,
-                         format_func=lambda r: f"#{r} · {store.label(r)}" + ("" if r in in_split else " (pool)"))
+                         format_func=lambda r: _safe.plain(f"#{r} · {store.label(r)}")
+                         + ("" if r in in_split else " (pool)"))
             n = len(rows)
             start = int(st.session_state.get("query_strip_start", 0)) % n
             shown = [rows[(start + i) % n] for i in range(min(STRIP, n))]
-            cols = st.columns(len(shown))
+            cols = st.columns(STRIP, gap="xsmall")
             for i, r in enumerate(shown):
                 with cols[i]:
                     show_image(store.thumbnail(r, 96), caption=f"#{r}", width="stretch")
-                    st.button("●" if r == cur else "Use", key=f"query_thumb_{i}", on_click=_set_query,
-                              args=(r,), type="primary" if r == cur else "secondary", width="stretch",
-                              help=f"Use query #{r}: {_safe.text(store.label(r))}")
-            nav = st.columns([1, 1, 4])
+                    # one short word fits the narrowest column; the current query's button is highlighted
+                    st.button("Use", key=f"query_thumb_{i}", on_click=_set_query, args=(r,),
+                              type="primary" if r == cur else "secondary", width="stretch",
+                              help=(f"#{r} is the query now" if r == cur else f"Use query #{r}")
+                              + f": {_safe.text(store.label(r))}")
+            nav = st.columns(3)
             nav[0].button("◀ previous", key="query_strip_prev", on_click=_shift_strip, args=(-STRIP, n),
                           help="Previous query images", width="stretch")
             nav[1].button("next ▶", key="query_strip_next", on_click=_shift_strip, args=(STRIP, n),
@@ -208,7 +214,8 @@ def _query_picker(ws) -> Query | None:
         try:
             raw, x = _text_embedding(ws_id(ws), phrase, ws)
         except (FileNotFoundError, ValueError) as exc:
-            st.warning(f"Text queries cannot be used here: {_safe.text(exc)}")
+            st.warning(visitor_text(exc, "Text queries cannot be used here",
+                                    "Pick a query from the query set or upload an image instead."))
             return None
         return Query(key=cur, row=None, image=None, raw=raw, x=x, Y=None, Z=None, title=f"Text “{phrase}”",
                      text=phrase)
@@ -277,5 +284,5 @@ def concept_picker(ws, q: Query, preselect, label: str = "Concepts") -> list:
         st.session_state["picked_concepts"] = [n for n in preselect if n in names]
     # re-seed the widget from the persistent copy (kept by the on_change callback; survives page switches)
     st.session_state["concepts"] = [n for n in (st.session_state["picked_concepts"] or []) if n in names]
-    picked = st.multiselect(label, names, key="concepts", on_change=_on_concepts)
+    picked = st.multiselect(label, names, key="concepts", on_change=_on_concepts, format_func=_safe.plain)
     return [names.index(n) for n in picked]

@@ -30,7 +30,7 @@ def require_dictionaries(ws) -> list:
     methods = ws.dictionary_methods()
     if not methods:
         st.info(f"Workspace {_safe.code(ws.name)} has no fitted dictionary (S-SVD, S-SLiCS or U-SLiCS), "
-                "so this page has nothing to show; rebuild it with one of them among `slics workspace --methods`.")
+                "so this page has nothing to show; the Retrieve page works without one.")
         state.stop()
     return methods
 
@@ -102,16 +102,6 @@ def csv_download(df, filename: str, label: str = "Download CSV", key: str | None
 
 def query_rows(ws) -> np.ndarray:
     return np.asarray(ws.index["query"])
-
-
-def nav_link(page: str, label: str, icon: str | None = None) -> None:
-    """A link to another page of the app (nothing when the page runs on its own, e.g. in a unit test)."""
-    from streamlit.errors import StreamlitPageNotFoundError
-
-    try:
-        st.page_link(page, label=label, icon=icon)
-    except StreamlitPageNotFoundError:
-        pass
 
 
 def page_intro(look_at: str, more: str | None = None) -> None:

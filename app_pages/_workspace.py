@@ -10,7 +10,6 @@ open an arbitrary folder. Cached resources use ``st.cache_resource`` with an exp
 """
 from __future__ import annotations
 
-import re
 import threading
 import time
 
@@ -18,6 +17,7 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
+from app_pages._errors import visitor_text
 from app_pages._state import apply_link, capture_link, link_problems
 from slics_core.explorer.emoji_build import PROVISIONAL_D0, BuildProgress, start_emoji_workspace
 from slics_core.explorer.encoding import load_query_encoder, prepared_vocabulary
@@ -57,8 +57,12 @@ def _open_workspace(choice: str) -> BuildProgress:
             if choice == EMOJI:
                 handle = start_emoji_workspace()
             else:
+                try:
+                    folder = workspace_path(choice)
+                except FileNotFoundError:
+                    raise _NoSuchWorkspace("there is no workspace of that name here") from None
                 handle = BuildProgress()
-                handle.publish(load_workspace(workspace_path(choice)), final=True)
+                handle.publish(load_workspace(folder), final=True)
             reg["open"][choice] = handle
         return handle
 
@@ -67,16 +71,8 @@ class _BuildFailed(ValueError):
     """A background build failed (its one-line message)."""
 
 
-_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s/`'\"]+/)+([^\s/`'\"]*)")
-
-
-def server_text(message) -> str:
-    """``message`` as students may see it: with error details off (``client.showErrorDetails`` not "full",
-    the README's classroom server) the server's folders are cut from absolute paths (``…/name``)."""
-    text = str(message)
-    if st.get_option("client.showErrorDetails") in ("full", True):
-        return text
-    return _PATH.sub(lambda m: "…/" + m.group(1), text)
+class _NoSuchWorkspace(ValueError):
+    """``?ws=`` names no workspace listed here."""
 
 
 def _progress_text(snap) -> str:
@@ -104,9 +100,11 @@ def _build_banner(handle, seen_generation: int):
     if snap["generation"] != seen_generation:
         st.rerun()
     if snap["error"]:
-        st.warning(f"Building the whole workspace failed: {_safe.text(server_text(snap['error']))}. "
-                   "The preview stays usable; restart the server to try again, or prepare the cache with "
-                   "`slics emoji-build`.")
+        logged = st.session_state.get("_build_error_logged") == id(handle)  # the banner polls every 2 s
+        st.session_state["_build_error_logged"] = id(handle)
+        st.warning(visitor_text(snap["error"], "Building the whole workspace failed",
+                                "The preview stays usable; the server's log has the details for whoever runs it.",
+                                log=not logged))
         return
     st.progress(min(1.0, snap["percent"] / 100),
                 text="Preview open: the first scenes of the emoji world, S-SLiCS at a provisional d0 = "
@@ -156,7 +154,9 @@ def _open_current():
             error = exc
     placeholder.empty()
     if error is not None:
-        st.error(f"Could not open workspace {_safe.code(choice)}: {_safe.text(server_text(error))}")
+        st.error(visitor_text(error, f"Could not open workspace {_safe.code(choice)}",
+                              "Pick another workspace below." if isinstance(error, _NoSuchWorkspace) else
+                              "Pick another workspace below; the server's log has the details for whoever runs it."))
         st.session_state.pop("ws_choice", None)
         st.session_state.pop("_link", None)  # the rest of the link was for that workspace
         if "ws" in st.query_params:

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages import _safe
+from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, workspace_words, ws_id
@@ -158,7 +159,7 @@ with word_col:
         with st.spinner("Embedding the vocabulary (first time only)…"):
             words, Wp, _ = workspace_words(ws)
     except (FileNotFoundError, ImportError, ValueError) as exc:
-        st.warning(f"No word vocabulary for this workspace: {_safe.text(exc)}")
+        st.warning(visitor_text(exc, "No word vocabulary for this workspace"))
     else:
         tw = atom_top_words(model.atoms_[atom], Wp, words, k=10)
         st.dataframe(tw[["word", "cosine"]], hide_index=True, width="stretch")

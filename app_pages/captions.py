@@ -2,8 +2,8 @@
 """Captions: the words of every concept subspace, supervised beside unsupervised (paper Table 1, sec. 3.7)."""
 import streamlit as st
 
-from app_pages import _safe
 from app_pages import _state as state
+from app_pages._errors import visitor_text
 from app_pages._ui import csv_download, d0_picker, page_intro
 from app_pages._workspace import get_workspace, workspace_words, ws_id
 from slics_core.explorer.atom_tables import caption_table
@@ -41,7 +41,7 @@ try:
         words, Wp, seconds = workspace_words(ws)
         status.update(label=f"Vocabulary: {len(words)} words (loaded in {seconds:.1f} s)", state="complete")
 except (FileNotFoundError, ImportError, ValueError) as exc:
-    st.warning(f"No word vocabulary for this workspace, so no captions: {_safe.text(exc)}")
+    st.warning(visitor_text(exc, "No word vocabulary for this workspace, so no captions"))
     state.stop()
 
 if not methods:

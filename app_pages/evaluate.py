@@ -21,6 +21,7 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
+from app_pages._errors import visitor_text
 from app_pages._ui import csv_download, page_intro
 from app_pages._workspace import get_workspace, pool_index, ws_id
 from slics_core.evaluation import SWEEP_BY, SWEEP_METHOD, SWEEP_MODE, choose_d0, d0_rule_words, fallback_d0
@@ -181,7 +182,7 @@ norm = c3.radio("AP normalisation", list(NORM_LABELS), format_func=NORM_LABELS.g
 try:
     sweep = _run(ws, scoring.sweep_jobs(ws, SWEEP_METHOD, splits=splits_here), k, norm, "d0 sweep")
 except ValueError as exc:
-    st.error(f"Cannot evaluate this workspace: {_safe.text(exc)}")
+    st.error(visitor_text(exc, "Cannot evaluate this workspace"))
     state.stop()
 chosen = (choose_d0(sweep, mode=SWEEP_MODE, by=SWEEP_BY) if on_validation
           else fallback_d0(r["d0"] for r in sweep))

@@ -11,6 +11,7 @@ import streamlit as st
 from app_pages import _generation as drawing
 from app_pages import _safe
 from app_pages import _state as state
+from app_pages._errors import visitor_text
 from app_pages._images import png_bytes
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import component_picker, d0_picker, method_picker, page_intro
@@ -53,7 +54,7 @@ gen, gen_error = None, None
 try:
     gen = workspace_generator(ws)
 except (FileNotFoundError, ValueError) as exc:
-    gen_error = str(exc)
+    gen_error = exc
 
 with st.sidebar:
     opts = drawing.settings(gen)
@@ -72,7 +73,8 @@ with right:
         st.caption(drawing.describe_generator(gen))
 
 if gen is None:
-    st.warning(f"No generator for this workspace: {_safe.text(gen_error)}")
+    st.warning(visitor_text(gen_error, "No generator for this workspace",
+                            "The other pages work without one."))
     state.stop()
 
 # ---------------------------------------------------------------- components
@@ -83,7 +85,7 @@ try:
     V = components_of_row(model, q.x, mode=mode, active=picked if mode == "full" else None) if picked \
         else np.zeros((len(names), q.x.shape[0]))
 except ValueError as exc:
-    st.error(_safe.text(exc))
+    st.error(visitor_text(exc, "The components cannot be computed"))
     state.stop()
 rows, titles, skipped = generation_rows(q.x, V, picked, names)
 if skipped:
@@ -119,7 +121,7 @@ c1, c2, c3, c4 = st.columns(4)
 default_c = picked[0] if picked else int(np.argmax(scores))
 if st.session_state.get("interp_concept") not in names:
     st.session_state["interp_concept"] = names[default_c]
-cname = c1.selectbox("Concept", names, key="interp_concept")
+cname = c1.selectbox("Concept", names, key="interp_concept", format_func=_safe.plain)
 atoms = concept_atoms(model, names.index(cname))
 n_atoms = atoms.shape[0]
 if n_atoms < 2:

@@ -84,7 +84,7 @@ if len(multi) and dictionaries:
     st.caption(example_caption([ws.concept_names[c] for c, _ in per_concept], ws.labels_of(row)["concepts"])
                + " Pick another example:")
     st.selectbox("Example query", multi[:50].tolist(), index=0, key="home_example",
-                 format_func=lambda r: f"#{r}: " + ", ".join(ws.labels_of(r)["concepts"]))
+                 format_func=lambda r: _safe.plain(f"#{r}: " + ", ".join(ws.labels_of(r)["concepts"])))
 
 # ---------------------------------------------------------------- readiness
 st.subheader("Current workspace")
@@ -106,8 +106,8 @@ if len(fitted):
     st.markdown(f"Fitted dictionaries (default {d0_choice(ws)})")
     st.dataframe(fitted)
 else:
-    st.markdown("No dictionaries fitted in this workspace (rebuild it with S-SVD, S-SLiCS or U-SLiCS among "
-                "`slics workspace --methods`).")
+    st.markdown("No dictionaries fitted in this workspace (S-SVD, S-SLiCS or U-SLiCS): the pages marked ⛔ "
+                "below need one.")
 others = [m for m in ws.methods if m not in ws.dictionary_methods()]
 st.caption("Baselines fitted too: " + (", ".join(others) if others else "none")
            + "".join(f" · {_safe.text(m)} left out: {_safe.text(why)}" for m, why in ws.skipped.items()))

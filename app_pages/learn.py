@@ -118,9 +118,8 @@ st.session_state.setdefault("preset", presets[0])
 st.session_state.setdefault("cone_seed", 0)
 with st.sidebar:
     st.selectbox("Cones", presets, key="preset")
-    c1, c2 = st.columns([1, 1])
-    c1.number_input("Seed", min_value=0, max_value=1_000_000, step=1, key="cone_seed")
-    c2.button("🎲 Randomise cones", key="randomise", on_click=_randomise)
+    st.number_input("Seed", min_value=0, max_value=1_000_000, step=1, key="cone_seed")
+    st.button("🎲 Randomise cones", key="randomise", on_click=_randomise, width="stretch")
     st.slider("Query azimuth (°)", -180, 180, 35, key="azimuth")
     st.slider("Query elevation (°)", -90, 90, 30, key="elevation")
 

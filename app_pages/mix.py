@@ -14,6 +14,7 @@ import streamlit as st
 from app_pages import _generation as drawing
 from app_pages import _safe
 from app_pages import _state as state
+from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text, png_bytes, shared
 from app_pages._query import query_picker, row_query, show_query
 from app_pages._ui import component_picker, csv_download, d0_picker, k_picker, method_picker, page_intro, query_rows
@@ -57,7 +58,7 @@ gen, gen_error = None, None
 try:
     gen = workspace_generator(ws)
 except (FileNotFoundError, ValueError) as exc:
-    gen_error = str(exc)
+    gen_error = exc
 if gen is not None and not gen.deterministic:
     with st.sidebar:
         st.subheader("Drawing settings")
@@ -87,13 +88,13 @@ with left:
     show_query(ws, q, width=160)
     _seed("mix_c1", state.get("c1"), order_a)
     c1 = st.selectbox("take the component of", order_a, key="mix_c1", on_change=state.copy_widget,
-                      args=("mix_c1", "c1"))
+                      args=("mix_c1", "c1"), format_func=_safe.plain)
 with mid:
     st.markdown("**…plus, from this query**")
     _seed("mix_q2", q2_default, candidates)
     labels = shared(ws)  # one store lookup, not one per listed row
     r2 = st.selectbox("second query", candidates, key="mix_q2", on_change=state.copy_widget, args=("mix_q2", "q2"),
-                      format_func=lambda r: f"#{r} · {labels.label(r)}"
+                      format_func=lambda r: _safe.plain(f"#{r} · {labels.label(r)}")
                       + (" (recent)" if r in state.history() else ""))
     q2 = row_query(ws, int(r2))
     show_query(ws, q2, width=160)
@@ -105,7 +106,8 @@ with mid:
     if default_c2 not in order_b:
         default_c2 = next((c for c in order_b if c != c1), order_b[0])
     _seed("mix_c2", default_c2, order_b)
-    c2 = st.selectbox("the component of", order_b, key="mix_c2", on_change=state.copy_widget, args=("mix_c2", "c2"))
+    c2 = st.selectbox("the component of", order_b, key="mix_c2", on_change=state.copy_widget, args=("mix_c2", "c2"),
+                      format_func=_safe.plain)
 j1, j2 = names.index(c1), names.index(c2)
 state.put("q2", int(r2))
 state.put("c1", c1)
@@ -115,7 +117,7 @@ try:
     mixed, parts = mix_components(model, [(q.x, j1, None if q.Y is None else np.flatnonzero(q.Y)),
                                           (q2.x, j2, np.flatnonzero(q2.Y))], mode=mode)
 except ValueError as exc:
-    st.error(_safe.text(exc))
+    st.error(visitor_text(exc, "These concepts cannot be mixed"))
     state.stop()
 
 with right:
@@ -152,7 +154,7 @@ with right:
         elif note:
             st.caption(note)
     else:
-        st.caption(f"No generator for this workspace: {_safe.text(gen_error)}")
+        st.caption(visitor_text(gen_error, "No generator for this workspace"))
 
 # ---------------------------------------------------------------- retrieval by the mix
 rows, sc = rank_pool(mixed[None], ws.X, ws.index["pool"], k, index=pool_index(ws))

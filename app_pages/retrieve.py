@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages import _safe
+from app_pages import _pages, _safe
 from app_pages import _state as state
 from app_pages._images import image_grid
 from app_pages._query import concept_picker, preselection, query_picker, show_query
-from app_pages._ui import component_picker, csv_download, d0_picker, k_picker, method_picker, nav_link, page_intro
+from app_pages._ui import component_picker, csv_download, d0_picker, k_picker, method_picker, page_intro
 from app_pages._workspace import get_workspace, pool_index, quantized_pool, ws_id
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.narration import component_words
@@ -165,4 +165,4 @@ export = with_settings(df, workspace=ws.name, query=q.key, method=method, d0=d0,
 safe_key = "".join(ch if ch.isalnum() else "-" for ch in q.key)[:60]
 csv_download(export, f"galleries-{safe_key}-{method}-d0{d0 or 'none'}-{mode}-k{k}.csv",
              label="Download the galleries (CSV)", key="retrieve_csv")
-nav_link("app_pages/mix.py", label="Mix this query's concepts with another query's →", icon="🧪")
+_pages.link(_pages.MIX, label="Mix this query's concepts with another query's →", icon="🧪")

@@ -35,10 +35,10 @@ renders in any browser, and keeps one map, one state.
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
-from streamlit.errors import StreamlitAPIException
 
-from app_pages import _safe
+from app_pages import _pages, _safe
 from app_pages import _state as state
+from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text, show_image, thumbnail
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, ws_id
@@ -182,7 +182,7 @@ try:
     xy, tsne_seconds = _tsne(ws_id(ws), params, int(seed), P, ws)
 except ValueError as exc:
     bar.empty()
-    st.warning(f"No map for these settings: {_safe.text(exc)}")
+    st.warning(visitor_text(exc, "No map for these settings", "Try other settings in the sidebar."))
     state.stop()
 bar.empty()
 table = table.assign(x=xy[:, 0], y=xy[:, 1])
@@ -330,9 +330,7 @@ with right:
                 if st.button(f"Use #{r} as the query", key="map_use_query", type="primary",
                              help="Open Retrieve with this item as the query"):
                     st.session_state["query"] = r
-                    try:
-                        st.switch_page("app_pages/retrieve.py")
-                    except StreamlitAPIException:  # the page run on its own (not through app.py)
+                    if not _pages.switch(_pages.RETRIEVE):  # the page run on its own (not through app.py)
                         st.success(f"Item #{r} is the query now: open the Retrieve page.")
                 if r not in set(np.asarray(ws.index.get("query", [])).tolist()):
                     st.caption(f"#{r} is from the {split} split, not the query split.")

@@ -41,3 +41,26 @@ def test_home_shows_workspace_and_example_reacts(ws):
     after = [str(im.proto) for im in at.get("image")]
     assert len(before) == 2 + shown and before != after  # another example query: other pictures
     assert at.selectbox(key="ws_select").options == ["Emoji world (offline demo)"]
+
+
+def test_pages_are_named_by_their_entries_not_by_file_paths():
+    """app_pages/_pages.py is the one home of the pages' files: no other code of the app types a page's file
+    name (in st.Page, st.switch_page, st.page_link or elsewhere); docstrings and comments may."""
+    import ast
+
+    from app_pages import _pages
+
+    files = {e.file for section in _pages.SECTIONS.values() for e in section}
+    assert files == {p.name for p in (ROOT / "app_pages").glob("[a-z]*.py")}  # every page is in the table
+    typed = []
+    for path in [ROOT / "app.py", *sorted((ROOT / "app_pages").glob("*.py"))]:
+        if path.name == "_pages.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                typed += [f"{path.name}:{node.lineno}: {f}" for f in files if f in node.value]
+    assert not typed, typed

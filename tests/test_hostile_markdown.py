@@ -92,3 +92,61 @@ def test_sentences_written_below_the_pages_quote_workspace_names_as_code(ws):
     for out in (notes, check):
         assert _safe.code(hostile) in out
         assert "](https://" not in out.replace(_safe.code(hostile), "")
+
+
+# ----------------------------------------------------------------------------- bidi controls, Home's names
+BIDI = "abc\u202egpj.exe"  # a right-to-left override: shown raw it reads "abcexe.jpg"
+
+
+def test_bidi_controls_are_shown_as_escapes():
+    """Each bidi control is written as its escape (``\\u202e``), in every helper; other text is untouched."""
+    controls = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+    for out in (_safe.code(BIDI), shown(_safe.text(BIDI)), _safe.plain(BIDI), _safe.figure_text(BIDI)):
+        assert "abc\\u202egpj.exe" in out, out
+    for c in controls:
+        for out in (_safe.code(c), shown(_safe.text(c)), _safe.plain(c), _safe.figure_text(c)):
+            assert c not in out and f"\\u{ord(c):04x}" in out, (hex(ord(c)), out)
+    assert _safe.plain("café ☕ 👩\u200d🔬") == "café ☕ 👩\u200d🔬"  # a zero-width joiner is not a bidi control
+
+
+HOME_NAMES = ["mail me@evil.example", "www.evil.example/w", "$\\frac{1}{0}$", BIDI,
+              "[x](https://evil.example/c)", "plain"]
+
+
+def test_home_shows_hostile_concept_names_as_text(tmp_path, monkeypatch, ws):
+    """Home's one-picture row and its caption name the query's concepts from the workspace's labels: no
+    link, maths or reordered text (a workspace whose concept names are payloads; AppTest)."""
+    from pathlib import Path
+
+    import numpy as np
+    from streamlit.testing.v1 import AppTest
+
+    from slics_core.data import LabelledEmbeddings
+    from slics_core.explorer.build import build_workspace
+
+    rng = np.random.default_rng(0)
+    n, d, m = 72, 10, len(HOME_NAMES)
+    Y = np.ones((n, m), dtype=bool)
+    Y[np.arange(n), np.arange(n) % m] = False  # five concepts per item: the row shows 4 and leaves one out
+    raw = (Y @ rng.standard_normal((m, d)) + 0.3 * rng.standard_normal((n, d))).astype(np.float32)
+    data = LabelledEmbeddings(raw=raw, ids=[f"i{i}" for i in range(n)], Y=Y, concept_names=HOME_NAMES)
+    build_workspace(data, tmp_path / "hostile-home", methods=["S-SLiCS", "UF"], d0_values=(1,), n_iter=2)
+    monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=300)
+    at.query_params["ws"] = "hostile-home"
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    texts = [e.value for kind in ("markdown", "caption", "warning", "info", "success") for e in at.get(kind)]
+    caption = next(t for t in texts if "leaves out" in t)
+    options = at.selectbox(key="home_example").options
+    for name in HOME_NAMES[:-1]:
+        assert name not in " ".join(texts), name
+    assert BIDI not in " ".join(options)  # options are plain text (no Markdown), the override escaped too
+    for t in texts:
+        bare = re.sub(r"\\(.)", r"\1", t)  # escapes resolved; the word joiners that break autolinks kept
+        assert not re.search(r"(?i)www\.|@\w|://", bare), t  # no autolink
+        assert not re.search(r"(?<!\\)\$", t), t  # no maths
+        assert "\u202e" not in t, t
+    assert any(name in shown(caption) for name in HOME_NAMES)  # the caption names what the row leaves out
+    visible = " ".join(shown(t) for t in texts) + " ".join(options)
+    assert "abc\\u202egpj.exe" in visible  # the override is shown as its escape

@@ -3,6 +3,7 @@
 (``SLiCS(n_atoms="12")`` and complex ``X`` belong to the estimator's own checks, tests/test_slics.py.)
 """
 import errno
+import re
 import warnings
 
 import numpy as np
@@ -117,3 +118,122 @@ def test_workspace_rebuild_failure_inside_a_model_file_names_the_folder(tmp_path
         build_workspace(data, tmp_path / "ws", methods=["UF"], d0_values=(1,), n_iter=1)
     msg = str(info.value)
     assert repr(str(tmp_path / "ws")) in msg and ".slics-new" not in msg, msg
+
+
+# ----------------------------------------------------------------------------- the app's visitors
+def _app_errors(page, ws_name, root, monkeypatch):
+    """The error boxes of ``page`` opened with ``?ws=ws_name`` (workspaces under ``root``; AppTest)."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("SLICS_WORKSPACES", str(root))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app_pages" / page), default_timeout=120)
+    at.query_params["ws"] = ws_name
+    at.run()
+    assert not at.exception
+    return [e.value for e in at.error]
+
+
+def _no_server_detail(msg, root):
+    assert str(root) not in msg and not re.search(r"(^|[\s'\"(])[/~][\w.-]*/", msg), msg  # no absolute path
+    shown = re.sub(r"\\(.)", r"\1", msg)  # Markdown escapes resolved
+    assert not re.search(r"\bslics [a-z]|--[a-z]", shown), msg  # no shell command or option
+
+
+@pytest.fixture
+def damaged_root(tmp_path):
+    """A workspace folder whose model file is cut in half (``visitor-damaged`` under the returned root)."""
+    from slics_core.data import LabelledEmbeddings
+    from slics_core.explorer.build import build_workspace
+
+    rng = np.random.default_rng(0)
+    data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
+                              Y=np.eye(2, dtype=bool)[np.arange(40) % 2], concept_names=["a", "b"])
+    folder = tmp_path / "visitor-damaged"
+    build_workspace(data, folder, methods=["S-SLiCS", "UF"], d0_values=(1,), n_iter=1)
+    model = next((folder / "models").glob("*.npz")) if (folder / "models").is_dir() else folder / "arrays.npz"
+    model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
+    return tmp_path
+
+
+@pytest.mark.parametrize("page", ["retrieve.py", "home.py"])
+def test_the_app_names_no_server_folder_or_command_for_an_unknown_workspace(tmp_path, monkeypatch, page):
+    """``/retrieve?ws=nosuch``: the workspace by its name, what a visitor can do; no server folder."""
+    errors = _app_errors(page, "nosuch", tmp_path, monkeypatch)
+    assert len(errors) == 1, errors
+    assert "`nosuch`" in errors[0] and "no workspace of that name" in errors[0] and "Pick another" in errors[0]
+    _no_server_detail(errors[0], tmp_path)
+
+
+def test_the_app_names_no_server_folder_or_command_for_a_damaged_workspace(damaged_root, monkeypatch, caplog):
+    """A damaged workspace: the visitor reads that it is damaged; the server's log keeps the folder and the fix."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="slics.app"):
+        errors = _app_errors("home.py", "visitor-damaged", damaged_root, monkeypatch)
+    assert len(errors) == 1 and "is damaged" in errors[0] and "Pick another" in errors[0], errors
+    _no_server_detail(errors[0], damaged_root)
+    logged = " ".join(r.getMessage() for r in caplog.records if r.name == "slics.app")
+    assert str(damaged_root / "visitor-damaged") in logged and "slics workspace" in logged, logged
+
+
+@pytest.mark.parametrize("message, shown", [
+    ("no workspace named 'x' under /srv/slics/workspaces", "no workspace named 'x' under workspaces"),
+    ("workspace '/srv/my data/toys' is damaged: '/srv/my data/toys/models/a.npz' is damaged or incomplete "
+     "(BadZipFile: File is not a zip file); delete it (or restore it) and run again; rebuild it with `slics "
+     "workspace` (or delete the folder)",
+     "workspace 'toys' is damaged: 'a.npz' is damaged or incomplete (BadZipFile: File is not a zip file)"),
+    ("unknown format 'x' (rebuild it with `slics workspace`)", "unknown format 'x'"),
+    ("workspace 'toys' has no generator: give it one with `slics align --workspace toys --generator sd-1.5` "
+     "(Stable Diffusion 1.5)", "workspace 'toys' has no generator (Stable Diffusion 1.5)"),
+    ("'/x/y.json' exists and is a file, not a workspace folder; choose another --out",
+     "'y.json' exists and is a file, not a workspace folder"),
+    ("see https://example.org/a/b, ratio 3/4; pick two different concepts",
+     "see https://example.org/a/b, ratio 3/4; pick two different concepts"),
+])
+def test_visitor_messages_cut_server_folders_and_shell_advice(message, shown):
+    from app_pages._errors import for_visitor
+
+    assert for_visitor(message) == shown
+    assert for_visitor(ValueError(message)) == shown
+
+
+class _FailedBuild:
+    """A build handle whose preview is open and whose whole build failed (app_pages._workspace's registry)."""
+
+    error = ("cannot create the emoji cache folder '/srv/slics/cache' (read-only file system); set "
+             "$SLICS_EMOJI_CACHE to a writable folder or run `slics emoji-build --scale 0.2`")
+
+    def __init__(self, ws):
+        self.workspace, self.finished, self.generation = ws, True, 1
+
+    def snapshot(self):
+        return {"generation": 1, "error": self.error, "stage": "", "total": 1, "done": 1, "percent": 100.0,
+                "stage_elapsed": 0.0, "elapsed": 0.0}
+
+
+def test_a_failed_background_build_is_told_without_server_folders_and_logged_once(ws, monkeypatch, caplog):
+    import logging
+    from pathlib import Path
+
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from app_pages import _workspace
+
+    st.cache_resource.clear()
+    handle = _FailedBuild(ws)
+    monkeypatch.setattr(_workspace, "_open_workspace", lambda choice: handle)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app_pages" / "home.py"), default_timeout=120)
+    with caplog.at_level(logging.WARNING, logger="slics.app"):
+        at.run()
+        at.run()  # the banner is drawn again (it polls): the failure is logged once
+    assert not at.exception
+    banner = [w.value for w in at.warning if "Building the whole workspace failed" in w.value]
+    shown = re.sub(r"\\(.)", r"\1", banner[0]) if banner else ""
+    assert len(banner) == 1 and "read-only file system" in shown, [w.value for w in at.warning]
+    _no_server_detail(banner[0], "/srv/slics")
+    assert "SLICS_EMOJI_CACHE" not in shown
+    logged = [r.getMessage() for r in caplog.records if r.name == "slics.app"]
+    assert len(logged) == 1 and "'/srv/slics/cache'" in logged[0] and "slics emoji-build" in logged[0], logged

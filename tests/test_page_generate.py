@@ -231,3 +231,22 @@ def test_mix_page_draws_the_mix_and_says_what_it_read(ws, multi_row):
     shown = [c.value for c in at.main.caption if c.value.startswith("read: ")]
     assert shown == ["read: " + prompt_text(d) for d in read]
     assert {"mix", c1} <= {c for im in at.image for c in im.captions}
+
+
+def test_generator_names_are_the_presets_descriptions(tmp_path):
+    """The page names a preset generator by its weights preset's description (slics_core.weights), not by a
+    second table of names; a local pipeline by its folder's name, not the server's path."""
+    import json
+
+    from slics_core.explorer.generation import _display_name
+    from slics_core.generators import parse_generator_spec
+    from slics_core.weights import PRESETS
+
+    for text in ("sd-1.5", "unclip", "lcm"):
+        assert _display_name(text) == PRESETS[parse_generator_spec(text).preset].description
+    assert len({_display_name(t) for t in ("sd-1.5", "unclip", "lcm")}) == 3
+    folder = tmp_path / "my-pipe"
+    folder.mkdir()
+    (folder / "model_index.json").write_text(json.dumps({"_class_name": "StableUnCLIPImg2ImgPipeline"}))
+    name = _display_name(f"local:{folder}")
+    assert "'my-pipe'" in name and str(tmp_path) not in name and "image-embedding conditioning" in name

@@ -115,6 +115,11 @@ def test_upload_goes_through_and_bad_upload_keeps_the_page(ws, multi_row):
     _run(at)
     first = int(ws.index["query"][0])
     assert at.session_state["query"] == first
+    # the strip's buttons all say "Use", a word short enough for their columns (the current query's said "●"),
+    # and the current query's is highlighted
+    strip = [b for b in at.button if b.key.startswith("query_thumb_")]
+    assert [b.label for b in strip] == ["Use"] * len(strip) and len(strip) > 1
+    assert [b.proto.type for b in strip] == ["primary"] + ["secondary"] * (len(strip) - 1)
     good = _png(ws.image(first))
     at.file_uploader(key="query_upload").set_value(("cut.png", good[: len(good) // 2], "image/png"))
     _run(at)

@@ -35,6 +35,7 @@ from slics_core.explorer.workspace_files import recorded_generator, set_workspac
 from slics_core.formats import load_npz
 from slics_core.rows import ZERO_NORM
 from slics_core.store import embed_dataset
+from slics_core.weights import get_preset
 
 __all__ = ["WorkspaceGenerator", "load_workspace_generator", "attach_generator", "fit_workspace_alignment",
            "load_workspace_alignment", "generator_version", "read_pairs", "ALIGNMENT_FILE", "DEFAULT_ALIGN_PAIRS"]
@@ -314,6 +315,20 @@ def load_workspace_generator(ws: Workspace) -> WorkspaceGenerator:
     return _pipeline_generator(ws)
 
 
+#: How each route feeds the image embedding to the pipeline (a local folder's name says which).
+_ROUTES = {"sd": "image embedding as the prompt", "unclip": "image-embedding conditioning"}
+
+
+def _display_name(spec) -> str:
+    """The pages' name of a generator (a spec or its text): its weights preset's description
+    (:data:`slics_core.weights.PRESETS`), or a local pipeline folder's name (not its path: the pages show
+    it to visitors) and route."""
+    spec = _gens.parse_generator_spec(spec)
+    if spec.preset is not None:
+        return get_preset(spec.preset).description
+    return f"local pipeline {Path(spec.path).name!r} ({_ROUTES[spec.route]})"  # its folder's name, not the path
+
+
 def _pipeline_generator(ws: Workspace) -> WorkspaceGenerator:
     spec = _gens.parse_generator_spec(ws.generator)
     align = load_workspace_alignment(ws)
@@ -331,7 +346,7 @@ def _pipeline_generator(ws: Workspace) -> WorkspaceGenerator:
         defaults.update(_gens.LCM_DEFAULTS)
     defaults["size"] = min(defaults["size"], native)
     timer = _StepTimer(pipe, on_gpu)
-    route = "image embedding as the prompt" if spec.route == "sd" else "image-embedding conditioning"
+    route = _ROUTES[spec.route]
     sampler = "LCM" if consistency else "DPM-Solver++"
 
     def run(C, seed, steps, size=None, guidance=None, progress=None):
@@ -345,8 +360,7 @@ def _pipeline_generator(ws: Workspace) -> WorkspaceGenerator:
         timer.record(time.perf_counter() - t0, len(images), steps, size, guidance)
         return images
 
-    name = {"sd-1.5": "Stable Diffusion 1.5", "unclip": "Stable unCLIP 2.1 small",
-            "lcm": "LCM Dreamshaper v7"}.get(spec.text, f"{spec.path} ({route})")
+    name = _display_name(spec)
     info = {"alignment_held_out_cosine": align.held_out_cosine_, "alignment_train_cosine": align.train_cosine_,
             "conditioning_encoder": align.target_id, "spec": spec.text, "device": str(pipe.device), "route": route,
             "native_size": native, "sampler": sampler}

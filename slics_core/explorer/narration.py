@@ -14,6 +14,7 @@ import numpy as np
 from slics_core.emoji.world import emoji_vocabulary
 from slics_core.encoders import parse_encoder_spec
 from slics_core.evaluation import SWEEP_METHOD, d0_rule_words
+from slics_core.explorer import safe_text
 from slics_core.explorer.safe_text import code
 from slics_core.methods import get_method
 
@@ -141,14 +142,18 @@ def component_words(method: str, mode: str) -> str:
 
 
 def example_caption(shown: list, all_concepts: list) -> str:
-    """The caption of Home's one-picture row: which of the query's concepts the row shows."""
+    """The caption of Home's one-picture row (Markdown): which of the query's concepts the row shows.
+
+    The concept names come from the workspace's labels: each is written as plain text
+    (:func:`slics_core.explorer.safe_text.text`)."""
     shown, all_concepts = list(shown), list(all_concepts)
     if len(shown) == len(all_concepts):
         return ("The query is about the sum of its concept components; each component finds images sharing "
                 "that concept, the whole embedding finds images like the whole scene.")
     rest = [c for c in all_concepts if c not in shown]
+    names = lambda cs: ", ".join(safe_text.text(c) for c in cs)  # noqa: E731
     return (f"The query has {len(all_concepts)} concepts; the row shows {len(shown)} of its components "
-            f"({', '.join(shown)}) and leaves out {', '.join(rest)} (+ … in the sum). Each component finds images "
+            f"({names(shown)}) and leaves out {names(rest)} (+ … in the sum). Each component finds images "
             "sharing that concept; the whole embedding finds images like the whole scene.")
 
 

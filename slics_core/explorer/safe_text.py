@@ -17,8 +17,11 @@ punctuation mark is backslash-escaped (measured: the autolink pass runs on the p
     triggers (``://``, ``www.``, ``@``) broken by an invisible WORD JOINER (U+2060). For
     names shown as prose (concept names in headings, labels in captions, error messages).
 
-Both make the value one line (a payload cannot start a new block) and cut it to ``limit``
-characters. ``tests/e2e/test_injection.py`` checks every page in a browser.
+All three make the value one line (a payload cannot start a new block), show the invisible
+characters that reorder text (bidi controls: a right-to-left override makes ``abc\\u202egpj.exe`` read
+as "abcexe.jpg") as their escapes (``\\u202e``), and :func:`code` and :func:`text` cut it to ``limit``
+characters. :func:`plain` does only that, for widget options, which Streamlit does not render as
+Markdown. ``tests/e2e/test_injection.py`` checks every page in a browser.
 
 The pages use these through :mod:`app_pages._safe`; sentences written below the pages
 (:mod:`slics_core.explorer.narration`) quote workspace-provided names with :func:`code` too.
@@ -28,15 +31,22 @@ from __future__ import annotations
 import re
 from html import escape
 
-__all__ = ["code", "text", "figure_text"]
+__all__ = ["code", "text", "figure_text", "plain"]
 
 _WJ = "\u2060"
 _PUNCT = re.compile(r"([!-/:-@\[-`{-~])")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
+#: The Unicode bidirectional controls (embeddings, overrides, isolates, marks): shown as escapes.
+_BIDI = re.compile(r"[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(value) -> str:
+    """``value`` as a string with each bidi control written as its escape (``\\u202e``)."""
+    return _BIDI.sub(lambda m: f"\\u{ord(m.group(0)):04x}", str(value))
 
 
 def _one_line(value, limit: int) -> str:
-    s = " ".join(_CONTROL.sub(" ", str(value)).split(" "))
+    s = " ".join(_CONTROL.sub(" ", _visible(value)).split(" "))
     s = re.sub(r"\s+", " ", s).strip()
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
@@ -61,4 +71,10 @@ def text(value, limit: int = 500) -> str:
 
 def figure_text(value) -> str:
     """``value`` for plotly figure text: HTML-escaped, so no ``<a href>`` in it becomes a link."""
-    return escape(str(value), quote=False)
+    return escape(_visible(value), quote=False)
+
+
+def plain(value, limit: int = 200) -> str:
+    """``value`` as one line of plain text (bidi controls shown as escapes), for what Streamlit shows
+    without Markdown: the options of a select box or multiselect."""
+    return _one_line(value, limit)
