@@ -123,13 +123,14 @@ def test_home_shows_hostile_concept_names_as_text(tmp_path, monkeypatch, ws):
 
     from slics_core.data import LabelledEmbeddings
     from slics_core.explorer.build import build_workspace
+    from slics_core.labels import Labels
 
     rng = np.random.default_rng(0)
     n, d, m = 72, 10, len(HOME_NAMES)
     Y = np.ones((n, m), dtype=bool)
     Y[np.arange(n), np.arange(n) % m] = False  # five concepts per item: the row shows 4 and leaves one out
     raw = (Y @ rng.standard_normal((m, d)) + 0.3 * rng.standard_normal((n, d))).astype(np.float32)
-    data = LabelledEmbeddings(raw=raw, ids=[f"i{i}" for i in range(n)], Y=Y, concept_names=HOME_NAMES)
+    data = LabelledEmbeddings(raw=raw, ids=[f"i{i}" for i in range(n)], labels=Labels(Y, HOME_NAMES))
     build_workspace(data, tmp_path / "hostile-home", methods=["S-SLiCS", "UF"], d0_values=(1,), n_iter=2)
     monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path))
     at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=300)

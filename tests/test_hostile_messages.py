@@ -146,10 +146,11 @@ def damaged_root(tmp_path):
     """A workspace folder whose model file is cut in half (``visitor-damaged`` under the returned root)."""
     from slics_core.data import LabelledEmbeddings
     from slics_core.explorer.build import build_workspace
+    from slics_core.labels import Labels
 
     rng = np.random.default_rng(0)
     data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
-                              Y=np.eye(2, dtype=bool)[np.arange(40) % 2], concept_names=["a", "b"])
+                              labels=Labels(np.eye(2, dtype=bool)[np.arange(40) % 2], ["a", "b"]))
     folder = tmp_path / "visitor-damaged"
     build_workspace(data, folder, methods=["S-SLiCS", "UF"], d0_values=(1,), n_iter=1)
     model = next((folder / "models").glob("*.npz")) if (folder / "models").is_dir() else folder / "arrays.npz"
