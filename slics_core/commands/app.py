@@ -10,7 +10,6 @@ in a child process, whose exit code it returns.
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import subprocess
 import sys
@@ -21,21 +20,10 @@ import slics_core
 from slics_core.commands import CLIError
 from slics_core.extras import missing_extra_message
 
-__all__ = ["app_script", "config_options", "register", "run", "streamlit_command"]
+__all__ = ["app_script", "config_options", "run", "streamlit_command"]
 
 #: What the explorer imports at its top (the ``app`` extra).
 _APP_MODULES = ("streamlit", "plotly", "pandas")
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "app", help="run the explorer (Streamlit) on the emoji world",
-        description="Run the SLiCS explorer (the same pages as `streamlit run app.py` in a checkout). Every "
-                    "option after `app` goes to `streamlit run`, e.g. `slics app --server.port 8600 "
-                    "--server.headless true`; see `streamlit run --help`.")
-    p.add_argument("streamlit_args", nargs=argparse.REMAINDER, metavar="STREAMLIT_OPTION",
-                   help="options of `streamlit run` (they override the app's .streamlit/config.toml)")
-    p.set_defaults(func=lambda args: run(args.streamlit_args))
 
 
 def _is_app_folder(folder: Path) -> bool:
