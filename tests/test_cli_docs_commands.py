@@ -4,8 +4,9 @@ line takes (issue 30, item 4).
 Commands are read from code blocks (continuation lines joined, comments cut): each is given to the real
 parser (``slics_core.cli.build_parser``) and only parsed, never run. Inline code spans that start with
 ``slics`` name a command in prose (``slics align --workspace``), often without its required parts:
-their command and every option they name must exist. Synopsis brackets are read as optional parts: ``[--cache-dir DIR]`` is parsed as
-given, ``[same options]`` is left out; ``…`` stands for arguments left out.
+their command and every option they name must exist. Synopsis brackets are read as optional parts:
+``[--cache-dir DIR]`` is parsed as given, ``[same options]`` is left out; ``…`` stands for arguments left
+out.
 """
 import contextlib
 import io

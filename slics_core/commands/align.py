@@ -68,7 +68,7 @@ def _cmd_align_workspace(args: argparse.Namespace) -> int:
                            f"{user_message(exc)}; name it again with `slics align --workspace {args.workspace} "
                            f"--generator local:NEW_DIR` (or {generator_names_text(local=False)})") from None
         args.generator = recorded
-    if args.align_encoder is None and args.align_pairs is None:  # refit into the space the workspace recorded
+    if args.align_encoder is None:  # refit into the conditioning space the workspace recorded
         try:
             args.align_encoder = recorded_conditioning_encoder(ws)
         except ValueError as exc:
