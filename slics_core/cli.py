@@ -126,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    """Check the parsed ``args`` (the command's ``check``), then import and run its function: user errors
-    and warnings as one line each."""
+    """Check the parsed ``args`` (the command's ``check``), then import and run its function (``args.func``
+    when set, else the one :data:`~slics_core.commands.COMMANDS` names): user errors and warnings as one
+    line each."""
 
     def show(message, category, filename, lineno, file=None, line=None):
         text = " ".join(str(message).split())
@@ -139,7 +140,8 @@ def _run(args) -> int:
             check = getattr(args, "check", None)
             if check is not None:
                 check(args)
-            return int(command_function(args.command)(args) or 0)
+            func = getattr(args, "func", None) or command_function(args.command)
+            return int(func(args) or 0)
     except _USER_ERRORS as exc:
         return _fail(args.command, exc)
     except ModuleNotFoundError as exc:
