@@ -71,7 +71,7 @@ export SLICS_EMOJI_CACHE="$WORK/emoji-cache" SLICS_WORKSPACES="$WORK/workspaces"
 cd "$WORK/empty"
 "$WORK/all/bin/slics" models > /dev/null
 step "slics emoji-build (small) from the installed assets"
-timed "$WORK/all/bin/slics" emoji-build --n-train 300 --n-val 50 --n-query 100 --n-pool 300 --quiet
+timed "$WORK/all/bin/slics" emoji-build --quiet  # sizes from SLICS_EMOJI_SCALE
 step "the explorer's home page from the installed package"
 "$WORK/all/bin/python" - <<'EOF'
 import importlib.util

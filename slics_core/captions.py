@@ -32,6 +32,7 @@ from slics_core.extras import require
 from slics_core.formats import atomic_write_bytes
 from slics_core.nnls import nnls_shared
 from slics_core.preprocessing import EmbeddingNormalizer
+from slics_core.vocabulary_names import DEFAULT_VOCABULARY, LAION_DOWNLOAD, NO_VOCABULARY, VOCABULARY_SPECS
 
 __all__ = [
     "LAION_VOCAB_URL",
@@ -52,11 +53,8 @@ __all__ = [
 LAION_VOCAB_URL = "https://raw.githubusercontent.com/AI4LIFE-GROUP/SpLiCE/main/data/vocab/laion.txt"
 
 #: The vocabulary spec of the offline default (:func:`get_words`), and the one of no vocabulary.
-DEFAULT_VOCABULARY = "wordfreq"
-NO_VOCABULARY = "none"
-#: The forms of a vocabulary spec (:func:`get_words`), in words (``--vocab`` help, messages).
-VOCABULARY_SPECS = ("'wordfreq' (frequent English words, offline; the default), 'none' (no vocabulary), "
-                    "'laion-download' (SpLiCE's LAION word list, downloaded) or a word-list file")
+# the grammar's names (DEFAULT_VOCABULARY, NO_VOCABULARY, LAION_DOWNLOAD, VOCABULARY_SPECS) live in
+# slics_core.vocabulary_names, light enough for the command line's --help
 
 #: Words removed from the default vocabulary (sexual / explicit terms).
 NSFW_BLOCKLIST = frozenset("""
@@ -256,7 +254,7 @@ def get_words(spec, n_words=10_000, download_to=None):
         return default_vocabulary(n_words)
     if spec == NO_VOCABULARY:
         return None
-    if spec == "laion-download":
+    if spec == LAION_DOWNLOAD:
         dest = download_to or "laion.txt"
         download_laion_vocabulary(dest)
         spec = dest

@@ -1,11 +1,13 @@
 """The ``slics`` command line (also ``python -m slics_core``).
 
-Sub-commands live in :mod:`slics_core.commands`; :data:`slics_core.commands.COMMANDS`
-names the module of each, and only the module of the command being run is
-imported, so ``slics --version``, ``slics models`` and ``slics download``
-answer without importing scikit-learn, SciPy, torch or open_clip. For a
-command that needs the encoder named by ``--encoder``, a preset whose weights
-are not on disk is reported before the command's module is imported.
+Sub-commands live in :mod:`slics_core.commands`: their options in
+:mod:`slics_core.commands.options` (light), the function that runs each in the
+module :data:`slics_core.commands.COMMANDS` names, imported only when the command
+runs, so ``slics --version``, ``slics models``, ``slics download`` and every
+``--help`` answer without importing scikit-learn, SciPy, torch or open_clip.
+Options are checked (the command's ``check``) before that module is imported,
+and for a command that needs the encoder named by ``--encoder``, an unknown name
+or a preset whose weights are not on disk is reported first too.
 
 Errors a user can fix (bad paths, bad files, missing weights) are raised as
 :class:`CLIError`, :class:`slics_core.errors.UserError` or ``ValueError``;
@@ -18,12 +20,11 @@ code is 2. Warnings raised while a command runs are printed as one line too
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import warnings
 
-from slics_core import __version__, commands, weights
-from slics_core.commands import COMMANDS, CLIError
+from slics_core import __version__, weights
+from slics_core.commands import COMMANDS, CLIError, command_function, options
 from slics_core.encoders import parse_encoder_spec
 from slics_core.errors import DAMAGED_FILE_ERRORS, UserError, user_message
 from slics_core.extras import MissingExtraError, extra_for, missing_extra_message
@@ -33,21 +34,15 @@ __all__ = ["CLIError", "build_parser", "check_encoder_weights", "main"]
 _HELP = {"-h", "--help"}
 
 
-def build_parser(modules=None) -> argparse.ArgumentParser:
-    """The ``slics`` parser with the sub-commands of ``modules`` (names in :mod:`slics_core.commands`).
-
-    ``modules=None`` registers every sub-command (the full parser).
-    """
-    if modules is None:
-        modules = sorted({c.module for c in COMMANDS.values()})
+def build_parser() -> argparse.ArgumentParser:
+    """The ``slics`` parser with every sub-command (light: it imports no command module)."""
     parser = argparse.ArgumentParser(
         prog="slics",
         description="Sparse Linear Concept Subspaces: fit, evaluate and explore concept dictionaries.",
     )
     parser.add_argument("--version", action="version", version=f"slics {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in modules:
-        importlib.import_module(f"{commands.__name__}.{name}").register(subparsers)
+    options.register(subparsers)
     for sub in subparsers.choices.values():
         sub.set_defaults(_parser=sub)  # so that an option unknown to a sub-command is reported by it
     return parser
@@ -57,16 +52,6 @@ def _command_name(argv: list[str]) -> str | None:
     """The sub-command named in ``argv`` (the first word that is not an option: ``slics`` has no option
     with a value)."""
     return next((a for a in argv if not a.startswith("-")), None)
-
-
-def _modules_for(argv: list[str]) -> list[str]:
-    """Command modules needed to parse ``argv``: the named command's only, none for ``--version``, else all."""
-    name = _command_name(argv)
-    if name in COMMANDS:
-        return [COMMANDS[name].module]
-    if name is None and argv and not _HELP & set(argv):
-        return []  # --version, or an unknown option that the top-level parser reports
-    return sorted({c.module for c in COMMANDS.values()})  # help, or an unknown command: list them all
 
 
 def _option_value(argv: list[str], option: str) -> str | None:
@@ -82,16 +67,14 @@ def _option_value(argv: list[str], option: str) -> str | None:
 def check_encoder_weights(spec: str | None) -> None:
     """Report missing weights of the encoder preset ``spec`` at once (no torch, no scikit-learn).
 
-    Does nothing for other names (and for ``None``); the command itself then
-    reports what is wrong. Raises :class:`CLIError` with the message the
-    command would give after importing everything.
+    A name no encoder form reads is refused (the message lists the forms); other
+    names and ``None`` pass, and the command itself reports what is wrong. Raises
+    :class:`CLIError` with the message the command would give after importing everything.
     """
     if not spec:
         return
-    try:
-        parsed = parse_encoder_spec(spec)
-    except ValueError:
-        return  # the command says which names are accepted
+    options.check_encoder_spec(spec)
+    parsed = parse_encoder_spec(spec)
     preset = weights.find_preset(parsed.text) if parsed.kind == "preset" else None
     if preset is None or preset.kind not in ("open_clip", "transformers"):
         return  # an open_clip ARCH/TAG beyond the presets needs open_clip's table; generators are refused later
@@ -126,30 +109,30 @@ def main(argv: list[str] | None = None) -> int:
     rest = argv[argv.index(name) + 1:] if command is not None else []
     if command is not None and command.passthrough and rest[:1] not in (["-h"], ["--help"]):
         try:
-            return int(importlib.import_module(f"{commands.__name__}.{command.module}").run(rest) or 0)
+            return int(command_function(name)(rest) or 0)
         except _USER_ERRORS as exc:
             return _fail(name, exc)
+        except ModuleNotFoundError as exc:
+            return _missing_extra(name, exc)
     if command is not None and command.loads_encoder and not _HELP & set(argv):
         try:
             check_encoder_weights(_option_value(argv, "--encoder"))
         except _USER_ERRORS as exc:
             return _fail(name, exc)
-    try:
-        parser = build_parser(_modules_for(argv))
-    except ModuleNotFoundError as exc:  # a command module imports an optional library at its top
-        return _missing_extra(name, exc)
+    parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # reported by the sub-command's parser: "slics fit: error: ...", with its usage
         getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
-    func = getattr(args, "func", None)
-    if func is None:
+    if args.command is None:
         parser.print_help()
         return 0
     return _run(args)
 
 
 def _run(args) -> int:
-    """Run the parsed command ``args.func(args)``: user errors and warnings as one line each."""
+    """Check the parsed ``args`` (the command's ``check``), then import and run its function (``args.func``
+    when set, else the one :data:`~slics_core.commands.COMMANDS` names): user errors and warnings as one
+    line each."""
 
     def show(message, category, filename, lineno, file=None, line=None):
         text = " ".join(str(message).split())
@@ -158,7 +141,11 @@ def _run(args) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = show
-            return int(args.func(args) or 0)
+            check = getattr(args, "check", None)
+            if check is not None:
+                check(args)
+            func = getattr(args, "func", None) or command_function(args.command)
+            return int(func(args) or 0)
     except _USER_ERRORS as exc:
         return _fail(args.command, exc)
     except ModuleNotFoundError as exc:

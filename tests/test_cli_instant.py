@@ -1,4 +1,5 @@
-"""``slics --version``, ``models``, ``download`` and missing weights answer without heavy imports.
+"""``slics --version``, ``models``, ``download``, every ``--help``, bad options and missing weights answer
+without heavy imports.
 
 Each case runs the real command line in a fresh interpreter with
 ``python -X importtime`` and reads, from that report, which modules were
@@ -15,8 +16,8 @@ import pytest
 from fixtures_models import fake_hub_file
 
 from slics_core import weights
-from slics_core.cli import _modules_for, build_parser, check_encoder_weights, main
-from slics_core.commands import COMMANDS, CLIError
+from slics_core.cli import build_parser, check_encoder_weights, main
+from slics_core.commands import COMMANDS, CLIError, command_function
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "open_clip", "transformers", "sklearn", "scipy", "pandas", "diffusers")
@@ -47,9 +48,37 @@ def _run_cli(args, tmp_path):
 
 def test_importtime_report_is_read(tmp_path):
     """The parser of ``-X importtime`` sees heavy imports when there are some (so the tests below can fail)."""
-    code, _, _, imported = _run_cli(["align", "--help"], tmp_path)  # align imports SciPy
-    assert code == 0
-    assert "slics_core" in imported and "numpy" in imported and "scipy" in imported
+    code, _, _, imported = _run_cli(["fit", "--cache", str(tmp_path / "none"), "--out", "m.npz"], tmp_path)
+    assert code == 2  # no cache there, reported after the fit command's module (scikit-learn, SciPy) was imported
+    assert "slics_core" in imported and "numpy" in imported and "scipy" in imported and "sklearn" in imported
+
+
+@pytest.mark.parametrize("command", [None, *sorted(COMMANDS)])
+def test_help_imports_nothing_heavy(command, tmp_path):
+    """``slics --help`` and ``slics COMMAND --help`` are as light as ``--version``."""
+    code, out, err, imported = _run_cli([c for c in (command, "--help") if c], tmp_path)
+    assert code == 0, err
+    assert out.startswith(f"usage: slics {command or ''}".rstrip()), out[:200]
+    assert not set(HEAVY) & imported, sorted(set(HEAVY) & imported)
+
+
+@pytest.mark.parametrize("args,culprit", [
+    (["embed", "--dataset", "emoji", "--cache", "c", "--batch-size", "0"], "--batch-size must be at least 1; got 0"),
+    (["embed", "--dataset", "emoji", "--cache", "c", "--encoder", "no such encoder"], "unknown encoder 'no such"),
+    (["reproduce", "--dataset", "emoji", "--out-dir", "o", "--embed-batch-size", "-3"], "--embed-batch-size must"),
+    (["reproduce", "--dataset", "emoji", "--out-dir", "o", "--encoder", "nonsense"], "unknown encoder 'nonsense'"),
+    (["workspace", "--cache", "c", "--align-encoder", "nonsense", "--generator", "sd-1.5"], "--align-encoder: unknown"),
+    (["evaluate", "--cache", "c", "--k", "0"], "--k must be at least 1; got 0"),
+    (["emoji-build", "--n-pool", "0"], "--n-pool must be at least 1; got 0"),
+    (["fit", "--cache", "c", "--out", "m.npz", "--batch-size", "0"], "--batch-size must be at least 1; got 0"),
+])
+def test_bad_options_reported_before_heavy_imports(args, culprit, tmp_path):
+    """Bad numbers and unknown encoder names are refused before torch, scikit-learn or the command's module."""
+    code, out, err, imported = _run_cli(args, tmp_path)
+    assert code == 2 and out == ""
+    assert err.startswith(f"slics {args[0]}: error: ") and "\n" not in err and culprit in err, err
+    assert not set(HEAVY) & imported, sorted(set(HEAVY) & imported)
+    assert not (tmp_path / "o").exists()
 
 
 def test_version_imports_nothing_heavy(tmp_path):
@@ -100,25 +129,14 @@ def test_unknown_command_lists_all(tmp_path):
     assert "invalid choice" in err and all(name in err for name in COMMANDS)
 
 
-def test_commands_table_matches_the_modules():
-    """COMMANDS names every registered sub-command with the module that registers it."""
+def test_commands_table_matches_the_parsers():
+    """COMMANDS names every sub-command the parser has, with a function that runs it in the module named."""
     full = build_parser()
     sub = next(a for a in full._actions if a.dest == "command")
     assert set(sub.choices) == set(COMMANDS)
-    for module in {c.module for c in COMMANDS.values()}:
-        p = build_parser([module])
-        names = set(next(a for a in p._actions if a.dest == "command").choices)
-        assert names == {n for n, c in COMMANDS.items() if c.module == module}
-
-
-def test_modules_for_argv():
-    assert _modules_for(["--version"]) == []
-    assert _modules_for(["models", "--cache-dir", "x"]) == ["models"]
-    assert _modules_for(["download", "ViT-B-32/openai"]) == ["models"]
-    assert _modules_for(["embed", "--dataset", "coco"]) == ["data"]
-    everything = sorted({c.module for c in COMMANDS.values()})
-    assert _modules_for([]) == everything and _modules_for(["-h"]) == everything
-    assert _modules_for(["bogus"]) == everything
+    for name, command in COMMANDS.items():
+        assert callable(command_function(name)), name
+        assert command_function(name).__module__ == f"slics_core.commands.{command.module}"
 
 
 def test_no_arguments_prints_full_help(capsys):
@@ -150,9 +168,12 @@ def test_check_encoder_weights_same_message_as_the_command(tmp_path, monkeypatch
             resolve_encoder(spec)
         assert str(early.value) == str(late.value)
         assert "not on this machine" in str(early.value)
-    # names the early check leaves to the command: not presets, generators, unknown forms, nothing
-    for spec in ("ViT-B-32/random@32", "emoji-small", "sd-1.5", "no such encoder", None, "local:/nowhere"):
+    # names the early check leaves to the command: not presets, generators, nothing
+    for spec in ("ViT-B-32/random@32", "emoji-small", "sd-1.5", None, "local:/nowhere"):
         check_encoder_weights(spec)
+    # a name no encoder form reads is refused at once, with the forms
+    with pytest.raises(CLIError, match="unknown encoder 'no such encoder': use a preset"):
+        check_encoder_weights("no such encoder")
 
 
 def test_check_encoder_weights_passes_when_on_disk(tmp_path, monkeypatch):

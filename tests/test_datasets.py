@@ -33,8 +33,8 @@ def odd_images(tmp_path):
     return d
 
 
-#: The real COCO category file beside the repository (../shared/, as CI lays it out).
-COCO_CATEGORIES = Path(__file__).resolve().parents[2] / "shared" / "data" / "coco_categories.json"
+#: The real COCO category table, kept with the tests (tests/data/NOTICE: CC BY 4.0, COCO Consortium).
+COCO_CATEGORIES = Path(__file__).resolve().parent / "data" / "coco_categories.json"
 
 def test_load_image_handles_real_world_quirks(odd_images):
     d = odd_images

@@ -1,24 +1,21 @@
 """Sub-commands of the ``slics`` command line.
 
-Each module of this package defines ``register(subparsers)``, which adds its
-sub-commands; a sub-command sets ``func`` (a callable taking the parsed
-``argparse.Namespace`` and returning an exit code) with
-``parser.set_defaults(func=...)``. The modules import the library at their
-top, so importing one costs what its commands need (``data`` and
-``workspaces`` load scikit-learn, SciPy and pandas; ``models`` does not).
-
-:data:`COMMANDS` names the module of every sub-command, so that
-:func:`slics_core.cli.main` imports only the module of the command it runs:
-``slics --version``, ``slics models`` and ``slics download`` never import
-scikit-learn, SciPy, torch or open_clip. A new command is added to its
-module and to :data:`COMMANDS` (``tests/test_cli_instant.py`` checks that
-the two agree).
+:mod:`slics_core.commands.options` declares every sub-command's options (light: ``slics --help``
+and ``slics COMMAND --help`` import no scikit-learn, SciPy, pandas or torch) and the checks that
+need only them. :data:`COMMANDS` names the module and function that run each sub-command: a
+function takes the parsed ``argparse.Namespace`` and returns an exit code, and its module, which
+imports the library at its top, is imported only when the command runs, after its options were
+checked. ``slics --version``, ``slics models``, ``slics download`` and every ``--help`` never
+import scikit-learn, SciPy, torch or open_clip. A new command is added to
+:mod:`~slics_core.commands.options` and to :data:`COMMANDS` (``tests/test_cli_instant.py`` checks
+that the two agree).
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
-__all__ = ["COMMANDS", "CLIError", "Command", "check_at_least"]
+__all__ = ["COMMANDS", "CLIError", "Command", "check_at_least", "command_function"]
 
 
 class CLIError(Exception):
@@ -43,7 +40,9 @@ class Command:
     Attributes
     ----------
     module : str
-        Module of this package that registers and runs it.
+        Module of this package that runs it (imported only then).
+    function : str
+        The function of ``module`` that runs it: ``function(args) -> exit code``.
     loads_encoder : bool
         Whether it cannot run without the encoder its ``--encoder`` option
         names (when given), so that the command line checks that encoder's
@@ -51,26 +50,34 @@ class Command:
         well under a second, without importing scikit-learn or torch.
     passthrough : bool
         Its arguments go, unparsed, to another program (``slics app`` to ``streamlit run``): the
-        command line calls the module's ``run(args)`` with them, except for a lone ``-h``/``--help``.
+        command line calls ``function`` with them (a list of strings), except for a lone ``-h``/``--help``.
     """
 
     module: str
+    function: str
     loads_encoder: bool = False
     passthrough: bool = False
 
 
 #: Every sub-command of ``slics`` and its module.
 COMMANDS: dict[str, Command] = {
-    "align": Command("align"),
-    "app": Command("app", passthrough=True),
-    "captions": Command("data", loads_encoder=True),
-    "download": Command("models"),
-    "embed": Command("data", loads_encoder=True),
-    "emoji-build": Command("workspaces"),
-    "emoji-report": Command("workspaces"),
-    "evaluate": Command("data"),  # --encoder is optional there: without its weights the SpLiCE rows say why
-    "fit": Command("data"),
-    "models": Command("models"),
-    "reproduce": Command("data", loads_encoder=True),
-    "workspace": Command("workspaces", loads_encoder=True),
+    "align": Command("align", "cmd_align"),
+    "app": Command("app", "run", passthrough=True),
+    "captions": Command("data", "cmd_captions", loads_encoder=True),
+    "download": Command("models", "cmd_download"),
+    "embed": Command("data", "cmd_embed", loads_encoder=True),
+    "emoji-build": Command("workspaces", "cmd_emoji_build"),
+    "emoji-report": Command("workspaces", "cmd_emoji_report"),
+    # --encoder is optional there: without its weights the SpLiCE rows say why
+    "evaluate": Command("data", "cmd_evaluate"),
+    "fit": Command("data", "cmd_fit"),
+    "models": Command("models", "cmd_models"),
+    "reproduce": Command("data", "cmd_reproduce", loads_encoder=True),
+    "workspace": Command("workspaces", "cmd_workspace", loads_encoder=True),
 }
+
+
+def command_function(name: str):
+    """The function that runs sub-command ``name`` (imports its module)."""
+    command = COMMANDS[name]
+    return getattr(importlib.import_module(f"{__name__}.{command.module}"), command.function)

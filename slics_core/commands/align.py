@@ -14,32 +14,14 @@ from pathlib import Path
 
 from slics_core.alignment import fit_alignment
 from slics_core.commands import CLIError
-from slics_core.commands.workspaces import add_generator, add_generator_options, check_generator_args
+from slics_core.commands.workspaces import add_generator, check_generator_args, recorded_conditioning_encoder
+from slics_core.errors import user_message
+from slics_core.explorer.workspace_files import load_workspace, workspace_path
 from slics_core.formats import load_user_array
+from slics_core.generators import parse_generator_spec
+from slics_core.generators.registry import generator_names_text
 
-__all__ = ["register"]
-
-
-def register(subparsers) -> None:
-    a = subparsers.add_parser(
-        "align", help="fit a Procrustes alignment between two embedding spaces, or give a workspace a generator",
-        description="Fit the (semi-)orthogonal map W from source to target embeddings of the same images "
-                    "(rows paired), report the mean cosine on held-out pairs, and save it. With --workspace: "
-                    "fit the map from that workspace's space into the generator's conditioning space and make "
-                    "the generator the workspace's (nothing else is refitted).")
-    a.add_argument("source", nargs="?", help=".npy file (n, d_src), e.g. ViT-B/32 embeddings")
-    a.add_argument("target", nargs="?", help=".npy file (n, d_dst), e.g. ViT-L/14 embeddings of the same images")
-    a.add_argument("-o", "--output", default=None, help="where to write the alignment (.npz)")
-    a.add_argument("--test-size", type=float, default=0.2, help="fraction of pairs held out (default 0.2)")
-    a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--no-normalize", action="store_true", help="do not L2-normalise rows before fitting")
-    a.add_argument("--source-id", default=None)
-    a.add_argument("--target-id", default=None)
-    a.add_argument("--workspace", default=None, metavar="NAME",
-                   help="a workspace (name under $SLICS_WORKSPACES, or its folder) to give the generator")
-    add_generator_options(a)
-    a.add_argument("--quiet", action="store_true")
-    a.set_defaults(func=_cmd_align)
+__all__ = ["cmd_align"]
 
 
 def _load_npy(path: str, what: str):
@@ -48,7 +30,7 @@ def _load_npy(path: str, what: str):
                            fix=f"give a .npy file of numeric {what} embeddings, one row per image (np.save)")
 
 
-def _cmd_align(args: argparse.Namespace) -> int:
+def cmd_align(args: argparse.Namespace) -> int:
     if args.workspace is not None:
         return _cmd_align_workspace(args)
     if args.generator or args.align_pairs or args.align_encoder:
@@ -66,16 +48,26 @@ def _cmd_align(args: argparse.Namespace) -> int:
 
 
 def _cmd_align_workspace(args: argparse.Namespace) -> int:
-    from slics_core.explorer.workspace_files import load_workspace, workspace_path
-
     if args.source or args.target or args.output:
         raise CLIError("--workspace fits the alignment from the workspace itself: give no SOURCE/TARGET/-o")
     folder = Path(args.workspace) if Path(args.workspace).is_dir() else workspace_path(args.workspace)
     ws = load_workspace(folder)
+    recorded = ws.generator if ws.generator and ws.generator != "emoji" else None
     if not args.generator:
-        if not ws.generator or ws.generator == "emoji":
+        if recorded is None:
             raise CLIError(f"workspace {ws.name!r} has no generator yet: name one with --generator "
-                           "(sd-1.5, unclip or local:DIR)")
-        args.generator = ws.generator
+                           f"({generator_names_text()})")
+        try:
+            parse_generator_spec(recorded)
+        except (OSError, ValueError) as exc:  # a local: pipeline folder moved or deleted
+            raise CLIError(f"workspace {ws.name!r} records the generator {recorded}, which cannot be opened: "
+                           f"{user_message(exc)}; name it again with `slics align --workspace {args.workspace} "
+                           f"--generator local:NEW_DIR` (or {generator_names_text(local=False)})") from None
+        args.generator = recorded
+    if args.align_encoder is None:  # refit into the conditioning space the workspace recorded
+        try:
+            args.align_encoder = recorded_conditioning_encoder(ws)
+        except ValueError as exc:
+            raise CLIError(f"{user_message(exc)}; or name the conditioning encoder with --align-encoder") from None
     add_generator(ws, check_generator_args(args), args)
     return 0

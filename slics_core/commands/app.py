@@ -6,12 +6,13 @@ The explorer is the repository's ``app.py`` and ``app_pages/``; a wheel holds th
 passed as command-line options because Streamlit reads that file only from the working folder)
 followed by the options given here, which win: ``slics app --server.port 8600 --server.headless
 true``. It works from any folder. The library never imports Streamlit; this command only starts it
-in a child process, whose exit code it returns.
+in a child process, whose exit code it returns; SIGTERM, SIGINT and SIGHUP are passed on to it, and it
+never outlives ``slics app``.
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
+import signal
 import subprocess
 import sys
 import tomllib
@@ -21,21 +22,10 @@ import slics_core
 from slics_core.commands import CLIError
 from slics_core.extras import missing_extra_message
 
-__all__ = ["app_script", "config_options", "register", "run", "streamlit_command"]
+__all__ = ["FORWARDED_SIGNALS", "app_script", "config_options", "run", "streamlit_command"]
 
 #: What the explorer imports at its top (the ``app`` extra).
 _APP_MODULES = ("streamlit", "plotly", "pandas")
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "app", help="run the explorer (Streamlit) on the emoji world",
-        description="Run the SLiCS explorer (the same pages as `streamlit run app.py` in a checkout). Every "
-                    "option after `app` goes to `streamlit run`, e.g. `slics app --server.port 8600 "
-                    "--server.headless true`; see `streamlit run --help`.")
-    p.add_argument("streamlit_args", nargs=argparse.REMAINDER, metavar="STREAMLIT_OPTION",
-                   help="options of `streamlit run` (they override the app's .streamlit/config.toml)")
-    p.set_defaults(func=lambda args: run(args.streamlit_args))
 
 
 def _is_app_folder(folder: Path) -> bool:
@@ -79,14 +69,41 @@ def streamlit_command(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(app), *config_options(app), *args]
 
 
+#: Signals that stop ``slics app``: each is passed on to the Streamlit server, which then ends.
+FORWARDED_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
+#: Seconds the server has to stop after a forwarded signal before it is killed.
+STOP_TIMEOUT = 10
+
+
 def run(args: list[str]) -> int:
-    """Run the explorer with ``streamlit run`` options ``args``; returns Streamlit's exit code."""
+    """Run the explorer with ``streamlit run`` options ``args``; returns Streamlit's exit code (``128 + N`` when
+    signal N ended it).
+
+    SIGTERM, SIGINT and SIGHUP sent to this process (a service manager, ``timeout``, ``kill PID``, a closed
+    SSH session) are passed on to the server, and the server never outlives this process: it is ended when
+    this function leaves, however it leaves.
+    """
     command = streamlit_command(list(args))
     if importlib.util.find_spec("open_clip") is None:
         print("slics app: note: the emoji world is built with open_clip, which is not installed; "
               'pip install "slics-explorer[models]" (pages on given embeddings work without it)', file=sys.stderr)
-    with subprocess.Popen(command) as proc:
-        try:
-            return proc.wait()
-        except KeyboardInterrupt:  # Ctrl-C reaches Streamlit too (same process group): let it stop
-            return proc.wait()
+    proc = subprocess.Popen(command)
+
+    def forward(signum, frame):
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
+    try:
+        code = proc.wait()
+        return 128 - code if code < 0 else code
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -30,13 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from slics_core import datasets
-from slics_core.captions import VOCABULARY_SPECS, get_words, prepare_text_embeddings, word_captions
-from slics_core.commands import CLIError, check_at_least
+from slics_core.captions import get_words, prepare_text_embeddings, word_captions
+from slics_core.commands import CLIError
 from slics_core.data import eval_data, fit_inputs, load_cache, vocabulary_embeddings
 from slics_core.emoji.world import DATASET_NAME as EMOJI_DATASET
-from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
-from slics_core.emoji.world import PROMPT_TEMPLATE as EMOJI_PROMPT
-from slics_core.emoji.world import emoji_dataset, emoji_vocabulary, world_split
+from slics_core.emoji.world import WORLD_DEFAULTS, DatasetDefaults, emoji_dataset
 from slics_core.encoders import concept_text_embeddings, create_encoder, load_titok_codebook
 from slics_core.errors import writing
 from slics_core.evaluation import (
@@ -51,16 +49,32 @@ from slics_core.evaluation import (
     table_runs,
 )
 from slics_core.formats import atomic_write_bytes, atomic_write_json
-from slics_core.methods import MODES, fit_method, method_names
+from slics_core.methods import fit_method, method_names
 from slics_core.precomputed import load_precomputed
-from slics_core.preprocessing import PREPROCESSING, load_mean
+from slics_core.preprocessing import load_mean
 from slics_core.retrieval import QuantizedPool, token_count
 from slics_core.runs import ResultStore, run_folder
 from slics_core.slics import SLiCS
 from slics_core.splits import make_split
 from slics_core.store import EmbeddingStore, embed_dataset
 
-__all__ = ["register", "load_dataset", "resolve_encoder"]
+__all__ = ["GENERIC_DEFAULTS", "dataset_defaults", "load_dataset", "resolve_encoder"]
+
+
+def _split(Y, n_train, n_val, n_query, seed):
+    return make_split(Y, n_train, n_val, n_query, seed=0 if seed is None else seed)
+
+
+#: Every dataset but the emoji world: ``--encoder`` is needed, the paper's concept prompts, ``--vocab``'s own
+#: default, split seed 0.
+GENERIC_DEFAULTS = DatasetDefaults(encoder=None, prompt_template="paper", vocabulary=None, split=_split)
+
+
+def dataset_defaults(name: str) -> DatasetDefaults:
+    """Encoder, concept prompt, vocabulary and split of dataset ``name`` (as a cache records it) unless
+    given on the command line: the emoji world's own (:data:`slics_core.emoji.world.WORLD_DEFAULTS`),
+    else :data:`GENERIC_DEFAULTS`."""
+    return WORLD_DEFAULTS if name == EMOJI_DATASET else GENERIC_DEFAULTS
 
 
 # --------------------------------------------------------------------------- helpers
@@ -90,45 +104,6 @@ def load_dataset(args):
     if kind == "emoji":  # the app's world: its scenes, labels and sizes ($SLICS_EMOJI_SCALE)
         return emoji_dataset()
     raise CLIError(f"unknown dataset {kind!r}")
-
-
-def _add_dataset_args(p):
-    g = p.add_argument_group("dataset")
-    g.add_argument("--dataset", choices=("coco", "mirflickr", "folder", "precomputed", "emoji"), required=True,
-                   help="emoji: the app's offline world (sizes scaled by $SLICS_EMOJI_SCALE, encoder "
-                        f"{EMOJI_ENCODER} unless --encoder is given, its split unless sizes are given)")
-    g.add_argument("--images", help="image folder (coco, folder; precomputed: where the ids' images are)")
-    g.add_argument("--annotations", help="COCO instances_*.json, or the MIRFlickr annotation folder")
-    g.add_argument("--root", help="MIRFlickr25K root folder")
-    g.add_argument("--labels", help="CSV/JSON label file (folder, precomputed)")
-    g.add_argument("--embeddings", help="precomputed: clip-retrieval output folder (img_emb/ + metadata/), "
-                                        "a .npy file or a .parquet file with an 'embedding' column")
-    g.add_argument("--metadata", help="precomputed .npy: ids of its rows (.parquet, .csv or .txt)")
-
-
-def _add_embed_args(p, reproduce=False):
-    p.add_argument("--encoder", required=False, default=None,
-                   help="encoder name (ViT-B-32/openai, emoji-small, ViT-B-32/random@64, local:DIR, module:factory); "
-                        "for --dataset precomputed: the encoder that made the embeddings (optional)")
-    p.add_argument("--cache", required=not reproduce, default=None,
-                   help="embedding cache directory" + (" (default OUT_DIR/cache)" if reproduce else ""))
-    p.add_argument("--embed-batch-size" if reproduce else "--batch-size", dest="embed_batch_size", type=int,
-                   default=64, help="images per encoder batch (64)")
-    p.add_argument("--preprocessing", choices=PREPROCESSING, default="clip",
-                   help="embedding preprocessing used by fit/evaluate/workspace (clip = unit, centre, unit)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="image decoding processes (default: one per core less one, up to 16; "
-                        "0 decodes in the main process)")
-    p.add_argument("--no-draft", action="store_true",
-                   help="decode JPEGs at full size (default: reduced-size JPEG decoding, never below the encoder's "
-                        "input size; a cache is always resumed the way it was begun)")
-    p.add_argument("--codebook", default=None,
-                   help="token codebook (K, token_dim) .npy/.npz of token embeddings (TiTok), stored with the cache so "
-                        "that evaluate/reproduce also score the quantized pool (Table 3); a TiTok encoder's own "
-                        "codebook is stored without this option")
-    p.add_argument("--overwrite", action="store_true", help="discard an existing cache")
-    p.add_argument("--device", default=None)
-    p.add_argument("--no-progress", action="store_true")
 
 
 def _concept_text(encoder, store, concept_names, templates="paper"):
@@ -201,19 +176,19 @@ def _embed_precomputed(args, encoder):
     return store
 
 
-def run_embed(args, encoder=None):
+def run_embed(args):
+    """Embed ``--dataset`` into ``--cache``; returns ``(store, encoder)`` (encoder None: precomputed without one)."""
     if args.dataset == "precomputed":
-        if encoder is None and args.encoder:
-            encoder = resolve_encoder(args.encoder, args.device)
-        return _embed_precomputed(args, encoder)
-    if not args.encoder and args.dataset == "emoji":
-        args.encoder = EMOJI_ENCODER
+        encoder = resolve_encoder(args.encoder, args.device) if args.encoder else None
+        return _embed_precomputed(args, encoder), encoder
+    ds = load_dataset(args)
+    defaults = dataset_defaults(ds.name)
+    args.encoder = args.encoder or defaults.encoder
     if not args.encoder:
         raise CLIError(f"--dataset {args.dataset} needs --encoder (e.g. ViT-B-32/openai or emoji-small)")
-    ds = load_dataset(args)
     if len(ds) == 0:
         raise CLIError("the dataset has no images")
-    encoder = encoder or resolve_encoder(args.encoder, args.device)
+    encoder = resolve_encoder(args.encoder, args.device)
     C = _codebook(args, encoder, int(getattr(encoder, "dim", -1) or -1)) if getattr(encoder, "dim", None) else None
     labels = ds.labels_dict() if ds.Y.shape[1] else None
     n_tokens = getattr(encoder, "n_tokens", None) or (None if C is None else token_count(encoder.dim, C))
@@ -228,19 +203,19 @@ def run_embed(args, encoder=None):
                                  draft=False if args.no_draft else None)
     _save_codebook(store, C)
     if labels is not None:
-        _concept_text(encoder, store, ds.concept_names, EMOJI_PROMPT if args.dataset == "emoji" else "paper")
+        _concept_text(encoder, store, ds.concept_names, defaults.prompt_template)
     for f in store.failed():
         print(f"embed: skipped {f['reason']}", file=sys.stderr)
     print(f"embedded {len(ds) - stats['failed']} of {len(ds)} images into {args.cache} "
           f"({stats['computed']} batches computed, {stats['reused']} reused, {stats['failed']} skipped)")
-    return store
+    return store, encoder
 
 
 def _words(args, dataset_name):
-    """The vocabulary of ``--vocab``; without it, the emoji world's own words for its caches (the app's),
-    else ``wordfreq``."""
-    if args.vocab is None and dataset_name == EMOJI_DATASET:
-        return emoji_vocabulary()
+    """The vocabulary of ``--vocab``; without it, the dataset's own (the emoji world's words), else ``wordfreq``."""
+    own = dataset_defaults(dataset_name).vocabulary
+    if args.vocab is None and own is not None:
+        return own()
     return get_words(args.vocab, args.n_words)
 
 
@@ -260,11 +235,7 @@ def _cache_encoder(args, data, need_text=True):
 
 def _prepared(args, data, vocab=None):
     """Split, centring and EvalData, the same for every command (the emoji world: the app's split by default)."""
-    if data.name == EMOJI_DATASET:
-        split = world_split(data.Y, None, args.n_train, args.n_val, args.n_query, args.split_seed)
-    else:
-        split = make_split(data.Y, args.n_train, args.n_val, args.n_query,
-                           seed=0 if args.split_seed is None else args.split_seed)
+    split = dataset_defaults(data.name).split(data.Y, args.n_train, args.n_val, args.n_query, args.split_seed)
     mean = load_mean(args.mean_file, dim=data.raw.shape[1]) if getattr(args, "mean_file", None) else None
     ed, _ = eval_data(data, split, mean=mean, vocab=vocab)
     print(f"splits: {split.sizes()}; centring: {'mean from ' + args.mean_file if mean is not None else 'training mean'}"
@@ -279,8 +250,6 @@ def cmd_embed(args):
 
 
 def cmd_fit(args):
-    check_at_least(args, 1, "--n-atoms", "--n-train", "--n-query")
-    check_at_least(args, 0, "--n-val")
     data = load_cache(args.cache)
     args.split_seed = args.seed
     ed, split = _prepared(args, data)
@@ -321,13 +290,8 @@ def _write_table(rows, out_dir, name, title):
 
 
 def _check_eval_args(args):
-    """Refuse, in one line naming the option, what would give an empty or meaningless table."""
-    check_at_least(args, 1, "--seeds", "--k", "--n-atoms", "--n-train", "--n-query", "--n-words")
-    check_at_least(args, 1 if args.sweep else 0, "--n-val")  # the sweep chooses d0 on the validation set
-    if args.sweep and args.sweep[0] > args.sweep[1]:
-        raise CLIError(f"--sweep LO HI needs LO <= HI; got {args.sweep[0]} {args.sweep[1]}")
-    if args.sweep and args.sweep[0] < 1:
-        raise CLIError(f"--sweep values must be positive; got {args.sweep[0]}")
+    """The methods of ``--methods``, each checked against the registry (counts and the sweep are checked before
+    this module is imported: :mod:`slics_core.commands.options`)."""
     methods = method_names() if args.methods is None else [m.strip() for m in args.methods.split(",") if m.strip()]
     if not methods:
         raise CLIError(f"--methods names no method; give a comma-separated list of {', '.join(method_names())}")
@@ -434,7 +398,6 @@ def _captions(model, words, W, top):
 
 
 def cmd_captions(args):
-    check_at_least(args, 1, "--top", "--n-words")
     model = SLiCS.load(args.model)
     data = load_cache(args.cache)
     words = _words(args, data.name)
@@ -451,16 +414,11 @@ def cmd_captions(args):
 
 
 def cmd_reproduce(args):
-    if args.dataset == "emoji" and not args.encoder:
-        args.encoder = EMOJI_ENCODER
-    if not args.encoder and args.dataset != "precomputed":
-        raise CLIError("reproduce needs --encoder (optional only with --dataset precomputed or emoji)")
     methods = _check_eval_args(args)  # before the output folder is created
     out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     args.cache = args.cache or str(out / "cache")
-    encoder = resolve_encoder(args.encoder, args.device) if args.encoder else None
-    store = run_embed(args, encoder)
+    store, encoder = run_embed(args)  # refuses a missing --encoder before anything is written
+    out.mkdir(parents=True, exist_ok=True)
     data = load_cache(args.cache)
     vocab = None
     words = _words(args, data.name) if getattr(encoder, "has_text", False) else None
@@ -478,80 +436,3 @@ def cmd_reproduce(args):
         print("\n".join(f"{n}: {', '.join(c)}" for n, c in zip(ed.concept_names, caps)))
     print(f"results in {out}")
     return 0
-
-
-def _add_split_args(p, n_train_default=2000):
-    p.add_argument("--n-train", type=int, default=n_train_default,
-                   help=f"training set size ({n_train_default or '60%% of the rest'}; paper COCO: 20000)")
-    p.add_argument("--n-val", type=int, default=None, help="validation set size (default 500, at most 10%%)")
-    p.add_argument("--n-query", type=int, default=None, help="query set size (default 1000, at most 20%%)")
-    p.add_argument("--mean-file", default=None,
-                   help="precomputed centring mean (.npy/.npz/.pt/.txt; e.g. SpLiCE's CLIP image mean); "
-                        "default: the training split's mean")
-
-
-def _add_eval_args(p, with_sweep=True):
-    _add_split_args(p, n_train_default=None)
-    p.add_argument("--split-seed", type=int, default=None, help="seed of the split (0; the emoji world: its own)")
-    p.add_argument("--n-atoms", type=int, default=10, help="d0 when no sweep is run (10)")
-    p.add_argument("--n-iter", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=None, help="SLiCS mini-batch size (e.g. 2000 for COCO)")
-    p.add_argument("--seeds", type=int, default=5, help="seeds for mini-batch runs (5)")
-    p.add_argument("--methods", default=None, help="comma-separated methods (default: every registered method: "
-                                                   + ", ".join(method_names()) + ")")
-    p.add_argument("--k", type=int, default=20)
-    p.add_argument("--mode", choices=MODES, default="partial")
-    p.add_argument("--normalization", choices=("retrieved", "min"), default="retrieved",
-                   help="AP@k normaliser: relevant items retrieved (default) or min(k, relevant in pool)")
-    p.add_argument("--no-estimate", action="store_true",
-                   help="start at once, without the compute-time estimate (a timed one-epoch fit and search)")
-    if with_sweep:
-        p.add_argument("--sweep", type=int, nargs=2, metavar=("LO", "HI"), help="d0 sweep on the validation set")
-    p.add_argument("--vocab", default=None,
-                   help=f"vocabulary: {VOCABULARY_SPECS}; not given: the emoji world's own words for its "
-                        "caches, else wordfreq")
-    p.add_argument("--n-words", type=int, default=10_000)
-    p.add_argument("--out-dir", default=None, required=not with_sweep,
-                   help="write methods.csv/.json/.md (and d0_sweep.json) here")
-
-
-def register(subparsers):
-    p = subparsers.add_parser("embed", help="embed a dataset (or import precomputed embeddings) into a resumable cache")
-    _add_dataset_args(p)
-    _add_embed_args(p)
-    p.set_defaults(func=cmd_embed)
-
-    p = subparsers.add_parser("fit", help="fit one method on the training split of a cached dataset")
-    p.add_argument("--cache", required=True)
-    p.add_argument("--out", required=True, help="model file (.npz)")
-    p.add_argument("--method", default="S-SLiCS", choices=method_names(dictionary=True))
-    p.add_argument("--n-atoms", type=int, default=10)
-    p.add_argument("--n-iter", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0, help="seed of the split and of mini-batches")
-    p.add_argument("--n-active", type=int, default=None, help="concepts per image for U-SLiCS pseudo-labels")
-    _add_split_args(p, n_train_default=None)
-    p.set_defaults(func=cmd_fit)
-
-    p = subparsers.add_parser("evaluate", help="methods table (mAP@k) on a cached dataset")
-    p.add_argument("--cache", required=True)
-    p.add_argument("--encoder", default=None, help="text encoder for SpLiCE (default: the cache's encoder)")
-    _add_eval_args(p)
-    p.set_defaults(func=cmd_evaluate)
-
-    p = subparsers.add_parser("captions", help="top words of every concept subspace")
-    p.add_argument("--model", required=True)
-    p.add_argument("--cache", required=True, help="cache (for the encoder and the vocabulary cache)")
-    p.add_argument("--encoder", default=None)
-    p.add_argument("--vocab", default=None, help="as for evaluate")
-    p.add_argument("--n-words", type=int, default=10_000)
-    p.add_argument("--top", type=int, default=5)
-    p.add_argument("--out", default=None, help="write captions as JSON")
-    p.set_defaults(func=cmd_captions)
-
-    p = subparsers.add_parser("reproduce", help="embed -> d0 sweep -> evaluate -> captions in one go")
-    _add_dataset_args(p)
-    _add_embed_args(p, reproduce=True)
-    _add_eval_args(p, with_sweep=False)
-    p.add_argument("--sweep", type=int, nargs=2, metavar=("LO", "HI"), default=(5, 20), help="d0 sweep (5 20)")
-    p.set_defaults(func=cmd_reproduce)

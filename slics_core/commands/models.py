@@ -18,32 +18,7 @@ import argparse
 from slics_core import weights
 from slics_core.commands import CLIError
 
-__all__ = ["register"]
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "models", help="list model presets and whether their weights are on disk",
-        description="List the model presets (encoders and generators) and whether their weights are on disk. "
-                    "Uses no network.")
-    p.add_argument("--cache-dir", default=None, help="Hugging Face hub cache to look in (default: the hub's own)")
-    p.set_defaults(func=_cmd_models)
-
-    d = subparsers.add_parser(
-        "download", help="download model weights (with progress)",
-        description="Download the weights of one or more presets into the Hugging Face cache, with progress bars. "
-                    "Run `slics models` for the names.")
-    d.add_argument("names", nargs="*", metavar="MODEL", help="preset name, e.g. ViT-B-32/openai, dinov2-base, sd-1.5")
-    d.add_argument("--generator", default=None, metavar="SPEC",
-                   help="also everything drawing with this generator needs (sd-1.5, unclip, local:DIR): its weights "
-                        "and its conditioning encoder's")
-    d.add_argument("--align-encoder", default=None, metavar="ENCODER",
-                   help="the generator's conditioning encoder (default ViT-L-14/openai)")
-    d.add_argument("--workspace", default=None, metavar="NAME",
-                   help="also everything the generator of this workspace needs")
-    d.add_argument("--dry-run", action="store_true", help="print what would be fetched and fetch nothing")
-    d.add_argument("--cache-dir", default=None, help="Hugging Face hub cache to download into")
-    d.set_defaults(func=_cmd_download)
+__all__ = ["EMOJI_MODELS", "cmd_download", "cmd_models"]
 
 
 #: Models shipped with the emoji world (``assets/models``): usable on any machine, no download.
@@ -52,7 +27,7 @@ EMOJI_MODELS = (("emoji-small", "open_clip", "emoji world encoder (the ViT-B/32 
                 ("emoji-generator", "slics", "emoji world image generator (decodes emoji-large embeddings)"))
 
 
-def _cmd_models(args: argparse.Namespace) -> int:
+def cmd_models(args: argparse.Namespace) -> int:
     """What is usable on this machine first (the shipped emoji models, then presets on disk), then what
     needs a download, with the command that fetches it."""
     shipped, on_disk, missing = [], [], []
@@ -79,18 +54,14 @@ def _workspace_generator(name: str) -> tuple[str, str | None]:
     """``(generator spec, conditioning encoder)`` a workspace records (imports the workspace reader)."""
     from pathlib import Path
 
-    from slics_core.explorer.generation import load_workspace_alignment
+    from slics_core.commands.workspaces import recorded_conditioning_encoder
     from slics_core.explorer.workspace_files import load_workspace, workspace_path
 
     ws = load_workspace(Path(name) if Path(name).is_dir() else workspace_path(name))
     if not ws.generator or ws.generator == "emoji":
         raise CLIError(f"workspace {ws.name!r} has no generator to download weights for; add one with "
                        f"`slics align --workspace {name} --generator sd-1.5`")
-    try:
-        encoder = load_workspace_alignment(ws).target_id
-    except FileNotFoundError:
-        encoder = None
-    return ws.generator, encoder
+    return ws.generator, recorded_conditioning_encoder(ws)
 
 
 def _download_plan(args: argparse.Namespace) -> list:
@@ -117,7 +88,7 @@ def _download_plan(args: argparse.Namespace) -> list:
     return list({p.name: p for p in presets}.values())
 
 
-def _cmd_download(args: argparse.Namespace) -> int:
+def cmd_download(args: argparse.Namespace) -> int:
     presets = _download_plan(args)
     for preset in presets:
         local = weights.find_local(preset, args.cache_dir)

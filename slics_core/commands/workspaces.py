@@ -6,15 +6,15 @@ an image generator (:func:`slics_core.explorer.generation.attach_generator`).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 from slics_core import weights
-from slics_core.captions import DEFAULT_VOCABULARY, VOCABULARY_SPECS
-from slics_core.commands import CLIError, check_at_least
+from slics_core.commands import CLIError
 from slics_core.commands.data import resolve_encoder
-from slics_core.emoji.world import EmojiWorldConfig
+from slics_core.emoji.world import config_from_env
 from slics_core.encoders import parse_encoder_spec
 from slics_core.errors import user_message
 from slics_core.explorer.arrival import STORE, prepare_pages
@@ -26,16 +26,55 @@ from slics_core.explorer.narration import d0_choice
 from slics_core.explorer.workspace import check_workspace_name, workspaces_root
 from slics_core.explorer.workspace_files import load_workspace, workspace_path
 from slics_core.generators import DEFAULT_CONDITIONING_ENCODER, missing_presets, parse_generator_spec, required_presets
+from slics_core.generators.registry import generator_names_text
 from slics_core.methods import method_names
 
-__all__ = ["register"]
+__all__ = ["StageProgress", "add_generator", "check_generator_args", "recorded_conditioning_encoder"]
 
 
-def _progress(quiet, tag):
-    def report(stage, done, total):
-        if not quiet:
-            print(f"[{tag}] {stage}: {done}/{total}", file=sys.stderr, flush=True)
-    return report
+class StageProgress:
+    """``progress(stage, done, total)`` shown as one progress bar per stage.
+
+    A stage is the text before ``": "`` (``"prepare the pages: atoms"`` is stage ``prepare the pages``);
+    counts reported under one stage move its one bar, whatever their totals. On a terminal with ``tqdm``
+    installed the bar is drawn in place; otherwise each stage is one line, written when it starts.
+    ``close()`` ends the last bar.
+    """
+
+    def __init__(self, tag: str, *, quiet: bool = False, file=None):
+        self.tag, self.quiet = tag, quiet
+        self.file = sys.stderr if file is None else file
+        self.stage, self.bar = None, None
+        isatty = getattr(self.file, "isatty", None)
+        self._tqdm = None
+        if not quiet and isatty is not None and isatty():
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                tqdm = None
+            self._tqdm = tqdm
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        label = str(stage).split(": ", 1)[0]
+        if label != self.stage:
+            self.close()
+            self.stage = label
+            if self._tqdm is not None:
+                self.bar = self._tqdm(total=max(int(total), 1), desc=f"[{self.tag}] {label}", file=self.file,
+                                      leave=True)
+            else:
+                print(f"[{self.tag}] {label}", file=self.file, flush=True)
+        if self.bar is not None:
+            self.bar.total = max(int(total), 1)
+            self.bar.n = min(int(done), self.bar.total)
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self.bar = None
 
 
 def cmd_workspace(args) -> int:
@@ -68,17 +107,14 @@ def cmd_workspace(args) -> int:
         unknown = [m for m in args.methods if m not in method_names()]
         if unknown:
             raise CLIError(f"unknown method(s) {unknown}; registered: {', '.join(method_names())}")
-    if any(d < 1 for d in args.d0):
-        raise CLIError(f"--d0 values must be positive; got {args.d0}")
-    check_at_least(args, 1, "--n-train", "--n-query", "--n-words")
-    check_at_least(args, 1 if len(set(args.d0)) > 1 else 0, "--n-val")  # the default d0 is chosen on validation
     generator = check_generator_args(args)
     encoder = resolve_encoder(args.encoder) if args.encoder else None
+    progress = StageProgress("workspace", quiet=args.quiet)
     ws = build_workspace_from_cache(args.cache, out, encoder=encoder, mean_file=args.mean_file, vocabulary=args.vocab,
                                     n_words=args.n_words, d0_values=tuple(args.d0), n_iter=args.n_iter,
                                     n_train=args.n_train, n_val=args.n_val, n_query=args.n_query, seed=args.seed,
-                                    methods=args.methods, name=args.name, progress=_progress(args.quiet, "workspace"),
-                                    overwrite=args.overwrite)
+                                    methods=args.methods, name=args.name, progress=progress, overwrite=args.overwrite)
+    progress.close()
     s = ws.summary()
     print(f"workspace {s['name']!r} written to {out}: {s['n_items']} items, splits {s['splits']}, "
           f"{len(ws.models)} fitted models ({', '.join(ws.methods)}; d0 {s['d0_values']}"
@@ -103,10 +139,9 @@ def check_generator_args(args):
     if not getattr(args, "generator", None):
         for opt in ("align_encoder", "align_pairs"):
             if getattr(args, opt, None):
-                raise CLIError(f"--{opt.replace('_', '-')} needs --generator (sd-1.5, unclip or local:DIR)")
+                raise CLIError(f"--{opt.replace('_', '-')} needs --generator ({generator_names_text()})")
         return None
     generator = parse_generator_spec(args.generator)
-    check_at_least(args, 5, "--align-n")
     encoder = parse_encoder_spec(args.align_encoder or DEFAULT_CONDITIONING_ENCODER)
     if args.align_pairs is None and encoder.kind == "preset":
         try:
@@ -116,9 +151,21 @@ def check_generator_args(args):
     return generator
 
 
+def recorded_conditioning_encoder(ws) -> str | None:
+    """The conditioning encoder of the alignment ``ws`` saved (its ``target_id``); None when none is saved.
+
+    Raises ValueError when the saved alignment cannot be read or does not fit ``ws``.
+    """
+    try:
+        return load_workspace_alignment(ws).target_id
+    except FileNotFoundError:
+        return None
+
+
 def add_generator(ws, generator, args) -> None:
     """Fit and save the workspace's alignment for ``generator`` and record it; print what was done."""
-    align = attach_generator(ws, generator, args.align_encoder, pairs=args.align_pairs, n_pairs=args.align_n,
+    align = attach_generator(ws, generator, args.align_encoder, pairs=args.align_pairs,
+                             n_pairs=DEFAULT_ALIGN_PAIRS if args.align_n is None else args.align_n,
                              seed=args.seed, progress=(lambda *a: None) if args.quiet else None)
     print(f"generator {generator.text} added to workspace {ws.name!r}: alignment {align.n_features_in_} -> "
           f"{align.n_features_out_} ({align.target_id}), mean cosine {align.held_out_cosine_:.3f} on held-out pairs "
@@ -133,42 +180,29 @@ def add_generator(ws, generator, args) -> None:
         print(f"to draw, fetch the weights first: `slics download {' '.join(missing)}`")
 
 
-def add_generator_options(p, *, required=False) -> None:
-    """``--generator``, ``--align-encoder``, ``--align-pairs``, ``--align-n`` (``slics workspace``, ``slics align``)."""
-    p.add_argument("--generator", default=None, required=required, metavar="SPEC",
-                   help="image generator of the workspace: sd-1.5 (image embedding as the prompt, the paper's "
-                        "route), unclip (Stable unCLIP on ViT-L/14 image embeddings) or local:DIR (a diffusers "
-                        "pipeline folder)")
-    p.add_argument("--align-encoder", default=None, metavar="ENCODER",
-                   help=f"encoder of the generator's conditioning space (default {DEFAULT_CONDITIONING_ENCODER}); it "
-                        "embeds the training images the alignment is fitted on")
-    p.add_argument("--align-pairs", default=None, metavar="FILE.npz",
-                   help="fit the alignment on these pairs instead: arrays 'source' (workspace encoder) and "
-                        "'target' (conditioning encoder) of the same images")
-    p.add_argument("--align-n", type=int, default=DEFAULT_ALIGN_PAIRS,
-                   help=f"training images embedded for the alignment (default {DEFAULT_ALIGN_PAIRS}; 20%% held out)")
-
-
-def _emoji_config(args):
-    d0 = tuple(args.d0) if args.d0 else EmojiWorldConfig().d0_values
-    return EmojiWorldConfig(n_train=args.n_train, n_val=args.n_val, n_query=args.n_query, n_pool=args.n_pool,
-                            d0_values=d0)
+def emoji_config(args):
+    """The world's sizes: :func:`slics_core.emoji.world.config_from_env` (``$SLICS_EMOJI_SCALE``), with the
+    sizes given on the command line instead."""
+    given = {"n_train": args.n_train, "n_val": args.n_val, "n_query": args.n_query, "n_pool": args.n_pool,
+             "d0_values": tuple(args.d0) if args.d0 else None}
+    return dataclasses.replace(config_from_env(), **{k: v for k, v in given.items() if v is not None})
 
 
 def cmd_emoji_build(args) -> int:
-    prog = _progress(args.quiet, "emoji")
-    ws = open_emoji_workspace(args.cache_dir, _emoji_config(args), prog, rebuild=args.rebuild)
+    prog = StageProgress("emoji", quiet=args.quiet)
+    ws = open_emoji_workspace(args.cache_dir, emoji_config(args), prog, rebuild=args.rebuild)
     # a world cached before the pages' store existed (or with entries evicted) gets them now; present ones are
     # only read
     prepare_pages(ws, prog)
+    prog.close()
     print(f"emoji workspace ready at {ws.path}: {len(ws)} scenes, {len(ws.models)} fitted models, "
           f"default {d0_choice(ws)}; first page views prepared in {ws.path / STORE}")
     return 0
 
 
 def cmd_emoji_report(args) -> int:
-    prog = _progress(args.quiet, "emoji")
-    ws = open_emoji_workspace(args.cache_dir, _emoji_config(args), prog, rebuild=args.rebuild)
+    prog = StageProgress("emoji", quiet=args.quiet)
+    ws = open_emoji_workspace(args.cache_dir, emoji_config(args), prog, rebuild=args.rebuild)
     if args.contact_sheet:
         try:
             contact_sheet(ws, n_queries=args.sheet_queries, seed=args.sheet_seed).save(args.contact_sheet)
@@ -177,61 +211,10 @@ def cmd_emoji_report(args) -> int:
         print(f"contact sheet of {args.sheet_queries} query scenes written to {args.contact_sheet}",
               file=sys.stderr)
     rep = emoji_report(ws, prog)
+    prog.close()
     if args.json:
         print(json.dumps(rep, indent=1))
     else:
         for k, v in rep.items():
             print(f"{k}: {v}")
     return 0
-
-
-def _add_emoji(p):
-    p.add_argument("--cache-dir", default=None, help="workspace cache root (default $SLICS_EMOJI_CACHE or "
-                                                     "~/.cache/slics/emoji)")
-    p.add_argument("--n-train", type=int, default=3000)
-    p.add_argument("--n-val", type=int, default=500)
-    p.add_argument("--n-query", type=int, default=1000)
-    p.add_argument("--n-pool", type=int, default=3000)
-    p.add_argument("--d0", type=int, nargs="+", default=None,
-                   help="dictionary sizes to fit (default 3 5 8 10 15 20); the best on validation is the default")
-    p.add_argument("--rebuild", action="store_true", help="ignore the cache")
-    p.add_argument("--quiet", action="store_true")
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser("workspace", help="split, fit every registered method for several d0 and save a "
-                                                "workspace the app can open")
-    p.add_argument("--cache", default=None, help="embedding cache directory (from `slics embed`)")
-    p.add_argument("--name", default=None, help="workspace name: the folder under $SLICS_WORKSPACES (default: the "
-                                                "cache folder's name); letters, digits, '.', '_', '-', spaces")
-    p.add_argument("--out", default=None, help="write the workspace folder here instead (the app lists only "
-                                               "$SLICS_WORKSPACES, i.e. ~/.cache/slics/workspaces)")
-    p.add_argument("--overwrite", action="store_true", help="replace a workspace folder built from another cache "
-                                                             "(files you added there are kept)")
-    p.add_argument("--encoder", default=None, help="text encoder for the vocabulary (default: the cache's encoder)")
-    p.add_argument("--d0", type=int, nargs="+", default=[5, 10, 15], help="atoms per concept to fit (5 10 15)")
-    p.add_argument("--methods", nargs="+", default=None, help="registered methods to fit (default: all)")
-    p.add_argument("--n-iter", type=int, default=10)
-    p.add_argument("--n-train", type=int, default=None, help="training items (default 60%% of the rest)")
-    p.add_argument("--n-val", type=int, default=None, help="validation items (default 500, at most 10%%)")
-    p.add_argument("--n-query", type=int, default=None, help="query items (default 1000, at most 20%%)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--mean-file", default=None, help="precomputed centring mean (default: the training mean)")
-    p.add_argument("--vocab", default=DEFAULT_VOCABULARY, help=f"caption vocabulary: {VOCABULARY_SPECS}")
-    p.add_argument("--n-words", type=int, default=10_000)
-    p.add_argument("--info", default=None, metavar="NAME", help="print the summary of an existing workspace")
-    add_generator_options(p)
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_workspace)
-
-    p = subparsers.add_parser("emoji-build", help="render, embed and fit the offline emoji workspace (cached)")
-    _add_emoji(p)
-    p.set_defaults(func=cmd_emoji_build)
-    p = subparsers.add_parser("emoji-report", help="quality numbers of the emoji world")
-    _add_emoji(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--contact-sheet", default=None, metavar="PNG", help="also write a labelled sheet of random "
-                   "query scenes: the scene, its own embedding's image and each concept component's image")
-    p.add_argument("--sheet-queries", type=int, default=16, help="query scenes on the contact sheet (16)")
-    p.add_argument("--sheet-seed", type=int, default=0, help="seed drawing the contact sheet's queries (0)")
-    p.set_defaults(func=cmd_emoji_report)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +43,8 @@ from slics_core.splits import make_split
 
 __all__ = ["EmojiWorldConfig", "WORLD_SEED", "PREVIEW_SCENES", "EMBED_BATCH", "DATASET_NAME", "PROMPT_TEMPLATE",
            "default_cache_dir", "config_from_env", "render_emoji_world", "render_emoji_preview", "preview_config",
-           "emoji_vocabulary", "models_fingerprint", "world_labels", "emoji_dataset", "world_split"]
+           "emoji_vocabulary", "models_fingerprint", "world_labels", "emoji_dataset", "world_split",
+           "DatasetDefaults", "WORLD_DEFAULTS"]
 
 CACHE_VERSION = 3  # 3: the one workspace pipeline (one render, make_split, registry methods)
 WORLD_SEED = 3003
@@ -209,6 +211,7 @@ def _labelled(rows: _Rows, small, cond, name) -> LabelledEmbeddings:
 def emoji_dataset(config: EmojiWorldConfig | None = None) -> ImageDataset:
     """The world's scenes as an image dataset (``slics embed/reproduce --dataset emoji``): the scenes,
     labels, ids and name of :func:`render_emoji_world`, rendered on demand (``dataset.loader(i)``).
+    The commands use :data:`WORLD_DEFAULTS` for it and for caches of its name (:data:`DATASET_NAME`).
 
     ``config`` defaults to :func:`config_from_env` (``$SLICS_EMOJI_SCALE``), as the app's world.
     """
@@ -230,6 +233,40 @@ def world_split(Y, config: EmojiWorldConfig | None = None, n_train=None, n_val=N
 
     return make_split(Y, pick(n_train, cfg.n_train), pick(n_val, cfg.n_val), pick(n_query, cfg.n_query),
                       seed=pick(seed, cfg.seed))
+
+
+@dataclass(frozen=True)
+class DatasetDefaults:
+    """What the commands use for a dataset unless told otherwise (``slics embed``, ``fit``,
+    ``evaluate``, ``captions``, ``reproduce`` read them from here, for the dataset or its cache).
+
+    Attributes
+    ----------
+    encoder : str or None
+        Encoder spec when ``--encoder`` is not given (None: the command needs one).
+    prompt_template : str
+        Template (or template set name) of the concepts' zero-shot text embeddings.
+    vocabulary : callable or None
+        ``vocabulary()`` gives the caption words when ``--vocab`` is not given (None: the command's own
+        default, ``wordfreq``).
+    split : callable
+        ``split(Y, n_train, n_val, n_query, seed)``, sizes and seed None when not given.
+    """
+
+    encoder: str | None
+    prompt_template: str
+    vocabulary: Callable[[], list] | None
+    split: Callable
+
+
+def _world_split(Y, n_train, n_val, n_query, seed):
+    return world_split(Y, None, n_train, n_val, n_query, seed)
+
+
+#: The emoji world's defaults: its encoder, the prompt its text tower was trained on, its own words and
+#: the app's split (sizes and seed of :func:`config_from_env`).
+WORLD_DEFAULTS = DatasetDefaults(encoder=ENCODER, prompt_template=PROMPT_TEMPLATE, vocabulary=emoji_vocabulary,
+                                 split=_world_split)
 
 
 def preview_config(config: EmojiWorldConfig, n_scenes: int = PREVIEW_SCENES) -> EmojiWorldConfig | None:

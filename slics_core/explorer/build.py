@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slics_core.captions import DEFAULT_VOCABULARY, NO_VOCABULARY, get_words
+from slics_core.captions import get_words
 from slics_core.data import LabelledEmbeddings, eval_data, fit_inputs, load_cache, vocabulary_embeddings
 from slics_core.encoders import create_encoder
 from slics_core.evaluation import SWEEP_METHOD, SWEEP_MODE, choose_d0, sweep_d0
@@ -40,6 +40,7 @@ from slics_core.methods import fit_method, get_method, method_names, needs_messa
 from slics_core.preprocessing import load_mean
 from slics_core.splits import Split, make_split
 from slics_core.store import EmbeddingStore
+from slics_core.vocabulary_names import DEFAULT_VOCABULARY, NO_VOCABULARY
 
 __all__ = ["build_workspace", "build_workspace_from_cache", "report_progress"]
 

@@ -23,7 +23,7 @@ from slics_core.generators.unclip import UnCLIPGenerator
 
 __all__ = ["GeneratorSpec", "DEFAULT_CONDITIONING_ENCODER", "CPU_DEFAULTS", "GPU_DEFAULTS", "LCM_DEFAULTS",
            "parse_generator_spec", "required_presets", "missing_presets", "conditioning_text_projection",
-           "load_pipeline_generator"]
+           "load_pipeline_generator", "generator_names_text"]
 
 
 #: The conditioning encoder of both preset generators: SD 1.x reads CLIP ViT-L/14 text states, the
@@ -33,6 +33,14 @@ DEFAULT_CONDITIONING_ENCODER = "ViT-L-14/openai"
 #: Generator spec -> (weights preset, route).
 _PRESET_GENERATORS = {"sd-1.5": ("sd-1.5", "sd"), "unclip": ("sd-2.1-unclip-small", "unclip"),
                       "lcm": ("lcm-dreamshaper-v7", "sd")}
+
+
+def generator_names_text(*, local: bool = True) -> str:
+    """The generator names :func:`parse_generator_spec` reads, for messages and help: ``sd-1.5, unclip, lcm
+    or local:DIR`` (``local=False``: the presets only, ``sd-1.5, unclip or lcm``)."""
+    names = [*_PRESET_GENERATORS, "local:DIR"] if local else list(_PRESET_GENERATORS)
+    return f"{', '.join(names[:-1])} or {names[-1]}"
+
 
 #: Default sampling settings on a CPU: 256 x 256 and few DPM-Solver++ steps (docs/generation.md).
 CPU_DEFAULTS = {"size": 256, "steps": 12, "guidance": 7.5}
@@ -114,8 +122,7 @@ def parse_generator_spec(spec) -> GeneratorSpec:
             raise ValueError(f"generator folder {path} holds a {cls}; image-to-prompt needs a "
                              "StableDiffusionPipeline or a StableUnCLIPImg2ImgPipeline")
         return GeneratorSpec(f"local:{path}", routes[cls], path=str(path))
-    raise ValueError(f"unknown generator {text!r}: use sd-1.5, unclip, lcm or local:DIR (a diffusers pipeline "
-                     "folder)")
+    raise ValueError(f"unknown generator {text!r}: use {generator_names_text()} (a diffusers pipeline folder)")
 
 
 def required_presets(generator, conditioning_encoder=None) -> list[str]:

@@ -1,0 +1,371 @@
+"""The options of every ``slics`` sub-command, and the checks that need nothing but them.
+
+:func:`register` builds the sub-command parsers; it imports only light modules (no scikit-learn,
+SciPy, pandas, torch), so ``slics --help`` and ``slics COMMAND --help`` answer at once. Names that
+live in heavy modules (registered methods, preprocessing kinds, component modes) are checked by
+:class:`LazyChoices` only when the option is given or defaults to one. A command's ``check`` (set here with
+``set_defaults``) refuses bad values before the module that runs it
+(:data:`slics_core.commands.COMMANDS`) is imported: ``slics embed --batch-size 0`` answers
+without torch.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from slics_core.commands import CLIError, check_at_least
+from slics_core.encoders import parse_encoder_spec
+from slics_core.generators.registry import DEFAULT_CONDITIONING_ENCODER, generator_names_text
+from slics_core.vocabulary_names import DEFAULT_VOCABULARY, VOCABULARY_SPECS
+
+__all__ = ["LazyChoices", "register", "check_encoder_spec"]
+
+
+class LazyChoices:
+    """An option's ``type=`` that accepts the names ``getattr(module, name)`` holds (called when it is a
+    function), read from the heavy ``module`` only when a value other than the option's ``default`` is
+    given: ``--help`` and a run with the default import nothing (``choices=`` would be listed by
+    ``--help``, so it is not used)."""
+
+    def __init__(self, module: str, name: str, default: str, **kwargs):
+        self.module, self.name, self.default, self.kwargs = module, name, default, kwargs
+        self.__name__ = name  # argparse names the type in its messages
+
+    def values(self) -> list:
+        value = getattr(importlib.import_module(self.module), self.name)
+        return list(value(**self.kwargs) if callable(value) else value)
+
+    def __call__(self, text: str) -> str:
+        if text == self.default:  # argparse passes the option's default too: taken as given, nothing imported
+            return text
+        values = self.values()
+        if text not in values:
+            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(values)})")
+        return text
+
+
+def check_encoder_spec(spec: str | None, option: str = "--encoder") -> None:
+    """Refuse an encoder name no encoder form reads (the message lists the forms); None passes."""
+    if spec is None:
+        return
+    try:
+        parse_encoder_spec(spec)
+    except ValueError as exc:
+        raise CLIError(f"{option}: {exc}") from None
+
+
+# --------------------------------------------------------------------------- data commands
+def _add_dataset_args(p):
+    g = p.add_argument_group("dataset")
+    g.add_argument("--dataset", choices=("coco", "mirflickr", "folder", "precomputed", "emoji"), required=True,
+                   help="emoji: the app's offline world (sizes scaled by $SLICS_EMOJI_SCALE; its own encoder, "
+                        "concept prompts, vocabulary and split unless --encoder, --vocab or sizes are given)")
+    g.add_argument("--images", help="image folder (coco, folder; precomputed: where the ids' images are)")
+    g.add_argument("--annotations", help="COCO instances_*.json, or the MIRFlickr annotation folder")
+    g.add_argument("--root", help="MIRFlickr25K root folder")
+    g.add_argument("--labels", help="CSV/JSON label file (folder, precomputed)")
+    g.add_argument("--embeddings", help="precomputed: clip-retrieval output folder (img_emb/ + metadata/), "
+                                        "a .npy file or a .parquet file with an 'embedding' column")
+    g.add_argument("--metadata", help="precomputed .npy: ids of its rows (.parquet, .csv or .txt)")
+
+
+def _add_embed_args(p, reproduce=False):
+    p.add_argument("--encoder", required=False, default=None,
+                   help="encoder name (ViT-B-32/openai, emoji-small, ViT-B-32/random@64, local:DIR, module:factory); "
+                        "for --dataset precomputed: the encoder that made the embeddings (optional)")
+    p.add_argument("--cache", required=not reproduce, default=None,
+                   help="embedding cache directory" + (" (default OUT_DIR/cache)" if reproduce else ""))
+    p.add_argument("--embed-batch-size" if reproduce else "--batch-size", dest="embed_batch_size", type=int,
+                   default=64, help="images per encoder batch (64)")
+    kinds = LazyChoices("slics_core.preprocessing", "PREPROCESSING", default="clip")
+    p.add_argument("--preprocessing", type=kinds, default=kinds.default, metavar="KIND",
+                   help="embedding preprocessing used by fit/evaluate/workspace: clip (default: unit, centre, "
+                        "unit), unit, token or none")
+    p.add_argument("--workers", type=int, default=None,
+                   help="image decoding processes (default: one per core less one, up to 16; "
+                        "0 decodes in the main process)")
+    p.add_argument("--no-draft", action="store_true",
+                   help="decode JPEGs at full size (default: reduced-size JPEG decoding, never below the encoder's "
+                        "input size; a cache is always resumed the way it was begun)")
+    p.add_argument("--codebook", default=None,
+                   help="token codebook (K, token_dim) .npy/.npz of token embeddings (TiTok), stored with the cache so "
+                        "that evaluate/reproduce also score the quantized pool (Table 3); a TiTok encoder's own "
+                        "codebook is stored without this option")
+    p.add_argument("--overwrite", action="store_true", help="discard an existing cache")
+    p.add_argument("--device", default=None)
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _check_embed(args):
+    """``embed`` and ``reproduce``: batch size, workers and the encoder's name, before any import of torch."""
+    option = "--batch-size" if args.command == "embed" else "--embed-batch-size"
+    if args.embed_batch_size < 1:
+        raise CLIError(f"{option} must be at least 1; got {args.embed_batch_size}")
+    check_at_least(args, 0, "--workers")
+    check_encoder_spec(args.encoder)
+
+
+def _add_split_args(p):
+    p.add_argument("--n-train", type=int, default=None,
+                   help="training set size (default 60%% of the rest; paper COCO: 20000)")
+    p.add_argument("--n-val", type=int, default=None, help="validation set size (default 500, at most 10%%)")
+    p.add_argument("--n-query", type=int, default=None, help="query set size (default 1000, at most 20%%)")
+    p.add_argument("--mean-file", default=None,
+                   help="precomputed centring mean (.npy/.npz/.pt/.txt; e.g. SpLiCE's CLIP image mean); "
+                        "default: the training split's mean")
+
+
+def _add_eval_args(p, with_sweep=True):
+    _add_split_args(p)
+    p.add_argument("--split-seed", type=int, default=None, help="seed of the split (0; the emoji world: its own)")
+    p.add_argument("--n-atoms", type=int, default=10, help="d0 when no sweep is run (10)")
+    p.add_argument("--n-iter", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=None, help="SLiCS mini-batch size (e.g. 2000 for COCO)")
+    p.add_argument("--seeds", type=int, default=5, help="seeds for mini-batch runs (5)")
+    p.add_argument("--methods", default=None, help="comma-separated registered methods (default: every one; an "
+                                                   "unknown name lists them)")
+    p.add_argument("--k", type=int, default=20)
+    modes = LazyChoices("slics_core.methods", "MODES", default="partial")
+    p.add_argument("--mode", type=modes, default=modes.default, metavar="MODE",
+                   help="component mode: partial (default) or full")
+    p.add_argument("--normalization", choices=("retrieved", "min"), default="retrieved",
+                   help="AP@k normaliser: relevant items retrieved (default) or min(k, relevant in pool)")
+    p.add_argument("--no-estimate", action="store_true",
+                   help="start at once, without the compute-time estimate (a timed one-epoch fit and search)")
+    if with_sweep:
+        p.add_argument("--sweep", type=int, nargs=2, metavar=("LO", "HI"), help="d0 sweep on the validation set")
+    p.add_argument("--vocab", default=None,
+                   help=f"vocabulary: {VOCABULARY_SPECS}; not given: the emoji world's own words for its caches, "
+                        f"else {DEFAULT_VOCABULARY}")
+    p.add_argument("--n-words", type=int, default=10_000)
+    p.add_argument("--out-dir", default=None, required=not with_sweep,
+                   help="write methods.csv/.json/.md (and d0_sweep.json) here")
+
+
+def _check_eval(args):
+    """``evaluate`` and ``reproduce``: what would give an empty or meaningless table."""
+    check_at_least(args, 1, "--seeds", "--k", "--n-atoms", "--n-train", "--n-query", "--n-words", "--batch-size")
+    check_at_least(args, 1 if args.sweep else 0, "--n-val")  # the sweep chooses d0 on the validation set
+    if args.sweep and args.sweep[0] > args.sweep[1]:
+        raise CLIError(f"--sweep LO HI needs LO <= HI; got {args.sweep[0]} {args.sweep[1]}")
+    if args.sweep and args.sweep[0] < 1:
+        raise CLIError(f"--sweep values must be positive; got {args.sweep[0]}")
+
+
+def _check_reproduce(args):
+    _check_embed(args)
+    _check_eval(args)
+
+
+def _check_fit(args):
+    check_at_least(args, 1, "--n-atoms", "--n-train", "--n-query", "--batch-size")
+    check_at_least(args, 0, "--n-val")
+
+
+def _check_evaluate(args):
+    _check_eval(args)
+    check_encoder_spec(args.encoder)
+
+
+def _check_captions(args):
+    check_at_least(args, 1, "--top", "--n-words")
+    check_encoder_spec(args.encoder)
+
+
+def _register_data(subparsers):
+    p = subparsers.add_parser("embed", help="embed a dataset (or import precomputed embeddings) into a resumable cache")
+    _add_dataset_args(p)
+    _add_embed_args(p)
+    p.set_defaults(check=_check_embed)
+
+    p = subparsers.add_parser("fit", help="fit one method on the training split of a cached dataset")
+    p.add_argument("--cache", required=True)
+    p.add_argument("--out", required=True, help="model file (.npz)")
+    method = LazyChoices("slics_core.methods", "method_names", default="S-SLiCS", dictionary=True)
+    p.add_argument("--method", type=method, default=method.default, metavar="METHOD",
+                   help="registered dictionary method (default S-SLiCS; an unknown name lists them)")
+    p.add_argument("--n-atoms", type=int, default=10)
+    p.add_argument("--n-iter", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0, help="seed of the split and of mini-batches")
+    p.add_argument("--n-active", type=int, default=None, help="concepts per image for U-SLiCS pseudo-labels")
+    _add_split_args(p)
+    p.set_defaults(check=_check_fit)
+
+    p = subparsers.add_parser("evaluate", help="methods table (mAP@k) on a cached dataset")
+    p.add_argument("--cache", required=True)
+    p.add_argument("--encoder", default=None, help="text encoder for SpLiCE (default: the cache's encoder)")
+    _add_eval_args(p)
+    p.set_defaults(check=_check_evaluate)
+
+    p = subparsers.add_parser("captions", help="top words of every concept subspace")
+    p.add_argument("--model", required=True)
+    p.add_argument("--cache", required=True, help="cache (for the encoder and the vocabulary cache)")
+    p.add_argument("--encoder", default=None)
+    p.add_argument("--vocab", default=None, help="as for evaluate")
+    p.add_argument("--n-words", type=int, default=10_000)
+    p.add_argument("--top", type=int, default=5)
+    p.add_argument("--out", default=None, help="write captions as JSON")
+    p.set_defaults(check=_check_captions)
+
+    p = subparsers.add_parser("reproduce", help="embed -> d0 sweep -> evaluate -> captions in one go")
+    _add_dataset_args(p)
+    _add_embed_args(p, reproduce=True)
+    _add_eval_args(p, with_sweep=False)
+    p.add_argument("--sweep", type=int, nargs=2, metavar=("LO", "HI"), default=(5, 20), help="d0 sweep (5 20)")
+    p.set_defaults(check=_check_reproduce)
+
+
+# --------------------------------------------------------------------------- workspaces and generators
+def add_generator_options(p, *, required=False) -> None:
+    """``--generator``, ``--align-encoder``, ``--align-pairs``, ``--align-n`` (``slics workspace``, ``slics align``)."""
+    p.add_argument("--generator", default=None, required=required, metavar="SPEC",
+                   help=f"image generator of the workspace: {generator_names_text()} (a diffusers pipeline folder); "
+                        "sd-1.5 and lcm take the image embedding as the prompt (the paper's route), unclip is "
+                        "Stable unCLIP on ViT-L/14 image embeddings")
+    p.add_argument("--align-encoder", default=None, metavar="ENCODER",
+                   help=f"encoder of the generator's conditioning space (default: the one the workspace's alignment "
+                        f"records, else {DEFAULT_CONDITIONING_ENCODER}); it embeds the training images the alignment "
+                        "is fitted on")
+    p.add_argument("--align-pairs", default=None, metavar="FILE.npz",
+                   help="fit the alignment on these pairs instead: arrays 'source' (workspace encoder) and "
+                        "'target' (conditioning encoder) of the same images")
+    p.add_argument("--align-n", type=int, default=None,
+                   help="training images embedded for the alignment (default: up to the library's "
+                        "DEFAULT_ALIGN_PAIRS; 20%% held out)")
+
+
+def _check_generator(args):
+    check_at_least(args, 5, "--align-n")
+    check_encoder_spec(args.align_encoder, "--align-encoder")
+
+
+def _check_workspace(args):
+    if any(d < 1 for d in args.d0):
+        raise CLIError(f"--d0 values must be positive; got {args.d0}")
+    check_at_least(args, 1, "--n-train", "--n-query", "--n-words", "--n-iter")
+    check_at_least(args, 1 if len(set(args.d0)) > 1 else 0, "--n-val")  # the default d0 is chosen on validation
+    check_encoder_spec(args.encoder)
+    _check_generator(args)
+
+
+def _check_emoji(args):
+    check_at_least(args, 1, "--n-train", "--n-val", "--n-query", "--n-pool")
+    if args.d0 is not None and min(args.d0) < 1:
+        raise CLIError(f"--d0 values must be positive; got {args.d0}")
+
+
+def _add_emoji(p):
+    p.add_argument("--cache-dir", default=None, help="workspace cache root (default $SLICS_EMOJI_CACHE or "
+                                                     "~/.cache/slics/emoji)")
+    for option, what in (("--n-train", "training"), ("--n-val", "validation"), ("--n-query", "query"),
+                         ("--n-pool", "pool")):
+        p.add_argument(option, type=int, default=None,
+                       help=f"{what} scenes (default: the world's, scaled by $SLICS_EMOJI_SCALE)")
+    p.add_argument("--d0", type=int, nargs="+", default=None,
+                   help="dictionary sizes to fit (default: the world's); the best on validation is the default")
+    p.add_argument("--rebuild", action="store_true", help="ignore the cache")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(check=_check_emoji)
+
+
+def _register_workspaces(subparsers) -> None:
+    p = subparsers.add_parser("workspace", help="split, fit every registered method for several d0 and save a "
+                                                "workspace the app can open")
+    p.add_argument("--cache", default=None, help="embedding cache directory (from `slics embed`)")
+    p.add_argument("--name", default=None, help="workspace name: the folder under $SLICS_WORKSPACES (default: the "
+                                                "cache folder's name); letters, digits, '.', '_', '-', spaces")
+    p.add_argument("--out", default=None, help="write the workspace folder here instead (the app lists only "
+                                               "$SLICS_WORKSPACES, i.e. ~/.cache/slics/workspaces)")
+    p.add_argument("--overwrite", action="store_true", help="replace a workspace folder built from another cache "
+                                                             "(files you added there are kept)")
+    p.add_argument("--encoder", default=None, help="text encoder for the vocabulary (default: the cache's encoder)")
+    p.add_argument("--d0", type=int, nargs="+", default=[5, 10, 15], help="atoms per concept to fit (5 10 15)")
+    p.add_argument("--methods", nargs="+", default=None, help="registered methods to fit (default: all)")
+    p.add_argument("--n-iter", type=int, default=10)
+    p.add_argument("--n-train", type=int, default=None, help="training items (default 60%% of the rest)")
+    p.add_argument("--n-val", type=int, default=None, help="validation items (default 500, at most 10%%)")
+    p.add_argument("--n-query", type=int, default=None, help="query items (default 1000, at most 20%%)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mean-file", default=None, help="precomputed centring mean (default: the training mean)")
+    p.add_argument("--vocab", default=DEFAULT_VOCABULARY, help=f"caption vocabulary: {VOCABULARY_SPECS}")
+    p.add_argument("--n-words", type=int, default=10_000)
+    p.add_argument("--info", default=None, metavar="NAME", help="print the summary of an existing workspace")
+    add_generator_options(p)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(check=_check_workspace)
+
+    p = subparsers.add_parser("emoji-build", help="render, embed and fit the offline emoji workspace (cached)")
+    _add_emoji(p)
+    p = subparsers.add_parser("emoji-report", help="quality numbers of the emoji world")
+    _add_emoji(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--contact-sheet", default=None, metavar="PNG", help="also write a labelled sheet of random "
+                   "query scenes: the scene, its own embedding's image and each concept component's image")
+    p.add_argument("--sheet-queries", type=int, default=16, help="query scenes on the contact sheet (16)")
+    p.add_argument("--sheet-seed", type=int, default=0, help="seed drawing the contact sheet's queries (0)")
+
+
+def _register_align(subparsers) -> None:
+    a = subparsers.add_parser(
+        "align", help="fit a Procrustes alignment between two embedding spaces, or give a workspace a generator",
+        description="Fit the (semi-)orthogonal map W from source to target embeddings of the same images "
+                    "(rows paired), report the mean cosine on held-out pairs, and save it. With --workspace: "
+                    "fit the map from that workspace's space into the generator's conditioning space and make "
+                    "the generator the workspace's (nothing else is refitted).")
+    a.add_argument("source", nargs="?", help=".npy file (n, d_src), e.g. ViT-B/32 embeddings")
+    a.add_argument("target", nargs="?", help=".npy file (n, d_dst), e.g. ViT-L/14 embeddings of the same images")
+    a.add_argument("-o", "--output", default=None, help="where to write the alignment (.npz)")
+    a.add_argument("--test-size", type=float, default=0.2, help="fraction of pairs held out (default 0.2)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--no-normalize", action="store_true", help="do not L2-normalise rows before fitting")
+    a.add_argument("--source-id", default=None)
+    a.add_argument("--target-id", default=None)
+    a.add_argument("--workspace", default=None, metavar="NAME",
+                   help="a workspace (name under $SLICS_WORKSPACES, or its folder) to give the generator")
+    add_generator_options(a)
+    a.add_argument("--quiet", action="store_true")
+    a.set_defaults(check=_check_generator)
+
+
+# --------------------------------------------------------------------------- models, download, app
+def _register_models(subparsers) -> None:
+    p = subparsers.add_parser(
+        "models", help="list model presets and whether their weights are on disk",
+        description="List the model presets (encoders and generators) and whether their weights are on disk. "
+                    "Uses no network.")
+    p.add_argument("--cache-dir", default=None, help="Hugging Face hub cache to look in (default: the hub's own)")
+
+    d = subparsers.add_parser(
+        "download", help="download model weights (with progress)",
+        description="Download the weights of one or more presets into the Hugging Face cache, with progress bars. "
+                    "Run `slics models` for the names.")
+    d.add_argument("names", nargs="*", metavar="MODEL", help="preset name, e.g. ViT-B-32/openai, dinov2-base, sd-1.5")
+    d.add_argument("--generator", default=None, metavar="SPEC",
+                   help=f"also everything drawing with this generator needs ({generator_names_text()}): its weights "
+                        "and its conditioning encoder's")
+    d.add_argument("--align-encoder", default=None, metavar="ENCODER",
+                   help=f"the generator's conditioning encoder (default {DEFAULT_CONDITIONING_ENCODER})")
+    d.add_argument("--workspace", default=None, metavar="NAME",
+                   help="also everything the generator of this workspace needs")
+    d.add_argument("--dry-run", action="store_true", help="print what would be fetched and fetch nothing")
+    d.add_argument("--cache-dir", default=None, help="Hugging Face hub cache to download into")
+
+
+def _register_app(subparsers) -> None:
+    p = subparsers.add_parser(
+        "app", help="run the explorer (Streamlit) on the emoji world",
+        description="Run the SLiCS explorer (the same pages as `streamlit run app.py` in a checkout). Every "
+                    "option after `app` goes to `streamlit run`, e.g. `slics app --server.port 8600 "
+                    "--server.headless true`; see `streamlit run --help`.")
+    p.add_argument("streamlit_args", nargs=argparse.REMAINDER, metavar="STREAMLIT_OPTION",
+                   help="options of `streamlit run` (they override the app's .streamlit/config.toml)")
+
+
+def register(subparsers) -> None:
+    """Add every sub-command's parser to ``subparsers`` (``slics_core.commands.COMMANDS`` runs them)."""
+    _register_align(subparsers)
+    _register_app(subparsers)
+    _register_data(subparsers)
+    _register_models(subparsers)
+    _register_workspaces(subparsers)
