@@ -62,11 +62,12 @@ def workspace_with_generator(tmp_path, monkeypatch):
     from slics_core.explorer.build import build_workspace
     from slics_core.explorer.generation import workspace_alignment_path
     from slics_core.explorer.workspace_files import set_workspace_generator
+    from slics_core.labels import Labels
 
     monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path / "workspaces"))
     rng = np.random.default_rng(0)
     data = LabelledEmbeddings(raw=rng.standard_normal((60, 6)).astype(np.float32), ids=[str(i) for i in range(60)],
-                              Y=np.eye(2, dtype=bool)[np.arange(60) % 2], concept_names=["a", "b"])
+                              labels=Labels(np.eye(2, dtype=bool)[np.arange(60) % 2], ["a", "b"]))
     ws = build_workspace(data, tmp_path / "workspaces" / "demo", methods=["UF"], d0_values=(1,), n_iter=1)
     X = rng.standard_normal((40, 6))
     fit_alignment(X, X[:, :4], target_id="ViT-B-32/random@16").save(workspace_alignment_path(ws))

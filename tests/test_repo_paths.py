@@ -33,7 +33,7 @@ def test_no_test_path_climbs_out_of_the_repository():
     for path in _test_sources():
         if path == Path(__file__).resolve():
             continue  # this file names the patterns it looks for
-        depth = len(path.relative_to(ROOT).parts)  # tests/x.py: 2 steps up reach the checkout's root
+        depth = len(path.relative_to(ROOT).parts)  # a file right in tests/: 2 steps up reach the checkout's root
         text = path.read_text(encoding="utf-8")
         for m in _FROM_FILE.finditer(text):
             if _levels_up(m.group(1)) > depth:

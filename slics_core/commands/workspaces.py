@@ -25,6 +25,7 @@ from slics_core.explorer.generation import DEFAULT_ALIGN_PAIRS, attach_generator
 from slics_core.explorer.narration import d0_choice
 from slics_core.explorer.workspace import check_workspace_name, workspaces_root
 from slics_core.explorer.workspace_files import load_workspace, workspace_path
+from slics_core.extras import require
 from slics_core.generators import DEFAULT_CONDITIONING_ENCODER, missing_presets, parse_generator_spec, required_presets
 from slics_core.generators.registry import generator_names_text
 from slics_core.methods import method_names
@@ -49,7 +50,7 @@ class StageProgress:
         self._tqdm = None
         if not quiet and isatty is not None and isatty():
             try:
-                from tqdm import tqdm
+                tqdm = require("tqdm").tqdm
             except ImportError:
                 tqdm = None
             self._tqdm = tqdm
