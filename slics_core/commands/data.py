@@ -36,7 +36,7 @@ from slics_core.data import eval_data, fit_inputs, load_cache, vocabulary_embedd
 from slics_core.emoji.world import DATASET_NAME as EMOJI_DATASET
 from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
 from slics_core.emoji.world import PROMPT_TEMPLATE as EMOJI_PROMPT
-from slics_core.emoji.world import emoji_dataset, emoji_vocabulary, world_split
+from slics_core.emoji.world import emoji_dataset, emoji_vocabulary, splice_vocabulary, world_split
 from slics_core.encoders import concept_text_embeddings, create_encoder, load_titok_codebook
 from slics_core.errors import writing
 from slics_core.evaluation import (
@@ -49,7 +49,7 @@ from slics_core.evaluation import (
     table_runs,
 )
 from slics_core.formats import atomic_write_bytes, atomic_write_json
-from slics_core.methods import MODES, fit_method, method_names
+from slics_core.methods import MODES, ORACLE_FSPLICE, absent, fit_method, method_names
 from slics_core.precomputed import load_precomputed
 from slics_core.preprocessing import PREPROCESSING, load_mean
 from slics_core.retrieval import QuantizedPool, token_count
@@ -242,6 +242,20 @@ def _words(args, dataset_name):
     return get_words(args.vocab, args.n_words)
 
 
+def _splice_vocabularies(args, dataset_name, encoder, store, captions=None):
+    """The SpLiCE rows' ``(words, W)`` and the oracle row's (None): ``--vocab``'s words (``captions`` when
+    given: they are the same); without it, on the emoji world, its general words and its label names (the
+    oracle's; ``docs/emoji_world.md``)."""
+    if args.vocab is None and dataset_name == EMOJI_DATASET:
+        names, words = emoji_vocabulary(), splice_vocabulary()
+        return ((words, vocabulary_embeddings(encoder, words, store=store)),
+                (names, vocabulary_embeddings(encoder, names, store=store)))
+    if captions is not None:
+        return captions, None
+    words = get_words(args.vocab, args.n_words)
+    return (words, vocabulary_embeddings(encoder, words, store=store)), None
+
+
 def _cache_encoder(args, data, need_text=True):
     """The text encoder: ``--encoder`` (trusted), else the cache's recorded one (data: trusted=False)."""
     if getattr(args, "encoder", None):
@@ -256,7 +270,7 @@ def _cache_encoder(args, data, need_text=True):
         raise CLIError(f"cannot load the cache's encoder {data.encoder!r}: {exc}") from None
 
 
-def _prepared(args, data, vocab=None):
+def _prepared(args, data, vocab=None, oracle_vocab=None):
     """Split, centring and EvalData, the same for every command (the emoji world: the app's split by default)."""
     if data.name == EMOJI_DATASET:
         split = world_split(data.Y, None, args.n_train, args.n_val, args.n_query, args.split_seed)
@@ -264,7 +278,7 @@ def _prepared(args, data, vocab=None):
         split = make_split(data.Y, args.n_train, args.n_val, args.n_query,
                            seed=0 if args.split_seed is None else args.split_seed)
     mean = load_mean(args.mean_file, dim=data.raw.shape[1]) if getattr(args, "mean_file", None) else None
-    ed, _ = eval_data(data, split, mean=mean, vocab=vocab)
+    ed, _ = eval_data(data, split, mean=mean, vocab=vocab, oracle_vocab=oracle_vocab)
     print(f"splits: {split.sizes()}; centring: {'mean from ' + args.mean_file if mean is not None else 'training mean'}"
           if data.preprocessing == "clip" else f"splits: {split.sizes()}", file=sys.stderr)
     return ed, split
@@ -356,6 +370,8 @@ def _clock(seconds):
 
 def _evaluate(args, ed, split, out_dir, methods, quantized=None):
     """d0 sweep (optional) and methods table; resumable through ``OUT_DIR/runs`` when ``out_dir`` is set."""
+    inputs = fit_inputs(ed, split.train)
+    methods = [m for m in methods if not absent(m, inputs)]
     params = {"n_iter": args.n_iter, "batch_size": args.batch_size, "k": args.k, "normalization": args.normalization}
     results = ResultStore(run_folder(Path(out_dir) / "runs", ed, split, params, quantized)) if out_dir else None
     d0s = list(range(args.sweep[0], args.sweep[1] + 1)) if args.sweep else []
@@ -404,23 +420,23 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
 
 
 def _vocab(args, data, store, need):
-    """``(words, W)`` for the SpLiCE rows and captions, or None with a message saying why."""
+    """The SpLiCE rows' and the oracle row's vocabularies (:func:`_splice_vocabularies`), or (None, None) with a
+    message saying why."""
     if not need:
-        return None
+        return None, None
     try:
-        encoder = _cache_encoder(args, data)
-        words = _words(args, data.name)
-        return words, vocabulary_embeddings(encoder, words, store=store)
+        return _splice_vocabularies(args, data.name, _cache_encoder(args, data), store)
     except (CLIError, ValueError, ImportError, OSError) as exc:
         print(f"evaluate: no vocabulary ({exc}); the SpLiCE rows say so", file=sys.stderr)
-        return None
+        return None, None
 
 
 def cmd_evaluate(args):
     methods = _check_eval_args(args)
     data = load_cache(args.cache)
-    vocab = _vocab(args, data, EmbeddingStore(args.cache), any(m in ("SpLiCE", "F-SpLiCE") for m in methods))
-    ed, split = _prepared(args, data, vocab)
+    vocab, oracle = _vocab(args, data, EmbeddingStore(args.cache),
+                           any(m in ("SpLiCE", "F-SpLiCE", ORACLE_FSPLICE) for m in methods))
+    ed, split = _prepared(args, data, vocab, oracle)
     _evaluate(args, ed, split, args.out_dir, methods, _quantized_pool(args.cache, data, ed, split))
     return 0
 
@@ -458,11 +474,12 @@ def cmd_reproduce(args):
     encoder = resolve_encoder(args.encoder, args.device) if args.encoder else None
     store = run_embed(args, encoder)
     data = load_cache(args.cache)
-    vocab = None
+    vocab = splice = oracle = None
     if getattr(encoder, "has_text", False):
-        words = _words(args, data.name)
+        words = _words(args, data.name)  # the captions' (on the emoji world, the words its text tower knows)
         vocab = (words, vocabulary_embeddings(encoder, words, store=store))
-    ed, split = _prepared(args, data, vocab)
+        splice, oracle = _splice_vocabularies(args, data.name, encoder, store, vocab)
+    ed, split = _prepared(args, data, splice, oracle)
     _rows, d0, results = _evaluate(args, ed, split, str(out), methods, _quantized_pool(args.cache, data, ed, split))
     if vocab is not None:  # captions of S-SLiCS fitted on the training split only (the sweep's fit when kept)
         model = results.model("S-SLiCS", d0, 0, lambda: fit_method(

@@ -12,6 +12,7 @@ import math
 from slics_core.emoji.world import emoji_vocabulary
 from slics_core.encoders import parse_encoder_spec
 from slics_core.explorer.safe_text import code
+from slics_core.methods import contenders
 
 __all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "evaluate_look_at", "example_caption", "missing",
            "page_readiness", "text_tower_check"]
@@ -199,9 +200,11 @@ def evaluate_look_at(rows: list, chosen_d0, k: int, sub_labels: bool) -> str:
     """Evaluate's one sentence, from its methods table (``scoring.summary_rows``) and the chosen d0.
 
     Names the best method by general-label mAP@k and how it compares with UF (the unfiltered baseline:
-    the whole query, no concept), since concept filtering is what the table is about.
+    the whole query, no concept), since concept filtering is what the table is about. Oracle rows
+    (:func:`slics_core.methods.contenders`) are never named best; the sentence says they are left out.
     """
-    scored = [r for r in rows if _fin(r.get("general"))]
+    scored = [r for r in contenders(rows) if _fin(r.get("general"))]
+    oracles = [r["method"] for r in rows if r not in contenders(rows)]
     if not scored:
         return "the table has no scores for these settings."
     best = max(scored, key=lambda r: r["general"])
@@ -213,6 +216,8 @@ def evaluate_look_at(rows: list, chosen_d0, k: int, sub_labels: bool) -> str:
               else f", level with UF ({uf['general']:.3f})")
     elif uf is not None:
         s += ": here the whole query without a concept filter does best"
+    if oracles:
+        s += f" ({', '.join(oracles)}: oracle, shown but not ranked)"
     s += (f"; then the d0 curve below, whose best validation {'sub-label' if sub_labels else 'general-label'} "
           f"score picks d0 = {chosen_d0}.")
     return s
