@@ -45,9 +45,9 @@ U-SLiCS    concept_text                   SLiCS on zero-shot pseudo-labels
 UF         (nothing)                      the whole embedding, for every concept
 F-SpLiCE   vocabulary, concept_text       SpLiCE over the vocabulary, words grouped by
                                           their closest concept prompt
-F-SpLiCE   label_vocabulary,              F-SpLiCE over the label names alone: an *oracle*
-(oracle    concept_text                   (``oracle=True``), shown labelled and never ranked
-names)                                    against the others (:func:`contenders`)
+F-SpLiCE-  label_vocabulary,              F-SpLiCE over the label names alone: an *oracle*
+oracle     concept_text                   (``oracle=True``), shown labelled and never ranked
+                                          against the others (:func:`contenders`)
 SpLiCE     vocabulary                     the SpLiCE reconstruction, unfiltered
 ========== ============================== ===================================================
 
@@ -580,8 +580,9 @@ def _fit_fsplice_oracle(inputs, d0, **kwargs):
     return _fit_fsplice(inputs, d0, oracle=True, **kwargs)
 
 
-#: The oracle row: F-SpLiCE whose vocabulary is the label names themselves.
-ORACLE_FSPLICE = "F-SpLiCE (oracle names)"
+#: The oracle row: F-SpLiCE whose vocabulary is the label names themselves (a method name is also its model's
+#: file name in a workspace folder: letters, digits, ``._-`` only).
+ORACLE_FSPLICE = "F-SpLiCE-oracle"
 
 
 for _m in (

@@ -129,7 +129,7 @@ def models_fingerprint() -> str:
 def emoji_vocabulary() -> list:
     """The caption vocabulary: the words the emoji text encoder was trained on (the 82 category and
     supercategory names, i.e. the label names). Also the vocabulary of the oracle row
-    ``F-SpLiCE (oracle names)``, which no paper setting has."""
+    ``F-SpLiCE-oracle``, which no paper setting has."""
     return sorted(set(CATEGORIES) | set(SUPERCATEGORIES))
 
 
