@@ -29,6 +29,7 @@ from slics_core.explorer import scoring
 from slics_core.explorer.arrival import job_rankings, sweep_splits
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.narration import evaluate_look_at, missing
+from slics_core.methods import ORACLE_FSPLICE
 
 SPLIT_LABELS = {"query": "Query set (test)", "val": "Validation set"}
 NORM_LABELS = {"retrieved": "relevant retrieved (default)", "min": "min(k, relevant in pool)"}
@@ -210,10 +211,10 @@ st.caption("Gen./Sub.: ranked by the partial component ṽ_j (eq. 3) for the dic
            "and methods with one kind of component have no separate v_j column.")
 for m, why in ws.skipped.items():
     st.caption(f"{_safe.text(m)} is not in this workspace: {_safe.text(why)}.")
-if "F-SpLiCE" in ws.methods and ws.kind == "emoji":
-    st.caption("Emoji world caveat: F-SpLiCE's vocabulary here is exactly the 82 category and supercategory "
-               "names, i.e. the sub-labels themselves, which favours it on sub-label retrieval; the paper's "
-               "F-SpLiCE uses 10 000 LAION words.")
+if ORACLE_FSPLICE in ws.methods:
+    st.caption(f"{ORACLE_FSPLICE} is an oracle: its vocabulary is exactly the label names (the category and "
+               "supercategory names), which the paper's F-SpLiCE never has; it is shown for reference and never "
+               "ranked. F-SpLiCE and SpLiCE decompose over general English words, as in the paper.")
 csv_download(_csv_frame(df, ws, split, k, norm, d0), f"slics_methods_{split}_k{k}_d0{d0}.csv", key="eval_csv")
 st.caption("CSV exports start with the settings that produced them: workspace, split, k, normalization and "
            "the table's d0 (empty cells where a method has no value).")

@@ -118,6 +118,9 @@ class EvalData(CarriesLabels):
         Raw text embeddings of the vocabulary words (SpLiCE dictionary; the
         methods prepare them, :mod:`slics_core.methods`).
     vocab_words : list of str, optional
+    oracle_words, oracle_text : optional
+        The label names and their raw text embeddings, the oracle row's vocabulary
+        (:data:`slics_core.methods.ORACLE_FSPLICE`; the emoji world gives them).
     """
 
     X: np.ndarray
@@ -126,6 +129,8 @@ class EvalData(CarriesLabels):
     concept_text: np.ndarray | None = None
     vocab_text: np.ndarray | None = None
     vocab_words: list | None = None
+    oracle_words: list | None = None
+    oracle_text: np.ndarray | None = None
 
     def __post_init__(self):
         self.X = check_embeddings(self.X, name="X", allow_zero_rows=True)
@@ -158,7 +163,8 @@ def fit_inputs(data, rows, n_active=None):
     rows = np.asarray(rows, dtype=int)
     return FitInputs(X=data.X[rows], Y=data.Y[rows], concept_names=list(data.concept_names),
                      X_raw=None if data.X_raw is None else data.X_raw[rows], concept_text=data.concept_text,
-                     vocab_words=data.vocab_words, vocab_text=data.vocab_text, n_active=n_active)
+                     vocab_words=data.vocab_words, vocab_text=data.vocab_text, n_active=n_active,
+                     oracle_words=data.oracle_words, oracle_text=data.oracle_text)
 
 
 def load_cache(cache) -> LabelledEmbeddings:
@@ -236,13 +242,15 @@ def preprocess(raw, kind, train_rows, *, mean=None, n_tokens=32):
     return pre.transform(raw).astype(np.float32), pre
 
 
-def eval_data(data: LabelledEmbeddings, split: Split, *, mean=None, vocab=None):
+def eval_data(data: LabelledEmbeddings, split: Split, *, mean=None, vocab=None, oracle_vocab=None):
     """:class:`EvalData` of ``data`` preprocessed on ``split``'s training rows.
 
     Parameters
     ----------
     vocab : (words, W), optional
         Vocabulary and its raw text embeddings (SpLiCE baselines).
+    oracle_vocab : (words, W), optional
+        The label names and their raw text embeddings (the oracle row, :class:`EvalData`).
 
     Returns
     -------
@@ -252,6 +260,8 @@ def eval_data(data: LabelledEmbeddings, split: Split, *, mean=None, vocab=None):
     ed = EvalData(X=X, labels=data.labels, X_raw=data.raw, concept_text=data.concept_text)
     if vocab is not None:
         ed.vocab_words, ed.vocab_text = list(vocab[0]), np.asarray(vocab[1], dtype=np.float32)
+    if oracle_vocab is not None:
+        ed.oracle_words, ed.oracle_text = list(oracle_vocab[0]), np.asarray(oracle_vocab[1], dtype=np.float32)
     return ed, pre
 
 

@@ -31,10 +31,12 @@ from slics_core._validation import check_k
 from slics_core.data import fit_inputs
 from slics_core.methods import (
     MODES,
+    absent,
     active_concepts,
     active_count,
     check_mode,
     components_of,
+    contenders,
     fit_method,
     get_method,
     method_names,
@@ -395,7 +397,7 @@ def estimate_cost(data, split, methods=None, *, d0_values=(), n_atoms=10, n_iter
                    f"{note}")
 
 
-def _table_row(name, runs, skipped, k, normalization, pool):
+def _table_row(name, runs, skipped, k, normalization, pool, oracle=False):
     gen = np.array([r["general"] for r in runs], dtype=float)
     sub = np.array([r["sub"] for r in runs], dtype=float)
     return {
@@ -410,6 +412,7 @@ def _table_row(name, runs, skipped, k, normalization, pool):
         "k": int(k),
         "normalization": normalization,
         "pool": pool,
+        "oracle": bool(oracle),
     }
 
 
@@ -473,6 +476,8 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
     pools = ("original",) + (("quantized",) if quantized is not None else ())
     rows = []
     for m in specs:
+        if absent(m, inputs):  # an oracle without its inputs: no row
+            continue
         run_seeds = [s for name, s in table_runs([m.name], seeds, batch_size)]
         skipped = needs_message(m, inputs)
         runs = {p: [] for p in pools}
@@ -504,7 +509,7 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
             if p == "quantized" and skipped:
                 continue
             name = m.name + (QUANTIZED_SUFFIX if p == "quantized" else "")
-            row = _table_row(name, runs[p], skipped, k, normalization, p)
+            row = _table_row(name, runs[p], skipped, k, normalization, p, m.oracle)
             rows.append(row)
             if progress is not None:
                 progress(f"{name}: " + (f"skipped ({skipped})" if skipped
@@ -528,6 +533,7 @@ def methods_table_rows(rows):
         rec = {key: r[key] for key in ("method", "general_mean", "general_std", "sub_mean", "sub_std",
                                         "n_runs", "k", "normalization", "skipped")}
         rec["pool"] = r.get("pool", "original")
+        rec["oracle"] = bool(r.get("oracle", False))
         out.append(rec)
     return out
 
@@ -537,6 +543,8 @@ def methods_table_markdown(rows, title=None):
 
     With quantized-pool rows (``pool="quantized"``), the best is marked separately
     among the original-pool and among the quantized-pool columns, as in Table 3.
+    Oracle rows (``oracle``, :func:`slics_core.methods.contenders`) are shown, never bold,
+    and a note under the table says so.
     """
     k = rows[0]["k"] if rows else 20
     header = "| Type | " + " | ".join(r["method"] for r in rows) + " |"
@@ -546,15 +554,19 @@ def methods_table_markdown(rows, title=None):
     for key, label in (("general", f"Gen. mAP@{k}"), ("sub", f"Sub. mAP@{k}")):
         vals = [r[f"{key}_mean"] if not r.get("skipped") else math.nan for r in rows]
         best = {}
+        ranked = {id(r) for r in contenders(rows)}
         for r, v in zip(rows, vals):
-            if v is not None and not math.isnan(v):
+            if id(r) in ranked and v is not None and not math.isnan(v):
                 p = r.get("pool", "original")
                 best[p] = max(best.get(p, v), v)
         cells = []
         for r, v in zip(rows, vals):
             text = _fmt(r, key)
-            if v is not None and v == best.get(r.get("pool", "original")):
+            if id(r) in ranked and v is not None and v == best.get(r.get("pool", "original")):
                 text = f"**{text}**"
             cells.append(text)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    oracles = [r["method"] for r in rows if id(r) not in ranked]
+    if oracles:
+        lines += ["", f"Oracle, shown but not ranked (never bold): {', '.join(oracles)}."]
     return "\n".join(lines)

@@ -52,6 +52,9 @@ U-SLiCS    concept_text                   SLiCS on zero-shot pseudo-labels
 UF         (nothing)                      the whole embedding, for every concept
 F-SpLiCE   vocabulary, concept_text       SpLiCE over the vocabulary, words grouped by
                                           their closest concept prompt
+F-SpLiCE-  label_vocabulary,              F-SpLiCE over the label names alone: an *oracle*
+oracle     concept_text                   (``oracle=True``), shown labelled and never ranked
+                                          against the others (:func:`contenders`)
 SpLiCE     vocabulary                     the SpLiCE reconstruction, unfiltered
 ========== ============================== ===================================================
 
@@ -93,6 +96,10 @@ __all__ = [
     "needs_message",
     "fit_method",
     "active_concepts",
+    "ORACLE_FSPLICE",
+    "is_oracle",
+    "contenders",
+    "absent",
     "UnfilteredModel",
     "SpLiCEModel",
     "FSpLiCEModel",
@@ -150,6 +157,7 @@ NEEDS = {
     "labels": "concept labels of the training items",
     "concept_text": "text embeddings of the concept prompts (embed with a CLIP-like encoder that has a text tower)",
     "vocabulary": "text embeddings of a word vocabulary (needs a CLIP-like encoder with a text tower)",
+    "label_vocabulary": "text embeddings of the label names (an oracle's vocabulary; given for the emoji world)",
 }
 
 #: L1 weight of the SpLiCE baselines (SpLiCE's lambda; see :mod:`slics_core.baselines`).
@@ -176,6 +184,10 @@ class FitInputs:
         Raw text embeddings of the vocabulary words.
     n_active : int, optional
         ``S~``, concepts per image for pseudo-labels (default: from ``Y``, else 2).
+    oracle_words : list of str, optional
+    oracle_text : ndarray of shape (V', d), optional
+        The label names and their raw text embeddings: the vocabulary of the oracle row
+        (:data:`ORACLE_FSPLICE`), which the paper's baselines never have.
     """
 
     X: np.ndarray
@@ -186,6 +198,8 @@ class FitInputs:
     vocab_words: list | None = None
     vocab_text: np.ndarray | None = None
     n_active: int | None = None
+    oracle_words: list | None = None
+    oracle_text: np.ndarray | None = None
 
     def available(self) -> set:
         """The :data:`NEEDS` these inputs satisfy."""
@@ -196,6 +210,8 @@ class FitInputs:
             out.add("concept_text")
         if self.vocab_text is not None and self.vocab_words:
             out.add("vocabulary")
+        if self.oracle_text is not None and self.oracle_words:
+            out.add("label_vocabulary")
         return out
 
     def active_count(self) -> int:
@@ -236,6 +252,9 @@ class Method:
         batch, see :class:`slics_core.slics.SLiCS`); :func:`fit_method` passes a callback only to such methods.
     modes : tuple of {"partial", "full"}
         Components the method has (one kind only for the baselines).
+    oracle : bool
+        It is given what the paper's setting never has (the label names as its vocabulary): its row is
+        shown, labelled, and left out of every comparison (:func:`contenders`).
     """
 
     name: str
@@ -249,6 +268,7 @@ class Method:
     query_concepts: str = "labels"
     modes: tuple = MODES
     reports_batches: bool = False
+    oracle: bool = False
 
 
 REGISTRY: dict = {}
@@ -285,6 +305,25 @@ def get_method(name) -> Method:
 def method_names(*, dictionary: bool | None = None) -> list:
     """Registered method names in registration order (optionally only (non-)dictionary methods)."""
     return [m.name for m in REGISTRY.values() if dictionary is None or m.dictionary == dictionary]
+
+
+def is_oracle(name) -> bool:
+    """Whether ``name`` is a registered oracle method (:attr:`Method.oracle`); False for other names."""
+    m = REGISTRY.get(name) if isinstance(name, str) else name
+    return bool(getattr(m, "oracle", False))
+
+
+def contenders(rows, key: str = "method") -> list:
+    """The rows (dicts naming a method under ``key``, or rows flagged ``"oracle"``) that may be ranked
+    against each other: every row but the oracles'. The one rule of every "ranks best" sentence and mark."""
+    return [r for r in rows if not (r.get("oracle") or is_oracle(r.get(key)))]
+
+
+def absent(method, available) -> bool:
+    """Whether ``method`` gives no row at all with ``available``: an oracle whose inputs are not given (only a
+    source that gives the label names' text, the emoji world, shows it); any other method with unmet needs
+    is a row that says what it needs."""
+    return is_oracle(get_method(method)) and bool(missing_needs(method, available))
 
 
 def missing_needs(method, available) -> list:
@@ -523,9 +562,11 @@ class FSpLiCEModel(_GivenVocabulary):
             z["concepts"], names))
 
 
-def _prepared_vocabulary(inputs: FitInputs):
-    """Vocabulary and concept prompts prepared like the paper's text embeddings (one place)."""
-    Wp, mean = prepare_text_embeddings(np.asarray(inputs.vocab_text, dtype=np.float64))
+def _prepared_vocabulary(inputs: FitInputs, oracle: bool = False):
+    """Vocabulary (the oracle's with ``oracle``) and concept prompts prepared like the paper's text embeddings
+    (one place): unit, minus the vocabulary's mean, unit; the prompts centred with the same mean."""
+    W = inputs.oracle_text if oracle else inputs.vocab_text
+    Wp, mean = prepare_text_embeddings(np.asarray(W, dtype=np.float64))
     Cp = None
     if inputs.concept_text is not None:
         Cp, _ = prepare_text_embeddings(np.asarray(inputs.concept_text, dtype=np.float64), mean=mean)
@@ -566,10 +607,19 @@ def _fit_splice(inputs, d0, **_):
     return SpLiCEModel(SpLiCE(Wp, words=list(inputs.vocab_words), alpha=SPLICE_L1), inputs.concept_names)
 
 
-def _fit_fsplice(inputs, d0, **_):
-    Wp, Cp = _prepared_vocabulary(inputs)
-    return FSpLiCEModel(FSpLiCE(Wp, Cp, words=list(inputs.vocab_words), alpha=SPLICE_L1), Cp,
-                        inputs.concept_names)
+def _fit_fsplice(inputs, d0, *, oracle=False, **_):
+    Wp, Cp = _prepared_vocabulary(inputs, oracle)
+    words = inputs.oracle_words if oracle else inputs.vocab_words
+    return FSpLiCEModel(FSpLiCE(Wp, Cp, words=list(words), alpha=SPLICE_L1), Cp, inputs.concept_names)
+
+
+def _fit_fsplice_oracle(inputs, d0, **kwargs):
+    return _fit_fsplice(inputs, d0, oracle=True, **kwargs)
+
+
+#: The oracle row: F-SpLiCE whose vocabulary is the label names themselves (a method name is also its model's
+#: file name in a workspace folder: letters, digits, ``._-`` only).
+ORACLE_FSPLICE = "F-SpLiCE-oracle"
 
 
 for _m in (
@@ -583,6 +633,9 @@ for _m in (
            filtered=False, modes=UnfilteredModel.modes),
     Method("F-SpLiCE", "filtered SpLiCE: sparse word decomposition split by concept word groups", _fit_fsplice,
            FSpLiCEModel.load, needs=("vocabulary", "concept_text"), dictionary=False, modes=FSpLiCEModel.modes),
+    Method(ORACLE_FSPLICE, "oracle: F-SpLiCE over the label names alone (given what the paper's F-SpLiCE never "
+           "has); shown, never ranked", _fit_fsplice_oracle, FSpLiCEModel.load,
+           needs=("label_vocabulary", "concept_text"), dictionary=False, modes=FSpLiCEModel.modes, oracle=True),
     Method("SpLiCE", "SpLiCE: sparse word reconstruction of the whole embedding", _fit_splice, SpLiCEModel.load,
            needs=("vocabulary",), dictionary=False, filtered=False, modes=SpLiCEModel.modes),
 ):

@@ -54,3 +54,27 @@ def test_emoji_vocabulary_is_the_default_for_emoji_caches(tiny_world, tmp_path, 
     assert len(rows) == 12
     for line in rows:
         assert set(line.split("|")[2].strip().split(", ")) <= words, line
+
+
+def test_emoji_evaluate_shows_the_oracle_row_never_bold(tiny_world, tmp_path, capsys):
+    """`slics evaluate` on an emoji cache: F-SpLiCE over general words, the names-only F-SpLiCE as the flagged
+    oracle row, which the Markdown table never bolds (even where its number is the best)."""
+    import json
+
+    from slics_core.methods import ORACLE_FSPLICE
+
+    cache = tmp_path / "cache"
+    assert main(["embed", "--dataset", "emoji", "--cache", str(cache), "--no-progress"]) == 0
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(["evaluate", "--cache", str(cache), "--methods", f"UF,F-SpLiCE,{ORACLE_FSPLICE}", "--no-estimate",
+                 "--n-atoms", "3", "--out-dir", str(out)]) == 0
+    md = capsys.readouterr().out
+    rows = json.loads((out / "methods.json").read_text())
+    assert [(r["method"], r["oracle"]) for r in rows] == [("UF", False), ("F-SpLiCE", False), (ORACLE_FSPLICE, True)]
+    assert not any(r["skipped"] for r in rows)
+    lines = [line.split(" | ")[1:] for line in md.splitlines() if line.startswith(("| Gen.", "| Sub."))]
+    for cells, key in zip(lines, ("general_mean", "sub_mean")):
+        best = max(rows[:2], key=lambda r: r[key])[key]
+        assert [c.strip(" |").startswith("**") for c in cells] == [r[key] == best for r in rows[:2]] + [False]
+    assert f"not ranked (never bold): {ORACLE_FSPLICE}" in md

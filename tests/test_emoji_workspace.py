@@ -9,6 +9,7 @@ from slics_core.emoji.world import EmojiWorldConfig, config_from_env, render_emo
 from slics_core.evaluation import choose_d0, sweep_d0
 from slics_core.explorer.emoji_build import open_emoji_workspace
 from slics_core.explorer.generation import load_workspace_generator
+from slics_core.methods import ORACLE_FSPLICE
 
 CFG = dict(n_train=80, n_val=20, n_query=20, n_pool=40, d0_values=(2, 3), n_iter=2)
 
@@ -41,7 +42,7 @@ def test_build_cache_reload_and_repair(tmp_path):
     assert ws.extras["cond"].shape[0] == n and ws.extras["cond"].shape[1] != ws.X.shape[1]
     # every registered method is fitted (dictionary methods for every d0), nothing skipped
     assert set(ws.models) == {(m, d) for m in ("S-SVD", "S-SLiCS", "U-SLiCS") for d in (2, 3)} | {
-        ("UF", None), ("F-SpLiCE", None), ("SpLiCE", None)}
+        ("UF", None), ("F-SpLiCE", None), ("SpLiCE", None), (ORACLE_FSPLICE, None)}
     assert not ws.skipped
     assert any(s.startswith("render") for s in stages) and any(s.startswith("fit") for s in stages)
     # centring: mean of the training scenes' *unit* embeddings, then unit(unit(x) - mean) (sec. 4.1)
@@ -81,6 +82,46 @@ def test_build_cache_reload_and_repair(tmp_path):
     assert len(open_emoji_workspace(tmp_path, cfg)) == n
 
 
+def test_emoji_fsplice_decomposes_over_general_words_grouped_by_the_papers_rule(tmp_path):
+    """F-SpLiCE and SpLiCE decompose over wordfreq's frequent words (distractors, not only label names), each
+    word in the group of the concept prompt closest in cosine after the paper's centring, recomputed here from
+    the encoder; the label names alone are only the oracle's vocabulary; captions keep the label names."""
+    from slics_core.emoji.world import PROMPT_TEMPLATE, emoji_vocabulary, splice_vocabulary
+    from slics_core.encoders import create_encoder
+
+    ws = open_emoji_workspace(tmp_path, EmojiWorldConfig(**CFG))
+    names = emoji_vocabulary()
+    fs, sp, oracle = (ws.model(m).splice for m in ("F-SpLiCE", "SpLiCE", ORACLE_FSPLICE))
+    assert fs.words == sp.words == splice_vocabulary() and len(fs.words) >= 500
+    assert len(set(fs.words) - set(names)) > 0.9 * len(fs.words)  # mostly words that are no label name
+    assert oracle.words == names and ws.vocab_words == names
+    enc = create_encoder("emoji-small", device="cpu", half=False)
+
+    def unit(A):
+        A = np.asarray(A, dtype=np.float64)
+        return A / np.linalg.norm(A, axis=1, keepdims=True)
+
+    for model, words in ((fs, fs.words), (oracle, names)):
+        W = unit(enc.encode_texts(words))
+        mean = W.mean(0)
+        Wc = unit(W - mean)
+        Pc = unit(unit(enc.encode_texts([PROMPT_TEMPLATE.format(c) for c in ws.concept_names])) - mean)
+        np.testing.assert_allclose(model.dictionary, Wc, atol=1e-5)
+        np.testing.assert_array_equal(model.groups, np.argmax(Wc @ Pc.T, axis=1))
+    # a changed SpLiCE vocabulary changes the cache folder (a stale cache is never reused)
+    import slics_core.emoji.world as world
+    from slics_core.explorer import emoji_build
+
+    before = emoji_build._emoji_folder(tmp_path, EmojiWorldConfig(**CFG))
+    assert before == ws.path
+    old = world.SPLICE_WORDS
+    try:
+        world.SPLICE_WORDS = old + 1
+        assert emoji_build._emoji_folder(tmp_path, EmojiWorldConfig(**CFG)) != before
+    finally:
+        world.SPLICE_WORDS = old
+
+
 def test_unwritable_emoji_cache_is_one_message(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -100,7 +141,11 @@ def test_cli_build_and_report(tmp_path, capsys):
     assert 0 <= rep["zero_shot_precision_at_2"] <= 1
     assert rep["chosen_d0"] == 2 and rep["map_d0"] == 2
     assert rep["n_scenes"] == {"train": 80, "val": 20, "query": 20, "pool": 40}
-    assert set(rep["map_at_20"]) == {"S-SVD", "S-SLiCS", "U-SLiCS", "UF", "F-SpLiCE", "SpLiCE"}
+    assert set(rep["map_at_20"]) == {"S-SVD", "S-SLiCS", "U-SLiCS", "UF", "F-SpLiCE", "SpLiCE", ORACLE_FSPLICE}
+    assert rep["map_at_20"][ORACLE_FSPLICE]["oracle"] and "oracle" not in rep["map_at_20"]["F-SpLiCE"]
+    others = {m: v for m, v in rep["map_at_20"].items() if m != ORACLE_FSPLICE}
+    assert rep["map_best"]["general"] in {m for m, v in others.items()
+                                          if v["general"] == max(o["general"] for o in others.values())}
     assert ("generation_concept_accuracy" in rep) or ("generation_error" in rep)
     assert main(["emoji-build", "--cache-dir", str(tmp_path), "--n-train", "0"]) == 2
 

@@ -105,6 +105,49 @@ def test_sweep_and_methods_table_beat_unfiltered_on_planted_cones():
     assert set(flat[0]) >= {"method", "general_mean", "sub_std", "normalization"}
 
 
+def _row(method, gen, sub, oracle=False):
+    return {"method": method, "general_mean": gen, "general_std": 0.0, "sub_mean": sub, "sub_std": 0.0,
+            "n_runs": 1, "runs": [], "skipped": None, "k": 20, "normalization": "retrieved", "pool": "original",
+            "oracle": oracle}
+
+
+def test_markdown_never_bolds_an_oracle():
+    """The oracle row has the best numbers: it is shown, labelled, not bold; the best other row is bold."""
+    from slics_core.methods import ORACLE_FSPLICE
+
+    rows = [_row("S-SLiCS", 0.90, 0.60), _row("F-SpLiCE", 0.80, 0.65), _row(ORACLE_FSPLICE, 0.997, 0.78, True)]
+    md = methods_table_markdown(rows)
+    gen, sub = [line for line in md.splitlines() if line.startswith(("| Gen.", "| Sub."))]
+    assert gen.split(" | ")[1:] == ["**0.900**", "0.800", "0.997 |"]
+    assert sub.split(" | ")[1:] == ["0.600", "**0.650**", "0.780 |"]
+    assert ORACLE_FSPLICE in md.splitlines()[0] and f"not ranked (never bold): {ORACLE_FSPLICE}" in md
+    # the flag travels to the CSV/JSON records; an oracle is recognised by its registered name too
+    assert [r["oracle"] for r in methods_table_rows(rows)] == [False, False, True]
+    md2 = methods_table_markdown([_row("UF", 0.5, 0.4), _row(ORACLE_FSPLICE, 0.9, 0.9)])
+    assert "**0.500**" in md2 and "**0.900**" not in md2
+
+
+def test_oracle_row_only_where_its_label_names_are_given():
+    """F-SpLiCE over general words is ranked; the oracle (label names only) is a flagged row when the names'
+    text is given, and no row at all otherwise (never a "skipped" column on other datasets)."""
+    from slics_core.methods import ORACLE_FSPLICE
+
+    X, Y, d = _planted(600, seed=2)
+    rng = np.random.default_rng(0)
+    names = ["a", "b", "c"]
+    concept_text = np.stack([d.atoms[d.groups == j].mean(0) for j in range(3)])
+    vocab = ([f"w{i}" for i in range(40)], rng.normal(size=(40, X.shape[1])))
+    data = EvalData(X=X, Y=Y, concept_names=names, concept_text=concept_text,
+                    vocab_words=vocab[0], vocab_text=vocab[1])
+    split = make_split(Y, 300, 50, 100, seed=0)
+    rows = evaluate_methods(data, split, None, n_atoms=3, n_iter=2, seeds=(0,))
+    assert ORACLE_FSPLICE not in {r["method"] for r in rows} and "F-SpLiCE" in {r["method"] for r in rows}
+    data.oracle_words, data.oracle_text = names, concept_text
+    rows = evaluate_methods(data, split, ["UF", "F-SpLiCE", ORACLE_FSPLICE], n_atoms=3, seeds=(0,))
+    by = {r["method"]: r for r in rows}
+    assert by[ORACLE_FSPLICE]["oracle"] and not by["F-SpLiCE"]["oracle"] and not by[ORACLE_FSPLICE]["skipped"]
+
+
 def test_minibatch_runs_report_mean_and_std_over_seeds():
     X, Y, _ = _planted(700, seed=1)
     data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]))

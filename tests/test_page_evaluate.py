@@ -77,6 +77,24 @@ def test_evaluate_page_table_sweep_and_widgets(ws):
                                                           abs=5e-4)
 
 
+def test_evaluate_sentence_names_the_best_non_oracle_method(ws):
+    """On the emoji world the oracle row (F-SpLiCE over the label names) is in the table, labelled, and the
+    page's first sentence names the best of the *other* rows, read from the table shown."""
+    from slics_core.methods import ORACLE_FSPLICE
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    at.switch_page("app_pages/evaluate.py").run()
+    assert not at.exception, at.exception
+    df = at.dataframe[0].value
+    assert ORACLE_FSPLICE in set(df["Method"])
+    first = next(m.value for m in at.markdown if "ranks best" in m.value)
+    others = {m: row(at, m)["Gen. mAP@20"] for m in df["Method"] if m != ORACLE_FSPLICE}
+    best = max(others, key=others.get)
+    assert f"{best} ranks best ({others[best]:.3f})" in first
+    assert f"{ORACLE_FSPLICE} ranks best" not in first and f"{ORACLE_FSPLICE}: oracle" in first
+    assert any(ORACLE_FSPLICE in c.value and "oracle" in c.value for c in at.caption)
+
+
 def test_evaluate_exports_and_no_missing_cells(ws):
     """No None/<NA> cells in the shown table, CSVs carry their settings, charts are self-contained HTML."""
     import io

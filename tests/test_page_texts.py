@@ -96,6 +96,18 @@ def test_evaluate_sentence_compares_with_uf():
     assert "UF ranks best" in s and "above" not in s and "general-label" in s
 
 
+def test_evaluate_sentence_never_crowns_an_oracle():
+    """The oracle row (given the label names as its vocabulary) has the best number, yet the sentence names the
+    best of the others and says the oracle is left out."""
+    from slics_core.methods import ORACLE_FSPLICE
+
+    rows = [{"method": "S-SLiCS", "general": 0.8}, {"method": "UF", "general": 0.6},
+            {"method": "F-SpLiCE", "general": 0.7}, {"method": ORACLE_FSPLICE, "general": 0.997}]
+    s = evaluate_look_at(rows, 5, 20, True)
+    assert "S-SLiCS ranks best (0.800)" in s and "0.200 above UF" in s
+    assert "0.997" not in s and f"{ORACLE_FSPLICE}: oracle, shown but not ranked" in s
+
+
 # ---------------------------------------------------------------------- Hungarian matching
 def test_match_atoms_recovers_a_planted_permutation_with_sign_flips():
     rng = np.random.default_rng(0)

@@ -49,7 +49,7 @@ from slics_core.evaluation import (
     table_runs,
 )
 from slics_core.formats import atomic_write_bytes, atomic_write_json
-from slics_core.methods import fit_method, method_names
+from slics_core.methods import ORACLE_FSPLICE, absent, fit_method, method_names
 from slics_core.precomputed import load_precomputed
 from slics_core.preprocessing import load_mean
 from slics_core.retrieval import QuantizedPool, token_count
@@ -219,6 +219,24 @@ def _words(args, dataset_name):
     return get_words(args.vocab, args.n_words)
 
 
+def _splice_vocabularies(args, dataset_name, encoder, store, captions=None):
+    """The SpLiCE rows' ``(words, W)`` and the oracle row's (or None): ``--vocab``'s words (``captions`` when
+    given: they are the same); without it, the dataset's own (:func:`dataset_defaults`: on the emoji world its
+    general words and, for the oracle, its label names; ``docs/emoji_world.md``). ``--vocab none``: ValueError."""
+    defaults = dataset_defaults(dataset_name)
+    if args.vocab is None and defaults.splice_vocabulary is not None:
+        words = defaults.splice_vocabulary()
+        names = defaults.oracle_vocabulary() if defaults.oracle_vocabulary is not None else None
+        return ((words, vocabulary_embeddings(encoder, words, store=store)),
+                None if names is None else (names, vocabulary_embeddings(encoder, names, store=store)))
+    if captions is not None:
+        return captions, None
+    words = get_words(args.vocab, args.n_words)
+    if words is None:
+        raise ValueError("--vocab none")
+    return (words, vocabulary_embeddings(encoder, words, store=store)), None
+
+
 def _cache_encoder(args, data, need_text=True):
     """The text encoder: ``--encoder`` (trusted), else the cache's recorded one (data: trusted=False)."""
     if getattr(args, "encoder", None):
@@ -233,11 +251,11 @@ def _cache_encoder(args, data, need_text=True):
         raise CLIError(f"cannot load the cache's encoder {data.encoder!r}: {exc}") from None
 
 
-def _prepared(args, data, vocab=None):
+def _prepared(args, data, vocab=None, oracle_vocab=None):
     """Split, centring and EvalData, the same for every command (the emoji world: the app's split by default)."""
     split = dataset_defaults(data.name).split(data.Y, args.n_train, args.n_val, args.n_query, args.split_seed)
     mean = load_mean(args.mean_file, dim=data.raw.shape[1]) if getattr(args, "mean_file", None) else None
-    ed, _ = eval_data(data, split, mean=mean, vocab=vocab)
+    ed, _ = eval_data(data, split, mean=mean, vocab=vocab, oracle_vocab=oracle_vocab)
     print(f"splits: {split.sizes()}; centring: {'mean from ' + args.mean_file if mean is not None else 'training mean'}"
           if data.preprocessing == "clip" else f"splits: {split.sizes()}", file=sys.stderr)
     return ed, split
@@ -322,6 +340,8 @@ def _clock(seconds):
 
 def _evaluate(args, ed, split, out_dir, methods, quantized=None):
     """d0 sweep (optional) and methods table; resumable through ``OUT_DIR/runs`` when ``out_dir`` is set."""
+    inputs = fit_inputs(ed, split.train)
+    methods = [m for m in methods if not absent(m, inputs)]
     params = {"n_iter": args.n_iter, "batch_size": args.batch_size, "k": args.k, "normalization": args.normalization}
     results = ResultStore(run_folder(Path(out_dir) / "runs", ed, split, params, quantized)) if out_dir else None
     d0s = list(range(args.sweep[0], args.sweep[1] + 1)) if args.sweep else []
@@ -370,24 +390,23 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
 
 
 def _vocab(args, data, store, need):
-    """``(words, W)`` for the SpLiCE rows and captions, or None with a message saying why."""
+    """The SpLiCE rows' and the oracle row's vocabularies (:func:`_splice_vocabularies`), or (None, None) with a
+    message saying why."""
     if not need:
-        return None
+        return None, None
     try:
-        words = _words(args, data.name)
-        if words is None:
-            raise ValueError("--vocab none")
-        return words, vocabulary_embeddings(_cache_encoder(args, data), words, store=store)
+        return _splice_vocabularies(args, data.name, _cache_encoder(args, data), store)
     except (CLIError, ValueError, ImportError, OSError) as exc:
         print(f"evaluate: no vocabulary ({exc}); the SpLiCE rows say so", file=sys.stderr)
-        return None
+        return None, None
 
 
 def cmd_evaluate(args):
     methods = _check_eval_args(args)
     data = load_cache(args.cache)
-    vocab = _vocab(args, data, EmbeddingStore(args.cache), any(m in ("SpLiCE", "F-SpLiCE") for m in methods))
-    ed, split = _prepared(args, data, vocab)
+    vocab, oracle = _vocab(args, data, EmbeddingStore(args.cache),
+                           any(m in ("SpLiCE", "F-SpLiCE", ORACLE_FSPLICE) for m in methods))
+    ed, split = _prepared(args, data, vocab, oracle)
     _evaluate(args, ed, split, args.out_dir, methods, _quantized_pool(args.cache, data, ed, split))
     return 0
 
@@ -420,11 +439,12 @@ def cmd_reproduce(args):
     store, encoder = run_embed(args)  # refuses a missing --encoder before anything is written
     out.mkdir(parents=True, exist_ok=True)
     data = load_cache(args.cache)
-    vocab = None
-    words = _words(args, data.name) if getattr(encoder, "has_text", False) else None
+    vocab = splice = oracle = None
+    words = _words(args, data.name) if getattr(encoder, "has_text", False) else None  # the captions' words
     if words is not None:
         vocab = (words, vocabulary_embeddings(encoder, words, store=store))
-    ed, split = _prepared(args, data, vocab)
+        splice, oracle = _splice_vocabularies(args, data.name, encoder, store, vocab)
+    ed, split = _prepared(args, data, splice, oracle)
     _rows, d0, results = _evaluate(args, ed, split, str(out), methods, _quantized_pool(args.cache, data, ed, split))
     if vocab is not None:  # captions of the sweep's method fitted on the training split only (its fit when kept)
         model = results.model(SWEEP_METHOD, d0, 0, lambda: fit_method(

@@ -11,8 +11,10 @@ centres, fits and chooses ``d0`` as for every other source.
 Emoji-specific parts, carried in ``extras``: the scene images (``images``,
 uint8, so thumbnails need no files), their captions, and the ``emoji-large``
 embeddings (``cond``) the emoji generator is conditioned on. Sub-labels are
-the 71 COCO categories that have an emoji; the caption vocabulary is the words
-the tiny text encoder was trained on (category and supercategory names).
+the 71 COCO categories that have an emoji. Vocabularies (``docs/emoji_world.md``):
+:func:`emoji_vocabulary`, the words the tiny text encoder was trained on (category and
+supercategory names), is the caption vocabulary and the oracle F-SpLiCE row's; the SpLiCE
+baselines decompose over :func:`splice_vocabulary`, general English words, as in the paper.
 """
 from __future__ import annotations
 
@@ -21,11 +23,13 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from slics_core.captions import default_vocabulary
 from slics_core.data import LabelledEmbeddings
 from slics_core.datasets import ImageDataset
 from slics_core.emoji.catalog import (
@@ -43,8 +47,8 @@ from slics_core.splits import make_split
 
 __all__ = ["EmojiWorldConfig", "WORLD_SEED", "PREVIEW_SCENES", "EMBED_BATCH", "DATASET_NAME", "PROMPT_TEMPLATE",
            "default_cache_dir", "config_from_env", "render_emoji_world", "render_emoji_preview", "preview_config",
-           "emoji_vocabulary", "models_fingerprint", "world_labels", "emoji_dataset", "world_split",
-           "DatasetDefaults", "WORLD_DEFAULTS"]
+           "emoji_vocabulary", "SPLICE_WORDS", "splice_vocabulary", "vocabulary_fingerprint", "models_fingerprint",
+           "world_labels", "emoji_dataset", "world_split", "DatasetDefaults", "WORLD_DEFAULTS"]
 
 CACHE_VERSION = 3  # 3: the one workspace pipeline (one render, make_split, registry methods)
 WORLD_SEED = 3003
@@ -125,8 +129,36 @@ def models_fingerprint() -> str:
 
 
 def emoji_vocabulary() -> list:
-    """The caption vocabulary: the words the emoji text encoder was trained on."""
+    """The caption vocabulary: the words the emoji text encoder was trained on (the 82 category and
+    supercategory names, i.e. the label names). Also the vocabulary of the oracle row
+    ``F-SpLiCE-oracle``, which no paper setting has."""
     return sorted(set(CATEGORIES) | set(SUPERCATEGORIES))
+
+
+#: Words of the SpLiCE baselines' vocabulary: the paper's 10 000 LAION words cost about 40 times more
+#: (the non-negative lasso over V words) than the whole build can afford (``docs/emoji_world.md``).
+SPLICE_WORDS = 1000
+
+
+def splice_vocabulary(n_words: int | None = None) -> list:
+    """The SpLiCE baselines' vocabulary, general words with distractors as in the paper (SpLiCE's most
+    frequent LAION words there): wordfreq's ``n_words`` most frequent English words
+    (:func:`slics_core.captions.default_vocabulary`), embedded by the emoji text tower. Label names are in
+    it only where they are such words (``dog``, ``food``; not ``teddy bear``). ``n_words`` defaults to
+    :data:`SPLICE_WORDS`."""
+    return default_vocabulary(SPLICE_WORDS if n_words is None else n_words)
+
+
+def vocabulary_fingerprint() -> str:
+    """Short hash of what the world's vocabularies are made of (the caption words, the SpLiCE source, size
+    and the installed wordfreq release), part of its cache key: a changed vocabulary never reuses an old
+    cache. Computed without building the word lists (no wordfreq or scikit-learn import on the app's start)."""
+    try:
+        release = metadata.version("wordfreq")
+    except metadata.PackageNotFoundError:
+        release = None
+    blob = json.dumps({"captions": emoji_vocabulary(), "splice": ["wordfreq", SPLICE_WORDS, release]})
+    return hashlib.sha256(blob.encode()).hexdigest()[:8]
 
 
 def _embed(encoder, images, progress, stage, batch=EMBED_BATCH):
@@ -251,12 +283,19 @@ class DatasetDefaults:
         default, ``wordfreq``).
     split : callable
         ``split(Y, n_train, n_val, n_query, seed)``, sizes and seed None when not given.
+    splice_vocabulary : callable or None
+        ``splice_vocabulary()`` gives the SpLiCE baselines' words when ``--vocab`` is not given and they are
+        not the caption words (None: the caption words).
+    oracle_vocabulary : callable or None
+        ``oracle_vocabulary()`` gives the oracle row's words, the label names (None: no oracle row).
     """
 
     encoder: str | None
     prompt_template: str
     vocabulary: Callable[[], list] | None
     split: Callable
+    splice_vocabulary: Callable[[], list] | None = None
+    oracle_vocabulary: Callable[[], list] | None = None
 
 
 def _world_split(Y, n_train, n_val, n_query, seed):
@@ -266,7 +305,8 @@ def _world_split(Y, n_train, n_val, n_query, seed):
 #: The emoji world's defaults: its encoder, the prompt its text tower was trained on, its own words and
 #: the app's split (sizes and seed of :func:`config_from_env`).
 WORLD_DEFAULTS = DatasetDefaults(encoder=ENCODER, prompt_template=PROMPT_TEMPLATE, vocabulary=emoji_vocabulary,
-                                 split=_world_split)
+                                 split=_world_split, splice_vocabulary=splice_vocabulary,
+                                 oracle_vocabulary=emoji_vocabulary)
 
 
 def preview_config(config: EmojiWorldConfig, n_scenes: int = PREVIEW_SCENES) -> EmojiWorldConfig | None:

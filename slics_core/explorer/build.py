@@ -18,7 +18,8 @@ folder or precomputed embeddings through their cache):
    ``default_d0`` is :func:`slics_core.evaluation.fallback_d0`, the one fallback rule;
 5. the caption vocabulary (the emoji world: the words its text encoder knows; datasets: the 10 000
    most frequent English words, or a word list) is embedded with the workspace's encoder when it has
-   a text tower;
+   a text tower; so are, when given, the SpLiCE baselines' own vocabulary (the emoji world's general
+   words) and the label names of the oracle row (:data:`slics_core.methods.ORACLE_FSPLICE`);
 6. the workspace is saved (:func:`slics_core.explorer.workspace_files.save_workspace`) and what the pages
    show on arrival is prepared (:func:`slics_core.explorer.arrival.prepare_pages`).
 """
@@ -36,7 +37,7 @@ from slics_core.evaluation import SWEEP_METHOD, SWEEP_MODE, choose_d0, sweep_d0
 from slics_core.explorer.arrival import prepare_pages
 from slics_core.explorer.workspace import Workspace
 from slics_core.explorer.workspace_files import check_target, save_workspace
-from slics_core.methods import fit_method, get_method, method_names, needs_message
+from slics_core.methods import absent, fit_method, get_method, method_names, needs_message
 from slics_core.preprocessing import load_mean
 from slics_core.splits import Split, make_split
 from slics_core.store import EmbeddingStore
@@ -83,7 +84,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
                     n_query=None, seed=0, d0_values=(5, 10, 15), n_iter=10, methods=None, mean=None,
                     vocabulary=NO_VOCABULARY, encoder=None, store=None, name=None, kind="dataset", generator=None,
                     progress=None, replace=True, codebook=None, source=None, overwrite=False,
-                    prepare=True) -> Workspace:
+                    prepare=True, splice_vocabulary=None, oracle_vocabulary=None) -> Workspace:
     """Build, save and return a workspace from labelled embeddings (see the module docstring).
 
     Parameters
@@ -106,6 +107,10 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         Caption / SpLiCE vocabulary, embedded with ``encoder``, in the one vocabulary grammar
         (:func:`slics_core.captions.get_words`: a list of words, ``"none"`` (the default here), ``"wordfreq"``,
         a word-list file...; None means the default vocabulary, ``"wordfreq"``).
+    splice_vocabulary : list of str, optional
+        The SpLiCE baselines' vocabulary when it is not the caption vocabulary (the emoji world).
+    oracle_vocabulary : list of str, optional
+        The label names: the vocabulary of the oracle row (without it there is no such row).
     encoder : encoder object, optional
         Used for the vocabulary's text embeddings.
     store : EmbeddingStore, optional
@@ -133,12 +138,19 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         split = make_split(data.Y, n_train, n_val, n_query, seed)
     words = get_words(vocabulary)
     W = _embed_vocabulary(encoder, words, store, progress)
-    ed, pre = eval_data(data, split, mean=mean, vocab=None if W is None else (words, W))
+    Wo = _embed_vocabulary(encoder, oracle_vocabulary, store, progress)
+    ed, pre = eval_data(data, split, mean=mean, vocab=None if W is None else (words, W),
+                        oracle_vocab=None if Wo is None else (oracle_vocabulary, Wo))
     X = ed.X
     inputs = fit_inputs(ed, split.train)
+    Ws = _embed_vocabulary(encoder, splice_vocabulary, store, progress)
+    if Ws is not None:
+        inputs.vocab_words, inputs.vocab_text = list(splice_vocabulary), Ws
     names = method_names() if methods is None else [get_method(m).name for m in methods]
     jobs, skipped = [], {}
     for m in names:
+        if absent(m, inputs):
+            continue
         why = needs_message(m, inputs)
         if why:
             skipped[m] = why
@@ -165,7 +177,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
                    labels=data.labels, index=index, models=models, concept_text=data.concept_text,
                    encoder=data.encoder, captions=captions,
                    ids=list(data.ids), images=images, paths=data.paths, preprocessing=data.preprocessing,
-                   n_tokens=data.n_tokens, vocab_words=inputs.vocab_words, vocab_text=inputs.vocab_text,
+                   n_tokens=data.n_tokens, vocab_words=ed.vocab_words, vocab_text=ed.vocab_text,
                    generator=generator,
                    skipped=skipped, extras=extras,
                    codebook=None if codebook is None else np.asarray(codebook, dtype=np.float32))

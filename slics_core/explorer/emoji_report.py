@@ -36,7 +36,8 @@
   pipeline carries the concept into the image, not that a person (or an
   independent classifier) sees an object of it.
 * ``map_at_20``: the methods table (every fitted method of the registry; general
-  and sub-label mAP@20 of partial components) from
+  and sub-label mAP@20 of partial components; the oracle row flagged, ``map_best`` naming
+  the best non-oracle method of each column) from
   :func:`slics_core.explorer.scoring.methods_table` on the query set against the
   candidate pool (the workspace's own models, no refitting).
 
@@ -58,6 +59,7 @@ from slics_core.emoji.scenes import load_sprites, render_single_object
 from slics_core.explorer.generation import load_workspace_generator
 from slics_core.explorer.scoring import methods_table
 from slics_core.generators import concept_atoms, interpolate_atoms
+from slics_core.methods import contenders, is_oracle
 from slics_core.rows import ZERO_NORM, unit_rows
 
 __all__ = ["zero_shot_precision", "generation_concept_accuracy", "judged_generation", "methods_map",
@@ -198,12 +200,22 @@ def judged_generation(ws, d0=None, n_queries: int = 200, n_single: int = 355, ju
 
 
 def methods_map(ws, d0=None) -> dict:
+    """``map_at_20``: every fitted method's general and sub-label mAP@20 (an oracle's entry says
+    ``"oracle": true``); ``map_best``: the best method of each column among the non-oracle ones
+    (:func:`slics_core.methods.contenders`); ``map_d0``."""
     d0 = d0 or ws.default_d0
     recs = methods_table(ws, d0, k=20, modes=("partial",))
     table = {r["method"]: {"general": round(float(r["general"]), 4), "sub": round(float(r["sub"]), 4)} for r in recs}
+    best = {}
+    for key in ("general", "sub"):
+        ranked = [r for r in contenders(recs) if np.isfinite(r[key])]
+        best[key] = max(ranked, key=lambda r: r[key])["method"] if ranked else None
+    for m in table:
+        if is_oracle(m):
+            table[m]["oracle"] = True
     for m, why in ws.skipped.items():
         table[m] = {"general": None, "sub": None, "skipped": why}
-    return {"map_at_20": table, "map_d0": int(d0)}
+    return {"map_at_20": table, "map_best": best, "map_d0": int(d0)}
 
 
 def emoji_report(ws, progress=None) -> dict:

@@ -16,7 +16,7 @@ from slics_core.encoders import parse_encoder_spec
 from slics_core.evaluation import SWEEP_METHOD, d0_rule_words
 from slics_core.explorer import safe_text
 from slics_core.explorer.safe_text import code
-from slics_core.methods import get_method
+from slics_core.methods import contenders, get_method
 
 __all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "d0_choice", "evaluate_look_at",
            "example_caption", "missing", "page_readiness", "text_tower_check"]
@@ -226,9 +226,11 @@ def evaluate_look_at(rows: list, chosen_d0, k: int, sub_labels: bool, on_validat
 
     Names the best method by general-label mAP@k and how it compares with UF (the unfiltered baseline:
     the whole query, no concept), since concept filtering is what the table is about. ``on_validation``:
-    whether ``chosen_d0`` was chosen on the validation split (else it is the fallback rule's, said so).
+    whether ``chosen_d0`` was chosen on the validation split (else it is the fallback rule's, said so). Oracle
+    rows (:func:`slics_core.methods.contenders`) are never named best; the sentence says they are left out.
     """
-    scored = [r for r in rows if _fin(r.get("general"))]
+    scored = [r for r in contenders(rows) if _fin(r.get("general"))]
+    oracles = [r["method"] for r in rows if r not in contenders(rows)]
     if not scored:
         return "the table has no scores for these settings."
     best = max(scored, key=lambda r: r["general"])
@@ -240,6 +242,8 @@ def evaluate_look_at(rows: list, chosen_d0, k: int, sub_labels: bool, on_validat
               else f", level with UF ({uf['general']:.3f})")
     elif uf is not None:
         s += ": here the whole query without a concept filter does best"
+    if oracles:
+        s += f" ({', '.join(oracles)}: oracle, shown but not ranked)"
     if on_validation:
         s += (f"; then the d0 curve below, whose best validation {'sub-label' if sub_labels else 'general-label'} "
               f"score picks d0 = {chosen_d0}.")
