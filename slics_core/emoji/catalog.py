@@ -8,9 +8,6 @@ Every COCO category that has a fitting emoji in Noto Color Emoji is listed in
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-from slics_core.formats import read_json
 from slics_core.weights import ASSETS_DIR, EMOJI_MODELS_DIR
 
 __all__ = [
@@ -24,7 +21,6 @@ __all__ = [
     "SPRITES_DIR",
     "MODELS_DIR",
     "sprite_filename",
-    "check_against_coco",
     "ALL_COCO_CATEGORIES",
 ]
 
@@ -168,13 +164,3 @@ def sprite_filename(category: str) -> str:
         raise ValueError(f"no emoji sprite for category {category!r}")
     return category.replace(" ", "_") + ".png"
 
-
-def check_against_coco(path: str | Path) -> None:
-    """Check the built-in COCO table against a ``coco_categories.json`` file.
-
-    Raises ``ValueError`` when a name or supercategory differs.
-    """
-    rows = read_json(path)
-    ref = [(r["name"], r["supercategory"]) for r in sorted(rows, key=lambda r: r["id"])]
-    if ref != list(_COCO):
-        raise ValueError(f"COCO category table differs from {path}")

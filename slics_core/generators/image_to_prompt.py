@@ -48,10 +48,14 @@ from slics_core.generators.pipeline import (
 from slics_core.rows import ZERO_NORM, unit_rows
 from slics_core.torch_device import device_dtype
 
+#: The encoder whose space SD 1.x is conditioned in: CLIP ViT-L/14 (its text states; its text projection maps
+#: an image embedding to a prompt token). Stable unCLIP small reads the same model's image embeddings.
+CONDITIONING_ENCODER = "ViT-L-14/openai"
+
 __all__ = ["ImageToPromptSD", "load_text_projection"]
 
 
-def load_text_projection(source="ViT-L-14/openai", *, cache_dir=None, allow_download: bool = False) -> np.ndarray:
+def load_text_projection(source=CONDITIONING_ENCODER, *, cache_dir=None, allow_download: bool = False) -> np.ndarray:
     """CLIP text projection ``P`` (width, dim) such that ``text_embed = h_EOS @ P``.
 
     Parameters
@@ -149,7 +153,7 @@ class ImageToPromptSD(PipelineGenerator):
             raise ValueError(f"token_norm must be positive, got {self.token_norm}")
 
     @classmethod
-    def from_pretrained(cls, model="sd-1.5", text_projection="ViT-L-14/openai", *, cache_dir=None,
+    def from_pretrained(cls, model="sd-1.5", text_projection=CONDITIONING_ENCODER, *, cache_dir=None,
                         allow_download: bool = False, device=None, half=None, token_norm=None):
         """Load a Stable Diffusion 1.x pipeline from a preset, hub repo id or local folder.
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from slics_core import weights as _weights
 from slics_core.formats import read_json
-from slics_core.generators.image_to_prompt import ImageToPromptSD, load_text_projection
+from slics_core.generators.image_to_prompt import CONDITIONING_ENCODER, ImageToPromptSD, load_text_projection
 from slics_core.generators.pipeline import fast_scheduler, is_consistency_model
 from slics_core.generators.unclip import UnCLIPGenerator
 
@@ -28,7 +28,7 @@ __all__ = ["GeneratorSpec", "DEFAULT_CONDITIONING_ENCODER", "CPU_DEFAULTS", "GPU
 
 #: The conditioning encoder of both preset generators: SD 1.x reads CLIP ViT-L/14 text states, the
 #: ``sd-2.1-unclip-small`` U-Net CLIP ViT-L/14 image embeddings.
-DEFAULT_CONDITIONING_ENCODER = "ViT-L-14/openai"
+DEFAULT_CONDITIONING_ENCODER = CONDITIONING_ENCODER
 
 #: Generator spec -> (weights preset, route).
 _PRESET_GENERATORS = {"sd-1.5": ("sd-1.5", "sd"), "unclip": ("sd-2.1-unclip-small", "unclip"),
