@@ -14,7 +14,8 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
-from slics_core.methods import get_method
+from slics_core.methods import DEFAULT_METHOD, dictionary_method_words, get_method
+from slics_core.methods import preferred_method as _preferred_method
 
 
 # ---------------------------------------------------------------------- pickers
@@ -29,17 +30,16 @@ def require_dictionaries(ws) -> list:
     there are none (e.g. a workspace built with ``--methods UF``)."""
     methods = ws.dictionary_methods()
     if not methods:
-        st.info(f"Workspace {_safe.code(ws.name)} has no fitted dictionary (S-SVD, S-SLiCS or U-SLiCS), "
+        st.info(f"Workspace {_safe.code(ws.name)} has no fitted dictionary ({dictionary_method_words()}), "
                 "so this page has nothing to show; the Retrieve page works without one.")
         state.stop()
     return methods
 
 
 def preferred_method(options) -> str:
-    """The method a page shows when the shared one is not among ``options``: S-SLiCS if offered, else the
-    first."""
-    options = list(options)
-    return "S-SLiCS" if "S-SLiCS" in options else options[0]
+    """The method a page shows when the shared one is not among ``options``
+    (:func:`slics_core.methods.preferred_method`)."""
+    return _preferred_method(options)
 
 
 def method_picker(ws, key: str = "method", methods=None, label: str = "Method"):
@@ -48,7 +48,7 @@ def method_picker(ws, key: str = "method", methods=None, label: str = "Method"):
     The shared method is shown when it is an option here; otherwise (e.g. UF on a page of
     dictionary methods) the page shows S-SLiCS without changing the shared choice."""
     options = list(methods or ws.methods)
-    cur = state.get("method", "S-SLiCS")
+    cur = state.get("method", DEFAULT_METHOD)
     _seed(key, cur if cur in options else preferred_method(options))
     return st.selectbox(label, options, key=key, on_change=state.copy_widget, args=(key, "method"))
 

@@ -5,6 +5,7 @@ Widget keys: "glossary_search".
 import streamlit as st
 
 from app_pages import _safe
+from slics_core.evaluation import d0_rule_words
 
 TERMS = {
     "Embedding (x)": "The vector an encoder (CLIP, DINOv2, TiTok…) gives an image. Here it is prepared as in the "
@@ -16,7 +17,8 @@ TERMS = {
             "the dictionary.",
     "Dictionary": "All atoms of all concepts, grouped by concept (B = [B₁, …, B_S]).",
     "d0": "Atoms per concept. Small d0: coarse subspaces; large d0: subspaces that also catch other concepts. "
-          "The workspace picks the d0 with the best validation sub-label mAP@20 of S-SLiCS, as in the paper.",
+          f"The workspace picks the d0 with {d0_rule_words(True)}, as in the paper; without a validation split, "
+          f"{d0_rule_words(False)}.",
     "Cone (concept cone)": "All non-negative combinations of one concept's atoms. An image's part that belongs "
                            "to the concept is a point of this cone.",
     "Component": "The part of an embedding that belongs to one concept: a point of that concept's cone. An "

@@ -8,6 +8,7 @@ from app_pages._images import show_image, thumbnail
 from app_pages._ui import preferred_method
 from app_pages._workspace import current_choice, get_workspace, workspace_choices, ws_id
 from slics_core.explorer.narration import d0_choice, example_caption, page_readiness
+from slics_core.methods import dictionary_method_words
 from slics_core.retrieval import ConceptRetriever
 
 st.title("SLiCS Explorer")
@@ -106,7 +107,7 @@ if len(fitted):
     st.markdown(f"Fitted dictionaries (default {d0_choice(ws)})")
     st.dataframe(fitted)
 else:
-    st.markdown("No dictionaries fitted in this workspace (S-SVD, S-SLiCS or U-SLiCS): the pages marked ⛔ "
+    st.markdown(f"No dictionaries fitted in this workspace ({dictionary_method_words()}): the pages marked ⛔ "
                 "below need one.")
 others = [m for m in ws.methods if m not in ws.dictionary_methods()]
 st.caption("Baselines fitted too: " + (", ".join(others) if others else "none")

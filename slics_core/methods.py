@@ -103,6 +103,9 @@ __all__ = [
     "UnfilteredModel",
     "SpLiCEModel",
     "FSpLiCEModel",
+    "DEFAULT_METHOD",
+    "preferred_method",
+    "dictionary_method_words",
 ]
 
 #: Components used for ranking: ``tilde-v_j`` (eq. 3, "partial") or ``v_j`` (eq. 2, "full").
@@ -305,6 +308,23 @@ def get_method(name) -> Method:
 def method_names(*, dictionary: bool | None = None) -> list:
     """Registered method names in registration order (optionally only (non-)dictionary methods)."""
     return [m.name for m in REGISTRY.values() if dictionary is None or m.dictionary == dictionary]
+
+
+#: The method shown when none is chosen: the paper's supervised SLiCS.
+DEFAULT_METHOD = "S-SLiCS"
+
+
+def preferred_method(options):
+    """The method to show among ``options`` when none is chosen: :data:`DEFAULT_METHOD` if offered, else the
+    first; None when there is no option."""
+    options = list(options)
+    return DEFAULT_METHOD if DEFAULT_METHOD in options else (options[0] if options else None)
+
+
+def dictionary_method_words() -> str:
+    """The registered dictionary methods in words ("S-SVD, S-SLiCS or U-SLiCS"), for pages that need one."""
+    names = method_names(dictionary=True)
+    return ", ".join(names[:-1]) + (" or " if len(names) > 1 else "") + names[-1]
 
 
 def is_oracle(name) -> bool:

@@ -32,6 +32,7 @@ from slics_core.explorer.atom_tables import atom_heatmaps, default_sparsity, ite
 from slics_core.explorer.maps import map_points, map_sample, tsne_layout
 from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.formats import atomic_save_npz, load_npz
+from slics_core.methods import preferred_method
 from slics_core.retrieval import build_index
 
 __all__ = ["DEFAULT_K", "MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "map_layout", "pool_codes",
@@ -196,7 +197,7 @@ def prepare_pages(ws, progress=None) -> list:
             if split in sweep_splits(ws):
                 jobs += [j for j in scoring.table_jobs(ws, ws.default_d0, split=split) if j not in jobs]
     dicts = ws.dictionary_methods()
-    method = "S-SLiCS" if "S-SLiCS" in dicts else (dicts[0] if dicts else None)
+    method = preferred_method(dicts)
     total = len(jobs) + (3 if method else 0)
     done = []
 

@@ -25,25 +25,28 @@ from pathlib import Path
 import slics_core
 from slics_core._validation import type_phrase
 from slics_core.emoji.preview_table import preview_encoder
-from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
 from slics_core.emoji.world import (
+    CONDITION_ENCODER,
+    DATASET_NAME,
+    ENCODER,
     PREVIEW_SCENES,
+    WORLD_DEFAULTS,
     EmojiWorldConfig,
     config_from_env,
     default_cache_dir,
-    emoji_vocabulary,
     models_fingerprint,
     preview_config,
     render_emoji_preview,
     render_emoji_world,
-    splice_vocabulary,
     vocabulary_fingerprint,
 )
+from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
 from slics_core.encoders import create_encoder
 from slics_core.errors import user_message
 from slics_core.explorer.build import build_workspace, report_progress
 from slics_core.explorer.workspace import EMOJI, Workspace
 from slics_core.explorer.workspace_files import is_workspace, load_workspace, save_workspace
+from slics_core.methods import DEFAULT_METHOD
 
 __all__ = ["open_emoji_workspace", "start_emoji_workspace", "BuildProgress", "PROVISIONAL_D0", "Stage",
            "Published", "Failed", "encode_message", "parse_message", "main"]
@@ -78,8 +81,9 @@ def _build_emoji(cfg, folder, encoder, progress, prefix=None) -> Workspace:
     of the oracle row only (``docs/emoji_world.md``)."""
     data, split = render_emoji_world(cfg, progress, encoder=encoder, prefix=prefix)
     return build_workspace(data, folder, split=split, d0_values=cfg.d0_values, n_iter=cfg.n_iter, seed=0,
-                           vocabulary=emoji_vocabulary(), splice_vocabulary=splice_vocabulary(),
-                           oracle_vocabulary=emoji_vocabulary(), encoder=encoder, name="emoji world", kind=EMOJI,
+                           vocabulary=WORLD_DEFAULTS.vocabulary(), splice_vocabulary=WORLD_DEFAULTS.splice_vocabulary(),
+                           oracle_vocabulary=WORLD_DEFAULTS.oracle_vocabulary(), encoder=encoder, name=DATASET_NAME,
+                           kind=EMOJI,
                            generator="emoji", progress=progress)
 
 
@@ -114,7 +118,7 @@ PROVISIONAL_D0 = 5
 #: Relative cost of the steps of a staged emoji build (CPU seconds measured on the default world, 2 cores),
 #: used to turn per-step progress into one overall fraction.
 _STEPS = (("preview render", 3.5), ("preview embed", 4.0), ("preview fit", 1.0), ("render", 21.0),
-          ("embed with emoji-small", 24.0), ("embed with emoji-large", 40.0), ("embed the vocabulary", 2.0),
+          (f"embed with {ENCODER}", 24.0), (f"embed with {CONDITION_ENCODER}", 40.0), ("embed the vocabulary", 2.0),
           ("fit", 90.0), ("choose d0", 10.0), ("save", 2.0), ("prepare the pages", 40.0))
 
 
@@ -216,8 +220,8 @@ def _staged_build(cfg, folder: Path, n_preview: int, progress, publish) -> None:
     if pc is not None:
         data, split, prefix = render_emoji_preview(cfg, progress, encoder=encoder, n_scenes=n_preview)
         ws = build_workspace(data, None, split=split, d0_values=[PROVISIONAL_D0], n_iter=cfg.n_iter, seed=0,
-                             methods=["S-SLiCS", "UF"], vocabulary=emoji_vocabulary(), encoder=encoder,
-                             name="emoji world (preview)", kind=EMOJI, generator="emoji", progress=progress)
+                             methods=[DEFAULT_METHOD, "UF"], vocabulary=WORLD_DEFAULTS.vocabulary(), encoder=encoder,
+                             name=f"{DATASET_NAME} (preview)", kind=EMOJI, generator="emoji", progress=progress)
         ws.chosen_d0 = None
         publish("preview", ws)
         progress.phase("")

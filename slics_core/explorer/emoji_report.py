@@ -59,7 +59,7 @@ from slics_core.emoji.scenes import load_sprites, render_single_object
 from slics_core.explorer.generation import load_workspace_generator
 from slics_core.explorer.scoring import methods_table
 from slics_core.generators import concept_atoms, interpolate_atoms
-from slics_core.methods import contenders, is_oracle
+from slics_core.methods import DEFAULT_METHOD, contenders, is_oracle
 from slics_core.rows import ZERO_NORM, unit_rows
 
 __all__ = ["zero_shot_precision", "generation_concept_accuracy", "judged_generation", "methods_map",
@@ -87,7 +87,7 @@ def generation_concept_accuracy(ws, d0=None, n_queries: int = 200) -> dict:
     gen = load_workspace_generator(ws)
     large, _, tok = load_emoji_clip("large")
     d0 = d0 or ws.default_d0
-    model = ws.model("S-SLiCS", d0)
+    model = ws.model(DEFAULT_METHOD, d0)
     q = ws.index["query"][:n_queries]
     hits, total = 0, 0
     per_concept = {}
@@ -134,7 +134,7 @@ def judged_generation(ws, d0=None, n_queries: int = 200, n_single: int = 355, ju
     judge = judge if judge is not None else EmojiJudge.load()
     gen = load_workspace_generator(ws)
     d0 = d0 or ws.default_d0
-    model = ws.model("S-SLiCS", d0)
+    model = ws.model(DEFAULT_METHOD, d0)
     q = ws.index["query"][:n_queries]
     cats_q, concepts_q = _scene_truth(ws, q)
     pos = {int(r): k for k, r in enumerate(q)}
@@ -247,7 +247,7 @@ def contact_sheet(ws, n_queries: int = 16, seed: int = 0, d0=None, cell: int = 9
     judge = judge if judge is not None else EmojiJudge.load()
     gen = load_workspace_generator(ws)
     d0 = d0 or ws.default_d0
-    model = ws.model("S-SLiCS", d0)
+    model = ws.model(DEFAULT_METHOD, d0)
     q = ws.index["query"]
     rows = np.sort(np.random.default_rng(int(seed)).choice(q, size=min(int(n_queries), len(q)), replace=False))
     cats_q, _ = _scene_truth(ws, rows)

@@ -16,7 +16,7 @@ from slics_core.encoders import parse_encoder_spec
 from slics_core.evaluation import SWEEP_METHOD, d0_rule_words
 from slics_core.explorer import safe_text
 from slics_core.explorer.safe_text import code
-from slics_core.methods import contenders, get_method
+from slics_core.methods import contenders, dictionary_method_words, get_method
 
 __all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "d0_choice", "evaluate_look_at",
            "example_caption", "missing", "page_readiness", "text_tower_check"]
@@ -165,7 +165,7 @@ def page_readiness(ws) -> list:
     """
     building = getattr(ws, "building", None) is not None
     dicts = list(ws.dictionary_methods())
-    no_dict = "needs a dictionary (S-SVD, S-SLiCS or U-SLiCS among `slics workspace --methods`)"
+    no_dict = f"needs a dictionary ({dictionary_method_words()} among `slics workspace --methods`)"
     enc = getattr(ws, "encoder", None)
     vocab = bool(getattr(ws, "vocab_words", None)) and getattr(ws, "vocab_text", None) is not None
     rows = []

@@ -26,7 +26,7 @@ from slics_core.evaluation import fallback_d0
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
 from slics_core.images import ImageLoadError, load_image
 from slics_core.labels import CarriesLabels, Labels
-from slics_core.methods import get_method, method_names
+from slics_core.methods import DEFAULT_METHOD, get_method, method_names
 from slics_core.preprocessing import make_preprocessor
 from slics_core.rows import ZERO_NORM, unit_rows
 
@@ -207,7 +207,7 @@ class Workspace(CarriesLabels):
             return int(self.chosen_d0)
         return fallback_d0(self.d0_values)
 
-    def model(self, method: str = "S-SLiCS", d0: int | None = None):
+    def model(self, method: str = DEFAULT_METHOD, d0: int | None = None):
         """The fitted model of ``method`` with ``d0`` atoms per concept (default: :attr:`default_d0`;
         ignored for methods without a dictionary)."""
         if not get_method(method).dictionary:

@@ -30,6 +30,7 @@ from slics_core.explorer.workspace import PAGE_STORE, SPLITS, Workspace, check_w
 from slics_core.formats import atomic_write_json, load_npy, load_npz, read_json
 from slics_core.labels import ARRAY_KINDS, Labels
 from slics_core.methods import REGISTRY
+from slics_core.preprocessing import PREPROCESSING
 
 __all__ = [
     "FORMAT",
@@ -218,8 +219,8 @@ def _check_head(head) -> dict:
     n = head["n"]
     _need(n >= 1, "field 'n' must be positive")
     _need(head.get("kind", "dataset") in ("emoji", "dataset"), "field 'kind' must be 'emoji' or 'dataset'")
-    _need(head.get("preprocessing", "clip") in ("clip", "unit", "token", "none"),
-          "field 'preprocessing' must be clip, unit, token or none")
+    _need(head.get("preprocessing", "clip") in PREPROCESSING,
+          f"field 'preprocessing' must be one of {', '.join(PREPROCESSING)}")
     for key in ("encoder", "generator"):
         _need(head.get(key) is None or isinstance(head[key], str), f"field {key!r} must be a string")
     for key, low in (("chosen_d0", 1), ("n_tokens", 1)):
