@@ -144,6 +144,19 @@ def _atom_counts_ok(x):
     return len(x) > 0 and all(is_int(m) and m >= 1 for m in x)
 
 
+def epoch_batches(n_samples: int, batch_size: int | None, rng: np.random.RandomState) -> list:
+    """The batches of one epoch of the mini-batch schedule (paper sec. 3.3), as :meth:`SLiCS.fit` runs them.
+
+    A fresh permutation of the ``n_samples`` rows from ``rng`` (one draw per epoch) cut into
+    consecutive batches of ``batch_size`` (the last may be smaller), each sorted; ``None``: one batch
+    of all rows (``slice(None)``, no draw).
+    """
+    if batch_size is None:
+        return [slice(None)]
+    order = rng.permutation(n_samples)
+    return [np.sort(order[i:i + batch_size]) for i in range(0, n_samples, batch_size)]
+
+
 # ----------------------------------------------------------------------------------------------
 # The estimator
 # ----------------------------------------------------------------------------------------------
@@ -333,73 +346,134 @@ class SLiCS(TransformerMixin, BaseEstimator):
         self : SLiCS
         """
         self._check_params()
-        X = validate_embeddings(self, X, reset=True)
-        Y, classes = check_targets(Y, X.shape[0])
-        n_concepts = Y.shape[1]
-        if concept_names is None and classes is not None:
-            concept_names = [str(c) for c in classes]
-        names = self._check_names(concept_names, n_concepts)
-        unlabeled = ~Y.any(axis=1)
-        if unlabeled.any():
-            warnings.warn(f"{int(unlabeled.sum())} sample(s) have no positive label and are ignored.",
-                          RuntimeWarning, stacklevel=2)
-            X, Y = X[~unlabeled], Y[~unlabeled]
-        counts = Y.sum(axis=0)
-        if (counts == 0).any():
-            empty = [names[j] for j in np.flatnonzero(counts == 0)]
-            raise ValueError(f"concept(s) {empty} have no positive sample; "
-                             "a concept needs examples to learn its atoms.")
-        sizes = self._atom_counts(n_concepts)
+        X, Y, classes, names = self._labelled(X, Y, concept_names, first=True)
         rng = check_random_state(self.random_state)
-
         history = []
         # One BLAS thread: the products here are small or medium, and OpenBLAS threads measured
         # slower (and far slower under CPU contention) on the 2-core development machine.
         with threadpool_limits(limits=1, user_api="blas"):
-            # Initialise each B_j from the truncated SVD of its concept's embeddings.
-            B, groups = initial_atoms(X, Y, sizes, random_state=rng)
-            A = np.zeros((X.shape[0], B.shape[0]))
-            self._epochs(X, A, B, _allowed_atoms(Y, groups), rng, history)
-
-        self.atoms_ = B
-        self.groups_ = groups
-        self.history_ = np.asarray(history)
-        self.n_iter_ = len(history)
-        self.n_concepts_ = n_concepts
-        self.n_features_in_ = X.shape[1]
-        self.concept_names_ = names
-        self.classes_ = classes
+            B, groups, steps = self._start(X, Y, rng)
+            n_steps = 1 + self._epochs(X, B, _allowed_atoms(Y, groups), rng, steps, history)
+        self._set_fitted(B, groups, steps, n_steps, Y.shape[1], names, classes, history)
         return self
 
-    def _epochs(self, X, A, B, allowed, rng, history):
-        """The loop of Algorithm 1 (lines 4-14); updates ``A``, ``B`` and ``history`` in place."""
-        n = X.shape[0]
-        full_batch = self.batch_size is None or self.batch_size >= n
+    def partial_fit(self, X: ArrayLike, Y: ArrayLike, concept_names: Sequence[str] | None = None) -> SLiCS:
+        """One step of the mini-batch schedule on the batch ``(X, Y)`` (streaming fits).
+
+        The first call on an unfitted model only starts: the S-SVD
+        dictionary of this batch, exactly ``SLiCS(n_iter=0).fit(X, Y)``; its
+        labels must show every concept. Every later call (also after
+        :meth:`fit` or :meth:`load`) runs one mini-batch step of the paper
+        (sec. 3.3, "Mini-batch"): the coefficient step, NNLS of each sample on
+        its concepts' atoms from a cold start (eq. 5), then the atom step,
+        every atom in turn (``update``, ``monotone`` as in :meth:`fit`) on the
+        batch's samples that use it; atoms that no sample of the batch uses
+        keep their value. ``fit(X, Y)`` with ``batch_size`` equals
+        ``partial_fit(X, Y)`` followed by ``partial_fit`` on each batch of
+        :func:`epoch_batches` for ``n_iter`` epochs (same ``random_state``).
+        ``n_iter``, ``batch_size``, ``tol`` and ``callback`` are not used: the
+        caller chooses the batches, their order and the number of passes.
+
+        Parameters are those of :meth:`fit`; on later calls ``X`` must have
+        ``n_features_in_`` columns and ``Y`` ``n_concepts_`` concepts (or
+        classes of ``classes_``), and ``concept_names``, if given, must be
+        ``concept_names_``. Samples with no positive label are ignored.
+
+        Returns
+        -------
+        self : SLiCS
+            ``n_steps_`` counts the calls (the start is step 1); ``history_``
+            and ``n_iter_`` keep :meth:`fit`'s epochs (none for a model started
+            here).
+        """
+        self._check_params()
+        first = not hasattr(self, "atoms_")
+        X, Y, classes, names = self._labelled(X, Y, concept_names, first=first)
+        with threadpool_limits(limits=1, user_api="blas"):
+            if first:
+                B, groups, steps = self._start(X, Y, check_random_state(self.random_state))
+                self._set_fitted(B, groups, steps, 1, Y.shape[1], names, classes, [])
+                return self
+            steps = getattr(self, "_lanczos_steps", None)  # a loaded model does not keep it
+            steps = np.full(self.atoms_.shape[0], 3, dtype=np.int64) if steps is None else steps
+            if X.shape[0]:
+                self._step(X, np.zeros((X.shape[0], self.atoms_.shape[0])), self.atoms_,
+                           _allowed_atoms(Y, self.groups_), False, steps)
+        self._lanczos_steps = steps
+        self.n_steps_ = getattr(self, "n_steps_", 1) + 1
+        return self
+
+    def _labelled(self, X, Y, concept_names, first):
+        """The checked batch of :meth:`fit` or :meth:`partial_fit`: ``X``, boolean ``Y`` (unlabelled rows
+        dropped, with a warning), classes and concept names; a later batch is checked against the fitted model."""
+        X = validate_embeddings(self, X, reset=first)
+        if first:
+            Y, classes = check_targets(Y, X.shape[0])
+            if concept_names is None and classes is not None:
+                concept_names = [str(c) for c in classes]
+            names = self._check_names(concept_names, Y.shape[1])
+        else:
+            Y, classes, names = self._labels(Y, X.shape[0]), getattr(self, "classes_", None), self.concept_names_
+            if concept_names is not None and [str(s) for s in concept_names] != names:
+                raise ValueError(f"concept_names {list(concept_names)} differ from the fitted model's {names}.")
+        unlabeled = ~Y.any(axis=1)
+        if unlabeled.any():
+            warnings.warn(f"{int(unlabeled.sum())} sample(s) have no positive label and are ignored.",
+                          RuntimeWarning, stacklevel=3)
+            X, Y = X[~unlabeled], Y[~unlabeled]
+        counts = Y.sum(axis=0)
+        if first and (counts == 0).any():
+            empty = [names[j] for j in np.flatnonzero(counts == 0)]
+            raise ValueError(f"concept(s) {empty} have no positive sample; "
+                             "a concept needs examples to learn its atoms.")
+        return X, Y, classes, names
+
+    def _start(self, X, Y, rng):
+        """The S-SVD start (Algorithm 1, lines 1-3): atoms, groups and the Lanczos step counts."""
+        B, groups = initial_atoms(X, Y, self._atom_counts(Y.shape[1]), random_state=rng)
         # Lanczos steps of each atom's last rank-1 SVD: the next one starts checking convergence
         # one step earlier (checking costs a small eigenproblem; it never changes the stopping rule).
-        steps = np.full(B.shape[0], 3, dtype=np.int64)
+        return B, groups, np.full(B.shape[0], 3, dtype=np.int64)
+
+    def _set_fitted(self, B, groups, steps, n_steps, n_concepts, names, classes, history):
+        self.atoms_ = B
+        self.groups_ = groups
+        self._lanczos_steps = steps
+        self.n_steps_ = n_steps
+        self.history_ = np.asarray(history, dtype=np.float64)
+        self.n_iter_ = len(history)
+        self.n_concepts_ = n_concepts
+        self.concept_names_ = names
+        self.classes_ = classes
+
+    def _epochs(self, X, B, allowed, rng, steps, history):
+        """The loop of Algorithm 1 (lines 4-14): updates ``B``, ``steps`` and ``history`` in place and
+        returns the number of batch steps run."""
+        n = X.shape[0]
+        A = np.zeros((n, B.shape[0]))
+        full_batch = self.batch_size is None or self.batch_size >= n
+        n_steps = 0
         for epoch in range(self.n_iter):
             error = 0.0
-            batches = self._batches(n, rng)
+            batches = epoch_batches(n, self.batch_size, rng)
             for b, batch in enumerate(batches):
-                Xb, allowed_b = X[batch], allowed[batch]
-                # Coefficient step: NNLS on the supported concepts (eq. 5).
-                Ab = self._coefficients(Xb, B, allowed_b, init=A[batch])
-                # Atom step: rank-1 update of every atom on the samples that use it.
-                At = np.ascontiguousarray(Ab.T)
-                error += self._update_atoms(Xb, At, B, allowed_b, full_batch, steps)
-                A[batch] = At.T
+                A[batch], batch_error = self._step(X[batch], A[batch], B, allowed[batch], full_batch, steps)
+                error += batch_error
+                n_steps += 1
                 if self.callback is not None:
                     self.callback(epoch, self.n_iter, b, len(batches))
             history.append(error / n)
             if self._converged(history):
                 break
+        return n_steps
 
-    def _batches(self, n, rng):
-        if self.batch_size is None:
-            return [slice(None)]
-        order = rng.permutation(n)
-        return [np.sort(order[i:i + self.batch_size]) for i in range(0, n, self.batch_size)]
+    def _step(self, Xb, Ab, B, allowed_b, full_batch, steps):
+        """One batch step: the coefficient step (eq. 5, warm-started at ``Ab``), then the atom step on
+        ``B`` (in place). Returns the batch's coefficients and its squared error after the update."""
+        Ab = self._coefficients(Xb, B, allowed_b, init=Ab)
+        At = np.ascontiguousarray(Ab.T)
+        error = self._update_atoms(Xb, At, B, allowed_b, full_batch, steps)
+        return At.T, error
 
     def _coefficients(self, X, B, allowed, init=None):
         gram = B @ B.T
@@ -485,13 +559,15 @@ class SLiCS(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "atoms_")
         return validate_embeddings(self, X, reset=False)
 
-    def _allowed(self, Y, n):
-        if Y is None:
-            return None
+    def _labels(self, Y, n):
+        """Boolean labels ``(n, n_concepts_)`` from a 0/1 matrix, or from class labels for a model fitted on them."""
         classes = getattr(self, "classes_", None)
         if classes is not None and np.ndim(Y) == 1 and not (n == 1 and np.size(Y) == self.n_concepts_ > 1):
             Y = check_targets(Y, n, classes=classes)[0]
-        return _allowed_atoms(check_labels(Y, n, n_concepts=self.n_concepts_), self.groups_)
+        return check_labels(Y, n, n_concepts=self.n_concepts_)
+
+    def _allowed(self, Y, n):
+        return None if Y is None else _allowed_atoms(self._labels(Y, n), self.groups_)
 
     def get_feature_names_out(self, input_features: ArrayLike | None = None) -> np.ndarray:
         """Names of the columns of :meth:`transform`: ``"<concept name>_<k>"`` for atom ``k`` of a concept.
