@@ -1,7 +1,8 @@
 """Supervised SLiCS dictionary learning (the paper's Algorithm 1).
 
-The estimator: fit's loop of coefficient and atom steps, transform, project, components. Its
-numpy atom steps (the S-SVD start, the majority sign, Appendix A's update) are in
+The estimator: fit's loop of coefficient and atom steps, partial_fit (one step of that loop on a
+streamed batch), transform, project, components; :func:`epoch_batches`, the batch order of an epoch.
+Its atom steps (the S-SVD start, the loop over atoms, the majority sign, Appendix A's update) are in
 :mod:`slics_core.atom_steps`, its compiled kernels in :mod:`slics_core._kernels`, its file format in
 :mod:`slics_core.formats`.
 
@@ -82,6 +83,10 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   order (atoms agree with the previous BLAS implementation to about 1e-15).
 * ``callback(epoch, n_epochs, batch, n_batches)``, if given, is called after
   every batch (a progress hook; it does not change the fit and is not saved).
+* :meth:`SLiCS.partial_fit`: the first call on an unfitted model is the S-SVD
+  start of its batch and nothing else; each later call is one mini-batch step
+  (coefficient step from a cold start, then every atom), as ``fit`` runs on
+  each batch (``docs/choices.md``, "Streaming fits").
 """
 from __future__ import annotations
 
@@ -97,14 +102,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from slics_core._kernels import (
-    allowed_products,
-    ksvd_atoms,
-    lowers_error,
-    rank2_update,
-    reseed,
-    residual,
-)
+from slics_core._kernels import allowed_products, residual
 from slics_core._validation import (
     SKLEARN_EXPECTED_FAILED_CHECKS as SKLEARN_EXPECTED_FAILED_CHECKS,  # public: the checks check_estimator skips
 )
@@ -116,15 +114,9 @@ from slics_core._validation import (
     is_number,
     validate_embeddings,
 )
-from slics_core.atom_steps import bcd_atom_update, initial_atoms
+from slics_core.atom_steps import initial_atoms, update_each_atom
 from slics_core.formats import load_model, save_model
 from slics_core.nnls import nnls_gram, nnls_shared
-
-#: Relative residual at which the Lanczos rank-1 SVD of an atom update stops:
-#: ``||E^T u - sigma v|| <= tol * sigma`` (for the unit Ritz pair ``u, v``); see the module notes.
-_LANCZOS_TOL = 1e-9
-#: Most Lanczos steps per rank-1 SVD (never reached in practice: 4-16 steps converge).
-_LANCZOS_MAX_STEPS = 100
 
 
 def _allowed_atoms(Y, groups):
@@ -222,6 +214,10 @@ class SLiCS(TransformerMixin, BaseEstimator):
         notes for mini-batch).
     n_iter_ : int
         Epochs run (fewer than ``n_iter`` if ``tol`` stopped early).
+    n_steps_ : int
+        Steps of the schedule run: the S-SVD start, then one per batch
+        (``fit``) or per :meth:`partial_fit` call after the start. Not saved:
+        a loaded model counts on from 1.
     n_concepts_ : int
         Number of concepts ``S``.
     n_features_in_ : int
@@ -368,11 +364,13 @@ class SLiCS(TransformerMixin, BaseEstimator):
         its concepts' atoms from a cold start (eq. 5), then the atom step,
         every atom in turn (``update``, ``monotone`` as in :meth:`fit`) on the
         batch's samples that use it; atoms that no sample of the batch uses
-        keep their value. ``fit(X, Y)`` with ``batch_size`` equals
-        ``partial_fit(X, Y)`` followed by ``partial_fit`` on each batch of
-        :func:`epoch_batches` for ``n_iter`` epochs (same ``random_state``).
-        ``n_iter``, ``batch_size``, ``tol`` and ``callback`` are not used: the
-        caller chooses the batches, their order and the number of passes.
+        keep their value (no re-seeding). One call is thus one batch of
+        :meth:`fit`'s inner loop, and an epoch is ``ceil(n / batch_size)``
+        calls: ``fit(X, Y)`` with ``batch_size`` equals ``partial_fit(X, Y)``
+        followed by ``partial_fit`` on each batch of :func:`epoch_batches`
+        for ``n_iter`` epochs (same ``random_state``). ``n_iter``,
+        ``batch_size``, ``tol`` and ``callback`` are not used: the caller
+        chooses the batches, their order and the number of passes.
 
         Parameters are those of :meth:`fit`; on later calls ``X`` must have
         ``n_features_in_`` columns and ``Y`` ``n_concepts_`` concepts (or
@@ -384,7 +382,7 @@ class SLiCS(TransformerMixin, BaseEstimator):
         self : SLiCS
             ``n_steps_`` counts the calls (the start is step 1); ``history_``
             and ``n_iter_`` keep :meth:`fit`'s epochs (none for a model started
-            here).
+            here: a call does not know where an epoch ends).
         """
         self._check_params()
         first = not hasattr(self, "atoms_")
@@ -394,12 +392,12 @@ class SLiCS(TransformerMixin, BaseEstimator):
                 B, groups, steps = self._start(X, Y, check_random_state(self.random_state))
                 self._set_fitted(B, groups, steps, 1, Y.shape[1], names, classes, [])
                 return self
+            B = np.array(self.atoms_, dtype=np.float64, order="C")  # a step that fails leaves atoms_ as it was
             steps = getattr(self, "_lanczos_steps", None)  # a loaded model does not keep it
-            steps = np.full(self.atoms_.shape[0], 3, dtype=np.int64) if steps is None else steps
+            steps = np.full(B.shape[0], 3, dtype=np.int64) if steps is None else steps.copy()
             if X.shape[0]:
-                self._step(X, np.zeros((X.shape[0], self.atoms_.shape[0])), self.atoms_,
-                           _allowed_atoms(Y, self.groups_), False, steps)
-        self._lanczos_steps = steps
+                self._step(X, np.zeros((X.shape[0], B.shape[0])), B, _allowed_atoms(Y, self.groups_), False, steps)
+        self.atoms_, self._lanczos_steps = B, steps
         self.n_steps_ = getattr(self, "n_steps_", 1) + 1
         return self
 
@@ -491,51 +489,9 @@ class SLiCS(TransformerMixin, BaseEstimator):
         ``steps`` holds each atom's last Lanczos step count (updated in place).
         """
         R = residual(X, At, B)
-        self._update_each_atom(R, At, B, allowed, full_batch, steps)
+        update_each_atom(R, At, B, allowed, full_batch, steps, update=self.update, monotone=bool(self.monotone),
+                         n_power_steps=self.n_power_steps)
         return float(np.einsum("ij,ij->", R, R))
-
-    def _update_each_atom(self, R, At, B, allowed, full_batch, steps):
-        """The inner loop of Algorithm 1 (lines 7-13) over atoms ``m = 1..M``.
-
-        Every atom is updated in place on the rows of ``R`` that may use it (its
-        concept's samples), read through an index list; its samples ``L_m`` are
-        those with a non-zero coefficient. The K-SVD update runs as one compiled
-        loop (:func:`slics_core._kernels.ksvd_atoms`); the block-coordinate
-        update of Appendix A in Python. The updates and their order are those
-        of Algorithm 1.
-        """
-        if self.update == "ksvd":
-            ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, _LANCZOS_TOL,
-                       _LANCZOS_MAX_STEPS, bool(self.monotone), bool(full_batch))
-            return
-        for m in range(B.shape[0]):
-            S = np.flatnonzero(allowed[:, m])
-            if S.size:
-                a = At[m, S]
-                self._update_atom_bcd(m, R, S, a, B, full_batch)
-                At[m, S] = a
-
-    def _update_atom_bcd(self, m, R, S, a, B, full_batch):
-        """Block-coordinate update (Appendix A) of atom ``m`` on the residual rows ``R[S]`` (in place)."""
-        if not a.any():
-            if full_batch:
-                reseed(R, S, a, B, m)
-            return
-        # E = R[S] + a b_m^T on the samples L_m that use the atom is the residual without atom m (eq. 8)
-        b_old = B[m].copy()
-        L = np.flatnonzero(a)
-        E = R[S[L]] + np.outer(a[L], b_old)
-        b, beta_L = bcd_atom_update(E, a[L], self.n_power_steps)
-        if b is None:
-            return
-        b /= np.sqrt(b @ b)
-        if self.monotone and not lowers_error(beta_L @ beta_L, a[L] @ (E @ b_old), a[L] @ a[L]):
-            return
-        beta = np.zeros_like(a)
-        beta[L] = beta_L
-        # new residual R[S] + a b_old^T - beta b^T (a and beta are zero off L_m)
-        rank2_update(R, S, a, b_old, beta, b)
-        B[m] = b
 
     def _converged(self, history):
         if len(history) < 2:
