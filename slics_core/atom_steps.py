@@ -1,7 +1,7 @@
-"""The atom-level steps of Algorithm 1 written in numpy (the compiled K-SVD atom step is in
-:mod:`slics_core._kernels`).
+"""The atom-level steps of Algorithm 1 (the compiled K-SVD loop is in :mod:`slics_core._kernels`).
 
 * :func:`initial_atoms` - the supervised SVD start (Algorithm 1, lines 1-3): the S-SVD dictionary.
+* :func:`update_each_atom` - the atom step (lines 7-13): every atom in turn, K-SVD or Appendix A.
 * :func:`majority_sign` - the polarity of a rank-1 factor (sec. 3.3.1).
 * :func:`bcd_atom_update` - the block-coordinate atom update of Appendix A (``update="bcd"``).
 """
@@ -14,9 +14,16 @@ from scipy.linalg import eigh
 from scipy.linalg.blas import dsyrk
 from sklearn.utils import check_random_state
 
+from slics_core._kernels import ksvd_atoms, lowers_error, rank2_update, reseed
 from slics_core.rows import RANK_RTOL, unit_rows
 
-__all__ = ["initial_atoms", "majority_sign", "bcd_atom_update"]
+__all__ = ["initial_atoms", "update_each_atom", "majority_sign", "bcd_atom_update"]
+
+#: Relative residual at which the Lanczos rank-1 SVD of an atom update stops:
+#: ``||E^T u - sigma v|| <= tol * sigma`` (for the unit Ritz pair ``u, v``); see :mod:`slics_core.slics`.
+_LANCZOS_TOL = 1e-9
+#: Most Lanczos steps per rank-1 SVD (never reached in practice: 4-16 steps converge).
+_LANCZOS_MAX_STEPS = 100
 
 
 def majority_sign(beta):
@@ -57,6 +64,53 @@ def bcd_atom_update(E, beta0, n_power_steps=0):
         b = g / norm
         beta = np.maximum(E @ b, 0.0)
     return b, beta
+
+
+def update_each_atom(R, At, B, allowed, full_batch, steps, *, update, monotone, n_power_steps):
+    """The atom step of Algorithm 1 (lines 7-13) over atoms ``m = 1..M``, in place on ``R``, ``At``, ``B``.
+
+    ``R`` is the batch residual ``X - A B`` (double precision), ``At`` the coefficients transposed
+    ``(M, n)``, ``allowed`` ``(n, M)`` which atoms each sample may use and ``steps`` each atom's
+    last Lanczos step count. Every atom is updated on the rows of ``R`` that may use it (its
+    concept's samples), read through an index list; its samples ``L_m`` are those with a non-zero
+    coefficient. ``full_batch``: an atom no sample uses is re-seeded (else it keeps its value). The
+    K-SVD update (``update="ksvd"``) runs as one compiled loop
+    (:func:`slics_core._kernels.ksvd_atoms`); the block-coordinate update of Appendix A in Python.
+    The updates and their order are those of Algorithm 1.
+    """
+    if update == "ksvd":
+        ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, _LANCZOS_TOL,
+                   _LANCZOS_MAX_STEPS, bool(monotone), bool(full_batch))
+        return
+    for m in range(B.shape[0]):
+        S = np.flatnonzero(allowed[:, m])
+        if S.size:
+            a = At[m, S]
+            _bcd_atom(m, R, S, a, B, full_batch, monotone, n_power_steps)
+            At[m, S] = a
+
+
+def _bcd_atom(m, R, S, a, B, full_batch, monotone, n_power_steps):
+    """Block-coordinate update (Appendix A) of atom ``m`` on the residual rows ``R[S]`` (in place)."""
+    if not a.any():
+        if full_batch:
+            reseed(R, S, a, B, m)
+        return
+    # E = R[S] + a b_m^T on the samples L_m that use the atom is the residual without atom m (eq. 8)
+    b_old = B[m].copy()
+    L = np.flatnonzero(a)
+    E = R[S[L]] + np.outer(a[L], b_old)
+    b, beta_L = bcd_atom_update(E, a[L], n_power_steps)
+    if b is None:
+        return
+    b /= np.sqrt(b @ b)
+    if monotone and not lowers_error(beta_L @ beta_L, a[L] @ (E @ b_old), a[L] @ a[L]):
+        return
+    beta = np.zeros_like(a)
+    beta[L] = beta_L
+    # new residual R[S] + a b_old^T - beta b^T (a and beta are zero off L_m)
+    rank2_update(R, S, a, b_old, beta, b)
+    B[m] = b
 
 
 def initial_atoms(X, Y, n_atoms, random_state=None):

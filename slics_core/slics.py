@@ -1,7 +1,8 @@
 """Supervised SLiCS dictionary learning (the paper's Algorithm 1).
 
-The estimator: fit's loop of coefficient and atom steps, transform, project, components. Its
-numpy atom steps (the S-SVD start, the majority sign, Appendix A's update) are in
+The estimator: fit's loop of coefficient and atom steps, partial_fit (one step of that loop on a
+streamed batch), transform, project, components; :func:`epoch_batches`, the batch order of an epoch.
+Its atom steps (the S-SVD start, the loop over atoms, the majority sign, Appendix A's update) are in
 :mod:`slics_core.atom_steps`, its compiled kernels in :mod:`slics_core._kernels`, its file format in
 :mod:`slics_core.formats`.
 
@@ -82,6 +83,10 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   order (atoms agree with the previous BLAS implementation to about 1e-15).
 * ``callback(epoch, n_epochs, batch, n_batches)``, if given, is called after
   every batch (a progress hook; it does not change the fit and is not saved).
+* :meth:`SLiCS.partial_fit`: the first call on an unfitted model is the S-SVD
+  start of its batch and nothing else; each later call is one mini-batch step
+  (coefficient step from a cold start, then every atom), as ``fit`` runs on
+  each batch (``docs/choices.md``, "Streaming fits").
 """
 from __future__ import annotations
 
@@ -97,14 +102,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from slics_core._kernels import (
-    allowed_products,
-    ksvd_atoms,
-    lowers_error,
-    rank2_update,
-    reseed,
-    residual,
-)
+from slics_core._kernels import allowed_products, residual
 from slics_core._validation import (
     SKLEARN_EXPECTED_FAILED_CHECKS as SKLEARN_EXPECTED_FAILED_CHECKS,  # public: the checks check_estimator skips
 )
@@ -116,15 +114,9 @@ from slics_core._validation import (
     is_number,
     validate_embeddings,
 )
-from slics_core.atom_steps import bcd_atom_update, initial_atoms
+from slics_core.atom_steps import initial_atoms, update_each_atom
 from slics_core.formats import load_model, save_model
 from slics_core.nnls import nnls_gram, nnls_shared
-
-#: Relative residual at which the Lanczos rank-1 SVD of an atom update stops:
-#: ``||E^T u - sigma v|| <= tol * sigma`` (for the unit Ritz pair ``u, v``); see the module notes.
-_LANCZOS_TOL = 1e-9
-#: Most Lanczos steps per rank-1 SVD (never reached in practice: 4-16 steps converge).
-_LANCZOS_MAX_STEPS = 100
 
 
 def _allowed_atoms(Y, groups):
@@ -142,6 +134,19 @@ def _atom_counts_ok(x):
     if isinstance(x, (str, bytes, dict, set)) or not isinstance(x, (Sequence, np.ndarray)) or np.ndim(x) != 1:
         return False
     return len(x) > 0 and all(is_int(m) and m >= 1 for m in x)
+
+
+def epoch_batches(n_samples: int, batch_size: int | None, rng: np.random.RandomState) -> list:
+    """The batches of one epoch of the mini-batch schedule (paper sec. 3.3), as :meth:`SLiCS.fit` runs them.
+
+    A fresh permutation of the ``n_samples`` rows from ``rng`` (one draw per epoch) cut into
+    consecutive batches of ``batch_size`` (the last may be smaller), each sorted; ``None``: one batch
+    of all rows (``slice(None)``, no draw).
+    """
+    if batch_size is None:
+        return [slice(None)]
+    order = rng.permutation(n_samples)
+    return [np.sort(order[i:i + batch_size]) for i in range(0, n_samples, batch_size)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -209,6 +214,10 @@ class SLiCS(TransformerMixin, BaseEstimator):
         notes for mini-batch).
     n_iter_ : int
         Epochs run (fewer than ``n_iter`` if ``tol`` stopped early).
+    n_steps_ : int
+        Steps of the schedule run: the S-SVD start, then one per batch
+        (``fit``) or per :meth:`partial_fit` call after the start. Not saved:
+        a loaded model counts on from 1.
     n_concepts_ : int
         Number of concepts ``S``.
     n_features_in_ : int
@@ -333,73 +342,136 @@ class SLiCS(TransformerMixin, BaseEstimator):
         self : SLiCS
         """
         self._check_params()
-        X = validate_embeddings(self, X, reset=True)
-        Y, classes = check_targets(Y, X.shape[0])
-        n_concepts = Y.shape[1]
-        if concept_names is None and classes is not None:
-            concept_names = [str(c) for c in classes]
-        names = self._check_names(concept_names, n_concepts)
-        unlabeled = ~Y.any(axis=1)
-        if unlabeled.any():
-            warnings.warn(f"{int(unlabeled.sum())} sample(s) have no positive label and are ignored.",
-                          RuntimeWarning, stacklevel=2)
-            X, Y = X[~unlabeled], Y[~unlabeled]
-        counts = Y.sum(axis=0)
-        if (counts == 0).any():
-            empty = [names[j] for j in np.flatnonzero(counts == 0)]
-            raise ValueError(f"concept(s) {empty} have no positive sample; "
-                             "a concept needs examples to learn its atoms.")
-        sizes = self._atom_counts(n_concepts)
+        X, Y, classes, names = self._labelled(X, Y, concept_names, first=True)
         rng = check_random_state(self.random_state)
-
         history = []
         # One BLAS thread: the products here are small or medium, and OpenBLAS threads measured
         # slower (and far slower under CPU contention) on the 2-core development machine.
         with threadpool_limits(limits=1, user_api="blas"):
-            # Initialise each B_j from the truncated SVD of its concept's embeddings.
-            B, groups = initial_atoms(X, Y, sizes, random_state=rng)
-            A = np.zeros((X.shape[0], B.shape[0]))
-            self._epochs(X, A, B, _allowed_atoms(Y, groups), rng, history)
-
-        self.atoms_ = B
-        self.groups_ = groups
-        self.history_ = np.asarray(history)
-        self.n_iter_ = len(history)
-        self.n_concepts_ = n_concepts
-        self.n_features_in_ = X.shape[1]
-        self.concept_names_ = names
-        self.classes_ = classes
+            B, groups, steps = self._start(X, Y, rng)
+            n_steps = 1 + self._epochs(X, B, _allowed_atoms(Y, groups), rng, steps, history)
+        self._set_fitted(B, groups, steps, n_steps, Y.shape[1], names, classes, history)
         return self
 
-    def _epochs(self, X, A, B, allowed, rng, history):
-        """The loop of Algorithm 1 (lines 4-14); updates ``A``, ``B`` and ``history`` in place."""
-        n = X.shape[0]
-        full_batch = self.batch_size is None or self.batch_size >= n
+    def partial_fit(self, X: ArrayLike, Y: ArrayLike, concept_names: Sequence[str] | None = None) -> SLiCS:
+        """One step of the mini-batch schedule on the batch ``(X, Y)`` (streaming fits).
+
+        The first call on an unfitted model only starts: the S-SVD
+        dictionary of this batch, exactly ``SLiCS(n_iter=0).fit(X, Y)``; its
+        labels must show every concept. Every later call (also after
+        :meth:`fit` or :meth:`load`) runs one mini-batch step of the paper
+        (sec. 3.3, "Mini-batch"): the coefficient step, NNLS of each sample on
+        its concepts' atoms from a cold start (eq. 5), then the atom step,
+        every atom in turn (``update``, ``monotone`` as in :meth:`fit`) on the
+        batch's samples that use it; atoms that no sample of the batch uses
+        keep their value (no re-seeding). One call is thus one batch of
+        :meth:`fit`'s inner loop, and an epoch is ``ceil(n / batch_size)``
+        calls: ``fit(X, Y)`` with ``batch_size`` equals ``partial_fit(X, Y)``
+        followed by ``partial_fit`` on each batch of :func:`epoch_batches`
+        for ``n_iter`` epochs (same ``random_state``). ``n_iter``,
+        ``batch_size``, ``tol`` and ``callback`` are not used: the caller
+        chooses the batches, their order and the number of passes.
+
+        Parameters are those of :meth:`fit`; on later calls ``X`` must have
+        ``n_features_in_`` columns and ``Y`` ``n_concepts_`` concepts (or
+        classes of ``classes_``), and ``concept_names``, if given, must be
+        ``concept_names_``. Samples with no positive label are ignored.
+
+        Returns
+        -------
+        self : SLiCS
+            ``n_steps_`` counts the calls (the start is step 1); ``history_``
+            and ``n_iter_`` keep :meth:`fit`'s epochs (none for a model started
+            here: a call does not know where an epoch ends).
+        """
+        self._check_params()
+        first = not hasattr(self, "atoms_")
+        X, Y, classes, names = self._labelled(X, Y, concept_names, first=first)
+        with threadpool_limits(limits=1, user_api="blas"):
+            if first:
+                B, groups, steps = self._start(X, Y, check_random_state(self.random_state))
+                self._set_fitted(B, groups, steps, 1, Y.shape[1], names, classes, [])
+                return self
+            B = np.array(self.atoms_, dtype=np.float64, order="C")  # a step that fails leaves atoms_ as it was
+            steps = getattr(self, "_lanczos_steps", None)  # a loaded model does not keep it
+            steps = np.full(B.shape[0], 3, dtype=np.int64) if steps is None else steps.copy()
+            if X.shape[0]:
+                self._step(X, np.zeros((X.shape[0], B.shape[0])), B, _allowed_atoms(Y, self.groups_), False, steps)
+        self.atoms_, self._lanczos_steps = B, steps
+        self.n_steps_ = getattr(self, "n_steps_", 1) + 1
+        return self
+
+    def _labelled(self, X, Y, concept_names, first):
+        """The checked batch of :meth:`fit` or :meth:`partial_fit`: ``X``, boolean ``Y`` (unlabelled rows
+        dropped, with a warning), classes and concept names; a later batch is checked against the fitted model."""
+        X = validate_embeddings(self, X, reset=first)
+        if first:
+            Y, classes = check_targets(Y, X.shape[0])
+            if concept_names is None and classes is not None:
+                concept_names = [str(c) for c in classes]
+            names = self._check_names(concept_names, Y.shape[1])
+        else:
+            Y, classes, names = self._labels(Y, X.shape[0]), getattr(self, "classes_", None), self.concept_names_
+            if concept_names is not None and [str(s) for s in concept_names] != names:
+                raise ValueError(f"concept_names {list(concept_names)} differ from the fitted model's {names}.")
+        unlabeled = ~Y.any(axis=1)
+        if unlabeled.any():
+            warnings.warn(f"{int(unlabeled.sum())} sample(s) have no positive label and are ignored.",
+                          RuntimeWarning, stacklevel=3)
+            X, Y = X[~unlabeled], Y[~unlabeled]
+        counts = Y.sum(axis=0)
+        if first and (counts == 0).any():
+            empty = [names[j] for j in np.flatnonzero(counts == 0)]
+            raise ValueError(f"concept(s) {empty} have no positive sample; "
+                             "a concept needs examples to learn its atoms.")
+        return X, Y, classes, names
+
+    def _start(self, X, Y, rng):
+        """The S-SVD start (Algorithm 1, lines 1-3): atoms, groups and the Lanczos step counts."""
+        B, groups = initial_atoms(X, Y, self._atom_counts(Y.shape[1]), random_state=rng)
         # Lanczos steps of each atom's last rank-1 SVD: the next one starts checking convergence
         # one step earlier (checking costs a small eigenproblem; it never changes the stopping rule).
-        steps = np.full(B.shape[0], 3, dtype=np.int64)
+        return B, groups, np.full(B.shape[0], 3, dtype=np.int64)
+
+    def _set_fitted(self, B, groups, steps, n_steps, n_concepts, names, classes, history):
+        self.atoms_ = B
+        self.groups_ = groups
+        self._lanczos_steps = steps
+        self.n_steps_ = n_steps
+        self.history_ = np.asarray(history, dtype=np.float64)
+        self.n_iter_ = len(history)
+        self.n_concepts_ = n_concepts
+        self.concept_names_ = names
+        self.classes_ = classes
+
+    def _epochs(self, X, B, allowed, rng, steps, history):
+        """The loop of Algorithm 1 (lines 4-14): updates ``B``, ``steps`` and ``history`` in place and
+        returns the number of batch steps run."""
+        n = X.shape[0]
+        A = np.zeros((n, B.shape[0]))
+        full_batch = self.batch_size is None or self.batch_size >= n
+        n_steps = 0
         for epoch in range(self.n_iter):
             error = 0.0
-            batches = self._batches(n, rng)
+            batches = epoch_batches(n, self.batch_size, rng)
             for b, batch in enumerate(batches):
-                Xb, allowed_b = X[batch], allowed[batch]
-                # Coefficient step: NNLS on the supported concepts (eq. 5).
-                Ab = self._coefficients(Xb, B, allowed_b, init=A[batch])
-                # Atom step: rank-1 update of every atom on the samples that use it.
-                At = np.ascontiguousarray(Ab.T)
-                error += self._update_atoms(Xb, At, B, allowed_b, full_batch, steps)
-                A[batch] = At.T
+                A[batch], batch_error = self._step(X[batch], A[batch], B, allowed[batch], full_batch, steps)
+                error += batch_error
+                n_steps += 1
                 if self.callback is not None:
                     self.callback(epoch, self.n_iter, b, len(batches))
             history.append(error / n)
             if self._converged(history):
                 break
+        return n_steps
 
-    def _batches(self, n, rng):
-        if self.batch_size is None:
-            return [slice(None)]
-        order = rng.permutation(n)
-        return [np.sort(order[i:i + self.batch_size]) for i in range(0, n, self.batch_size)]
+    def _step(self, Xb, Ab, B, allowed_b, full_batch, steps):
+        """One batch step: the coefficient step (eq. 5, warm-started at ``Ab``), then the atom step on
+        ``B`` (in place). Returns the batch's coefficients and its squared error after the update."""
+        Ab = self._coefficients(Xb, B, allowed_b, init=Ab)
+        At = np.ascontiguousarray(Ab.T)
+        error = self._update_atoms(Xb, At, B, allowed_b, full_batch, steps)
+        return At.T, error
 
     def _coefficients(self, X, B, allowed, init=None):
         gram = B @ B.T
@@ -417,51 +489,9 @@ class SLiCS(TransformerMixin, BaseEstimator):
         ``steps`` holds each atom's last Lanczos step count (updated in place).
         """
         R = residual(X, At, B)
-        self._update_each_atom(R, At, B, allowed, full_batch, steps)
+        update_each_atom(R, At, B, allowed, full_batch, steps, update=self.update, monotone=bool(self.monotone),
+                         n_power_steps=self.n_power_steps)
         return float(np.einsum("ij,ij->", R, R))
-
-    def _update_each_atom(self, R, At, B, allowed, full_batch, steps):
-        """The inner loop of Algorithm 1 (lines 7-13) over atoms ``m = 1..M``.
-
-        Every atom is updated in place on the rows of ``R`` that may use it (its
-        concept's samples), read through an index list; its samples ``L_m`` are
-        those with a non-zero coefficient. The K-SVD update runs as one compiled
-        loop (:func:`slics_core._kernels.ksvd_atoms`); the block-coordinate
-        update of Appendix A in Python. The updates and their order are those
-        of Algorithm 1.
-        """
-        if self.update == "ksvd":
-            ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, _LANCZOS_TOL,
-                       _LANCZOS_MAX_STEPS, bool(self.monotone), bool(full_batch))
-            return
-        for m in range(B.shape[0]):
-            S = np.flatnonzero(allowed[:, m])
-            if S.size:
-                a = At[m, S]
-                self._update_atom_bcd(m, R, S, a, B, full_batch)
-                At[m, S] = a
-
-    def _update_atom_bcd(self, m, R, S, a, B, full_batch):
-        """Block-coordinate update (Appendix A) of atom ``m`` on the residual rows ``R[S]`` (in place)."""
-        if not a.any():
-            if full_batch:
-                reseed(R, S, a, B, m)
-            return
-        # E = R[S] + a b_m^T on the samples L_m that use the atom is the residual without atom m (eq. 8)
-        b_old = B[m].copy()
-        L = np.flatnonzero(a)
-        E = R[S[L]] + np.outer(a[L], b_old)
-        b, beta_L = bcd_atom_update(E, a[L], self.n_power_steps)
-        if b is None:
-            return
-        b /= np.sqrt(b @ b)
-        if self.monotone and not lowers_error(beta_L @ beta_L, a[L] @ (E @ b_old), a[L] @ a[L]):
-            return
-        beta = np.zeros_like(a)
-        beta[L] = beta_L
-        # new residual R[S] + a b_old^T - beta b^T (a and beta are zero off L_m)
-        rank2_update(R, S, a, b_old, beta, b)
-        B[m] = b
 
     def _converged(self, history):
         if len(history) < 2:
@@ -485,13 +515,15 @@ class SLiCS(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "atoms_")
         return validate_embeddings(self, X, reset=False)
 
-    def _allowed(self, Y, n):
-        if Y is None:
-            return None
+    def _labels(self, Y, n):
+        """Boolean labels ``(n, n_concepts_)`` from a 0/1 matrix, or from class labels for a model fitted on them."""
         classes = getattr(self, "classes_", None)
         if classes is not None and np.ndim(Y) == 1 and not (n == 1 and np.size(Y) == self.n_concepts_ > 1):
             Y = check_targets(Y, n, classes=classes)[0]
-        return _allowed_atoms(check_labels(Y, n, n_concepts=self.n_concepts_), self.groups_)
+        return check_labels(Y, n, n_concepts=self.n_concepts_)
+
+    def _allowed(self, Y, n):
+        return None if Y is None else _allowed_atoms(self._labels(Y, n), self.groups_)
 
     def get_feature_names_out(self, input_features: ArrayLike | None = None) -> np.ndarray:
         """Names of the columns of :meth:`transform`: ``"<concept name>_<k>"`` for atom ``k`` of a concept.

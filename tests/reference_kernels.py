@@ -12,9 +12,8 @@ import numpy as np
 from numba import njit
 
 from slics_core._kernels import top_triplet
-from slics_core.atom_steps import majority_sign
+from slics_core.atom_steps import _LANCZOS_MAX_STEPS, majority_sign
 from slics_core.nnls import _bpp_one, _finish_with_scipy
-from slics_core.slics import _LANCZOS_MAX_STEPS
 
 
 def top_singular_vector(E, v0=None, tol=1e-10, max_iter=_LANCZOS_MAX_STEPS):

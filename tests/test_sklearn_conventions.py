@@ -5,6 +5,7 @@ cannot apply listed (with its reason) in :data:`slics_core.slics.SKLEARN_EXPECTE
 the rest compares against an independent computation: the estimator fitted on one-hot labels,
 a hand-made pipeline, a brute-force mAP@k.
 """
+import functools
 import pickle
 
 import numpy as np
@@ -12,7 +13,12 @@ import pytest
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.utils.estimator_checks import check_estimator
+from sklearn.utils.estimator_checks import (
+    check_estimator,
+    check_estimators_partial_fit_n_features,
+    check_fit_score_takes_y,
+    check_n_features_in_after_fitting,
+)
 
 from slics_core import SLiCS
 from slics_core.baselines import FSpLiCE, SpLiCE
@@ -51,6 +57,28 @@ def test_check_estimator_passes(estimator):
     assert not failed
     assert {r["check_name"] for r in results if r["status"] == "xfail"} <= set(SKLEARN_EXPECTED_FAILED_CHECKS)
     assert sum(r["status"] == "passed" for r in results) >= 40
+
+
+@pytest.mark.parametrize("check", [
+    check_n_features_in_after_fitting, check_fit_score_takes_y, check_estimators_partial_fit_n_features,
+])
+def test_scikit_learns_partial_fit_checks_call_partial_fit_and_pass(check, monkeypatch):
+    """scikit-learn's checks of ``partial_fit``: each calls it and passes.
+
+    check_estimator runs the first two on SLiCS (a transformer); the third, the width check between
+    calls, it runs on classifiers, regressors and clusterers only, so it is called here directly.
+    """
+    calls = []
+    original = SLiCS.partial_fit
+
+    @functools.wraps(original)
+    def spy(self, X, Y, concept_names=None):
+        calls.append(np.shape(X))
+        return original(self, X, Y, concept_names)
+
+    monkeypatch.setattr(SLiCS, "partial_fit", spy)
+    check("SLiCS", SLiCS(n_atoms=1, n_iter=2))
+    assert calls
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64])

@@ -8,6 +8,7 @@ from scipy.optimize import nnls
 from slics_core import SLiCS
 from slics_core._kernels import top_triplet
 from slics_core.atom_steps import bcd_atom_update, initial_atoms, majority_sign
+from slics_core.slics import epoch_batches
 from slics_core.synthetic import atom_recovery, make_concept_cones
 
 
@@ -323,3 +324,107 @@ def test_values_whose_squares_overflow_are_refused_clearly():
     assert "infs or NaNs" not in msg
     model = SLiCS(n_atoms=2, n_iter=2).fit(data.X * 1e100, data.Y)  # large but safe: still fitted
     assert np.isfinite(model.atoms_).all()
+
+
+# -- streaming fits: partial_fit -----------------------------------------------------------------
+def test_first_partial_fit_is_the_svd_start_of_its_batch(cones):
+    X, Y = cones.X[:300], cones.Y[:300]
+    model = SLiCS(n_atoms=3).partial_fit(X, Y, concept_names=list("abcde"))
+    B, groups = initial_atoms(X, Y, [3] * 5)
+    np.testing.assert_array_equal(model.atoms_, B)
+    np.testing.assert_array_equal(model.groups_, groups)
+    start = SLiCS(n_atoms=3, n_iter=0).fit(X, Y, concept_names=list("abcde"))
+    np.testing.assert_array_equal(model.atoms_, start.atoms_)
+    assert (model.n_steps_, model.n_iter_, model.n_features_in_, model.n_concepts_) == (1, 0, 48, 5)
+    assert model.concept_names_ == list("abcde") and model.history_.shape == (0,)
+    np.testing.assert_array_equal(model.transform(cones.X[300:310]), start.transform(cones.X[300:310]))
+    np.testing.assert_array_equal(model.project(cones.X[:4], 2), start.project(cones.X[:4], 2))
+
+
+@pytest.mark.parametrize("update", ["ksvd", "bcd"])
+def test_partial_fit_over_the_epochs_batches_equals_minibatch_fit(cones, update):
+    """The issue's pinned interface: the start, then one call per batch of ``epoch_batches``, is ``fit``."""
+    fitted = SLiCS(n_atoms=3, n_iter=2, batch_size=400, update=update, random_state=7).fit(cones.X, cones.Y)
+    streamed = SLiCS(n_atoms=3, n_iter=0, batch_size=400, update=update, random_state=7).fit(cones.X, cones.Y)
+    rng = np.random.RandomState(7)
+    for _ in range(2):
+        for batch in epoch_batches(len(cones.X), 400, rng):
+            streamed.partial_fit(cones.X[batch], cones.Y[batch])
+    np.testing.assert_allclose(streamed.atoms_, fitted.atoms_, rtol=0, atol=1e-8)
+    assert streamed.n_steps_ == fitted.n_steps_ == 1 + 2 * 4
+
+
+def test_a_partial_fit_step_moves_only_the_atoms_its_batch_uses(cones):
+    model = SLiCS(n_atoms=2).partial_fit(cones.X, cones.Y)
+    before = model.atoms_.copy()
+    only0 = cones.Y[:, 0] & (cones.Y.sum(axis=1) == 1)  # samples of concept 0 alone
+    model.partial_fit(cones.X[only0], cones.Y[only0])
+    moved = np.abs(model.atoms_ - before).max(axis=1) > 0
+    assert moved[model.groups_ == 0].all() and not moved[model.groups_ != 0].any()
+    assert model.n_steps_ == 2
+
+
+def test_streaming_several_passes_reaches_the_minibatch_fit_error(cones):
+    """Ten passes of 500-row batches in a fixed order against ``fit`` reshuffling 500-row batches.
+
+    The two runs take different batch orders, so they reach different local minima; both sit at the
+    noise floor (measured 0.5 % apart, while the S-SVD start of the first batch is 250 times above).
+    The tolerance, 5 % of the fit's error, is ten times the measured gap and far below the start.
+    """
+    X, Y = cones.X, cones.Y
+    fitted = SLiCS(n_atoms=3, n_iter=10, batch_size=500, random_state=1).fit(X, Y)
+    streamed = SLiCS(n_atoms=3)
+    for _ in range(10):
+        for i in range(0, len(X), 500):
+            streamed.partial_fit(X[i:i + 500], Y[i:i + 500])
+    target = fitted.reconstruction_error(X, Y)
+    start = SLiCS(n_atoms=3, n_iter=0).fit(X[:500], Y[:500]).reconstruction_error(X, Y)
+    assert start > 100 * target
+    assert abs(streamed.reconstruction_error(X, Y) - target) <= 0.05 * target
+    assert streamed.n_steps_ == 1 + 10 * 3 - 1  # the first call only starts
+
+
+def test_partial_fit_refuses_a_batch_that_does_not_match_in_one_line(cones):
+    model = SLiCS(n_atoms=2).partial_fit(cones.X[:300], cones.Y[:300])
+    with pytest.raises(ValueError) as info:
+        model.partial_fit(cones.X[300:400, :40], cones.Y[300:400])
+    assert str(info.value) == "X has 40 features, but SLiCS is expecting 48 features as input."
+    with pytest.raises(ValueError) as info:
+        model.partial_fit(cones.X[300:400], cones.Y[300:400, :4])
+    assert str(info.value) == "Y has 4 concept columns, but 5 are expected."
+    with pytest.raises(ValueError, match=r"concept_names \['a', 'b', 'c', 'd', 'e'\] differ from the fitted model's"):
+        model.partial_fit(cones.X[300:400], cones.Y[300:400], concept_names=list("abcde"))
+    with pytest.raises(ValueError, match=r"concept\(s\) \['concept 2'\] have no positive sample"):
+        SLiCS(n_atoms=2).partial_fit(cones.X[~cones.Y[:, 2]], cones.Y[~cones.Y[:, 2]])
+    Y = cones.Y[300:400].copy()
+    Y[:3] = False
+    with pytest.warns(RuntimeWarning, match="3 sample"):
+        model.partial_fit(cones.X[300:400], Y)
+    assert model.n_steps_ == 2
+
+
+def test_partial_fit_takes_class_labels_like_fit():
+    data = make_concept_cones(n_samples=200, n_features=16, n_concepts=3, n_atoms=2, random_state=5)
+    y = np.array(["cat", "dog", "owl"])[np.argmax(data.Y, axis=1)]
+    model = SLiCS(n_atoms=2).partial_fit(data.X[:100], y[:100])
+    assert list(model.classes_) == ["cat", "dog", "owl"] and model.concept_names_ == ["cat", "dog", "owl"]
+    model.partial_fit(data.X[100:], y[100:])
+    onehot = (y[:, None] == model.classes_).astype(int)
+    ref = SLiCS(n_atoms=2).partial_fit(data.X[:100], onehot[:100]).partial_fit(data.X[100:], onehot[100:])
+    np.testing.assert_array_equal(model.atoms_, ref.atoms_)
+    with pytest.raises(ValueError, match="'eel'"):
+        model.partial_fit(data.X[:2], np.array(["cat", "eel"]))
+
+
+def test_save_load_after_partial_fit_round_trips_and_streams_on(tmp_path, cones):
+    model = SLiCS(n_atoms=2, random_state=0).partial_fit(cones.X[:500], cones.Y[:500])
+    model.partial_fit(cones.X[500:1000], cones.Y[500:1000])
+    path = model.save(tmp_path / "streamed.slics")
+    loaded = SLiCS.load(path)
+    np.testing.assert_array_equal(loaded.atoms_, model.atoms_)
+    np.testing.assert_array_equal(loaded.groups_, model.groups_)
+    assert loaded.get_params() == model.get_params() and loaded.n_iter_ == 0
+    np.testing.assert_array_equal(loaded.transform(cones.X[1000:1010]), model.transform(cones.X[1000:1010]))
+    model.partial_fit(cones.X[1000:], cones.Y[1000:])
+    loaded.partial_fit(cones.X[1000:], cones.Y[1000:])  # a loaded model streams on from its atoms
+    np.testing.assert_allclose(loaded.atoms_, model.atoms_, rtol=0, atol=1e-8)
