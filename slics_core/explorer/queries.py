@@ -77,6 +77,7 @@ __all__ = [
     "edited_gallery",
     "edit_line",
     "parse_boost_param",
+    "edit_title",
     "upload_thresholds",
     "generation_rows",
     "image_strip",
@@ -608,6 +609,12 @@ def edited_gallery(model, x, X, pool_rows, concept, k, *, edit, strength=1.0, ac
         gallery = Gallery("edited", concept, np.zeros(0, int), np.zeros(0), None if Y is None else np.zeros(0, bool),
                           note="nothing of the query is left without the concept (it is all that concept)")
     return EditedQuery(edit, concept, 1.0 if edit == "remove" else lam, edited, v, gallery, unfiltered)
+
+
+def edit_title(edit: str, concept_name: str, strength: float = 1.0) -> str:
+    """What an edited query is called under its picture: ``"without animal"``, ``"more of animal (λ=1.5)"``."""
+    _check_edit(edit, strength)
+    return f"without {concept_name}" if edit == "remove" else f"more of {concept_name} (λ={float(strength):g})"
 
 
 def parse_boost_param(value, concept_names) -> tuple:
