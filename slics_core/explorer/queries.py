@@ -526,19 +526,13 @@ class EditedQuery:
 
     Attributes
     ----------
-    edit : {"remove", "boost"}
-    concept : int
-    strength : float
-        ``lambda`` of a boost (1.0 for a removal).
-    x : ndarray of shape (d,)
-        The edited embedding.
-    component : ndarray of shape (d,)
-        The component taken away (``v_j``) or added (``tilde v_j``, before scaling by ``lambda``).
-    gallery : Gallery
-        Top-k pool items by the edited embedding (kind ``"edited"``); ``relevant_general`` marks the items
-        that meet :attr:`criterion` (lack / have the concept).
-    unfiltered : Gallery
-        Top-k pool items by the query itself, marked the same way.
+    edit, concept, strength :
+        As in :func:`edit_query` (``strength`` is 1.0 for a removal).
+    x, component : ndarray of shape (d,)
+        The edited embedding, and the component taken away (``v_j``) or added (``tilde v_j``, unscaled).
+    gallery, unfiltered : Gallery
+        Top-k pool items by the edited embedding (kind ``"edited"``) and by the query itself;
+        ``relevant_general`` marks the items that meet :attr:`criterion` (lack / have the concept).
     """
 
     edit: str
@@ -585,20 +579,15 @@ def edited_gallery(model, x, X, pool_rows, concept, k, *, edit, strength=1.0, ac
         When the query has no component along the concept the edited embedding is the query itself (its
         gallery says so); when nothing is left after a removal its gallery is empty, with a note.
     """
-    lam = _check_edit(edit, strength)
-    x = _check_x(x, _model_dim(model))
+    lam, x, concept, criterion = _check_edit(edit, strength), _check_x(x, _model_dim(model)), int(concept), \
+        EDIT_CRITERION.get(edit)
     edited, v = edit_query(model, x, concept, edit, strength=lam, active=active)
-    concept = int(concept)
-    criterion = EDIT_CRITERION[edit]
     left = np.linalg.norm(edited) > ZERO_NORM
-    vecs = [x, edited] if left else [x]
-    rows, scores = rank_pool(np.stack(vecs), X, pool_rows, k, index=index)
+    rows, scores = rank_pool(np.stack([x, edited] if left else [x]), X, pool_rows, k, index=index)
 
     def marks(r):
-        if Y is None:
-            return None
-        has = np.asarray(Y, bool)[np.asarray(r, int), concept]
-        return ~has if criterion == "lacks" else has
+        has = None if Y is None else np.asarray(Y, bool)[np.asarray(r, int), concept]
+        return has if has is None or criterion == "has" else ~has
 
     unfiltered = Gallery("unfiltered", concept, rows[0], scores[0], marks(rows[0]))
     note = "" if np.linalg.norm(v) > ZERO_NORM else \
@@ -636,7 +625,7 @@ def parse_boost_param(value, concept_names) -> tuple:
     try:
         lam = float(lam_text)
     except ValueError:
-        lam = float("nan")
+        lam = float("nan")  # refused below
     if not BOOST_RANGE[0] <= lam <= BOOST_RANGE[1]:
         raise ValueError(f"boost={text!r}: lambda must be a number from {BOOST_RANGE[0]:g} to {BOOST_RANGE[1]:g}")
     return found[0], lam
