@@ -16,6 +16,9 @@ session key        URL            value
 ``_s_mode``        ``mode``       ``partial`` (ṽⱼ) or ``full`` (vⱼ)
 ``_s_k``           ``k``          k of mAP@k on Evaluate (1-200), images per gallery on
                                   Retrieve / Mix (shown at most 50); ``DEFAULT_K`` until picked
+``_s_rm``          ``rm``         a concept name: Retrieve's "without concept j" (x − vⱼ); Generate
+                                  draws it too
+``_s_boost``       ``boost``      ``<concept>:<λ>``, λ from 0 to 2: Retrieve's "more of j" (x + λṽⱼ)
 ``_s_q2``, ...     ``q2``, ...    page extras registered with :func:`set_extra` (Mix page)
 =================  =============  ==========================================================
 
@@ -25,7 +28,7 @@ dropped by Streamlit when a page that does not draw the widget runs).
 
 A link is read once per session (:func:`capture_link`, first run) and applied when the
 workspace is open (:func:`apply_link`), because only then can it be checked: a value the
-workspace cannot honour (unknown row, method, d0 or concept) is left out and listed by
+workspace cannot honour (unknown row, method, d0 or concept; a boost λ outside [0, 2]) is left out and listed by
 :func:`link_problems`, which the pages show as one warning.
 """
 from __future__ import annotations
@@ -36,7 +39,7 @@ import streamlit as st
 
 from app_pages import _safe
 from slics_core.explorer.arrival import DEFAULT_K
-from slics_core.explorer.queries import parse_concept_param
+from slics_core.explorer.queries import parse_boost_param, parse_concept_param
 from slics_core.explorer.workspace import EMOJI
 from slics_core.methods import MODES
 
@@ -49,6 +52,8 @@ DEFAULTS = {"k": DEFAULT_K}
 TEXT_PREFIX = "text:"
 LINKED = "<link>"  # concepts_for: picks from a link without a query, kept for the first query shown
 _EXTRA_KEYS = ("q2", "c1", "c2")
+#: The query edits (Retrieve, Generate): "without concept j" and "more of j" (:func:`edits`).
+EDIT_KEYS = ("rm", "boost")
 
 
 # ---------------------------------------------------------------------- reading
@@ -58,7 +63,7 @@ def capture_link() -> None:
     if "_link_seen" in ss:
         return
     ss["_link_seen"] = True
-    ss["_link"] = {k: st.query_params.get(k) for k in ("ws", "q", "c", *SHARED, *_EXTRA_KEYS)
+    ss["_link"] = {k: st.query_params.get(k) for k in ("ws", "q", "c", *SHARED, *EDIT_KEYS, *_EXTRA_KEYS)
                    if st.query_params.get(k) is not None}
     if "ws" in ss["_link"] and "ws_choice" not in ss:
         ss["ws_choice"] = ss["_link"]["ws"]
@@ -136,6 +141,18 @@ def apply_link(ws, *, preview: bool = False) -> None:
             ss["_s_k"] = k
         else:
             problems.append(f"k={_safe.code(link['k'])} is not a whole number from {K_RANGE[0]} to {K_RANGE[1]}")
+    if "rm" in link:
+        found = parse_concept_param(link["rm"], ws.concept_names)
+        if len(found) == 1 and "," not in str(link["rm"]):
+            ss["_s_rm"] = found[0]
+        else:
+            problems.append(f"rm={_safe.code(link['rm'])} is not a concept of this workspace")
+    if "boost" in link:
+        try:
+            name, lam = parse_boost_param(link["boost"], ws.concept_names)
+            ss["_s_boost"] = boost_value(name, lam)
+        except ValueError as exc:
+            problems.append(_safe.text(exc))
     if "q2" in link:
         r = _int(link["q2"])
         if r is not None and 0 <= r < len(ws):
@@ -174,6 +191,29 @@ def get(name: str, default=None):
 
 def put(name: str, value) -> None:
     st.session_state[f"_s_{name}"] = value
+
+
+def boost_value(name: str, lam: float) -> str:
+    """The ``boost`` value of concept ``name`` and λ: ``"animal:1.5"``."""
+    return f"{name}:{float(lam):g}"
+
+
+def edits(concept_names) -> list:
+    """The query edits asked for, as ``(edit, concept name, λ)``: ``("remove", name, 1.0)`` for ``rm`` then
+    ``("boost", name, λ)`` for ``boost``; a value these concepts do not have is left out."""
+    names = list(concept_names)
+    out = []
+    rm = st.session_state.get("_s_rm")
+    if rm in names:
+        out.append(("remove", rm, 1.0))
+    boost = st.session_state.get("_s_boost")
+    if boost:
+        try:
+            name, lam = parse_boost_param(boost, names)
+            out.append(("boost", name, lam))
+        except ValueError:
+            pass
+    return out
 
 
 def copy_widget(widget_key: str, name: str) -> None:
@@ -215,7 +255,7 @@ def sync_url() -> None:
     c = ss.get("picked_concepts")
     if c:
         want["c"] = ",".join(c)
-    for name in SHARED:
+    for name in (*SHARED, *EDIT_KEYS):
         v = ss.get(f"_s_{name}")
         if v is not None:
             want[name] = str(v)

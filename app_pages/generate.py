@@ -4,6 +4,9 @@ Widget keys: query_pick, query_upload, query_strip_prev, query_strip_next, query
 query_use_upload (app_pages/_query.py); concepts; method; d0; component; seed; steps; generate (button,
 shown only for stochastic generators); gen_size (app_pages/_generation.py); gen_png_<i>, gen_strip_png
 (downloads); interp_concept, atom_a, atom_b, interp_n, interp_png.
+
+The query edits set on Retrieve (``rm`` / ``boost`` in the URL) are drawn after the components: one more
+picture, "without j" (x − vⱼ) or "more of j" (x + λṽⱼ).
 """
 import numpy as np
 import streamlit as st
@@ -16,9 +19,17 @@ from app_pages._images import png_bytes
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import component_picker, d0_picker, method_picker, page_intro
 from app_pages._workspace import get_workspace, workspace_generator, ws_id
-from slics_core.explorer.queries import components_of_row, concept_scores, generation_rows, image_strip
+from slics_core.explorer.queries import (
+    components_of_row,
+    concept_scores,
+    edit_query,
+    edit_title,
+    generation_rows,
+    image_strip,
+)
 from slics_core.explorer.readings import prompt_text, strip_change
 from slics_core.generators import concept_atoms, interpolate_atoms
+from slics_core.rows import ZERO_NORM
 
 
 def _show_images(images, titles, key_prefix, n_cols=6, prompts=None):
@@ -90,6 +101,21 @@ except ValueError as exc:
 rows, titles, skipped = generation_rows(q.x, V, picked, names)
 if skipped:
     st.caption("Nothing to draw for " + _safe.text(", ".join(skipped)) + ": the query's component there is zero.")
+edits = tuple(state.edits(names))  # Retrieve's "without j" / "more of j", drawn after the components
+if edits:
+    query_concepts = [names.index(n) for n in preselect]
+    edit_titles, empty = [], []
+    for edit, name, lam in edits:
+        e = edit_query(model, q.x, names.index(name), edit, strength=lam, active=query_concepts)[0]
+        if np.linalg.norm(e) > ZERO_NORM:
+            rows = np.vstack([rows, e])
+            edit_titles.append(edit_title(edit, name, lam))
+        else:
+            empty.append(edit_title(edit, name, lam))
+    titles = titles + edit_titles
+    st.caption("After the components: the query edited as on Retrieve (without j is x − vⱼ over the query's "
+               "concepts, more of j is x + λṽⱼ)."
+               + (" Nothing is left to draw for " + _safe.text(", ".join(empty)) + "." if empty else ""))
 run = True
 settings_key = tuple(sorted(opts.items()))
 if not gen.deterministic:
@@ -97,9 +123,9 @@ if not gen.deterministic:
     if note:
         st.caption(note)
     run = st.button("Generate", key="generate", type="primary") or \
-        st.session_state.get("_gen_last") == (q.key, method, d0, mode, tuple(picked), settings_key)
+        st.session_state.get("_gen_last") == (q.key, method, d0, mode, tuple(picked), edits, settings_key)
 if run:
-    key = ("components", ws_id(ws), q.key, method, d0, mode, tuple(picked), settings_key)
+    key = ("components", ws_id(ws), q.key, method, d0, mode, tuple(picked), edits, settings_key)
     st.session_state["_gen_last"] = key[2:]
     images = drawing.draw(gen, rows, titles, opts, key)
     if images:

@@ -3,7 +3,9 @@
 Widget keys: query_pick, query_upload, query_text, query_strip_prev, query_strip_next, query_thumb_<i>,
 query_use_upload (app_pages/_query.py); concepts (multiselect); method; d0; component; k; retrieve_cols;
 retrieve_csv (download); retrieve_quantized (toggle, workspaces with a token codebook); pick_<concept> /
-pick_uf_<concept> (the "Query this image" pills under a gallery: #1 … #k make that gallery image the query).
+pick_uf_<concept> (the "Query this image" pills under a gallery: #1 … #k make that gallery image the query);
+rm_concept, boost_concept, boost_lambda (the query edits, kept in the URL as ``rm`` / ``boost``); pick_remove,
+pick_boost, pick_uf_remove, pick_uf_boost (pills under the edited galleries).
 """
 import numpy as np
 import pandas as pd
@@ -18,10 +20,19 @@ from app_pages._workspace import get_workspace, pool_index, quantized_pool, ws_i
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.narration import component_words
 from slics_core.explorer.quantized import has_quantized_pool
-from slics_core.explorer.queries import components_of_row, concept_galleries, concept_scores, galleries_table
+from slics_core.explorer.queries import (
+    BOOST_RANGE,
+    components_of_row,
+    concept_galleries,
+    concept_scores,
+    edit_line,
+    edited_gallery,
+    galleries_table,
+)
 from slics_core.methods import get_method
 
 GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"
+NO_EDIT = "—"
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -34,23 +45,23 @@ def _scores(key: str, method: str, d0, qkey: str, _model, _x):
     return concept_scores(_model, _x)
 
 
-def _mark(rel_g, rel_s, r):
+def _mark(rel_g, rel_s, r, word="gen"):
     g = None if rel_g is None else bool(rel_g[r])
     s = None if rel_s is None else bool(rel_s[r])
     if g is None:
         return None, ""
     colour = GREEN if g and s is not False else (ORANGE if g else RED)
-    text = ("gen ✓" if g else "gen ✗") + ("" if s is None else (" · sub ✓" if s else " · sub ✗"))
+    text = (f"{word} ✓" if g else f"{word} ✗") + ("" if s is None else (" · sub ✓" if s else " · sub ✗"))
     return colour, text
 
 
-def _draw_gallery(ws, g, n_cols, pick_key):
+def _draw_gallery(ws, g, n_cols, pick_key, word="gen"):
     if not len(g.rows):
         st.caption(f"Empty: {_safe.text(g.note)}.")
         return
     borders, caps = [], []
     for r in range(len(g.rows)):
-        colour, text = _mark(g.relevant_general, g.relevant_sub, r)
+        colour, text = _mark(g.relevant_general, g.relevant_sub, r, word)
         borders.append(colour)
         caps.append(f"#{r + 1} · {g.scores[r]:.2f}" + (f" · {text}" if text else ""))
     image_grid(ws, g.rows, captions=caps, n_cols=n_cols, size=96, borders=borders, pick_key=pick_key)
@@ -155,6 +166,50 @@ for cg, uf in pairs:
     with b:
         st.markdown("**Unfiltered** (whole query)")
         _draw_gallery(ws, uf, n_cols, pick_key=f"pick_uf_{cg.concept}")
+
+# ---------------------------------------------------------------- removal and boosting
+def _copy_rm():
+    v = st.session_state["rm_concept"]
+    state.put("rm", None if v == NO_EDIT else v)
+
+
+def _copy_boost():
+    v = st.session_state["boost_concept"]
+    state.put("boost", None if v == NO_EDIT else state.boost_value(v, st.session_state["boost_lambda"]))
+
+
+st.divider()
+st.subheader("Without a concept, or more of it")
+st.caption("SLiCS is additive, so both edits are exact. *Without j* ranks the pool by x − vⱼ, vⱼ the full "
+           "component of j in the joint decomposition over the query's concepts (" + _safe.text(rule) + "); "
+           "*more of j* ranks it by x + λṽⱼ, ṽⱼ the partial component. Each edited gallery says what fraction of "
+           "its images lacks (or has) the concept, beside the unfiltered gallery judged the same way.")
+asked = {edit: (name, lam) for edit, name, lam in state.edits(names)}
+st.session_state["rm_concept"] = asked["remove"][0] if "remove" in asked else NO_EDIT
+st.session_state["boost_concept"] = asked["boost"][0] if "boost" in asked else NO_EDIT
+st.session_state["boost_lambda"] = asked["boost"][1] if "boost" in asked else 1.0
+e1, e2, e3 = st.columns(3)
+e1.selectbox("Without concept", [NO_EDIT, *names], key="rm_concept", on_change=_copy_rm, format_func=_safe.plain)
+e2.selectbox("More of concept", [NO_EDIT, *names], key="boost_concept", on_change=_copy_boost,
+             format_func=_safe.plain)
+e3.slider("λ (more of)", *BOOST_RANGE, step=0.1, key="boost_lambda", on_change=_copy_boost,
+          disabled="boost" not in asked)
+active = [names.index(n) for n in preselect if n in names]
+index = qindex if quantized else pool_index(ws)
+for edit, name, lam in state.edits(names):
+    eq = edited_gallery(model, q.x, ws.X, ws.index["pool"], names.index(name), k, edit=edit, strength=lam,
+                        active=active, Y=ws.Y, index=index)
+    shown = _safe.text(name)
+    st.markdown(f"**Without {shown}** (x − vⱼ)" if edit == "remove" else f"**More of {shown}** (x + {lam:g}·ṽⱼ)")
+    a, b = st.columns(2)
+    with a:
+        st.markdown(edit_line(eq.criterion, shown, k, eq.gallery.precision_general))
+        if eq.gallery.note and len(eq.gallery.rows):
+            st.caption(_safe.text(eq.gallery.note) + ".")
+        _draw_gallery(ws, eq.gallery, n_cols, pick_key=f"pick_{edit}", word=eq.criterion)
+    with b:
+        st.markdown("Unfiltered · " + edit_line(eq.criterion, shown, k, eq.unfiltered.precision_general))
+        _draw_gallery(ws, eq.unfiltered, n_cols, pick_key=f"pick_uf_{edit}", word=eq.criterion)
 
 df = galleries_table(pairs, ws.ids, names)
 with st.expander("Table of the galleries"):

@@ -11,12 +11,16 @@ from slics_core.explorer.queries import (
     components_of_row,
     concept_galleries,
     concept_scores,
+    edit_line,
+    edit_query,
+    edited_gallery,
     fit_score_thresholds,
     galleries_table,
     gallery_relevance,
     generation_rows,
     image_strip,
     likely_concepts,
+    parse_boost_param,
     parse_concept_param,
     rank_pool,
     upload_thresholds,
@@ -287,3 +291,104 @@ def test_norms_and_cosine_against_scipy():
     assert n1 == pytest.approx(np.sqrt((a ** 2).sum())) and n2 == pytest.approx(np.sqrt((b ** 2).sum()))
     assert cos == pytest.approx(1 - cosine(a, b))
     assert norms_and_cosine(a, np.zeros(16)) == (pytest.approx(n1), 0.0, 0.0)  # a zero component: cosine 0
+
+
+# ---------------------------------------------------------------------- removal and boosting
+@pytest.fixture(scope="module")
+def orthogonal_world():
+    """Planted cones whose concept subspaces are orthogonal (the planted atoms, orthonormalised), and a SLiCS
+    fitted on them: there, removing ``v_j`` leaves nothing in cone ``j``."""
+    data = make_concept_cones(n_samples=300, n_features=D, n_concepts=S, n_atoms=D0, random_state=0)
+    Q, _ = np.linalg.qr(data.atoms.T)
+    X = data.coef @ Q.T
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    model = SLiCS(n_atoms=D0, n_iter=10, random_state=0).fit(X[:200], data.Y[:200])
+    return X, data.Y, model
+
+
+def test_removal_leaves_no_projection_on_the_concepts_cone(orthogonal_world):
+    X, Y, m = orthogonal_world
+    n_checked = 0
+    for i in range(200, 300):
+        x, act = X[i], np.flatnonzero(Y[i])
+        for j in act:
+            edited, v = edit_query(m, x, j, "remove", active=act)
+            np.testing.assert_allclose(edited, x - components_of_row(m, x, "full", active=act)[j], atol=1e-12)
+            before = np.linalg.norm(_cone_projection(m, x, j)) / np.linalg.norm(x)
+            after = np.linalg.norm(_cone_projection(m, edited, j)) / np.linalg.norm(x)
+            assert before > 0.3  # the query had a lot of concept j ...
+            assert after < 0.02, (i, j, before, after)  # ... and nothing is left of it
+            n_checked += 1
+    assert n_checked > 150
+
+
+def test_boost_scales_the_partial_component_exactly(world):
+    m = world["model"]
+    for x in world["X"][200:210]:
+        for j in range(S):
+            for lam in (0.0, 0.5, 2.0):
+                edited, v = edit_query(m, x, j, "boost", strength=lam)
+                np.testing.assert_allclose(v, _cone_projection(m, x, j), atol=1e-6)
+                np.testing.assert_allclose(edited, x + lam * v, atol=1e-12)
+                # Moreau: the cone's projection of x + lam * P(x) is (1 + lam) P(x)
+                np.testing.assert_allclose(_cone_projection(m, edited, j), (1 + lam) * v, atol=1e-6)
+
+
+def test_edit_arguments_are_checked(world):
+    m, x = world["model"], world["X"][200]
+    for bad in (-0.1, 2.5, float("nan")):
+        with pytest.raises(ValueError, match="lambda"):
+            edit_query(m, x, 0, "boost", strength=bad)
+    with pytest.raises(ValueError, match="edit must be"):
+        edit_query(m, x, 0, "erase")
+    with pytest.raises(ValueError, match="out of range"):
+        edit_query(m, x, S, "remove")
+
+
+def test_edited_gallery_brute_force(world):
+    m, X, Y, pool = world["model"], world["X"], world["Y"], world["pool"]
+    i = 205
+    x, act = X[i], np.flatnonzero(Y[i])
+    j = int(act[0])
+    for edit, lam, crit in (("remove", 1.0, "lacks"), ("boost", 1.5, "has")):
+        eq = edited_gallery(m, x, X, pool, j, 10, edit=edit, strength=lam, active=act, Y=Y)
+        assert eq.criterion == crit and eq.gallery.kind == "edited"
+        edited, _ = edit_query(m, x, j, edit, strength=lam, active=act)
+        np.testing.assert_allclose(eq.x, edited)
+        for g, vec in ((eq.gallery, edited), (eq.unfiltered, x)):
+            cos = X[pool] @ vec / (np.linalg.norm(X[pool], axis=1) * np.linalg.norm(vec))
+            assert g.rows.tolist() == pool[np.argsort(-cos, kind="stable")[:10]].tolist()
+            want = ~Y[g.rows, j] if crit == "lacks" else Y[g.rows, j]
+            assert g.relevant_general.tolist() == want.tolist()
+            assert g.precision_general == pytest.approx(want.mean())
+    assert edit_line("lacks", "animal", 20, 0.85) == "lacks animal: P@20 0.85"
+    assert edit_line("has", "animal", 20, float("nan")) == "has animal: P@20 —"
+
+
+def test_removal_raises_lacks_precision_on_the_emoji_world(ws):
+    """P@20 of "lacks j" for x − v_j is higher than for the query itself, on average over queries having j."""
+    model = ws.model("S-SLiCS", ws.default_d0)
+    gains = []
+    for j in range(len(ws.concept_names)):
+        rows = [int(r) for r in ws.index["query"] if ws.Y[r, j]][:3]
+        for r in rows:
+            eq = edited_gallery(model, ws.X[r], ws.X, ws.index["pool"], j, 20, edit="remove",
+                                active=np.flatnonzero(ws.Y[r]), Y=ws.Y)
+            # independent: the labels of the 20 nearest pool items to x − v_j by cosine
+            P = ws.X[ws.index["pool"]]
+            cos = P @ eq.x / (np.linalg.norm(P, axis=1) * np.linalg.norm(eq.x))
+            top = np.asarray(ws.index["pool"])[np.argsort(-cos)[:20]]
+            assert set(top.tolist()) == set(eq.gallery.rows.tolist())
+            gains.append((~ws.Y[top, j]).mean() - eq.unfiltered.precision_general)
+    assert len(gains) >= 20
+    assert np.mean(gains) > 0.1, np.mean(gains)
+
+
+def test_parse_boost_param():
+    names = ["animal", "food"]
+    assert parse_boost_param("Animal:1.5", names) == ("animal", 1.5)
+    assert parse_boost_param("food:0", names) == ("food", 0.0)
+    for bad, why in (("animal", "concept>:<lambda"), ("plant:1", "not a concept"), ("animal:2.5", "lambda"),
+                     ("animal:x", "lambda"), ("animal:nan", "lambda"), ("animal,food:1", "not a concept")):
+        with pytest.raises(ValueError, match=why):
+            parse_boost_param(bad, names)

@@ -250,3 +250,29 @@ def test_generator_names_are_the_presets_descriptions(tmp_path):
     (folder / "model_index.json").write_text(json.dumps({"_class_name": "StableUnCLIPImg2ImgPipeline"}))
     name = _display_name(f"local:{folder}")
     assert "'my-pipe'" in name and str(tmp_path) not in name and "image-embedding conditioning" in name
+
+
+def test_edited_query_from_the_link_is_drawn(ws, multi_row):
+    """``?rm=`` / ``?boost=`` (Retrieve's edits) add "without j" / "more of j" pictures of x − vⱼ and x + λṽⱼ."""
+    from slics_core.explorer.queries import components_of_row
+    from slics_core.explorer.readings import prompt_text
+
+    labels = ws.labels_of(multi_row)["concepts"]
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    at.query_params["rm"] = labels[0]
+    at.query_params["boost"] = f"{labels[1]}:1.5"
+    _run(at)
+    imgs = {c.replace("\\", ""): u for c, u in _images(at).items()}  # (captions are escaped Markdown)
+    drawn = ["query", *labels, f"without {labels[0]}", f"more of {labels[1]} (λ=1.5)"]
+    assert all(t in imgs for t in drawn), imgs.keys()
+    assert len({imgs[t] for t in drawn}) == len(drawn)  # every picture differs
+    # what the generator read in the last two pictures: x − v_j (full, over the query's labels) and x + 1.5 ṽ_j
+    gen, expected = _expected_prompts(ws, multi_row, labels)
+    names = list(ws.concept_names)
+    model, x = ws.model("S-SLiCS", ws.default_d0), ws.X[multi_row]
+    full = components_of_row(model, x, "full", active=[names.index(n) for n in labels])
+    partial = components_of_row(model, x, "partial")
+    edited = np.vstack([x - full[names.index(labels[0])], x + 1.5 * partial[names.index(labels[1])]])
+    expected += ["read: " + prompt_text(d) for d in gen.describe(edited)]
+    assert [c.value for c in at.main.caption if c.value.startswith("read: ")] == expected

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from slics_core.explorer.queries import components_of_row, concept_galleries
+from slics_core.explorer.queries import components_of_row, concept_galleries, edited_gallery
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "retrieve.py")
@@ -156,3 +156,59 @@ def test_deep_link_concepts(ws, multi_row):
     _run(at)
     assert at.multiselect(key="concepts").value == [other]
     assert set(_table(at)["concept"]) == {other}
+
+
+def _lines(at):
+    return [m.value for m in at.markdown]
+
+
+def test_removal_and_boost_from_the_link(ws, multi_row):
+    """``?rm=`` and ``?boost=`` open the edited galleries at once, with the library's precision lines."""
+    labels = ws.labels_of(multi_row)["concepts"]
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    at.query_params["rm"] = labels[0]
+    at.query_params["boost"] = f"{labels[1]}:1.5"
+    _run(at)
+    assert not at.warning
+    assert at.selectbox(key="rm_concept").value == labels[0]
+    assert at.selectbox(key="boost_concept").value == labels[1]
+    assert at.slider(key="boost_lambda").value == 1.5
+    k = at.slider(key="k").value
+    model = ws.model(at.selectbox(key="method").value, at.select_slider(key="d0").value)
+    active = [ws.concept_names.index(n) for n in labels]
+    lines = _lines(at)
+    for edit, name, lam, word in (("remove", labels[0], 1.0, "lacks"), ("boost", labels[1], 1.5, "has")):
+        j = ws.concept_names.index(name)
+        eq = edited_gallery(model, ws.X[multi_row], ws.X, ws.index["pool"], j, k, edit=edit, strength=lam,
+                            active=active, Y=ws.Y)
+        want = f"{word} {name}: P@{k} {eq.gallery.precision_general:.2f}"
+        assert want in lines, (want, lines)
+        assert f"Unfiltered · {word} {name}: P@{k} {eq.unfiltered.precision_general:.2f}" in lines
+    assert st_state(at, "rm") == labels[0] and st_state(at, "boost") == f"{labels[1]}:1.5"
+
+    # the controls: clearing the removal drops it, a new λ is kept
+    at.selectbox(key="rm_concept").set_value("—")
+    at.slider(key="boost_lambda").set_value(0.5)
+    _run(at)
+    assert st_state(at, "rm") is None and st_state(at, "boost") == f"{labels[1]}:0.5"
+    assert not [m for m in _lines(at) if m.startswith("lacks ")]
+    assert [m for m in _lines(at) if m.startswith(f"has {labels[1]}: P@{k} ")]
+
+
+def st_state(at, name):
+    return at.session_state[f"_s_{name}"] if f"_s_{name}" in at.session_state else None
+
+
+def test_bad_edit_links_are_ignored_with_a_note(ws, multi_row):
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    at.query_params["rm"] = "not-a-concept"
+    at.query_params["boost"] = f"{ws.concept_names[0]}:2.5"
+    _run(at)
+    assert len(at.warning) == 1
+    note = at.warning[0].value.replace("\\", "")
+    assert "rm=" in note and "not-a-concept" in note and "lambda must be a number from 0 to 2" in note
+    assert at.selectbox(key="rm_concept").value == "—" and at.selectbox(key="boost_concept").value == "—"
+    assert not [m for m in _lines(at) if m.startswith(("lacks ", "has "))]
+    assert len(_table(at)) > 0  # the rest of the page is there

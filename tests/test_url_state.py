@@ -66,8 +66,9 @@ def test_every_page_writes_the_whole_state_and_a_reload_reopens_it(dataset_ws, s
     q = int(ws.index["query"][0])
     c = ws.labels_of(q)["concepts"][:1]
     d0 = ws.d0_values[-1]
+    names = list(ws.concept_names)
     want = {"ws": folder.name, "q": str(q), "c": ",".join(c), "method": "S-SVD", "d0": str(d0), "mode": "full",
-            "k": "7"}
+            "k": "7", "rm": names[0], "boost": f"{names[-1]}:1.5"}
     at = _open(want)
     assert _params(at) == want
     for page in PAGES:
@@ -116,3 +117,32 @@ def test_pages_stop_through_the_state_helper():
     offenders = [p.name for p in (ROOT / "app_pages").glob("*.py")
                  if p.name != "_state.py" and "st.stop()" in p.read_text()]
     assert not offenders, f"call app_pages._state.stop() instead of st.stop() in {offenders}"
+
+
+def test_concept_edits_stay_in_the_url(dataset_ws, sent):  # noqa: F811
+    """``?rm=`` and ``?boost=`` open Retrieve's edited galleries at once and stay in the address across reruns
+    (another click) and page switches; clearing one in its control takes it out of the address."""
+    _, folder = dataset_ws
+    ws = load_workspace(folder)
+    q = int(ws.index["query"][0])
+    names = list(ws.concept_names)
+    link = {"ws": folder.name, "q": str(q), "rm": names[0], "boost": f"{names[1]}:1.5"}
+    at = _open(link, "retrieve")
+    lines = [m.value for m in at.markdown]
+    k = at.slider(key="k").value
+    assert any(m.startswith(f"lacks {names[0]}: P@{k} ") for m in lines), lines
+    assert any(m.startswith(f"has {names[1]}: P@{k} ") for m in lines), lines
+    assert {key: _params(at)[key] for key in link} == link
+    del sent[:]
+    at.slider(key="k").set_value(5)  # another click: a rerun
+    _ok(at.run())
+    assert sent and {key: sent[-1].get(key) for key in link} == link, sent
+    assert any(m.startswith(f"lacks {names[0]}: P@5 ") for m in at.markdown.values)
+    got = _switch(at, "atoms", sent)
+    assert (got.get("rm"), got.get("boost")) == (link["rm"], link["boost"]), got
+    got = _switch(at, "retrieve", sent)
+    assert (got.get("rm"), got.get("boost")) == (link["rm"], link["boost"]), got
+    del sent[:]
+    at.selectbox(key="boost_concept").set_value("—")
+    _ok(at.run())
+    assert sent and sent[-1].get("rm") == names[0] and "boost" not in sent[-1], sent
