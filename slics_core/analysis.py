@@ -43,6 +43,16 @@ DENSE_SHARE = 0.9
 DENSE_MIN_ATOMS = 3
 #: The flags of :func:`dictionary_health`, in the order they are listed.
 HEALTH_FLAGS = ("dead", "rare", "duplicate", "misplaced", "dense")
+#: Each flag's rule in words (for pages and reports).
+HEALTH_RULES = {
+    "dead": "fires on no item",
+    "rare": f"fires on fewer than {RARE_ITEMS} items",
+    "duplicate": f"|cos| ≥ {DUPLICATE_COS:g} with another atom of its concept (both are flagged)",
+    "misplaced": "nearer (|cos|) an atom of another concept than any atom of its own",
+    "dense": f"fires on ≥ {DENSE_SHARE:.0%} of its concept's items while the concept has ≥ {DENSE_MIN_ATOMS} atoms",
+}
+#: How "fires" is decided, in words.
+FIRE_RULE = f"an atom fires on an item when its coefficient exceeds {FIRE_RTOL:g} × the item's largest coefficient"
 
 
 def atom_cooccurrence(codes, threshold=0.0):
@@ -207,3 +217,25 @@ def dictionary_health(model, X, Y):
     if names is not None:
         cols["concept"] = [str(names[c]) for c in cols["concept"]]
     return pd.DataFrame(cols)
+
+
+def reconstruction_cosine(X, codes, atoms):
+    """``cos(x, x̂)`` of every item with its reconstruction ``x̂ = codes @ atoms`` (0 where ``x̂`` is zero).
+
+    Parameters
+    ----------
+    X : array-like of shape (n, d)
+    codes : array-like of shape (n, M)
+    atoms : array-like of shape (M, d)
+
+    Returns
+    -------
+    cos : ndarray of shape (n,)
+    """
+    X = check_embeddings(X, name="X")
+    R = np.asarray(codes, dtype=np.float64) @ np.asarray(atoms, dtype=np.float64)
+    if R.shape != X.shape:
+        raise ValueError(f"codes @ atoms has shape {R.shape}, X has shape {X.shape}.")
+    nr = np.linalg.norm(R, axis=1)
+    dots = np.einsum("ij,ij->i", X, R)
+    return np.where(nr > 0, dots / np.maximum(nr, 1e-300) / np.linalg.norm(X, axis=1), 0.0)
