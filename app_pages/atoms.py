@@ -201,8 +201,9 @@ def health_section():
                                hovertemplate="log10 frequency %{x:.2f}<br>%{y} atoms<extra></extra>"))
         fig.update_layout(title=f"Firing frequency of the atoms (log10, {n_train} training items)"
                                 + (f"; {hist['n_dead']} dead atoms not drawn" if hist["n_dead"] else ""),
-                          xaxis_title="log10(frequency)", yaxis_title="atoms", height=320, bargap=0.05,
-                          margin=dict(l=10, r=10, t=50, b=10))
+                          xaxis=dict(title="log10(frequency)", tickfont=dict(size=16)),
+                          yaxis=dict(title="atoms", tickfont=dict(size=16)), height=420, bargap=0.05,
+                          margin=dict(l=10, r=10, t=50, b=10), font=dict(size=15))
         st.plotly_chart(fig, key="health_hist", width="stretch")
     shown = health[["label", "frequency", "mean_coefficient", "nearest_own", "nearest_other", "nearest_other_label",
                     "flags"]].assign(flags=[", ".join(f) for f in health["flags"]])

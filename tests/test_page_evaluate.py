@@ -139,6 +139,7 @@ def test_evaluate_exports_and_no_missing_cells(ws):
 def test_evaluate_shows_one_health_line_per_dictionary(ws):
     import numpy as np
 
+    from app_pages._safe import text
     from slics_core.analysis import HEALTH_FLAGS, dictionary_health, firing
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
@@ -148,7 +149,7 @@ def test_evaluate_shows_one_health_line_per_dictionary(ws):
     lines = [m.value for m in at.markdown if "mean cos(x, x̂)" in m.value and "active atoms per item" in m.value]
     assert len(lines) == len(ws.dictionary_methods())
     method = "S-SLiCS"
-    line = next(v for v in lines if v.startswith(f"**{method}**"))
+    line = next(v for v in lines if v.startswith(f"**{text(method)}**"))
     model = ws.model(method, d0)
     tr, va = ws.index["train"], ws.index["val"]
     flags = dictionary_health(model, ws.X[tr], ws.Y[tr])["flags"]
