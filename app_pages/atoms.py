@@ -14,7 +14,7 @@ from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, workspace_words, ws_id
-from slics_core.analysis import FIRE_RULE, HEALTH_FLAGS, HEALTH_RULES
+from slics_core.analysis import FIRE_RTOL, FIRE_RULE, HEALTH_FLAGS, HEALTH_RULES
 from slics_core.explorer.arrival import atom_matrices, atoms_split, pool_codes
 from slics_core.explorer.atom_tables import (
     atom_health,
@@ -27,6 +27,7 @@ from slics_core.explorer.atom_tables import (
     health_histogram,
     matrix_table,
 )
+from slics_core.explorer.exports import with_settings
 from slics_core.explorer.maps import selected_point_ids
 from slics_core.explorer.narration import atom_sentences, missing
 
@@ -212,8 +213,10 @@ def health_section():
     st.dataframe(shown, hide_index=True, width="stretch", key="health_table",
                  column_config={"label": "atom", "mean_coefficient": "mean coefficient", "nearest_own": "nearest own",
                                 "nearest_other": "nearest other", "nearest_other_label": "nearest other atom"})
-    csv_download(health.assign(flags=[" ".join(f) for f in health["flags"]]), f"atom_health_{method}_d0{d0}.csv",
-                 "Download health (CSV)", key="health_csv")
+    table = with_settings(health.assign(flags=[";".join(f) for f in health["flags"]]), workspace=ws.name,
+                          method=method, d0=int(d0), split="train", codes="NNLS on the labelled concepts",
+                          fire_rtol=FIRE_RTOL)
+    csv_download(table, f"atom_health_{method}_d0{d0}.csv", "Download health (CSV)", key="health_csv")
 
 
 health_section()

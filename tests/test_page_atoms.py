@@ -1,10 +1,13 @@
 """AppTest of the Atoms page (Fig. 6 heatmaps, images and words of one atom) on the small emoji world."""
 import base64
+import io
 import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from slics_core.analysis import HEALTH_FLAGS, dictionary_health
@@ -88,7 +91,21 @@ def test_selecting_an_atom_changes_images_and_words(ws, vocab):
     assert len(at.get("image")) == min(3, len(atom_top_items(codes, int(model.groups_.size - 1), k=3)))
 
 
-def test_health_table_counts_histogram_and_csv(ws):
+@pytest.fixture
+def media(monkeypatch):
+    """The in-memory media stores AppTest creates (download button data lives there)."""
+    stores = []
+    real_init = MemoryMediaFileStorage.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        stores.append(self)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "__init__", init)
+    return stores
+
+
+def test_health_table_counts_histogram_and_csv(ws, media):
     at = AppTest.from_file(PAGE, default_timeout=180).run()
     assert not at.exception
     model = ws.model(at.session_state["method"], at.session_state["d0"])
@@ -105,4 +122,10 @@ def test_health_table_counts_histogram_and_csv(ws):
     hist = json.loads(at.get("plotly_chart")[2].proto.spec)
     assert "log10" in hist["layout"]["title"]["text"]
     assert sum(_arr(hist["data"][0]["y"])) == int((expected["frequency"] > 0).sum())
-    assert any("health_csv" in b.proto.id for b in at.get("download_button"))
+    button = next(b for b in at.get("download_button") if "health_csv" in b.proto.id)
+    csv = pd.read_csv(io.BytesIO(media[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content),
+                      keep_default_na=False)
+    assert list(csv.columns[:4]) == ["workspace", "method", "d0", "split"]
+    assert (csv["split"] == "train").all() and (csv["method"] == at.session_state["method"]).all()
+    np.testing.assert_allclose(csv["frequency"], expected["frequency"])
+    assert csv["flags"].tolist() == [";".join(f) for f in expected["flags"]]
