@@ -1,8 +1,10 @@
 # Widget keys: "method", "d0", "n_nonzero" (OMP atoms per item), "cooc_map", "cos_map" (heatmap selections),
 #   "atom_<method>_d0<d0>" (atom selectbox, one per dictionary so its labels are never those of another
 #   dictionary; fed by clicks on either heatmap through "_atom"), "atom_k" (images shown), "cooc_csv", "cos_csv",
-#   "atom_items_csv", "atom_words_csv" (downloads)
-"""Atoms: co-occurrence and cosine matrices of the dictionary (paper Fig. 6); what each atom stands for."""
+#   "atom_items_csv", "atom_words_csv" (downloads), "health_hist" (log10-frequency histogram), "health_table",
+#   "health_csv" (dictionary health)
+"""Atoms: co-occurrence and cosine matrices of the dictionary (paper Fig. 6); what each atom stands for; the
+dictionary's health (one row per atom: how often it fires, its nearest atoms, its flags)."""
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
@@ -12,17 +14,22 @@ from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, workspace_words, ws_id
+from slics_core.analysis import FIRE_RTOL, FIRE_RULE, HEALTH_FLAGS, HEALTH_RULES
 from slics_core.explorer.arrival import atom_matrices, atoms_split, pool_codes
 from slics_core.explorer.atom_tables import (
+    atom_health,
     atom_labels,
     atom_top_items,
     atom_top_words,
     default_sparsity,
     group_layout,
+    health_counts,
+    health_histogram,
     matrix_table,
 )
+from slics_core.explorer.exports import with_settings
 from slics_core.explorer.maps import selected_point_ids
-from slics_core.explorer.narration import atom_sentences
+from slics_core.explorer.narration import atom_sentences, missing
 
 st.title("Atoms")
 look_at = st.empty()  # the page's one sentence, written from the matrices' own numbers (below)
@@ -56,6 +63,12 @@ code_split = atoms_split(ws)
 @st.cache_data(show_spinner=False, max_entries=16)
 def _matrices(key, method, d0, n_nonzero, split, _ws):
     return atom_matrices(_ws, method, d0, n_nonzero, split)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _health(key, method, d0, _ws):
+    train = _ws.index["train"]
+    return atom_health(_ws.model(method, d0), _ws.X[train], _ws.Y[train], _ws.concept_names)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -164,3 +177,46 @@ with word_col:
         tw = atom_top_words(model.atoms_[atom], Wp, words, k=10)
         st.dataframe(tw[["word", "cosine"]], hide_index=True, width="stretch")
         csv_download(tw, f"atom{atom}_words.csv", "Download words (CSV)", key="atom_words_csv")
+
+# ---------------------------------------------------------------- health
+def health_section():
+    st.subheader("Dictionary health")
+    n_train = len(ws.index.get("train", []))
+    if not n_train:
+        st.info("This workspace has no training items, so the atoms' health cannot be measured.")
+        return
+    st.caption(f"Every number here comes from the NNLS codes of the {n_train} training items on their labelled "
+               f"concepts (the codes the dictionary is fitted with), not from the label-free OMP codes of the "
+               f"matrices above; {FIRE_RULE}. Frequency: share of the training items on which the atom fires; mean "
+               f"coefficient: over those items; nearest own / other: largest |cos| with another atom of its concept "
+               f"/ of any other concept.")
+    with st.spinner("Coding the training items…"):
+        health = _health(ws_id(ws), method, int(d0), ws)
+    counts = health_counts(health)
+    st.markdown(" · ".join(f"**{counts[f]}** {f}" for f in HEALTH_FLAGS) + f" (of {M} atoms)")
+    st.caption("; ".join(f"*{f}*: {HEALTH_RULES[f]}" for f in HEALTH_FLAGS) + ".")
+    hist = health_histogram(health["frequency"])
+    if len(hist["counts"]):
+        e = hist["edges"]
+        fig = go.Figure(go.Bar(x=(e[:-1] + e[1:]) / 2, y=hist["counts"], width=np.diff(e),
+                               hovertemplate="log10 frequency %{x:.2f}<br>%{y} atoms<extra></extra>"))
+        fig.update_layout(title=f"Firing frequency of the atoms (log10, {n_train} training items)"
+                                + (f"; {hist['n_dead']} dead atoms not drawn" if hist["n_dead"] else ""),
+                          xaxis=dict(title="log10(frequency)", tickfont=dict(size=16)),
+                          yaxis=dict(title="atoms", tickfont=dict(size=16)), height=420, bargap=0.05,
+                          margin=dict(l=10, r=10, t=50, b=10), font=dict(size=15))
+        st.plotly_chart(fig, key="health_hist", width="stretch")
+    shown = health[["label", "frequency", "mean_coefficient", "nearest_own", "nearest_other", "nearest_other_label",
+                    "flags"]].assign(flags=[", ".join(f) for f in health["flags"]])
+    for c in ("mean_coefficient", "nearest_own", "nearest_other"):  # "—" where absent, never a None cell
+        shown[c] = [missing(v) for v in shown[c]]
+    st.dataframe(shown, hide_index=True, width="stretch", key="health_table",
+                 column_config={"label": "atom", "mean_coefficient": "mean coefficient", "nearest_own": "nearest own",
+                                "nearest_other": "nearest other", "nearest_other_label": "nearest other atom"})
+    table = with_settings(health.assign(flags=[";".join(f) for f in health["flags"]]), workspace=ws.name,
+                          method=method, d0=int(d0), split="train", codes="NNLS on the labelled concepts",
+                          fire_rtol=FIRE_RTOL)
+    csv_download(table, f"atom_health_{method}_d0{d0}.csv", "Download health (CSV)", key="health_csv")
+
+
+health_section()

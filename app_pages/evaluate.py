@@ -4,6 +4,8 @@ Widget keys: "eval_k" (k of mAP@k), "eval_split" (query split for the table and 
 "eval_d0" (d0 of the table), "eval_norm" (AP normalisation),
 "eval_csv" / "eval_sweep_csv" (CSV downloads), "eval_sweep_html" / "eval_modes_html" (figure downloads),
 "eval_sweep_fig" / "eval_modes_fig" (charts), "eval_table" (the methods table).
+Dictionary health: one line per dictionary method at the table's d0 (slics_core.explorer.atom_tables.health_summary,
+st.cache_data keyed by ws_id, method and d0).
 Computation: slics_core.explorer.scoring over every method fitted in the workspace (the registry,
 slics_core.methods). Each job is ranked once (st.cache_resource keyed by ws_id, method, d0, mode,
 split and the ranking depth, shared by every session); mAP@k for any k <= depth is computed from the
@@ -24,9 +26,11 @@ from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._ui import csv_download, page_intro
 from app_pages._workspace import get_workspace, pool_index, ws_id
+from slics_core.analysis import HEALTH_FLAGS
 from slics_core.evaluation import SWEEP_BY, SWEEP_METHOD, SWEEP_MODE, choose_d0, d0_rule_words, fallback_d0
 from slics_core.explorer import scoring
-from slics_core.explorer.arrival import job_rankings, sweep_splits
+from slics_core.explorer.arrival import atoms_split, job_rankings, sweep_splits
+from slics_core.explorer.atom_tables import health_summary
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.narration import evaluate_look_at, missing
 from slics_core.methods import ORACLE_FSPLICE
@@ -107,6 +111,22 @@ def _figures(key: str, k: int, norm: str, split: str, chosen: int, on_validation
     (the sweep records are a function of those ids). Read-only: st.plotly_chart and the HTML export copy them."""
     return (_sweep_figure(_sweep, chosen, k, on_validation=on_validation),
             _modes_figure(_sweep, chosen, k, split, on_validation))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _health(key: str, method: str, d0: int, split: str, _ws):
+    """Health line numbers of one dictionary: flags on the training split, active atoms and cos(x, x̂) on
+    ``split``, NNLS codes on the labelled concepts throughout."""
+    tr, ev = _ws.index["train"], _ws.index[split]
+    return health_summary(_ws.model(method, d0), _ws.X[tr], _ws.Y[tr], _ws.X[ev], _ws.Y[ev])
+
+
+def health_line(method, d0, h, split):
+    """The one line of a dictionary: flag counts, active atoms per item and mean cos(x, x̂)."""
+    flags = ", ".join(f"{h['counts'][f]} {f}" for f in HEALTH_FLAGS)
+    return (f"**{_safe.text(method)}** (d0 = {d0}, {h['n_atoms']} atoms): {flags}; "
+            f"{h['active_per_item']:.2f} active atoms per item, mean cos(x, x̂) {h['mean_cos']:.3f} "
+            f"on the {'validation' if split == 'val' else 'training'} split.")
 
 
 def _table_frame(rows, k):
@@ -218,6 +238,15 @@ if ORACLE_FSPLICE in ws.methods:
 csv_download(_csv_frame(df, ws, split, k, norm, d0), f"slics_methods_{split}_k{k}_d0{d0}.csv", key="eval_csv")
 st.caption("CSV exports start with the settings that produced them: workspace, split, k, normalization and "
            "the table's d0 (empty cells where a method has no value).")
+
+if len(ws.index.get("train", [])):
+    st.markdown("**Dictionary health** (the Atoms page has the table): flags from the NNLS codes of the training "
+                "items on their labelled concepts; active atoms per item and cos(x, x̂), x̂ reconstructed from "
+                "the same kind of codes, on the split named.")
+    health_split = atoms_split(ws)  # validation, else training
+    with st.spinner("Coding the items for the dictionary health…"):
+        for m in ws.dictionary_methods():
+            st.markdown(health_line(m, d0, _health(ws_id(ws), m, int(d0), health_split, ws), health_split))
 
 st.subheader("Dictionary size d0")
 if on_validation:

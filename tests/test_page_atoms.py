@@ -1,12 +1,16 @@
 """AppTest of the Atoms page (Fig. 6 heatmaps, images and words of one atom) on the small emoji world."""
 import base64
+import io
 import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
+from slics_core.analysis import HEALTH_FLAGS, dictionary_health
 from slics_core.captions import prepare_text_embeddings
 from slics_core.explorer.atom_tables import atom_top_items, atom_top_words, group_layout, item_codes
 from slics_core.explorer.encoding import workspace_vocabulary
@@ -39,7 +43,7 @@ def _words(at):
 def test_heatmaps_have_group_boundaries_and_concept_ticks(ws):
     at = AppTest.from_file(PAGE, default_timeout=180).run()
     assert not at.exception
-    charts = at.get("plotly_chart")
+    charts = at.get("plotly_chart")[:2]  # the two heatmaps (the health histogram follows)
     assert len(charts) == 2
     S = ws.n_concepts
     model = ws.model(at.session_state["method"], at.session_state["d0"])
@@ -85,3 +89,43 @@ def test_selecting_an_atom_changes_images_and_words(ws, vocab):
     at.number_input(key="atom_k").set_value(3).run()
     assert not at.exception
     assert len(at.get("image")) == min(3, len(atom_top_items(codes, int(model.groups_.size - 1), k=3)))
+
+
+@pytest.fixture
+def media(monkeypatch):
+    """The in-memory media stores AppTest creates (download button data lives there)."""
+    stores = []
+    real_init = MemoryMediaFileStorage.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        stores.append(self)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "__init__", init)
+    return stores
+
+
+def test_health_table_counts_histogram_and_csv(ws, media):
+    at = AppTest.from_file(PAGE, default_timeout=180).run()
+    assert not at.exception
+    model = ws.model(at.session_state["method"], at.session_state["d0"])
+    train = ws.index["train"]
+    expected = dictionary_health(model, ws.X[train], ws.Y[train])
+    table = next(d.value for d in at.dataframe if "flags" in d.value.columns)
+    assert len(table) == model.atoms_.shape[0]
+    np.testing.assert_allclose(table["frequency"].to_numpy(float), expected["frequency"].to_numpy(float))
+    assert table["flags"].tolist() == [", ".join(f) for f in expected["flags"]]
+    counts = {f: sum(f in flags for flags in expected["flags"]) for f in HEALTH_FLAGS}
+    line = " · ".join(f"**{counts[f]}** {f}" for f in HEALTH_FLAGS)
+    assert any(m.value.startswith(line) for m in at.markdown)
+    assert any("NNLS codes" in c.value and f"{len(train)} training items" in c.value for c in at.caption)
+    hist = json.loads(at.get("plotly_chart")[2].proto.spec)
+    assert "log10" in hist["layout"]["title"]["text"]
+    assert sum(_arr(hist["data"][0]["y"])) == int((expected["frequency"] > 0).sum())
+    button = next(b for b in at.get("download_button") if "health_csv" in b.proto.id)
+    csv = pd.read_csv(io.BytesIO(media[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content),
+                      keep_default_na=False)
+    assert list(csv.columns[:4]) == ["workspace", "method", "d0", "split"]
+    assert (csv["split"] == "train").all() and (csv["method"] == at.session_state["method"]).all()
+    np.testing.assert_allclose(csv["frequency"], expected["frequency"])
+    assert csv["flags"].tolist() == [";".join(f) for f in expected["flags"]]

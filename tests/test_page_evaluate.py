@@ -134,3 +134,29 @@ def test_evaluate_exports_and_no_missing_cells(ws):
     assert back.loc[0, "table_d0"] == 5 and back.loc[0, "workspace"] == "w"
     with pytest.raises(ValueError, match="disagrees"):
         with_settings(pd.DataFrame({"k": [5]}), k=20)
+
+
+def test_evaluate_shows_one_health_line_per_dictionary(ws):
+    import numpy as np
+
+    from app_pages._safe import text
+    from slics_core.analysis import HEALTH_FLAGS, dictionary_health, firing
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    at.switch_page("app_pages/evaluate.py").run()
+    assert not at.exception, at.exception
+    d0 = int(at.session_state["eval_d0"])
+    lines = [m.value for m in at.markdown if "mean cos(x, x̂)" in m.value and "active atoms per item" in m.value]
+    assert len(lines) == len(ws.dictionary_methods())
+    method = "S-SLiCS"
+    line = next(v for v in lines if v.startswith(f"**{text(method)}**"))
+    model = ws.model(method, d0)
+    tr, va = ws.index["train"], ws.index["val"]
+    flags = dictionary_health(model, ws.X[tr], ws.Y[tr])["flags"]
+    for f in HEALTH_FLAGS:
+        assert f"{sum(f in fl for fl in flags)} {f}" in line
+    codes = model.transform(ws.X[va], ws.Y[va])
+    R = codes @ model.atoms_
+    cos = np.einsum("ij,ij->i", ws.X[va], R) / np.linalg.norm(ws.X[va], axis=1) / np.linalg.norm(R, axis=1)
+    assert f"{firing(codes).sum(axis=1).mean():.2f} active atoms per item" in line
+    assert f"mean cos(x, x̂) {cos.mean():.3f} on the validation split" in line

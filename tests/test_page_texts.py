@@ -189,9 +189,10 @@ def _atoms_page_says_what_it_shows(ws, at):
     md = [m.value for m in at.markdown]
     assert f"**What to look at:** {said['look_at']}" in md and said["cosine"] in md and said["cooccurrence"] in md
     assert f"{summ['within_mean']:+.3f}" in said["cosine"]
-    for ch in at.get("plotly_chart"):  # full width, tall enough to read
+    for ch in at.get("plotly_chart"):  # full width, tall enough to read (the heatmaps; the health histogram)
         spec = json.loads(ch.proto.spec)
-        assert spec["layout"]["height"] >= 800 and spec["layout"]["xaxis"]["tickfont"]["size"] >= 14
+        tall = 800 if spec["data"][0]["type"] == "heatmap" else 400
+        assert spec["layout"]["height"] >= tall and spec["layout"]["xaxis"]["tickfont"]["size"] >= 14
     return summ, " ".join(md)
 
 

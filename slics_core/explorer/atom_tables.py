@@ -12,6 +12,11 @@ Choices (the paper is silent on them)
   cosine; the table reports both.
 * **Images that use an atom.** Coefficients from ``model.transform`` (NNLS
   restricted to each item's labelled concepts when labels are given).
+* **Dictionary health** (:func:`atom_health`, :func:`health_summary`; rules in
+  :mod:`slics_core.analysis`). Frequencies and mean coefficients come from the NNLS codes
+  on each item's labelled concepts (``model.transform(X, Y)``) of the training split, the
+  codes the dictionary was fitted with; the Evaluate page's active atoms per item and
+  ``cos(x, x̂)`` come from the same kind of codes on the validation split.
 * **Co-occurrence coefficients.** As in the paper, non-negative OMP
   (:func:`slics_core.sparse_coding.nn_omp`) without labels on the
   validation split; its sparsity (atoms per item) defaults to ``d0``. On the
@@ -27,7 +32,14 @@ import numpy as np
 import pandas as pd
 
 from slics_core._validation import check_embeddings
-from slics_core.analysis import atom_cooccurrence, atom_cosine
+from slics_core.analysis import (
+    HEALTH_FLAGS,
+    atom_cooccurrence,
+    atom_cosine,
+    dictionary_health,
+    firing,
+    reconstruction_cosine,
+)
 from slics_core.captions import prepare_text_embeddings, word_captions
 from slics_core.sparse_coding import nn_omp
 
@@ -36,6 +48,10 @@ __all__ = [
     "atom_top_items",
     "atom_top_words",
     "atom_heatmaps",
+    "atom_health",
+    "health_counts",
+    "health_summary",
+    "health_histogram",
     "atom_labels",
     "group_layout",
     "matrix_table",
@@ -155,6 +171,64 @@ def atom_heatmaps(model, X, n_nonzero=None):
                        cooc_between_mean=float(np.nanmean(C[~same])))
     return {"cooccurrence": C, "cosine": cos, "summary": summary, "codes": codes, "n_nonzero": n_nonzero,
             "usage": (codes > 0).mean(axis=0)}
+
+# ---------------------------------------------------------------------- health
+def atom_health(model, X, Y, concept_names=None):
+    """:func:`slics_core.analysis.dictionary_health` with a leading ``label`` column (``"<concept> #<k>"``,
+    :func:`atom_labels`) and ``nearest_other_label`` (the atom behind ``nearest_other``; empty when none).
+
+    ``concept_names`` default to the model's own ``concept_names_``.
+    """
+    table = dictionary_health(model, X, Y)
+    names = list(concept_names if concept_names is not None else model.concept_names_)
+    labels = atom_labels(model.groups_, names)
+    table.insert(0, "label", labels)
+    table["nearest_other_label"] = [labels[b] if b >= 0 else "" for b in table["nearest_other_atom"]]
+    table["flags"] = [list(f) for f in table["flags"]]
+    return table
+
+
+def health_counts(table) -> dict:
+    """``{flag: number of atoms carrying it}`` for every flag of :data:`slics_core.analysis.HEALTH_FLAGS`."""
+    return {f: int(sum(f in flags for flags in table["flags"])) for f in HEALTH_FLAGS}
+
+
+def health_histogram(frequency, n_bins=20):
+    """Bins of ``log10(frequency)`` over the atoms that fire (a dead atom has no logarithm).
+
+    Returns
+    -------
+    result : dict
+        ``edges`` (n_bins + 1,) in log10 units, ``counts`` (n_bins,), ``n_dead`` (atoms left out).
+    """
+    f = np.asarray(frequency, dtype=np.float64)
+    alive = f[f > 0]
+    if alive.size == 0:
+        return {"edges": np.zeros(0), "counts": np.zeros(0, dtype=int), "n_dead": int(f.size)}
+    lo, hi = float(np.log10(alive.min())), float(np.log10(alive.max()))
+    if hi - lo < 1e-9:
+        lo, hi = lo - 0.5, hi + 0.5
+    counts, edges = np.histogram(np.log10(alive), bins=int(n_bins), range=(lo, hi))
+    return {"edges": edges, "counts": counts, "n_dead": int(f.size - alive.size)}
+
+
+def health_summary(model, X_train, Y_train, X_eval, Y_eval):
+    """Evaluate's one line per dictionary: flag counts (training split health table) and, on ``X_eval``
+    (the validation split), the mean number of active atoms per item and the mean ``cos(x, x̂)``, both from
+    the NNLS codes on the items' labelled concepts.
+
+    Returns
+    -------
+    summary : dict
+        ``counts`` (:func:`health_counts`), ``n_atoms``, ``active_per_item``, ``mean_cos``, ``n_eval``.
+    """
+    counts = health_counts(dictionary_health(model, X_train, Y_train))
+    codes = item_codes(model, X_eval, Y_eval)
+    cos = reconstruction_cosine(X_eval, codes, model.atoms_)
+    return {"counts": counts, "n_atoms": int(model.atoms_.shape[0]),
+            "active_per_item": float(firing(codes).sum(axis=1).mean()) if len(codes) else float("nan"),
+            "mean_cos": float(cos.mean()) if cos.size else float("nan"), "n_eval": int(len(codes))}
+
 
 def atom_labels(groups, concept_names):
     """``"<concept> #<k>"`` for every atom: its concept and its rank among that concept's atoms."""
