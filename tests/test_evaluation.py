@@ -137,7 +137,7 @@ def test_oracle_row_only_where_its_label_names_are_given():
     names = ["a", "b", "c"]
     concept_text = np.stack([d.atoms[d.groups == j].mean(0) for j in range(3)])
     vocab = ([f"w{i}" for i in range(40)], rng.normal(size=(40, X.shape[1])))
-    data = EvalData(X=X, Y=Y, concept_names=names, concept_text=concept_text,
+    data = EvalData(X=X, labels=Labels(Y, names), concept_text=concept_text,
                     vocab_words=vocab[0], vocab_text=vocab[1])
     split = make_split(Y, 300, 50, 100, seed=0)
     rows = evaluate_methods(data, split, None, n_atoms=3, n_iter=2, seeds=(0,))
@@ -216,3 +216,72 @@ def test_check_k():
             check_k(bad)
     with pytest.raises(ValueError, match="top_k must be a positive integer; got 0"):
         check_k(0, "top_k")
+
+
+# ---------------------------------------------------------------------- Recall@k
+def test_recall_at_k_hand_computed():
+    from slics_core.metrics import recall_at_k
+
+    # pool of 5 items, 2 concepts; concept 0 has sub-labels a (col 0) and b (col 1)
+    Yp = np.array([[1, 0], [1, 1], [0, 1], [1, 0], [1, 0]])
+    Zp = np.array([[1, 0], [0, 1], [0, 0], [1, 1], [0, 1]])
+    s2c = np.array([0, 0])
+    Yq = np.array([[1, 1], [0, 1], [1, 0]])
+    Zq = np.array([[1, 0], [0, 0], [0, 1]])
+    idx = np.array([[[1, 0, 2, 3, 4], [2, 1, 0, 3, 4]],
+                    [[0, 1, 2, 3, 4], [0, 3, 4, 2, 1]],
+                    [[2, 0, 3, 4, 1], [0, 1, 2, 3, 4]]])
+    r = recall_at_k(idx, Yq, Yp, Zq, Zp, s2c, k=2)
+    # general pairs: (0,0): top-2 {1,0}, R = {0,1,3,4} -> 2/4; (0,1): {2,1}, R = {1,2} -> 2/2;
+    # (1,1): {0,3}, R = {1,2} -> 0/2; (2,0): {2,0}, R = {0,1,3,4} -> 1/4
+    assert r["n_pairs_general"] == 4 and r["n_skipped_general"] == 0
+    assert r["general"] == pytest.approx((2 / 4 + 1 + 0 + 1 / 4) / 4)
+    np.testing.assert_allclose(r["recall_general"], [2 / 4, 1, 0, 1 / 4])
+    # sub pairs (concept 0 only): q0 has a: R = {0,3}, top-2 {1,0} -> 1/2; q2 has b: R = {1,3,4}, {2,0} -> 0/3
+    assert r["n_pairs_sub"] == 2 and r["sub"] == pytest.approx((1 / 2 + 0) / 2)
+    # deeper k: q2's sub list 2,0,3,4 -> {3,4} of {1,3,4} at k=4
+    assert recall_at_k(idx, Yq, Yp, Zq, Zp, s2c, k=4)["recall_sub"][1] == pytest.approx(2 / 3)
+    # k beyond the pool: everything retrieved
+    full = recall_at_k(idx, Yq, Yp, Zq, Zp, s2c, k=50)
+    assert full["general"] == 1.0 and full["sub"] == 1.0
+    # unfiltered (2-D) ranking, used for every concept; no sub-labels -> NaN
+    u = recall_at_k(idx[:, 0], Yq, Yp, k=1)
+    # lists 1.. / 0.. / 2..: (0,0) 1/4, (0,1) 1/2, (1,1) 0/2, (2,0) 0/4
+    assert u["general"] == pytest.approx((1 / 4 + 1 / 2) / 4) and math.isnan(u["sub"])
+
+
+def test_recall_at_k_skips_pairs_with_nothing_relevant_in_the_pool():
+    from slics_core.metrics import recall_at_k
+
+    Yp = np.array([[1, 0], [1, 0], [1, 0]])  # concept 1 is in no pool item
+    Yq = np.array([[1, 1]])
+    idx = np.array([[[2, 0, 1], [0, 1, 2]]])
+    r = recall_at_k(idx, Yq, Yp, k=1)
+    assert r["n_pairs_general"] == 1 and r["n_skipped_general"] == 1 and r["general"] == pytest.approx(1 / 3)
+    assert evaluate_rankings(idx, Yq, Yp, k=1)["n_pairs_general"] == 2  # mAP keeps it (AP 0)
+
+
+def test_methods_table_has_recall_rows_scored_from_deeper_rankings():
+    from slics_core.evaluation import RECALL_KS, rank_method, score_split
+    from slics_core.metrics import recall_at_k
+
+    X, Y, _ = _planted(700, seed=4)
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]))
+    split = make_split(Y, 300, 50, 60, seed=0)
+    assert RECALL_KS == (20, 100)
+    rows = evaluate_methods(data, split, ["S-SLiCS", "UF"], n_atoms=3, n_iter=2, seeds=(0,))
+    by = {r["method"]: r for r in rows}
+    idx, _ = rank_method("S-SLiCS", data, split, n_atoms=3, n_iter=2, k=100)
+    for rk in RECALL_KS:
+        want = recall_at_k(idx, Y[split.query], Y[split.pool], k=rk)["general"]
+        assert by["S-SLiCS"][f"recall{rk}_general_mean"] == pytest.approx(want)
+    assert by["S-SLiCS"]["recall100_general_mean"] > by["S-SLiCS"]["recall20_general_mean"]
+    # mAP@20 is unchanged by ranking deeper
+    assert by["S-SLiCS"]["general_mean"] == pytest.approx(score_split(idx[:, :, :20], data, split)["general"])
+    md = methods_table_markdown(rows)
+    labels = [line.split(" | ")[0] for line in md.splitlines() if line.startswith("| ")][1:]
+    assert labels == ["| Gen. mAP@20", "| Sub. mAP@20", "| Gen. Recall@20", "| Sub. Recall@20", "| Gen. Recall@100",
+                      "| Sub. Recall@100"]
+    assert f"**{by['S-SLiCS']['recall100_general_mean']:.3f}**" in md.splitlines()[6]
+    flat = methods_table_rows(rows)
+    assert {"recall20_general_mean", "recall20_sub_std", "recall100_general_mean", "recall100_sub_mean"} <= set(flat[0])

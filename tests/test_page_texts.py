@@ -26,7 +26,7 @@ from slics_core.explorer.narration import (
     page_readiness,
 )
 from slics_core.explorer.workspace_files import load_workspace
-from slics_core.synthetic import match_atoms
+from slics_core.analysis import match_atoms
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
