@@ -285,3 +285,60 @@ def test_methods_table_has_recall_rows_scored_from_deeper_rankings():
     assert f"**{by['S-SLiCS']['recall100_general_mean']:.3f}**" in md.splitlines()[6]
     flat = methods_table_rows(rows)
     assert {"recall20_general_mean", "recall20_sub_std", "recall100_general_mean", "recall100_sub_mean"} <= set(flat[0])
+
+
+# ---------------------------------------------------------------------- seed stability and S~
+def test_match_atoms_lives_in_analysis_and_recovers_a_planted_permutation_and_sign_flip():
+    from slics_core.analysis import match_atoms
+
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal((6, 10))
+    groups = np.repeat(np.arange(2), 3)
+    perm = np.array([2, 0, 1, 4, 5, 3])  # within each concept
+    signs = np.array([1, -1, 1, -1, -1, 1.0])
+    other = signs[:, None] * ref[perm]   # other[i] is ref[perm[i]], maybe flipped
+    order, cos = match_atoms(ref, other, groups, groups)
+    np.testing.assert_array_equal(perm[order], np.arange(6))
+    np.testing.assert_allclose(cos, signs[order])
+
+
+def test_seed_stability_matches_every_seed_to_the_first_within_concepts():
+    import itertools
+
+    from slics_core.evaluation import seed_stability, stability_markdown
+    from slics_core.methods import fit_method
+    from slics_core.data import fit_inputs
+
+    X, Y, _ = _planted(500, seed=6)
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]))
+    split = make_split(Y, 250, 30, 50, seed=0)
+    records, summary = seed_stability(data, split, (0, 1, 2), n_atoms=2, n_iter=2, batch_size=50)
+    assert [r["concept"] for r in records] == ["a", "b", "c"]
+    # independent: best within-concept permutation of |cos| by brute force, seed 0 against seeds 1 and 2
+    models = [fit_method("S-SLiCS", fit_inputs(data, split.train), 2, n_iter=2, batch_size=50, seed=s)
+              for s in (0, 1, 2)]
+    U = lambda A: A / np.linalg.norm(A, axis=1, keepdims=True)  # noqa: E731
+    for j, rec in enumerate(records):
+        best = []
+        for m in models[1:]:
+            C = np.abs(U(models[0].atoms_[models[0].groups_ == j]) @ U(m.atoms_[m.groups_ == j]).T)
+            best.append(max(np.mean([C[i, p[i]] for i in range(2)]) for p in itertools.permutations(range(2))))
+        assert rec["matched_cos"] == pytest.approx(np.mean(best))
+        assert 0 <= rec["min_cos"] <= rec["matched_cos"] <= 1
+    assert summary["general_std"] >= 0 and summary["seeds"] == [0, 1, 2]
+    assert "| Concept | matched cos |" in stability_markdown(records, summary)
+
+
+def test_evaluate_n_active_gives_one_uslics_row_per_value():
+    from slics_core.evaluation import evaluate_n_active
+
+    X, Y, d = _planted(500, seed=7)
+    concept_text = np.stack([d.atoms[d.groups == j].mean(0) for j in range(3)])
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]), concept_text=concept_text, X_raw=X)
+    split = make_split(Y, 250, 30, 50, seed=0)
+    rows = evaluate_n_active(data, split, [1, 3], n_atoms=2, n_iter=2, seeds=(0,))
+    assert [(r["method"], r["n_active"], r["skipped"]) for r in rows] == [("U-SLiCS (S̃=1)", 1, None),
+                                                                          ("U-SLiCS (S̃=3)", 3, None)]
+    assert rows[0]["general_mean"] != rows[1]["general_mean"]  # another S~, another model
+    with pytest.raises(ValueError, match="between 1 and the number of concepts"):
+        evaluate_n_active(data, split, [4], n_atoms=2, seeds=(0,))
