@@ -75,8 +75,8 @@ def atom_cosine(atoms, groups):
 
 # --------------------------------------------------------------------------- matching two dictionaries
 def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None):
-    """Pair every planted (or reference) atom with its own learned atom: the one-to-one matching that maximises the total
-    \\|cosine\\| (Hungarian algorithm, :func:`scipy.optimize.linear_sum_assignment`).
+    """Pair every planted (or reference) atom with its own learned atom: the one-to-one matching that maximises the
+    total \\|cosine\\| (Hungarian algorithm, :func:`scipy.optimize.linear_sum_assignment`).
 
     Learned atoms come in any order and, with an SVD initialisation, with either sign, so a planted-vs-
     learned cosine matrix shows recovery only once its columns are put in matched order.

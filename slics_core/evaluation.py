@@ -72,6 +72,7 @@ __all__ = [
     "recall_keys",
     "seed_stability",
     "evaluate_n_active",
+    "check_n_active",
     "n_active_name",
     "N_ACTIVE_METHOD",
     "stability_markdown",
@@ -491,7 +492,8 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
     rows : list of dict
         ``method``, ``general_mean``, ``general_std``, ``sub_mean``, ``sub_std`` (mAP@k),
         the same four for Recall@20 and Recall@100 (``recall20_general_mean``, ... :func:`recall_keys`,
-        :data:`RECALL_KS`; rankings are made :func:`ranking_depth` deep), ``n_runs``, ``runs`` (per-seed scores), ``skipped`` (reason or None), ``k``,
+        :data:`RECALL_KS`; rankings are made :func:`ranking_depth` deep), ``n_runs``, ``runs`` (per-seed
+        scores), ``skipped`` (reason or None), ``k``,
         ``normalization``, ``pool`` (``"original"`` or ``"quantized"``).
     """
     methods = method_names() if methods is None else list(methods)
@@ -733,15 +735,22 @@ def n_active_name(n_active, method=N_ACTIVE_METHOD) -> str:
     return f"{method} (S̃={int(n_active)})"
 
 
+def check_n_active(values, n_concepts) -> list:
+    """The ``S~`` values as ints; ValueError naming the first outside 1..``n_concepts``."""
+    values = [int(v) for v in values]
+    for v in values:
+        if not 1 <= v <= n_concepts:
+            raise ValueError(f"S~ (--n-active) must be between 1 and the number of concepts ({n_concepts}); got {v}.")
+    return values
+
+
 def evaluate_n_active(data, split, values, *, method=N_ACTIVE_METHOD, **kwargs):
     """:func:`evaluate_methods` rows of ``method`` (U-SLiCS) fitted with each ``S~`` in ``values``, named by
     :func:`n_active_name` and with an ``n_active`` key; ``kwargs`` go to :func:`evaluate_methods`. ``S~``
     outside 1..S: ValueError."""
-    S = data.Y.shape[1]
+    values = check_n_active(values, data.Y.shape[1])
     rows = []
     for v in values:
-        if not 1 <= int(v) <= S:
-            raise ValueError(f"S~ (--n-active) must be between 1 and the number of concepts ({S}); got {v}.")
         for row in evaluate_methods(data, split, [method], n_active=int(v), **kwargs):
             rows.append(dict(row, method=n_active_name(v, method) + row["method"][len(get_method(method).name):],
                              n_active=int(v)))

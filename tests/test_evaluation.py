@@ -305,9 +305,9 @@ def test_match_atoms_lives_in_analysis_and_recovers_a_planted_permutation_and_si
 def test_seed_stability_matches_every_seed_to_the_first_within_concepts():
     import itertools
 
+    from slics_core.data import fit_inputs
     from slics_core.evaluation import seed_stability, stability_markdown
     from slics_core.methods import fit_method
-    from slics_core.data import fit_inputs
 
     X, Y, _ = _planted(500, seed=6)
     data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]))
