@@ -342,3 +342,19 @@ def test_evaluate_n_active_gives_one_uslics_row_per_value():
     assert rows[0]["general_mean"] != rows[1]["general_mean"]  # another S~, another model
     with pytest.raises(ValueError, match="between 1 and the number of concepts"):
         evaluate_n_active(data, split, [4], n_atoms=2, seeds=(0,))
+
+
+def test_kept_runs_without_recall_are_scored_again(tmp_path):
+    """A run kept in the result store before Recall@k existed gets its Recall@k rows (not a '-' cell)."""
+    from slics_core.runs import ResultStore, table_key
+
+    X, Y, _ = _planted(400, seed=8)
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]))
+    split = make_split(Y, 200, 30, 40, seed=0)
+    store = ResultStore(tmp_path / "runs")
+    store.put(table_key("UF", 3, 0, "partial", None, ("original",)),
+              {"original": {"seed": 0, "general": 0.123, "sub": math.nan}})  # an older run: mAP only
+    row = evaluate_methods(data, split, ["UF"], n_atoms=3, seeds=(0,), results=store)[0]
+    assert row["general_mean"] != 0.123 and 0 < row["recall20_general_mean"] <= 1
+    again = evaluate_methods(data, split, ["UF"], n_atoms=3, seeds=(0,), results=store)[0]
+    assert again["recall20_general_mean"] == row["recall20_general_mean"]  # now kept with its Recall@k
