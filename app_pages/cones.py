@@ -4,8 +4,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from slics_core import SLiCS
+from slics_core.analysis import match_atoms
 from slics_core.rows import unit_rows
-from slics_core.synthetic import atom_recovery, make_concept_cones, match_atoms
+from slics_core.synthetic import atom_recovery, make_concept_cones
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)  # bounded: every slider setting is a new fit

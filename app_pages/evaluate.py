@@ -27,7 +27,16 @@ from app_pages._errors import visitor_text
 from app_pages._ui import csv_download, page_intro
 from app_pages._workspace import get_workspace, pool_index, ws_id
 from slics_core.analysis import HEALTH_FLAGS
-from slics_core.evaluation import SWEEP_BY, SWEEP_METHOD, SWEEP_MODE, choose_d0, d0_rule_words, fallback_d0
+from slics_core.evaluation import (
+    RECALL_KS,
+    SWEEP_BY,
+    SWEEP_METHOD,
+    SWEEP_MODE,
+    choose_d0,
+    d0_rule_words,
+    fallback_d0,
+    recall_keys,
+)
 from slics_core.explorer import scoring
 from slics_core.explorer.arrival import atoms_split, job_rankings, sweep_splits
 from slics_core.explorer.atom_tables import health_summary
@@ -131,12 +140,16 @@ def health_line(method, d0, h, split):
 
 def _table_frame(rows, k):
     df = pd.DataFrame(rows)
+    recall = {}
+    for rk in RECALL_KS:  # Recall@20 and Recall@100 beside mAP@k (of the same ranking as Gen./Sub.)
+        gkey, skey = recall_keys(rk)
+        recall.update({gkey: f"Gen. Recall@{rk}", skey: f"Sub. Recall@{rk}"})
     df = df.rename(columns={"method": "Method", "general": f"Gen. mAP@{k}", "sub": f"Sub. mAP@{k}",
                             "general_full": f"Gen. mAP@{k} (v_j)", "sub_full": f"Sub. mAP@{k} (v_j)",
-                            "split": "Queries"})
+                            "split": "Queries", **recall})
     df["d0"] = df["d0"].astype("Int64")
     return df[["Method", "d0", f"Gen. mAP@{k}", f"Sub. mAP@{k}", f"Gen. mAP@{k} (v_j)", f"Sub. mAP@{k} (v_j)",
-               "Queries", "k"]]
+               *recall.values(), "Queries", "k"]]
 
 
 def _shown(df):

@@ -1,4 +1,5 @@
-"""Dictionary analysis for the app: atom co-occurrence and cosines (paper Fig. 6), and dictionary health.
+"""Dictionary analysis for the app: atom co-occurrence and cosines (paper Fig. 6), dictionary health, and
+:func:`match_atoms`, which pairs the atoms of two dictionaries (planted and learned, or two seeds' fits) one to one.
 
 Dictionary health (:func:`dictionary_health`)
 ---------------------------------------------

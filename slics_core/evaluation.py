@@ -14,7 +14,10 @@
   mean +- std over seeds for mini-batch runs (Table 2); with a quantized pool
   (:class:`slics_core.retrieval.QuantizedPool`, TiTok) every method is also
   scored against the quantized candidates (Table 3, "Quant. pool");
-  :func:`methods_table_markdown` formats it.
+  :func:`methods_table_markdown` formats it (mAP@k, Recall@20 and Recall@100: :data:`RECALL_KS`);
+  :func:`evaluate_n_active` adds U-SLiCS rows at chosen ``S~``.
+* :func:`seed_stability` - whether the atoms come back across seeds (matched cosine per concept) and the
+  mAP spread; :func:`stability_markdown` formats it.
 * :func:`estimate_cost` - what a ``reproduce`` run will cost, from a timed small fit.
 
 The data come from :mod:`slics_core.data` (:class:`~slics_core.data.EvalData`), the split from
@@ -28,6 +31,7 @@ import time
 import numpy as np
 
 from slics_core._validation import check_k
+from slics_core.analysis import match_atoms
 from slics_core.data import fit_inputs
 from slics_core.methods import (
     MODES,
@@ -42,7 +46,7 @@ from slics_core.methods import (
     method_names,
     needs_message,
 )
-from slics_core.metrics import evaluate_rankings
+from slics_core.metrics import evaluate_rankings, recall_at_k
 from slics_core.retrieval import build_index
 from slics_core.runs import sweep_key, table_key
 
@@ -63,6 +67,15 @@ __all__ = [
     "fallback_d0",
     "d0_rule_words",
     "QUANTIZED_SUFFIX",
+    "RECALL_KS",
+    "ranking_depth",
+    "recall_keys",
+    "seed_stability",
+    "evaluate_n_active",
+    "check_n_active",
+    "n_active_name",
+    "N_ACTIVE_METHOD",
+    "stability_markdown",
 ]
 
 # The paper's rule for d0, read here by every caller (the build, the CLI's sweep, the Evaluate page, the
@@ -74,6 +87,19 @@ SWEEP_METHOD = "S-SLiCS"
 SWEEP_MODE = "partial"
 #: The score that chooses ``d0``: ``"sub"`` (sub-label mAP; general-label mAP when there are no sub-labels).
 SWEEP_BY = "sub"
+
+#: The ``k`` of the Recall@k rows of the methods table (beside mAP@k): Recall@20 and Recall@100.
+RECALL_KS = (20, 100)
+
+
+def ranking_depth(k) -> int:
+    """How deep the methods table ranks: ``k`` of mAP@k, or the largest of :data:`RECALL_KS` when deeper."""
+    return max(check_k(k), *RECALL_KS)
+
+
+def recall_keys(recall_k) -> tuple:
+    """The record keys of Recall@``recall_k``, general and sub-label: ``("recall20_general", "recall20_sub")``."""
+    return f"recall{int(recall_k)}_general", f"recall{int(recall_k)}_sub"
 
 
 def rank_queries(model, method, X_query, index, k=20, *, mode="partial", Y_active=None):
@@ -159,26 +185,35 @@ def rank_method(method, data, split, *, queries="query", n_atoms=10, n_iter=10, 
     return rank_queries(model, m, data.X[q_idx], index, k, mode=mode, Y_active=Y_active), model
 
 
-def score_split(indices, data, split, queries="query", k=20, normalization="retrieved"):
-    """mAP@k of rankings of the queries of ``split`` (``queries``: ``"query"`` or ``"val"``) over its pool.
+def score_split(indices, data, split, queries="query", k=20, normalization="retrieved", recall_k=()):
+    """mAP@k of rankings of the queries of ``split`` (``queries``: ``"query"`` or ``"val"``) over its pool,
+    and Recall@``rk`` for every ``rk`` in ``recall_k``.
 
     Parameters
     ----------
-    indices : ndarray of int, shape (n_queries, S, >=k)
+    indices : ndarray of int, shape (n_queries, S, >=max(k, *recall_k))
         Positions in ``split.pool``, best first (:func:`rank_method`).
     data : EvalData
     split : Split
+    recall_k : iterable of int
+        ``k`` of the Recall@k scores (e.g. :data:`RECALL_KS`).
 
     Returns
     -------
     result : dict
-        See :func:`slics_core.metrics.evaluate_rankings`.
+        See :func:`slics_core.metrics.evaluate_rankings`; with ``recall_k``, also the keys
+        :func:`recall_keys` names (:func:`slics_core.metrics.recall_at_k`'s ``general`` and ``sub``).
     """
     q_idx = getattr(split, queries)
     Zq = None if data.Z is None else data.Z[q_idx]
     Zp = None if data.Z is None else data.Z[split.pool]
-    return evaluate_rankings(indices, data.Y[q_idx], data.Y[split.pool], Zq, Zp, data.sub_to_concept, check_k(k),
-                             normalization)
+    out = evaluate_rankings(indices, data.Y[q_idx], data.Y[split.pool], Zq, Zp, data.sub_to_concept, check_k(k),
+                            normalization)
+    for rk in recall_k:
+        r = recall_at_k(indices, data.Y[q_idx], data.Y[split.pool], Zq, Zp, data.sub_to_concept, rk)
+        gkey, skey = recall_keys(rk)
+        out[gkey], out[skey] = r["general"], r["sub"]
+    return out
 
 
 def _fit_model(m, inputs, d0, seed, n_iter, batch_size, ridge, results):
@@ -397,15 +432,18 @@ def estimate_cost(data, split, methods=None, *, d0_values=(), n_atoms=10, n_iter
                    f"{note}")
 
 
+def _score_keys():
+    """The per-run scores of a table row: mAP (``general``, ``sub``), then Recall@k for :data:`RECALL_KS`."""
+    return ("general", "sub") + tuple(key for rk in RECALL_KS for key in recall_keys(rk))
+
+
 def _table_row(name, runs, skipped, k, normalization, pool, oracle=False):
-    gen = np.array([r["general"] for r in runs], dtype=float)
-    sub = np.array([r["sub"] for r in runs], dtype=float)
-    return {
-        "method": name,
-        "general_mean": float(gen.mean()) if gen.size else math.nan,
-        "general_std": float(gen.std()) if gen.size else math.nan,
-        "sub_mean": float(sub.mean()) if sub.size else math.nan,
-        "sub_std": float(sub.std()) if sub.size else math.nan,
+    row = {"method": name}
+    for key in _score_keys():
+        v = np.array([r.get(key, math.nan) for r in runs], dtype=float)
+        row[f"{key}_mean"] = float(v.mean()) if v.size else math.nan
+        row[f"{key}_std"] = float(v.std()) if v.size else math.nan
+    return dict(row, **{
         "n_runs": len(runs),
         "runs": runs,
         "skipped": skipped,
@@ -413,7 +451,7 @@ def _table_row(name, runs, skipped, k, normalization, pool, oracle=False):
         "normalization": normalization,
         "pool": pool,
         "oracle": bool(oracle),
-    }
+    })
 
 
 #: Suffix of the method name of a row scored against the quantized pool.
@@ -452,8 +490,10 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
     Returns
     -------
     rows : list of dict
-        ``method``, ``general_mean``, ``general_std``, ``sub_mean``, ``sub_std``,
-        ``n_runs``, ``runs`` (per-seed scores), ``skipped`` (reason or None), ``k``,
+        ``method``, ``general_mean``, ``general_std``, ``sub_mean``, ``sub_std`` (mAP@k),
+        the same four for Recall@20 and Recall@100 (``recall20_general_mean``, ... :func:`recall_keys`,
+        :data:`RECALL_KS`; rankings are made :func:`ranking_depth` deep), ``n_runs``, ``runs`` (per-seed
+        scores), ``skipped`` (reason or None), ``k``,
         ``normalization``, ``pool`` (``"original"`` or ``"quantized"``).
     """
     methods = method_names() if methods is None else list(methods)
@@ -485,16 +525,20 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
             for seed in run_seeds:
                 key = table_key(m.name, n_atoms, seed, mode, n_active, pools)
                 done = None if results is None else results.get(key)
+                if done is not None and any(sk not in done[p] for p in pools for sk in _score_keys()):
+                    done = None  # a run kept before Recall@k was scored: scored again (its model is kept)
                 if done is None:
                     clock = (time.perf_counter(), time.process_time())
-                    model = _fit_model(m, inputs, n_atoms, seed, n_iter, batch_size, ridge, results)
+                    # a U-SLiCS fitted at another S~ is another model: not read from (or kept in) the store
+                    model = _fit_model(m, inputs, n_atoms, seed, n_iter, batch_size, ridge,
+                                       results if n_active is None else None)
                     fit_cpu = time.process_time() - clock[1]
                     done = {}
                     for p in pools:
-                        idx, _ = rank_method(m.name, data, split, n_atoms=n_atoms, seed=seed, k=k, mode=mode,
-                                             n_active=n_active, model=model, index=index_of(p))
-                        r = score_split(idx, data, split, "query", k, normalization)
-                        done[p] = {"seed": seed, "general": r["general"], "sub": r["sub"]}
+                        idx, _ = rank_method(m.name, data, split, n_atoms=n_atoms, seed=seed, k=ranking_depth(k),
+                                             mode=mode, n_active=n_active, model=model, index=index_of(p))
+                        r = score_split(idx, data, split, "query", k, normalization, RECALL_KS)
+                        done[p] = dict({sk: r[sk] for sk in _score_keys()}, seed=seed)
                     if results is not None:
                         results.put(key, dict(done, wall_s=time.perf_counter() - clock[0],
                                               cpu_s=time.process_time() - clock[1], fit_cpu_s=fit_cpu))
@@ -518,7 +562,7 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
 
 
 def _fmt(row, key):
-    m, s = row[f"{key}_mean"], row[f"{key}_std"]
+    m, s = row.get(f"{key}_mean", math.nan), row.get(f"{key}_std", math.nan)
     if row.get("skipped"):
         return "n/a"
     if m is None or math.isnan(m):
@@ -530,8 +574,10 @@ def methods_table_rows(rows):
     """Flat records (one per method) for CSV/JSON: no nested per-seed lists."""
     out = []
     for r in rows:
-        rec = {key: r[key] for key in ("method", "general_mean", "general_std", "sub_mean", "sub_std",
-                                        "n_runs", "k", "normalization", "skipped")}
+        rec = {"method": r["method"]}
+        rec.update({f"{key}_{stat}": r.get(f"{key}_{stat}", math.nan) for key in _score_keys()
+                    for stat in ("mean", "std")})
+        rec.update({key: r[key] for key in ("n_runs", "k", "normalization", "skipped")})
         rec["pool"] = r.get("pool", "original")
         rec["oracle"] = bool(r.get("oracle", False))
         out.append(rec)
@@ -539,7 +585,8 @@ def methods_table_rows(rows):
 
 
 def methods_table_markdown(rows, title=None):
-    """Markdown table: one column per method, rows ``Gen.`` and ``Sub.``; best in bold.
+    """Markdown table: one column per method, rows ``Gen.`` and ``Sub.`` mAP@k, then Gen. and Sub.
+    Recall@20 and Recall@100 (:data:`RECALL_KS`; when the rows have them); best in bold.
 
     With quantized-pool rows (``pool="quantized"``), the best is marked separately
     among the original-pool and among the quantized-pool columns, as in Table 3.
@@ -551,10 +598,15 @@ def methods_table_markdown(rows, title=None):
     sep = "|---|" + "---:|" * len(rows)
     lines = [f"**{title}**", ""] if title else []
     lines += [header, sep]
-    for key, label in (("general", f"Gen. mAP@{k}"), ("sub", f"Sub. mAP@{k}")):
-        vals = [r[f"{key}_mean"] if not r.get("skipped") else math.nan for r in rows]
+    ranked = {id(r) for r in contenders(rows)}
+    lines_for = [("general", f"Gen. mAP@{k}"), ("sub", f"Sub. mAP@{k}")]
+    for rk in RECALL_KS:
+        gkey, skey = recall_keys(rk)
+        if any(f"{gkey}_mean" in r for r in rows):  # rows scored without Recall@k (older runs) have none
+            lines_for += [(gkey, f"Gen. Recall@{rk}"), (skey, f"Sub. Recall@{rk}")]
+    for key, label in lines_for:
+        vals = [r.get(f"{key}_mean", math.nan) if not r.get("skipped") else math.nan for r in rows]
         best = {}
-        ranked = {id(r) for r in contenders(rows)}
         for r, v in zip(rows, vals):
             if id(r) in ranked and v is not None and not math.isnan(v):
                 p = r.get("pool", "original")
@@ -570,3 +622,136 @@ def methods_table_markdown(rows, title=None):
     if oracles:
         lines += ["", f"Oracle, shown but not ranked (never bold): {', '.join(oracles)}."]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- stability and S~
+def seed_stability(data, split, seeds=(0, 1, 2), *, method=SWEEP_METHOD, n_atoms=10, n_iter=10, batch_size=None,
+                   k=20, mode="partial", backend="auto", normalization="retrieved", ridge=0.0, results=None,
+                   progress=None):
+    """Do the atoms come back when ``method`` is fitted again with another seed?
+
+    ``method`` (a dictionary method, S-SLiCS by default) is fitted once per seed at ``d0 = n_atoms``; every
+    seed's atoms are matched one to one to the first seed's, concept by concept
+    (:func:`slics_core.analysis.match_atoms`: Hungarian on \\|cos\\|), and every fit is scored on the query
+    split (mAP@k per concept: the mean AP of the (query, concept) pairs of that concept).
+
+    Without mini-batches (``batch_size=None``) the fit may not depend on the seed at all: then every
+    matched cosine is 1 and every spread 0, which is the answer.
+
+    Returns
+    -------
+    records : list of dict
+        One per concept, in the model's order: ``concept``, ``matched_cos`` (mean matched \\|cos\\| in
+        [0, 1] over the seeds after the first and the concept's atoms; NaN with one seed), ``min_cos``
+        (the smallest of them), ``general_mean``, ``general_std``, ``sub_mean``, ``sub_std`` (the concept's
+        mAP@k over the seeds: mean and standard deviation), ``n_pairs_general``.
+    summary : dict
+        ``method``, ``d0``, ``seeds``, ``k``, ``matched_cos`` (over every atom), ``general_mean``,
+        ``general_std``, ``sub_mean``, ``sub_std`` (the mAP@k of all pairs over the seeds).
+    """
+    m = get_method(method)
+    if not m.dictionary:
+        raise ValueError(f"seed stability compares dictionaries; {m.name} has none.")
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seed stability needs at least one seed.")
+    inputs = fit_inputs(data, split.train)
+    index = build_index(data.X[split.pool], backend)
+    S = data.Y.shape[1]
+    models, per_concept, overall = [], [], []
+    for seed in seeds:
+        model = _fit_model(m, inputs, n_atoms, seed, n_iter, batch_size, ridge, results)
+        idx, _ = rank_method(m.name, data, split, n_atoms=n_atoms, seed=seed, k=k, mode=mode, model=model,
+                             index=index)
+        r = score_split(idx, data, split, "query", k, normalization)
+        scores = {}
+        for label in ("general", "sub"):
+            ap, cj = r.get(f"ap_{label}", np.zeros(0)), r.get(f"concept_{label}", np.zeros(0, dtype=int))
+            scores[label] = np.array([ap[cj == j].mean() if (cj == j).any() else math.nan for j in range(S)])
+        per_concept.append(scores)
+        overall.append((r["general"], r["sub"]))
+        models.append(model)
+        if progress is not None:
+            progress(f"{m.name} d0={n_atoms} seed {seed}: gen={r['general']:.3f} sub={r['sub']:.3f}")
+    ref = models[0]
+    groups = np.asarray(ref.groups_)
+    cos = []  # per later seed: |cos| of each of the first seed's atoms with its match
+    for model in models[1:]:
+        _, c = match_atoms(ref.atoms_, model.atoms_, groups, model.groups_)
+        cos.append(np.abs(c))
+    cos = np.array(cos).reshape(len(models) - 1, len(groups))
+    names = getattr(ref, "concept_names_", None)
+    if names is None or len(names) != S:
+        names = data.concept_names if data.concept_names is not None and len(data.concept_names) == S else range(S)
+    names = list(names)
+
+    def stats(values):
+        v = np.asarray(values, dtype=float)
+        ok = v[~np.isnan(v)]
+        return (float(ok.mean()), float(ok.std())) if ok.size else (math.nan, math.nan)
+
+    records = []
+    for j in range(S):
+        c = cos[:, groups == j]
+        gm, gs = stats([s["general"][j] for s in per_concept])
+        sm, ss = stats([s["sub"][j] for s in per_concept])
+        records.append({"concept": str(names[j]), "matched_cos": float(c.mean()) if c.size else math.nan,
+                        "min_cos": float(c.min()) if c.size else math.nan, "general_mean": gm, "general_std": gs,
+                        "sub_mean": sm, "sub_std": ss})
+    gm, gs = stats([o[0] for o in overall])
+    sm, ss = stats([o[1] for o in overall])
+    summary = {"method": m.name, "d0": int(n_atoms), "seeds": seeds, "k": int(k), "mode": mode,
+               "matched_cos": float(cos.mean()) if cos.size else math.nan,
+               "general_mean": gm, "general_std": gs, "sub_mean": sm, "sub_std": ss}
+    return records, summary
+
+
+def stability_markdown(records, summary):
+    """:func:`seed_stability`'s table, one row per concept (column ``matched cos``), and its summary line."""
+    k = summary["k"]
+    lines = [f"| Concept | matched cos | min cos | Gen. mAP@{k} | Sub. mAP@{k} |", "|---|---:|---:|---:|---:|"]
+
+    def num(v, spread=None):
+        if v is None or math.isnan(v):
+            return "-"
+        return f"{v:.3f}" + ("" if spread is None or math.isnan(spread) else f" ± {spread:.3f}")
+
+    for r in records:
+        lines.append(f"| {r['concept']} | {num(r['matched_cos'])} | {num(r['min_cos'])} | "
+                     f"{num(r['general_mean'], r['general_std'])} | {num(r['sub_mean'], r['sub_std'])} |")
+    lines += ["", f"{summary['method']}, d0={summary['d0']}, {len(summary['seeds'])} seeds, atoms matched to seed "
+                  f"{summary['seeds'][0]}'s: mean matched |cos| {num(summary['matched_cos'])}; mAP@{k} over the "
+                  f"seeds: Gen. {num(summary['general_mean'], summary['general_std'])}, "
+                  f"Sub. {num(summary['sub_mean'], summary['sub_std'])} (mean ± std)."]
+    return "\n".join(lines)
+
+
+#: The method whose ``S~`` (concepts per image of its zero-shot pseudo-labels) :func:`evaluate_n_active` varies.
+N_ACTIVE_METHOD = "U-SLiCS"
+
+
+def n_active_name(n_active, method=N_ACTIVE_METHOD) -> str:
+    """The table's name of ``method`` fitted with ``S~ = n_active``: ``"U-SLiCS (S̃=2)"``."""
+    return f"{method} (S̃={int(n_active)})"
+
+
+def check_n_active(values, n_concepts) -> list:
+    """The ``S~`` values as ints; ValueError naming the first outside 1..``n_concepts``."""
+    values = [int(v) for v in values]
+    for v in values:
+        if not 1 <= v <= n_concepts:
+            raise ValueError(f"S~ (--n-active) must be between 1 and the number of concepts ({n_concepts}); got {v}.")
+    return values
+
+
+def evaluate_n_active(data, split, values, *, method=N_ACTIVE_METHOD, **kwargs):
+    """:func:`evaluate_methods` rows of ``method`` (U-SLiCS) fitted with each ``S~`` in ``values``, named by
+    :func:`n_active_name` and with an ``n_active`` key; ``kwargs`` go to :func:`evaluate_methods`. ``S~``
+    outside 1..S: ValueError."""
+    values = check_n_active(values, data.Y.shape[1])
+    rows = []
+    for v in values:
+        for row in evaluate_methods(data, split, [method], n_active=int(v), **kwargs):
+            rows.append(dict(row, method=n_active_name(v, method) + row["method"][len(get_method(method).name):],
+                             n_active=int(v)))
+    return rows

@@ -2,6 +2,7 @@
 
 * :func:`average_precision_at_k` / :func:`evaluate_rankings` - AP@k and mAP@k
   over every (query, concept present in the query) pair, for general labels and for sub-labels;
+* :func:`recall_at_k` - Recall@k over the same pairs (share of the query's relevant pool items in the top ``k``);
 * :func:`relevance_matrix` - which ranked candidates share a label with the query;
 * :class:`RetrievalScorer` - mAP@k as a scikit-learn scorer (``GridSearchCV(scoring=RetrievalScorer())``):
   every held-out item queries the other held-out items.
@@ -40,7 +41,7 @@ from slics_core._validation import check_embeddings, check_k, check_labels, chec
 from slics_core.methods import check_mode, components_of
 from slics_core.retrieval import build_index
 
-__all__ = ["NORMALIZATIONS", "average_precision_at_k", "relevance_matrix", "evaluate_rankings",
+__all__ = ["NORMALIZATIONS", "average_precision_at_k", "relevance_matrix", "evaluate_rankings", "recall_at_k",
            "check_sub_to_concept", "RetrievalScorer"]
 
 #: AP@k normalisations (see the module docstring).
@@ -126,6 +127,54 @@ def _as_bool(Z, n, name):
     return check_labels(Z, n, name=name)
 
 
+def _pair_lists(indices, Y_query, Y_pool, Z_query, Z_pool, sub_to_concept, k, sub_n_relevant=False):
+    """The (query, concept) pairs of :func:`evaluate_rankings` and :func:`recall_at_k` (one home for their
+    checks and relevance): ``{"general": block, "sub": [block per concept] or None}``, each block a dict of
+    ``rel`` (bool, (n_pairs, <=k): relevance of the top ``k``), ``n_rel`` (relevant items in the pool per pair)
+    and ``concept`` (the concept of each pair). Sub-label ``n_rel`` is computed only when ``sub_n_relevant``."""
+    Yq = np.asarray(Y_query)
+    Yq = _as_bool(Yq, Yq.shape[0] if Yq.ndim == 2 else -1, "Y_query")
+    Yp = np.asarray(Y_pool)
+    Yp = _as_bool(Yp, Yp.shape[0] if Yp.ndim == 2 else -1, "Y_pool")
+    nq, S = Yq.shape
+    if Yp.shape[1] != S:
+        raise ValueError(f"Y_pool has {Yp.shape[1]} concepts but Y_query has {S}.")
+    indices = np.asarray(indices)
+    if indices.ndim == 2:
+        indices = np.broadcast_to(indices[:, None, :], (indices.shape[0], S, indices.shape[1]))
+    if indices.ndim != 3 or indices.shape[:2] != (nq, S):
+        raise ValueError(f"indices must have shape ({nq}, {S}, k) or ({nq}, k); got {indices.shape}.")
+    if indices.size and (indices.min() < 0 or indices.max() >= Yp.shape[0]):
+        raise ValueError("indices point outside the pool.")
+    if indices.shape[2] < min(k, Yp.shape[0]):
+        raise ValueError(f"rankings have {indices.shape[2]} entries but k={k}.")
+    qi, cj = np.nonzero(Yq)
+    ranked = indices[qi, cj, :k]
+    general = {"rel": Yp[ranked, cj[:, None]], "n_rel": Yp.sum(axis=0)[cj], "concept": cj}
+    if Z_query is None or Z_pool is None or sub_to_concept is None:
+        return {"general": general, "sub": None}
+    Zq = _as_bool(Z_query, nq, "Z_query")
+    Zp = _as_bool(Z_pool, Yp.shape[0], "Z_pool")
+    subs = check_sub_to_concept(sub_to_concept, S)
+    if Zq.shape[1] != len(np.asarray(sub_to_concept).reshape(-1)) or Zp.shape[1] != Zq.shape[1]:
+        raise ValueError("Z_query, Z_pool and sub_to_concept disagree on the number of sub-labels.")
+    blocks = []
+    for j in range(S):
+        L = subs[j]
+        if L.size == 0:
+            continue
+        rows = np.flatnonzero(Yq[:, j] & Zq[:, L].any(axis=1))
+        if rows.size == 0:
+            continue
+        qsub = Zq[rows][:, L]
+        rel = relevance_matrix(indices[rows, j, :k], qsub, Zp[:, L])
+        n_rel = None
+        if sub_n_relevant:
+            n_rel = (Zp[:, L].astype(np.int64) @ qsub.T.astype(np.int64) > 0).sum(axis=0)
+        blocks.append({"rel": rel, "n_rel": n_rel, "concept": np.full(rows.size, j)})
+    return {"general": general, "sub": blocks}
+
+
 def evaluate_rankings(indices, Y_query, Y_pool, Z_query=None, Z_pool=None, sub_to_concept=None,
                       k=20, normalization="retrieved"):
     """mAP@k of concept-filtered (or unfiltered) rankings.
@@ -148,64 +197,80 @@ def evaluate_rankings(indices, Y_query, Y_pool, Z_query=None, Z_pool=None, sub_t
     -------
     result : dict
         ``general`` and ``sub`` mAP@k (``nan`` without sub-labels),
-        ``n_pairs_general``, ``n_pairs_sub``, ``ap_general`` (per pair),
-        ``k`` and ``normalization``.
+        ``n_pairs_general``, ``n_pairs_sub``, ``ap_general`` (per pair) and
+        ``concept_general`` (its concept; ``ap_sub`` and ``concept_sub`` likewise
+        when there are sub-label pairs), ``k`` and ``normalization``.
     """
-    Yq = np.asarray(Y_query)
-    Yq = _as_bool(Yq, Yq.shape[0] if Yq.ndim == 2 else -1, "Y_query")
-    Yp = np.asarray(Y_pool)
-    Yp = _as_bool(Yp, Yp.shape[0] if Yp.ndim == 2 else -1, "Y_pool")
-    nq, S = Yq.shape
-    if Yp.shape[1] != S:
-        raise ValueError(f"Y_pool has {Yp.shape[1]} concepts but Y_query has {S}.")
-    indices = np.asarray(indices)
-    if indices.ndim == 2:
-        indices = np.broadcast_to(indices[:, None, :], (indices.shape[0], S, indices.shape[1]))
-    if indices.ndim != 3 or indices.shape[:2] != (nq, S):
-        raise ValueError(f"indices must have shape ({nq}, {S}, k) or ({nq}, k); got {indices.shape}.")
-    if indices.size and (indices.min() < 0 or indices.max() >= Yp.shape[0]):
-        raise ValueError("indices point outside the pool.")
-    if indices.shape[2] < min(k, Yp.shape[0]):
-        raise ValueError(f"rankings have {indices.shape[2]} entries but k={k}.")
-    qi, cj = np.nonzero(Yq)
-    ranked = indices[qi, cj, :k]
-    rel = Yp[ranked, cj[:, None]]
-    n_rel = Yp.sum(axis=0)[cj] if normalization == "min" else None
-    ap_gen = average_precision_at_k(rel, k, n_rel, normalization)
+    k = check_k(k)
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {NORMALIZATIONS}; got {normalization!r}.")
+    pairs = _pair_lists(indices, Y_query, Y_pool, Z_query, Z_pool, sub_to_concept, k,
+                        sub_n_relevant=normalization == "min")
+    g = pairs["general"]
+    ap_gen = average_precision_at_k(g["rel"], k, g["n_rel"], normalization)
     out = {
         "general": float(ap_gen.mean()) if ap_gen.size else math.nan,
         "n_pairs_general": int(ap_gen.size),
         "ap_general": ap_gen,
+        "concept_general": g["concept"],
         "sub": math.nan,
         "n_pairs_sub": 0,
         "k": int(k),
         "normalization": normalization,
     }
-    if Z_query is None or Z_pool is None or sub_to_concept is None:
-        return out
-    Zq = _as_bool(Z_query, nq, "Z_query")
-    Zp = _as_bool(Z_pool, Yp.shape[0], "Z_pool")
-    subs = check_sub_to_concept(sub_to_concept, S)
-    if Zq.shape[1] != len(np.asarray(sub_to_concept).reshape(-1)) or Zp.shape[1] != Zq.shape[1]:
-        raise ValueError("Z_query, Z_pool and sub_to_concept disagree on the number of sub-labels.")
-    aps = []
-    for j in range(S):
-        L = subs[j]
-        if L.size == 0:
-            continue
-        rows = np.flatnonzero(Yq[:, j] & Zq[:, L].any(axis=1))
-        if rows.size == 0:
-            continue
-        qsub = Zq[rows][:, L]
-        rel = relevance_matrix(indices[rows, j, :k], qsub, Zp[:, L])
-        n_rel = None
-        if normalization == "min":
-            n_rel = (Zp[:, L].astype(np.int64) @ qsub.T.astype(np.int64) > 0).sum(axis=0)
-        aps.append(average_precision_at_k(rel, k, n_rel, normalization))
-    if aps:
-        ap_sub = np.concatenate(aps)
-        out.update(sub=float(ap_sub.mean()), n_pairs_sub=int(ap_sub.size), ap_sub=ap_sub)
+    if pairs["sub"]:
+        ap_sub = np.concatenate([average_precision_at_k(b["rel"], k, b["n_rel"], normalization)
+                                 for b in pairs["sub"]])
+        out.update(sub=float(ap_sub.mean()), n_pairs_sub=int(ap_sub.size), ap_sub=ap_sub,
+                   concept_sub=np.concatenate([b["concept"] for b in pairs["sub"]]))
     return out
+
+
+def recall_at_k(indices, Y_query, Y_pool, Z_query=None, Z_pool=None, sub_to_concept=None, k=20):
+    """Recall@k of concept-filtered (or unfiltered) rankings, over the same (query, concept) pairs as
+    :func:`evaluate_rankings`.
+
+    For one pair (query ``q``, concept ``j`` present in ``q``) with relevant set ``R`` in the pool (the
+    pool items that have ``j``; for sub-labels, those sharing at least one of ``j``'s sub-labels with
+    ``q``)::
+
+        Recall@k = |top-k ∩ R| / |R|
+
+    and the score is the mean over pairs, general labels and sub-labels apart, as mAP@k is. A pool
+    smaller than ``k`` gives recall 1. Pairs whose ``R`` is empty have no recall and are left out (they
+    are counted in ``n_skipped_general`` / ``n_skipped_sub``; mAP@k keeps them with AP 0); sub-label pairs
+    are chosen as for mAP (the concept has sub-labels and the query has one of them).
+
+    Parameters
+    ----------
+    indices : ndarray of int, shape (n_queries, S, >=k) or (n_queries, >=k)
+        As for :func:`evaluate_rankings`.
+    Y_query, Y_pool, Z_query, Z_pool, sub_to_concept : as for :func:`evaluate_rankings`.
+    k : int
+
+    Returns
+    -------
+    result : dict
+        ``general`` and ``sub`` Recall@k (``nan`` without pairs), ``n_pairs_general``, ``n_pairs_sub``
+        (pairs scored), ``n_skipped_general``, ``n_skipped_sub``, ``recall_general`` / ``recall_sub`` (per
+        scored pair) and ``k``.
+    """
+    k = check_k(k)
+    pairs = _pair_lists(indices, Y_query, Y_pool, Z_query, Z_pool, sub_to_concept, k, sub_n_relevant=True)
+
+    def recall(blocks):
+        if not blocks:
+            return np.zeros(0), 0
+        hits = np.concatenate([b["rel"].sum(axis=1) for b in blocks]).astype(np.float64)
+        n_rel = np.concatenate([np.asarray(b["n_rel"]) for b in blocks]).astype(np.float64)
+        keep = n_rel > 0
+        return hits[keep] / n_rel[keep], int((~keep).sum())
+
+    rg, skip_g = recall([pairs["general"]])
+    rs, skip_s = recall(pairs["sub"])
+    return {"general": float(rg.mean()) if rg.size else math.nan, "sub": float(rs.mean()) if rs.size else math.nan,
+            "n_pairs_general": int(rg.size), "n_pairs_sub": int(rs.size), "n_skipped_general": skip_g,
+            "n_skipped_sub": skip_s, "recall_general": rg, "recall_sub": rs, "k": int(k)}
 
 
 class RetrievalScorer:

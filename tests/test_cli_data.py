@@ -162,3 +162,36 @@ def test_preprocessing_choices():
     np.testing.assert_allclose(preprocess(E, "none"), E)
     with pytest.raises(ValueError):
         preprocess(E, "zca")
+
+
+def test_evaluate_stability_and_n_active(toy, capsys):
+    """--stability N: one row per concept with a matched cos in [0, 1] and the mAP spread, written to the out-dir;
+    --n-active: one U-SLiCS row per S~; both beside --methods, --seeds and --batch-size."""
+    import csv
+
+    cache = toy / "cache"
+    assert _embed(toy, cache) == 0
+    res = toy / "res"
+    capsys.readouterr()
+    assert main(["evaluate", "--cache", str(cache), "--n-train", "30", "--n-val", "10", "--n-query", "20",
+                 "--n-atoms", "2", "--n-iter", "2", "--methods", "S-SLiCS,UF", "--seeds", "2", "--batch-size", "10",
+                 "--k", "5", "--stability", "3", "--n-active", "1", "2", "--no-estimate", "--out-dir", str(res)]) == 0
+    out = capsys.readouterr().out
+    assert "| Type | S-SLiCS | UF | U-SLiCS (S̃=1) | U-SLiCS (S̃=2) |" in out
+    assert "| Gen. Recall@100 |" in out and "| Concept | matched cos |" in out
+    rows = {r["method"]: r for r in json.loads((res / "methods.json").read_text())}
+    assert rows["U-SLiCS (S̃=1)"]["n_active"] == 1 and rows["U-SLiCS (S̃=2)"]["n_runs"] == 2  # mini-batch seeds
+    assert 0 <= rows["S-SLiCS"]["recall100_general_mean"] <= 1
+    with open(res / "stability.csv", newline="") as f:
+        stab = list(csv.DictReader(f))
+    assert [r["concept"] for r in stab] == ["red", "green", "blue"]
+    assert all(0 <= float(r["matched_cos"]) <= 1 + 1e-12 for r in stab)
+    summary = json.loads((res / "stability.json").read_text())["summary"]
+    assert summary["seeds"] == [0, 1, 2] and summary["d0"] == 2 and summary["general_std"] >= 0
+    for bad, what in ((["--stability", "1"], "--stability must be at least 2"),
+                      (["--n-active", "0"], "--n-active values must be at least 1"),
+                      (["--n-active", "4"], "between 1 and the number of concepts (3)")):
+        assert main(["evaluate", "--cache", str(cache), "--n-train", "30", "--n-val", "10", "--n-query", "20",
+                     "--methods", "UF", "--no-estimate", *bad]) == 2
+        err = capsys.readouterr().err  # refused before any run: the split line, then the error
+        assert what in err.splitlines()[-1] and "Traceback" not in err and "runs" not in err, err

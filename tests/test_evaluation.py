@@ -137,7 +137,7 @@ def test_oracle_row_only_where_its_label_names_are_given():
     names = ["a", "b", "c"]
     concept_text = np.stack([d.atoms[d.groups == j].mean(0) for j in range(3)])
     vocab = ([f"w{i}" for i in range(40)], rng.normal(size=(40, X.shape[1])))
-    data = EvalData(X=X, Y=Y, concept_names=names, concept_text=concept_text,
+    data = EvalData(X=X, labels=Labels(Y, names), concept_text=concept_text,
                     vocab_words=vocab[0], vocab_text=vocab[1])
     split = make_split(Y, 300, 50, 100, seed=0)
     rows = evaluate_methods(data, split, None, n_atoms=3, n_iter=2, seeds=(0,))
@@ -216,3 +216,145 @@ def test_check_k():
             check_k(bad)
     with pytest.raises(ValueError, match="top_k must be a positive integer; got 0"):
         check_k(0, "top_k")
+
+
+# ---------------------------------------------------------------------- Recall@k
+def test_recall_at_k_hand_computed():
+    from slics_core.metrics import recall_at_k
+
+    # pool of 5 items, 2 concepts; concept 0 has sub-labels a (col 0) and b (col 1)
+    Yp = np.array([[1, 0], [1, 1], [0, 1], [1, 0], [1, 0]])
+    Zp = np.array([[1, 0], [0, 1], [0, 0], [1, 1], [0, 1]])
+    s2c = np.array([0, 0])
+    Yq = np.array([[1, 1], [0, 1], [1, 0]])
+    Zq = np.array([[1, 0], [0, 0], [0, 1]])
+    idx = np.array([[[1, 0, 2, 3, 4], [2, 1, 0, 3, 4]],
+                    [[0, 1, 2, 3, 4], [0, 3, 4, 2, 1]],
+                    [[2, 0, 3, 4, 1], [0, 1, 2, 3, 4]]])
+    r = recall_at_k(idx, Yq, Yp, Zq, Zp, s2c, k=2)
+    # general pairs: (0,0): top-2 {1,0}, R = {0,1,3,4} -> 2/4; (0,1): {2,1}, R = {1,2} -> 2/2;
+    # (1,1): {0,3}, R = {1,2} -> 0/2; (2,0): {2,0}, R = {0,1,3,4} -> 1/4
+    assert r["n_pairs_general"] == 4 and r["n_skipped_general"] == 0
+    assert r["general"] == pytest.approx((2 / 4 + 1 + 0 + 1 / 4) / 4)
+    np.testing.assert_allclose(r["recall_general"], [2 / 4, 1, 0, 1 / 4])
+    # sub pairs (concept 0 only): q0 has a: R = {0,3}, top-2 {1,0} -> 1/2; q2 has b: R = {1,3,4}, {2,0} -> 0/3
+    assert r["n_pairs_sub"] == 2 and r["sub"] == pytest.approx((1 / 2 + 0) / 2)
+    # deeper k: q2's sub list 2,0,3,4 -> {3,4} of {1,3,4} at k=4
+    assert recall_at_k(idx, Yq, Yp, Zq, Zp, s2c, k=4)["recall_sub"][1] == pytest.approx(2 / 3)
+    # k beyond the pool: everything retrieved
+    full = recall_at_k(idx, Yq, Yp, Zq, Zp, s2c, k=50)
+    assert full["general"] == 1.0 and full["sub"] == 1.0
+    # unfiltered (2-D) ranking, used for every concept; no sub-labels -> NaN
+    u = recall_at_k(idx[:, 0], Yq, Yp, k=1)
+    # lists 1.. / 0.. / 2..: (0,0) 1/4, (0,1) 1/2, (1,1) 0/2, (2,0) 0/4
+    assert u["general"] == pytest.approx((1 / 4 + 1 / 2) / 4) and math.isnan(u["sub"])
+
+
+def test_recall_at_k_skips_pairs_with_nothing_relevant_in_the_pool():
+    from slics_core.metrics import recall_at_k
+
+    Yp = np.array([[1, 0], [1, 0], [1, 0]])  # concept 1 is in no pool item
+    Yq = np.array([[1, 1]])
+    idx = np.array([[[2, 0, 1], [0, 1, 2]]])
+    r = recall_at_k(idx, Yq, Yp, k=1)
+    assert r["n_pairs_general"] == 1 and r["n_skipped_general"] == 1 and r["general"] == pytest.approx(1 / 3)
+    assert evaluate_rankings(idx, Yq, Yp, k=1)["n_pairs_general"] == 2  # mAP keeps it (AP 0)
+
+
+def test_methods_table_has_recall_rows_scored_from_deeper_rankings():
+    from slics_core.evaluation import RECALL_KS, rank_method, score_split
+    from slics_core.metrics import recall_at_k
+
+    X, Y, _ = _planted(700, seed=4)
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]))
+    split = make_split(Y, 300, 50, 60, seed=0)
+    assert RECALL_KS == (20, 100)
+    rows = evaluate_methods(data, split, ["S-SLiCS", "UF"], n_atoms=3, n_iter=2, seeds=(0,))
+    by = {r["method"]: r for r in rows}
+    idx, _ = rank_method("S-SLiCS", data, split, n_atoms=3, n_iter=2, k=100)
+    for rk in RECALL_KS:
+        want = recall_at_k(idx, Y[split.query], Y[split.pool], k=rk)["general"]
+        assert by["S-SLiCS"][f"recall{rk}_general_mean"] == pytest.approx(want)
+    assert by["S-SLiCS"]["recall100_general_mean"] > by["S-SLiCS"]["recall20_general_mean"]
+    # mAP@20 is unchanged by ranking deeper
+    assert by["S-SLiCS"]["general_mean"] == pytest.approx(score_split(idx[:, :, :20], data, split)["general"])
+    md = methods_table_markdown(rows)
+    labels = [line.split(" | ")[0] for line in md.splitlines() if line.startswith("| ")][1:]
+    assert labels == ["| Gen. mAP@20", "| Sub. mAP@20", "| Gen. Recall@20", "| Sub. Recall@20", "| Gen. Recall@100",
+                      "| Sub. Recall@100"]
+    assert f"**{by['S-SLiCS']['recall100_general_mean']:.3f}**" in md.splitlines()[6]
+    flat = methods_table_rows(rows)
+    assert {"recall20_general_mean", "recall20_sub_std", "recall100_general_mean", "recall100_sub_mean"} <= set(flat[0])
+
+
+# ---------------------------------------------------------------------- seed stability and S~
+def test_match_atoms_lives_in_analysis_and_recovers_a_planted_permutation_and_sign_flip():
+    from slics_core.analysis import match_atoms
+
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal((6, 10))
+    groups = np.repeat(np.arange(2), 3)
+    perm = np.array([2, 0, 1, 4, 5, 3])  # within each concept
+    signs = np.array([1, -1, 1, -1, -1, 1.0])
+    other = signs[:, None] * ref[perm]   # other[i] is ref[perm[i]], maybe flipped
+    order, cos = match_atoms(ref, other, groups, groups)
+    np.testing.assert_array_equal(perm[order], np.arange(6))
+    np.testing.assert_allclose(cos, signs[order])
+
+
+def test_seed_stability_matches_every_seed_to_the_first_within_concepts():
+    import itertools
+
+    from slics_core.data import fit_inputs
+    from slics_core.evaluation import seed_stability, stability_markdown
+    from slics_core.methods import fit_method
+
+    X, Y, _ = _planted(500, seed=6)
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]))
+    split = make_split(Y, 250, 30, 50, seed=0)
+    records, summary = seed_stability(data, split, (0, 1, 2), n_atoms=2, n_iter=2, batch_size=50)
+    assert [r["concept"] for r in records] == ["a", "b", "c"]
+    # independent: best within-concept permutation of |cos| by brute force, seed 0 against seeds 1 and 2
+    models = [fit_method("S-SLiCS", fit_inputs(data, split.train), 2, n_iter=2, batch_size=50, seed=s)
+              for s in (0, 1, 2)]
+    U = lambda A: A / np.linalg.norm(A, axis=1, keepdims=True)  # noqa: E731
+    for j, rec in enumerate(records):
+        best = []
+        for m in models[1:]:
+            C = np.abs(U(models[0].atoms_[models[0].groups_ == j]) @ U(m.atoms_[m.groups_ == j]).T)
+            best.append(max(np.mean([C[i, p[i]] for i in range(2)]) for p in itertools.permutations(range(2))))
+        assert rec["matched_cos"] == pytest.approx(np.mean(best))
+        assert 0 <= rec["min_cos"] <= rec["matched_cos"] <= 1
+    assert summary["general_std"] >= 0 and summary["seeds"] == [0, 1, 2]
+    assert "| Concept | matched cos |" in stability_markdown(records, summary)
+
+
+def test_evaluate_n_active_gives_one_uslics_row_per_value():
+    from slics_core.evaluation import evaluate_n_active
+
+    X, Y, d = _planted(500, seed=7)
+    concept_text = np.stack([d.atoms[d.groups == j].mean(0) for j in range(3)])
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]), concept_text=concept_text, X_raw=X)
+    split = make_split(Y, 250, 30, 50, seed=0)
+    rows = evaluate_n_active(data, split, [1, 3], n_atoms=2, n_iter=2, seeds=(0,))
+    assert [(r["method"], r["n_active"], r["skipped"]) for r in rows] == [("U-SLiCS (S̃=1)", 1, None),
+                                                                          ("U-SLiCS (S̃=3)", 3, None)]
+    assert rows[0]["general_mean"] != rows[1]["general_mean"]  # another S~, another model
+    with pytest.raises(ValueError, match="between 1 and the number of concepts"):
+        evaluate_n_active(data, split, [4], n_atoms=2, seeds=(0,))
+
+
+def test_kept_runs_without_recall_are_scored_again(tmp_path):
+    """A run kept in the result store before Recall@k existed gets its Recall@k rows (not a '-' cell)."""
+    from slics_core.runs import ResultStore, table_key
+
+    X, Y, _ = _planted(400, seed=8)
+    data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]))
+    split = make_split(Y, 200, 30, 40, seed=0)
+    store = ResultStore(tmp_path / "runs")
+    store.put(table_key("UF", 3, 0, "partial", None, ("original",)),
+              {"original": {"seed": 0, "general": 0.123, "sub": math.nan}})  # an older run: mAP only
+    row = evaluate_methods(data, split, ["UF"], n_atoms=3, seeds=(0,), results=store)[0]
+    assert row["general_mean"] != 0.123 and 0 < row["recall20_general_mean"] <= 1
+    again = evaluate_methods(data, split, ["UF"], n_atoms=3, seeds=(0,), results=store)[0]
+    assert again["recall20_general_mean"] == row["recall20_general_mean"]  # now kept with its Recall@k

@@ -15,7 +15,7 @@ from test_cli_data import toy  # noqa: F401  (fixture)
 from test_shared_state import _ok
 from test_workspace import dataset_ws, no_val_ws  # noqa: F401  (fixtures)
 
-from slics_core.analysis import atom_cosine
+from slics_core.analysis import atom_cosine, match_atoms
 from slics_core.explorer.atom_tables import atom_heatmaps
 from slics_core.explorer.narration import (
     atom_sentences,
@@ -26,7 +26,6 @@ from slics_core.explorer.narration import (
     page_readiness,
 )
 from slics_core.explorer.workspace_files import load_workspace
-from slics_core.synthetic import match_atoms
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")

@@ -241,7 +241,7 @@ def test_stored_rankings_give_the_direct_numbers_for_every_k(ws, method, mode):
     d0 = None if method == "UF" else 2
     job = scoring.Job(method, d0, mode, "query")
     stored = scoring.rank_job(ws, job, depth=scoring.ranking_depth(7))
-    assert stored.shape == (len(ws.index["query"]), S, 50) and stored.dtype == np.uint16
+    assert stored.shape == (len(ws.index["query"]), S, 100) and stored.dtype == np.uint16  # the whole pool
     X = ws.X.astype(float)
     model = ws.model(method, d0)
     for k in (1, 5, 7, 20, 50):
@@ -257,7 +257,8 @@ def test_stored_rankings_give_the_direct_numbers_for_every_k(ws, method, mode):
 
 
 def test_ranking_depth_and_bad_stored_rankings(ws):
-    assert [scoring.ranking_depth(k) for k in (1, 20, 50, 51, 200)] == [50, 50, 50, 100, 200]
+    # deep enough for Recall@100 at any k, then k rounded up to 50
+    assert [scoring.ranking_depth(k) for k in (1, 20, 50, 51, 100, 101, 200)] == [100, 100, 100, 100, 100, 150, 200]
     with pytest.raises(ValueError, match="k must be"):
         scoring.ranking_depth(0)
     job = scoring.Job("S-SLiCS", 2, "partial", "query")
@@ -292,3 +293,30 @@ def test_eval_view_shares_the_workspace_arrays(ws):
     for k in ("train", "val", "query", "pool"):
         np.testing.assert_array_equal(getattr(split, k), ws.index[k])
     assert split.dropped.size == 0
+
+
+def test_run_job_recall_at_20_matches_brute_force_and_shallow_rankings_give_nan(ws):
+    """Recall@20 = |top-20 ∩ R| / |R| per (query, concept) pair, averaged; with the 100-item pool Recall@100 is 1."""
+    model = ws.model("S-SLiCS", 2)
+    X = ws.X.astype(float)
+    pool = ws.index["pool"]
+    P = unit(X[pool])
+    gen, sub = [], []
+    for q in ws.index["query"]:
+        for j in np.flatnonzero(ws.Y[q]):
+            order = np.argsort(-(P @ unit(brute_component(model, X[q], j))), kind="stable")[:20]
+            rel = ws.Y[pool, j]
+            gen.append(rel[order].sum() / rel.sum())
+            L = np.flatnonzero(ws.sub_to_concept == j)
+            rel_s = (ws.Z[pool][:, L] & ws.Z[q, L]).any(axis=1)
+            if ws.Z[q, L].any() and rel_s.any():
+                sub.append(rel_s[order].sum() / rel_s.sum())
+    job = scoring.Job("S-SLiCS", 2, "partial", "query")
+    rec = scoring.run_job(ws, job, k=5)
+    assert rec["recall20_general"] == pytest.approx(np.mean(gen), abs=1e-12)
+    assert rec["recall20_sub"] == pytest.approx(np.mean(sub), abs=1e-12)
+    assert rec["recall100_general"] == 1.0 and rec["recall100_sub"] == 1.0
+    row = scoring.summary_rows([rec])[0]
+    assert row["recall20_general"] == rec["recall20_general"] and row["recall100_sub"] == 1.0
+    shallow = scoring.run_job(ws, job, k=5, rankings=scoring.rank_job(ws, job, depth=30))
+    assert shallow["recall20_general"] == rec["recall20_general"] and math.isnan(shallow["recall100_general"])

@@ -8,6 +8,7 @@ Typical use::
         --encoder ViT-B-32/openai --cache cache/mine          # embeddings made elsewhere
     slics fit --cache cache/coco-vit --n-atoms 10 --out coco.npz
     slics evaluate --cache cache/coco-vit --n-train 20000 --batch-size 2000 --out-dir results/
+    slics evaluate --cache cache/coco-vit --batch-size 2000 --stability 5 --n-active 1 2 3 4 --out-dir results/
     slics captions --model coco.npz --cache cache/coco-vit
     slics reproduce --dataset mirflickr --root mirflickr25k --encoder ViT-B-32/openai --out-dir run/
     SLICS_EMOJI_SCALE=0.2 slics reproduce --dataset emoji --out-dir emoji-run/   # the app's offline world
@@ -38,13 +39,18 @@ from slics_core.emoji.world import WORLD_DEFAULTS, DatasetDefaults, emoji_datase
 from slics_core.encoders import concept_text_embeddings, create_encoder, load_titok_codebook
 from slics_core.errors import writing
 from slics_core.evaluation import (
+    N_ACTIVE_METHOD,
     SWEEP_METHOD,
+    check_n_active,
     choose_d0,
     d0_rule_words,
     estimate_cost,
     evaluate_methods,
+    evaluate_n_active,
     methods_table_markdown,
     methods_table_rows,
+    seed_stability,
+    stability_markdown,
     sweep_d0,
     table_runs,
 )
@@ -292,19 +298,34 @@ def _json_default(o):
     return str(o)
 
 
+def _write_csv(path, records):
+    table = io.StringIO(newline="")
+    w = csv.DictWriter(table, fieldnames=list(records[0]))
+    w.writeheader()
+    w.writerows(records)
+    atomic_write_bytes(path, table.getvalue().encode("utf-8"))
+
+
 def _write_table(rows, out_dir, name, title):
     md = methods_table_markdown(rows, title=title)
     print(md)
     if out_dir:
-        flat = methods_table_rows(rows)
-        table = io.StringIO(newline="")
-        w = csv.DictWriter(table, fieldnames=list(flat[0]))
-        w.writeheader()
-        w.writerows(flat)
-        atomic_write_bytes(os.path.join(out_dir, f"{name}.csv"), table.getvalue().encode("utf-8"))
+        _write_csv(os.path.join(out_dir, f"{name}.csv"), methods_table_rows(rows))
         atomic_write_json(os.path.join(out_dir, f"{name}.json"), rows, default=_json_default)
         atomic_write_bytes(os.path.join(out_dir, f"{name}.md"), (md + "\n").encode("utf-8"))
     return md
+
+
+def _write_stability(records, summary, out_dir):
+    """``--stability``'s table: printed, and ``stability.csv`` (one row per concept), ``.json`` (with the
+    summary) and ``.md`` in ``out_dir``."""
+    md = stability_markdown(records, summary)
+    print(md)
+    if out_dir:
+        _write_csv(os.path.join(out_dir, "stability.csv"), records)
+        atomic_write_json(os.path.join(out_dir, "stability.json"), {"concepts": records, "summary": summary},
+                          default=_json_default)
+        atomic_write_bytes(os.path.join(out_dir, "stability.md"), (md + "\n").encode("utf-8"))
 
 
 def _check_eval_args(args):
@@ -346,6 +367,7 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
     results = ResultStore(run_folder(Path(out_dir) / "runs", ed, split, params, quantized)) if out_dir else None
     d0s = list(range(args.sweep[0], args.sweep[1] + 1)) if args.sweep else []
     seeds = tuple(range(args.seeds))
+    n_active = check_n_active(args.n_active or (), ed.Y.shape[1])  # before any run
     seconds, what = (None, "") if args.no_estimate else estimate_cost(
         ed, split, methods, d0_values=d0s, n_atoms=args.n_atoms, n_iter=args.n_iter, seeds=seeds,
         batch_size=args.batch_size, k=args.k, mode=args.mode, results=results, quantized=quantized)
@@ -355,7 +377,8 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
                  if results is not None else ""), file=sys.stderr)
     started = time.perf_counter()
     state = {"done": 0}
-    n_jobs = max(1, len(d0s) + len(table_runs(methods, seeds, args.batch_size)))
+    n_jobs = max(1, len(d0s) + len(table_runs(methods, seeds, args.batch_size))
+                 + len(n_active) * len(table_runs([N_ACTIVE_METHOD], seeds, args.batch_size)) + (args.stability or 0))
 
     def run_done():
         state["done"] += 1
@@ -363,6 +386,10 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
     def progress(line):
         el = time.perf_counter() - started
         print(f"[{state['done']}/{n_jobs} runs, {_clock(el)}] {line}", file=sys.stderr)
+
+    def seed_done(line):
+        run_done()
+        progress(line)
 
     try:
         d0 = args.n_atoms
@@ -375,10 +402,18 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
                 os.makedirs(out_dir, exist_ok=True)
                 atomic_write_json(os.path.join(out_dir, "d0_sweep.json"), {"records": recs, "chosen_d0": d0},
                                   default=_json_default)
-        rows = evaluate_methods(ed, split, methods, n_atoms=d0, n_iter=args.n_iter, batch_size=args.batch_size,
-                                seeds=seeds, k=args.k, mode=args.mode,
-                                normalization=args.normalization, progress=progress, quantized=quantized,
-                                results=results, on_run=run_done)
+        table = dict(n_atoms=d0, n_iter=args.n_iter, batch_size=args.batch_size, seeds=seeds, k=args.k, mode=args.mode,
+                     normalization=args.normalization, progress=progress, quantized=quantized, results=results,
+                     on_run=run_done)
+        rows = evaluate_methods(ed, split, methods, **table)
+        if n_active:  # one U-SLiCS row per S~ (evaluate_n_active refuses an S~ above the number of concepts)
+            rows += evaluate_n_active(ed, split, n_active, **table)
+        stability = None
+        if args.stability:
+            stability = seed_stability(ed, split, range(args.stability), n_atoms=d0, n_iter=args.n_iter,
+                                       batch_size=args.batch_size, k=args.k, mode=args.mode,
+                                       normalization=args.normalization, results=results,
+                                       progress=seed_done)
     except KeyboardInterrupt:
         if results is not None:
             print(f"interrupted: the finished runs are kept in {results.folder}; run the same command again to "
@@ -386,6 +421,11 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
         raise
     print(f"compute time: {_clock(time.perf_counter() - started)}", file=sys.stderr)
     _write_table(rows, out_dir, "methods", f"mAP@{args.k} (d0={d0}, AP normalisation: {args.normalization})")
+    if stability is not None:
+        if args.batch_size is None:
+            print("stability: without --batch-size the fit may not depend on the seed (then every matched cos is 1)",
+                  file=sys.stderr)
+        _write_stability(*stability, out_dir)
     return rows, d0, results
 
 

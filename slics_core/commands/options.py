@@ -130,6 +130,15 @@ def _add_eval_args(p, with_sweep=True):
                    help="component mode: partial (default) or full")
     p.add_argument("--normalization", choices=("retrieved", "min"), default="retrieved",
                    help="AP@k normaliser: relevant items retrieved (default) or min(k, relevant in pool)")
+    p.add_argument("--stability", type=int, default=None, metavar="N",
+                   help="also fit S-SLiCS with N seeds (0..N-1, >= 2) at the table's d0, match each seed's atoms to "
+                        "seed 0's (Hungarian on |cos|, within concept) and print one row per concept: mean matched "
+                        "|cos| and the mAP spread over the seeds (stability.csv/.json in --out-dir); seeds matter "
+                        "with --batch-size")
+    p.add_argument("--n-active", type=int, nargs="+", default=None, metavar="S",
+                   help="also score U-SLiCS fitted with each S~ (concepts per image of its zero-shot pseudo-labels), "
+                        "one U-SLiCS row per value, e.g. --n-active 1 2 3 4 (default: only the rounded mean labels "
+                        "per training item)")
     p.add_argument("--no-estimate", action="store_true",
                    help="start at once, without the compute-time estimate (a timed one-epoch fit and search)")
     if with_sweep:
@@ -146,6 +155,10 @@ def _check_eval(args):
     """``evaluate`` and ``reproduce``: what would give an empty or meaningless table."""
     check_at_least(args, 1, "--seeds", "--k", "--n-atoms", "--n-train", "--n-query", "--n-words", "--batch-size")
     check_at_least(args, 1 if args.sweep else 0, "--n-val")  # the sweep chooses d0 on the validation set
+    check_at_least(args, 2, "--stability")  # one seed has nothing to be matched with
+    for value in args.n_active or ():
+        if value < 1:
+            raise CLIError(f"--n-active values must be at least 1; got {value}")
     if args.sweep and args.sweep[0] > args.sweep[1]:
         raise CLIError(f"--sweep LO HI needs LO <= HI; got {args.sweep[0]} {args.sweep[1]}")
     if args.sweep and args.sweep[0] < 1:

@@ -22,9 +22,10 @@ through the one front-end of the CLI (:func:`slics_core.evaluation.rank_method`,
 Rankings do not depend on ``k`` beyond their length: the top ``k`` of a ranking of depth
 ``K >= k`` are the ranking at ``k`` (ties are broken by pool position, see
 :func:`slics_core.retrieval.top_k`). :func:`rank_job` ranks a job once at a depth
-(:func:`ranking_depth`: 50, or ``k`` rounded up to 50) and :func:`run_job` scores any ``k``
-up to that depth from the stored ranking (``rankings=``), so a new ``k`` costs the mAP
-computation, not the NNLS projections.
+(:func:`ranking_depth`: 100, deep enough for Recall@100, or ``k`` rounded up to 50) and :func:`run_job`
+scores any ``k`` up to that depth from the stored ranking (``rankings=``), so a new ``k`` costs the mAP
+computation, not the NNLS projections. Every record also holds Recall@20 and Recall@100
+(:data:`slics_core.evaluation.RECALL_KS`, :func:`slics_core.metrics.recall_at_k`).
 
 Work is split into small *jobs* (:class:`Job`, one method / ``d0`` / mode /
 split each; :func:`run_job`) so that a front end can cache each one and show
@@ -47,7 +48,7 @@ import numpy as np
 
 from slics_core._validation import check_k
 from slics_core.data import EvalData
-from slics_core.evaluation import SWEEP_METHOD, rank_method, score_split
+from slics_core.evaluation import RECALL_KS, SWEEP_METHOD, rank_method, recall_keys, score_split
 from slics_core.methods import MODES, check_mode, get_method
 from slics_core.retrieval import build_index
 from slics_core.splits import Split
@@ -177,9 +178,10 @@ RANK_STEP = 50
 
 
 def ranking_depth(k) -> int:
-    """Depth at which to rank so that the ranking serves ``k`` and every smaller ``k``: ``k`` rounded
-    up to a multiple of :data:`RANK_STEP` (50 for any ``k <= 50``)."""
-    k = check_k(k)
+    """Depth at which to rank so that the ranking serves ``k``, every smaller ``k`` and Recall@k for
+    :data:`slics_core.evaluation.RECALL_KS`: the larger of ``k`` and 100 rounded up to a multiple of
+    :data:`RANK_STEP` (100 for any ``k <= 100``)."""
+    k = max(check_k(k), *RECALL_KS)
     return RANK_STEP * -(-k // RANK_STEP)
 
 
@@ -201,19 +203,29 @@ def rank_job(ws, job, *, depth=RANK_STEP, backend="auto", index=None):
 
 
 def score_rankings(ws, indices, *, split="query", k=20, normalization="retrieved"):
-    """mAP@k (general and sub-label) of rankings of the queries of ``split``.
+    """mAP@k (general and sub-label) of rankings of the queries of ``split``, and Recall@k for
+    :data:`slics_core.evaluation.RECALL_KS`.
 
     Returns
     -------
     result : dict
         ``general``, ``sub`` (NaN without sub-labels), ``n_pairs_general``,
-        ``n_pairs_sub`` (see :func:`slics_core.metrics.evaluate_rankings`).
+        ``n_pairs_sub`` (see :func:`slics_core.metrics.evaluate_rankings`), and ``recall20_general``,
+        ``recall20_sub``, ``recall100_general``, ``recall100_sub``
+        (:func:`slics_core.evaluation.recall_keys`; NaN where the rankings are not that deep and the pool is
+        deeper).
     """
-    _check_split(ws, split)
+    _, pool = _check_split(ws, split)
     data, sp = eval_view(ws)
-    r = score_split(indices, data, sp, split, k=check_k(k), normalization=normalization)
-    return {"general": float(r["general"]), "sub": float(r["sub"]),
-            "n_pairs_general": int(r["n_pairs_general"]), "n_pairs_sub": int(r["n_pairs_sub"])}
+    depth = np.shape(indices)[-1]
+    deep_enough = tuple(rk for rk in RECALL_KS if depth >= min(rk, len(pool)))
+    r = score_split(indices, data, sp, split, k=check_k(k), normalization=normalization, recall_k=deep_enough)
+    out = {"general": float(r["general"]), "sub": float(r["sub"]),
+           "n_pairs_general": int(r["n_pairs_general"]), "n_pairs_sub": int(r["n_pairs_sub"])}
+    for rk in RECALL_KS:
+        for key in recall_keys(rk):
+            out[key] = float(r.get(key, math.nan))
+    return out
 
 
 def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=None, rankings=None):
@@ -229,12 +241,13 @@ def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=N
     -------
     record : dict
         The job's fields (``method``, ``d0``, ``mode``, ``split``) with ``k``,
-        ``normalization``, ``general``, ``sub``, ``n_pairs_general``, ``n_pairs_sub``.
+        ``normalization``, ``general``, ``sub``, ``n_pairs_general``, ``n_pairs_sub`` and the Recall@k
+        keys of :func:`score_rankings`.
     """
     _check_job(ws, job)
     k = check_k(k)
     if rankings is None:
-        idx = rank_split(ws, job.method, job.d0, split=job.split, k=k, mode=job.mode or "partial",
+        idx = rank_split(ws, job.method, job.d0, split=job.split, k=ranking_depth(k), mode=job.mode or "partial",
                          backend=backend, index=index)
     else:
         idx = np.asarray(rankings)
@@ -244,7 +257,7 @@ def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=N
                              f"({len(rows)} queries, {ws.n_concepts} concepts).")
         if idx.shape[2] < min(k, len(pool)):
             raise ValueError(f"rankings have depth {idx.shape[2]} but k={k}; rank again with depth >= k.")
-        idx = idx[:, :, :k].astype(np.int64)
+        idx = idx.astype(np.int64)
     rec = asdict(job)
     rec.update(k=int(k), normalization=normalization)
     rec.update(score_rankings(ws, idx, split=job.split, k=k, normalization=normalization))
@@ -350,17 +363,20 @@ def summary_rows(records):
 
     Columns: ``method``, ``d0``, ``general``, ``sub`` (partial components or
     the baseline's ranking) and ``general_full``, ``sub_full`` (full
-    components ``v_j``; NaN for baselines or when not computed), ``split``, ``k``.
+    components ``v_j``; NaN for baselines or when not computed), the Recall@k keys of
+    :func:`score_rankings` (of the partial components or the baseline's ranking), ``split``, ``k``.
     """
+    recall = [key for rk in RECALL_KS for key in recall_keys(rk)]
     rows, order = {}, []
     for r in records:
         m = r["method"]
         if m not in rows:
             order.append(m)
             rows[m] = {"method": m, "d0": r["d0"], "general": math.nan, "sub": math.nan,
-                       "general_full": math.nan, "sub_full": math.nan, "split": r["split"], "k": r["k"]}
+                       "general_full": math.nan, "sub_full": math.nan, **dict.fromkeys(recall, math.nan),
+                       "split": r["split"], "k": r["k"]}
         if r["mode"] == "full":
             rows[m].update(general_full=r["general"], sub_full=r["sub"])
         else:
-            rows[m].update(general=r["general"], sub=r["sub"])
+            rows[m].update(general=r["general"], sub=r["sub"], **{key: r.get(key, math.nan) for key in recall})
     return [rows[m] for m in order]
