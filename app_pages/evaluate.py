@@ -227,7 +227,7 @@ if st.session_state.get("eval_d0") not in d0_options:
 d0 = st.select_slider("d0 of the dictionary methods in the table", options=d0_options, key="eval_d0",
                       format_func=lambda v: f"{v} ({'chosen' if on_validation else 'fallback'})" if v == chosen
                       else str(v),
-                      help=f"The paper uses the d0 with {d0_rule_words(True, 20)}.")
+                      help=f"The paper uses the d0 with {d0_rule_words(True)}.")
 
 table_records = _run(ws, scoring.table_jobs(ws, d0, split=split), k, norm, "Methods table")
 

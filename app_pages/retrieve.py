@@ -29,7 +29,7 @@ from slics_core.explorer.queries import (
     edited_gallery,
     galleries_table,
 )
-from slics_core.methods import get_method
+from slics_core.methods import get_method, uses_active
 
 GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"
 NO_EDIT = "—"
@@ -138,7 +138,7 @@ if not picked:
     st.info("Pick at least one concept to see its gallery.")
     state.stop()
 
-active = tuple(sorted(picked)) if (mode == "full" and "full" in spec.modes) else ()
+active = tuple(sorted(picked)) if uses_active(spec, mode) else ()
 V = _components(ws_id(ws), method, mkey, q.key, mode, active, model, q.x)
 pairs = concept_galleries(V, q.x, ws.X, ws.index["pool"], picked, k, Y=ws.Y, Z=ws.Z,
                           sub_to_concept=ws.sub_to_concept, query_sub=q.Z,

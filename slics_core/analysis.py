@@ -27,6 +27,7 @@ Flags (an atom may carry several):
 from __future__ import annotations
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 from slics_core._validation import check_embeddings, check_labels
 from slics_core.extras import require
@@ -240,3 +241,43 @@ def reconstruction_cosine(X, codes, atoms):
     nr = np.linalg.norm(R, axis=1)
     dots = np.einsum("ij,ij->i", X, R)
     return np.where(nr > 0, dots / np.maximum(nr, 1e-300) / np.linalg.norm(X, axis=1), 0.0)
+
+
+# --------------------------------------------------------------------------- matching two dictionaries
+def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None):
+    """Pair every planted (or reference) atom with its own learned atom: the one-to-one matching that maximises the
+    total \\|cosine\\| (Hungarian algorithm, :func:`scipy.optimize.linear_sum_assignment`).
+
+    Learned atoms come in any order and, with an SVD initialisation, with either sign, so a planted-vs-
+    learned cosine matrix shows recovery only once its columns are put in matched order.
+
+    Parameters
+    ----------
+    planted_atoms : ndarray of shape (P, d)
+    atoms : ndarray of shape (M, d), M >= P
+    planted_groups, groups : ndarray of int, optional
+        Concepts of the atoms; when given, an atom is matched within its own concept wherever the numbers
+        allow (a pair across concepts costs more than any pair within one).
+
+    Returns
+    -------
+    order : ndarray of int, shape (M,)
+        Learned atoms in matched order: ``atoms[order[i]]`` is planted atom ``i``'s match for ``i < P``;
+        unmatched learned atoms follow.
+    cosine : ndarray of shape (P,)
+        Signed cosine of each matched pair.
+    """
+    P = np.asarray(planted_atoms, dtype=np.float64)
+    B = np.asarray(atoms, dtype=np.float64)
+    if P.ndim != 2 or B.ndim != 2 or P.shape[1] != B.shape[1]:
+        raise ValueError(f"planted atoms {P.shape} and atoms {B.shape} must be 2-D with the same dimension")
+    if B.shape[0] < P.shape[0]:
+        raise ValueError(f"{B.shape[0]} learned atoms cannot match {P.shape[0]} planted ones one to one")
+    cos = unit_rows(P, name="planted_atoms") @ unit_rows(B, name="atoms").T
+    cost = -np.abs(cos)
+    if planted_groups is not None and groups is not None:
+        cost = cost + 2.0 * (np.asarray(planted_groups)[:, None] != np.asarray(groups)[None, :])
+    rows, cols = linear_sum_assignment(cost)
+    matched = cols[np.argsort(rows)]
+    rest = np.setdiff1d(np.arange(B.shape[0]), matched)
+    return np.concatenate([matched, rest]).astype(int), cos[np.arange(P.shape[0]), matched]

@@ -45,6 +45,7 @@ from slics_core.methods import (
     get_method,
     method_names,
     needs_message,
+    uses_active,
 )
 from slics_core.metrics import evaluate_rankings, recall_at_k
 from slics_core.retrieval import build_index
@@ -87,6 +88,8 @@ SWEEP_METHOD = "S-SLiCS"
 SWEEP_MODE = "partial"
 #: The score that chooses ``d0``: ``"sub"`` (sub-label mAP; general-label mAP when there are no sub-labels).
 SWEEP_BY = "sub"
+#: The ``k`` of the mAP@k that chooses ``d0`` (the paper's mAP@20).
+SWEEP_K = 20
 
 #: The ``k`` of the Recall@k rows of the methods table (beside mAP@k): Recall@20 and Recall@100.
 RECALL_KS = (20, 100)
@@ -177,7 +180,7 @@ def rank_method(method, data, split, *, queries="query", n_atoms=10, n_iter=10, 
     if index is None:
         index = build_index(data.X[split.pool], backend)
     Y_active = None
-    if mode == "full" and "full" in m.modes:
+    if uses_active(m, mode):
         Y_active = active_concepts(m, Y=data.Y[q_idx], X_raw=None if data.X_raw is None else data.X_raw[q_idx],
                                    concept_text=data.concept_text,
                                    n_active=active_count(data.Y[split.train], n_active),
@@ -225,7 +228,7 @@ def _fit_model(m, inputs, d0, seed, n_iter, batch_size, ridge, results):
 
 
 def sweep_d0(data, split, d0_values=range(5, 21), *, method=SWEEP_METHOD, modes=MODES, n_iter=10,
-             batch_size=None, seed=0, k=20, backend="auto", normalization="retrieved", ridge=0.0, models=None,
+             batch_size=None, seed=0, k=SWEEP_K, backend="auto", normalization="retrieved", ridge=0.0, models=None,
              progress=None, results=None, on_run=None):
     """Dictionary-size sweep on the validation set (Fig. 7 / Fig. 8).
 
@@ -322,7 +325,7 @@ def fallback_d0(d0_values):
     return d[len(d) // 2] if d else None
 
 
-def d0_rule_words(on_validation=True, k=20, sub_labels=True):
+def d0_rule_words(on_validation=True, k=SWEEP_K, sub_labels=True):
     """The rule that gave a ``d0``, in words (the pages and the CLI say it this one way).
 
     ``on_validation``: :func:`choose_d0`'s rule (the best validation mAP@``k`` of :data:`SWEEP_METHOD`'s

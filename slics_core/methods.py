@@ -106,6 +106,7 @@ __all__ = [
     "DEFAULT_METHOD",
     "preferred_method",
     "dictionary_method_words",
+    "uses_active",
 ]
 
 #: Components used for ranking: ``tilde-v_j`` (eq. 3, "partial") or ``v_j`` (eq. 2, "full").
@@ -147,13 +148,21 @@ def components_of(model, X, mode: str = "partial", *, active=None) -> np.ndarray
     ValueError
         An unknown mode, or ``mode="full"`` without ``active`` for a model that has full components.
     """
-    check_mode(mode)
-    if mode == "full" and "full" in getattr(model, "modes", MODES):
+    if uses_active(model, mode):
         if active is None:
             raise ValueError("mode='full' needs the active concepts of the queries (active=, one row of "
                              "booleans per query).")
         return np.asarray(model.components(X, active))
     return np.asarray(model.project(X, None))
+
+def uses_active(method_or_model, mode) -> bool:
+    """Whether components in ``mode`` are decomposed with the queries' active concepts, for a method (a
+    registered name or :class:`Method`) or a fitted model: only ``"full"``, and only where there are full
+    components (a model without a ``modes`` attribute has both, like SLiCS)."""
+    check_mode(mode)
+    m = get_method(method_or_model) if isinstance(method_or_model, str) else method_or_model
+    return mode == "full" and "full" in getattr(m, "modes", MODES)
+
 
 #: What a method can need, and how a user gets it.
 NEEDS = {

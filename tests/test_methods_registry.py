@@ -15,3 +15,18 @@ def test_dictionary_method_words_follow_the_registry():
     words = dictionary_method_words()
     assert words.endswith(" or " + names[-1]) and all(n in words for n in names)
     assert not any(m.name in words.split(", ") for m in REGISTRY.values() if not m.dictionary)
+
+
+def test_uses_active_only_for_full_components():
+    import pytest
+
+    from slics_core import SLiCS
+    from slics_core.methods import uses_active
+
+    for m in REGISTRY.values():
+        assert uses_active(m.name, "partial") is False
+        assert uses_active(m.name, "full") is ("full" in m.modes)
+    assert uses_active("S-SLiCS", "full") and not uses_active("UF", "full")
+    assert uses_active(SLiCS(n_atoms=2), "full")  # a model without a modes attribute has both
+    with pytest.raises(ValueError, match="component mode must be one of"):
+        uses_active("S-SLiCS", "half")

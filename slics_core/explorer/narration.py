@@ -13,7 +13,7 @@ import numpy as np
 
 from slics_core.emoji.world import emoji_vocabulary
 from slics_core.encoders import parse_encoder_spec
-from slics_core.evaluation import SWEEP_METHOD, d0_rule_words
+from slics_core.evaluation import SWEEP_K, SWEEP_METHOD, d0_rule_words
 from slics_core.explorer import safe_text
 from slics_core.explorer.safe_text import code
 from slics_core.methods import contenders, dictionary_method_words, get_method
@@ -202,7 +202,7 @@ def page_readiness(ws) -> list:
     return rows
 
 
-def d0_choice(ws, k: int = 20) -> str | None:
+def d0_choice(ws, k: int = SWEEP_K) -> str | None:
     """How the workspace's default d0 was chosen, truthfully: ``"d0 = 5, ..."``; None without a dictionary.
 
     On validation (:attr:`~slics_core.explorer.workspace.Workspace.d0_on_validation`: the build's sweep),
