@@ -38,8 +38,7 @@ from slics_core.evaluation import (
     recall_keys,
 )
 from slics_core.explorer import scoring
-from slics_core.explorer.arrival import atoms_split, job_rankings, sweep_splits
-from slics_core.explorer.atom_tables import health_summary
+from slics_core.explorer.arrival import atoms_split, health_numbers, job_rankings, sweep_splits
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.narration import evaluate_look_at, missing
 from slics_core.methods import ORACLE_FSPLICE
@@ -126,8 +125,7 @@ def _figures(key: str, k: int, norm: str, split: str, chosen: int, on_validation
 def _health(key: str, method: str, d0: int, split: str, _ws):
     """Health line numbers of one dictionary: flags on the training split, active atoms and cos(x, x̂) on
     ``split``, NNLS codes on the labelled concepts throughout."""
-    tr, ev = _ws.index["train"], _ws.index[split]
-    return health_summary(_ws.model(method, d0), _ws.X[tr], _ws.Y[tr], _ws.X[ev], _ws.Y[ev])
+    return health_numbers(_ws, method, d0, split)
 
 
 def health_line(method, d0, h, split):

@@ -306,8 +306,8 @@ def test_seed_stability_matches_every_seed_to_the_first_within_concepts():
     import itertools
 
     from slics_core.data import fit_inputs
-    from slics_core.evaluation import seed_stability, stability_markdown
     from slics_core.methods import fit_method
+    from slics_core.stability import seed_stability, stability_markdown
 
     X, Y, _ = _planted(500, seed=6)
     data = EvalData(X=X, labels=Labels(Y, ["a", "b", "c"]))
@@ -330,7 +330,7 @@ def test_seed_stability_matches_every_seed_to_the_first_within_concepts():
 
 
 def test_evaluate_n_active_gives_one_uslics_row_per_value():
-    from slics_core.evaluation import evaluate_n_active
+    from slics_core.stability import evaluate_n_active
 
     X, Y, d = _planted(500, seed=7)
     concept_text = np.stack([d.atoms[d.groups == j].mean(0) for j in range(3)])

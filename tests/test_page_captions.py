@@ -78,8 +78,8 @@ def test_pages_work_on_a_bare_dataset_workspace(bare_dataset_workspace):
         assert not at.exception, page
         if page == "captions":  # no vocabulary and no encoder: a message, no table
             assert at.warning and "vocabulary" in at.warning[0].value and not at.dataframe
-        elif page == "atoms":  # heatmaps and images still there, words replaced by a message
-            assert len(at.get("plotly_chart")) == 2 and at.warning
+        elif page == "atoms":  # heatmaps, health and images still there, words replaced by a message
+            assert [c.key for c in at.get("plotly_chart")] == ["cooc_map", "cos_map", "health_hist"] and at.warning
             assert at.get("image")  # unreadable files are drawn as placeholder tiles
         else:  # no sub-labels: colour by concept only
             assert at.radio(key="color_by").options == ["concept"]

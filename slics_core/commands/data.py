@@ -39,18 +39,13 @@ from slics_core.emoji.world import WORLD_DEFAULTS, DatasetDefaults, emoji_datase
 from slics_core.encoders import concept_text_embeddings, create_encoder, load_titok_codebook
 from slics_core.errors import writing
 from slics_core.evaluation import (
-    N_ACTIVE_METHOD,
     SWEEP_METHOD,
-    check_n_active,
     choose_d0,
     d0_rule_words,
     estimate_cost,
     evaluate_methods,
-    evaluate_n_active,
     methods_table_markdown,
     methods_table_rows,
-    seed_stability,
-    stability_markdown,
     sweep_d0,
     table_runs,
 )
@@ -62,6 +57,7 @@ from slics_core.retrieval import QuantizedPool, token_count
 from slics_core.runs import ResultStore, run_folder
 from slics_core.slics import SLiCS
 from slics_core.splits import make_split
+from slics_core.stability import N_ACTIVE_METHOD, check_n_active, evaluate_n_active, seed_stability, stability_markdown
 from slics_core.store import EmbeddingStore, embed_dataset
 
 __all__ = ["GENERIC_DEFAULTS", "dataset_defaults", "load_dataset", "resolve_encoder"]

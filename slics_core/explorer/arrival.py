@@ -26,9 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
+from slics_core.analysis import HEALTH_FLAGS
 from slics_core.evaluation import SWEEP_METHOD
 from slics_core.explorer import scoring
-from slics_core.explorer.atom_tables import atom_heatmaps, default_sparsity, item_codes
+from slics_core.explorer.atom_tables import atom_heatmaps, default_sparsity, health_summary, item_codes
 from slics_core.explorer.maps import map_points, map_sample, tsne_layout
 from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.formats import atomic_save_npz, load_npz
@@ -160,6 +161,22 @@ def pool_codes(ws, method: str, d0: int) -> np.ndarray:
                   names=("codes",))["codes"]
 
 
+def health_numbers(ws, method: str, d0: int, split: str) -> dict:
+    """:func:`slics_core.explorer.atom_tables.health_summary` of one dictionary (flags on the training split,
+    active atoms and cos(x, x̂) on ``split``), stored (Evaluate's health line)."""
+    def compute():
+        tr, ev = ws.index["train"], ws.index[split]
+        h = health_summary(ws.model(method, d0), ws.X[tr], ws.Y[tr], ws.X[ev], ws.Y[ev])
+        return {"counts": np.array([h["counts"][f] for f in HEALTH_FLAGS]), "n_atoms": h["n_atoms"],
+                "active_per_item": h["active_per_item"], "mean_cos": h["mean_cos"], "n_eval": h["n_eval"]}
+
+    keep = ("counts", "n_atoms", "active_per_item", "mean_cos", "n_eval")
+    got = stored(ws, "health", {"method": method, "d0": int(d0), "split": split}, compute, names=keep)
+    return {"counts": dict(zip(HEALTH_FLAGS, (int(c) for c in got["counts"]))), "n_atoms": int(got["n_atoms"]),
+            "active_per_item": float(got["active_per_item"]), "mean_cos": float(got["mean_cos"]),
+            "n_eval": int(got["n_eval"])}
+
+
 def default_map_points(ws, method: str, d0: int):
     """``(P, table)`` of the Subspaces page's first view (:data:`MAP_DEFAULTS`) for ``method`` and ``d0``."""
     m = MAP_DEFAULTS
@@ -183,7 +200,8 @@ def sweep_splits(ws) -> tuple:
 
 def prepare_pages(ws, progress=None) -> list:
     """Compute and store what the pages show on arrival with their default settings: Evaluate's d0 sweep and
-    methods table (rankings at depth 50, any k <= 50 then costs no ranking), the Subspaces map and the Atoms
+    methods table (rankings at :func:`~slics_core.explorer.scoring.ranking_depth`, deep enough for Recall@100
+    and any k up to it) and its health line of every dictionary method, the Subspaces map and the Atoms
     matrices and pool codes of the default method and d0. Returns the names of what was prepared.
 
     Needs a saved workspace (``ws.path``); does nothing for one being built.
@@ -198,7 +216,8 @@ def prepare_pages(ws, progress=None) -> list:
                 jobs += [j for j in scoring.table_jobs(ws, ws.default_d0, split=split) if j not in jobs]
     dicts = ws.dictionary_methods()
     method = preferred_method(dicts)
-    total = len(jobs) + (3 if method else 0)
+    healthy = dicts if (len(ws.index.get("train", [])) and ws.default_d0 is not None) else []
+    total = len(jobs) + (3 if method else 0) + len(healthy)
     done = []
 
     def step(name):
@@ -223,6 +242,9 @@ def prepare_pages(ws, progress=None) -> list:
         atom_matrices(ws, method, d0, default_sparsity(model), atoms_split(ws))
         step("Atoms pool codes")
         pool_codes(ws, method, d0)
+    for m in healthy:
+        step(f"Evaluate health of {m}")
+        health_numbers(ws, m, int(ws.default_d0), atoms_split(ws))
     if progress is not None:
         progress("prepare the pages", total, total)
     return done
