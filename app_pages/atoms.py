@@ -25,6 +25,7 @@ from slics_core.explorer.atom_tables import (
     group_layout,
     health_counts,
     health_histogram,
+    health_note,
     matrix_table,
 )
 from slics_core.explorer.exports import with_settings
@@ -195,6 +196,9 @@ def health_section():
     counts = health_counts(health)
     st.markdown(" · ".join(f"**{counts[f]}** {f}" for f in HEALTH_FLAGS) + f" (of {M} atoms)")
     st.caption("; ".join(f"*{f}*: {HEALTH_RULES[f]}" for f in HEALTH_FLAGS) + ".")
+    note = health_note(counts, M)
+    if note:
+        st.caption(note)
     hist = health_histogram(health["frequency"])
     if len(hist["counts"]):
         e = hist["edges"]

@@ -39,6 +39,7 @@ from slics_core.evaluation import (
 )
 from slics_core.explorer import scoring
 from slics_core.explorer.arrival import atoms_split, health_numbers, job_rankings, sweep_splits
+from slics_core.explorer.atom_tables import health_note
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.narration import evaluate_look_at, missing
 from slics_core.methods import ORACLE_FSPLICE
@@ -256,8 +257,13 @@ if len(ws.index.get("train", [])):
                 "the same kind of codes, on the split named.")
     health_split = atoms_split(ws)  # validation, else training
     with st.spinner("Coding the items for the dictionary health…"):
+        notes = []
         for m in ws.dictionary_methods():
-            st.markdown(health_line(m, d0, _health(ws_id(ws), m, int(d0), health_split, ws), health_split))
+            h = _health(ws_id(ws), m, int(d0), health_split, ws)
+            st.markdown(health_line(m, d0, h, health_split))
+            notes.append(health_note(h["counts"], h["n_atoms"]))
+        if notes and all(notes) and len(set(notes)) == 1:
+            st.caption(notes[0])
 
 st.subheader("Dictionary size d0")
 if on_validation:

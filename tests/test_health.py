@@ -144,3 +144,14 @@ def test_frequency_and_mean_coefficient_match_a_direct_computation(planted):
 def test_an_item_without_coefficients_fires_nothing():
     codes = np.array([[0.0, 0.0], [1.0, 1e-9], [2.0, 1e-3]])
     np.testing.assert_array_equal(firing(codes), [[False, False], [True, False], [True, True]])
+
+
+def test_health_note_speaks_only_when_every_atom_carries_a_flag():
+    from slics_core.analysis import HEALTH_FLAGS
+    from slics_core.explorer.atom_tables import health_note
+
+    none = dict.fromkeys(HEALTH_FLAGS, 0)
+    assert health_note(none, 10) is None
+    assert health_note({**none, "misplaced": 9}, 10) is None  # one atom is not: the flag tells atoms apart
+    assert "Fig. 6" in health_note({**none, "misplaced": 10}, 10)
+    assert "*dense*" in health_note({**none, "dense": 4}, 4) and health_note(none, 0) is None

@@ -193,6 +193,20 @@ def health_counts(table) -> dict:
     return {f: int(sum(f in flags for flags in table["flags"])) for f in HEALTH_FLAGS}
 
 
+def health_note(counts, n_atoms) -> str | None:
+    """A sentence for a flag that every atom carries (it then says more about the space than about an atom),
+    else None. *misplaced* on every atom is the usual case: the atoms of one concept point apart (the paper's
+    Fig. 6: within-concept cosine about -0.06, between concepts 0 ± 0.13), so some other concept's atom is
+    nearer than any of its own."""
+    everywhere = [f for f in HEALTH_FLAGS if n_atoms and counts.get(f, 0) == n_atoms]
+    if not everywhere:
+        return None
+    if everywhere == ["misplaced"]:
+        return ("Every atom is *misplaced*: the atoms of one concept point apart (as in the paper's Fig. 6), so "
+                "each has a nearer atom in some other concept; here the flag describes the space, not a faulty atom.")
+    return f"Every atom carries {', '.join(f'*{f}*' for f in everywhere)}: the flag describes the whole dictionary."
+
+
 def health_histogram(frequency, n_bins=20):
     """Bins of ``log10(frequency)`` over the atoms that fire (a dead atom has no logarithm).
 
