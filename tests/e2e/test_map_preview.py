@@ -10,6 +10,7 @@ import re
 
 import pytest
 from e2e_helpers import assert_no_errors, by_key, pick_option, selectbox_value, shot, wait_for_app, wait_for_images
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 #: JavaScript: page coordinates and point id of the item embedding (a circle) farthest from every other
