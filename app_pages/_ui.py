@@ -14,8 +14,7 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
-from slics_core.methods import DEFAULT_METHOD, dictionary_method_words, get_method
-from slics_core.methods import preferred_method as _preferred_method
+from slics_core.methods import DEFAULT_METHOD, dictionary_method_words, get_method, preferred_method
 
 
 # ---------------------------------------------------------------------- pickers
@@ -34,12 +33,6 @@ def require_dictionaries(ws) -> list:
                 "so this page has nothing to show; the Retrieve page works without one.")
         state.stop()
     return methods
-
-
-def preferred_method(options) -> str:
-    """The method a page shows when the shared one is not among ``options``
-    (:func:`slics_core.methods.preferred_method`)."""
-    return _preferred_method(options)
 
 
 def method_picker(ws, key: str = "method", methods=None, label: str = "Method"):

@@ -5,10 +5,9 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages._images import show_image, thumbnail
-from app_pages._ui import preferred_method
 from app_pages._workspace import current_choice, get_workspace, workspace_choices, ws_id
 from slics_core.explorer.narration import d0_choice, example_caption, page_readiness
-from slics_core.methods import dictionary_method_words
+from slics_core.methods import dictionary_method_words, preferred_method
 from slics_core.retrieval import ConceptRetriever
 
 st.title("SLiCS Explorer")

@@ -37,3 +37,19 @@ def multi_row(ws):
     """A query-set row with three or more concepts."""
     q = ws.index["query"]
     return int(q[np.flatnonzero(ws.Y[q].sum(axis=1) >= 3)[0]])
+
+
+@pytest.fixture
+def media(monkeypatch):
+    """The in-memory media stores AppTest creates (download button data lives there)."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    stores = []
+    real_init = MemoryMediaFileStorage.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        stores.append(self)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "__init__", init)
+    return stores

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from slics_core.analysis import HEALTH_FLAGS, dictionary_health
@@ -91,18 +90,6 @@ def test_selecting_an_atom_changes_images_and_words(ws, vocab):
     assert len(at.get("image")) == min(3, len(atom_top_items(codes, int(model.groups_.size - 1), k=3)))
 
 
-@pytest.fixture
-def media(monkeypatch):
-    """The in-memory media stores AppTest creates (download button data lives there)."""
-    stores = []
-    real_init = MemoryMediaFileStorage.__init__
-
-    def init(self, *a, **k):
-        real_init(self, *a, **k)
-        stores.append(self)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "__init__", init)
-    return stores
 
 
 def test_health_table_counts_histogram_and_csv(ws, media):

@@ -6,8 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
-from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from slics_core.explorer.maps import (
@@ -165,18 +163,6 @@ def test_highlight_keeps_matches_bright_and_dims_the_rest(ws):
     assert bright == set(exp.point[exp.row == r]) and len(bright) == 1 + ws.Y[r].sum()
 
 
-@pytest.fixture
-def media(monkeypatch):
-    """The in-memory media stores AppTest creates (download button data lives there)."""
-    stores = []
-    real_init = MemoryMediaFileStorage.__init__
-
-    def init(self, *a, **k):
-        real_init(self, *a, **k)
-        stores.append(self)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "__init__", init)
-    return stores
 
 
 def _download(at, stores, key):
