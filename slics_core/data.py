@@ -40,7 +40,8 @@ from slics_core.splits import Split
 from slics_core.store import EmbeddingStore
 
 __all__ = ["LabelledEmbeddings", "EvalData", "fit_inputs", "load_cache", "drop_empty_concepts", "preprocess",
-           "eval_data", "vocabulary_embeddings"]
+           "eval_data", "vocabulary_embeddings",
+           "apply_preprocessing", "cache_labels", "has_direction", "present_concepts"]
 
 
 @dataclass
@@ -181,16 +182,7 @@ def load_cache(cache) -> LabelledEmbeddings:
     if not store.exists():
         raise FileNotFoundError(f"no embedding cache at {os.fspath(cache)!r}; make one with `slics embed`")
     E, ids, meta = store.load()
-    lab = store.load_labels()
-    if "Y" not in lab or "concept_names" not in lab:
-        raise ValueError(f"labels of cache {os.fspath(cache)!r} lack Y / concept_names; re-embed with a label file")
-    if lab["Y"].shape[0] != E.shape[0]:
-        raise ValueError(f"cache {os.fspath(cache)!r}: {lab['Y'].shape[0]} label rows for {E.shape[0]} embeddings; "
-                         "re-run `slics embed --overwrite`")
-    try:
-        labels = Labels.from_arrays(lab)
-    except ValueError as exc:
-        raise ValueError(f"labels of cache {os.fspath(cache)!r}: {exc} Re-embed with a corrected label file.") from None
+    labels = cache_labels(store, E.shape[0])
     W, _ = store.load_array("concept_text")
     dataset = meta.get("dataset") or {}
     prep = meta.get("preprocessing") or {}
@@ -207,24 +199,61 @@ def load_cache(cache) -> LabelledEmbeddings:
         concept_text=None if W is None else np.asarray(W, dtype=np.float32), encoder=encoder_spec_of(meta),
         preprocessing=str(prep.get("embedding", "clip")), n_tokens=int(prep.get("n_tokens", 32)), paths=paths,
         name=str(dataset.get("name") or os.path.basename(os.path.abspath(os.fspath(cache)))))
-    nonzero = np.linalg.norm(data.raw, axis=1) > 0
+    nonzero = has_direction(data.raw)
     data = data if nonzero.all() else data.subset(nonzero)
     return drop_empty_concepts(data)
+
+
+def cache_labels(store: EmbeddingStore, n_rows: int) -> Labels:
+    """The labels of cache ``store``, one row per embedded item (``n_rows`` of them), in the order of
+    :meth:`~slics_core.store.EmbeddingStore.positions`.
+
+    Raises
+    ------
+    ValueError
+        No ``Y`` / concept names, another number of rows, or labels that break a rule of :class:`Labels`.
+    """
+    cache = store.path
+    lab = store.load_labels()
+    if "Y" not in lab or "concept_names" not in lab:
+        raise ValueError(f"labels of cache {os.fspath(cache)!r} lack Y / concept_names; re-embed with a label file")
+    if lab["Y"].shape[0] != n_rows:
+        raise ValueError(f"cache {os.fspath(cache)!r}: {lab['Y'].shape[0]} label rows for {n_rows} embeddings; "
+                         "re-run `slics embed --overwrite`")
+    try:
+        return Labels.from_arrays(lab)
+    except ValueError as exc:
+        raise ValueError(f"labels of cache {os.fspath(cache)!r}: {exc} Re-embed with a corrected label file.") from None
+
+
+def has_direction(E) -> np.ndarray:
+    """Which rows of the embeddings ``E`` are kept: those that are not all zero (bool, shape (n,))."""
+    return np.linalg.norm(E, axis=1) > 0
+
+
+def present_concepts(labels: Labels, stacklevel: int = 1) -> np.ndarray | None:
+    """Indices of the concepts some item of ``labels`` has; None when every one has an item.
+
+    A concept with no example cannot get atoms: a ``RuntimeWarning`` names those left out
+    (``stacklevel`` 1: at the caller).
+    """
+    present = labels.Y.any(axis=0)
+    if present.all():
+        return None
+    gone = [name for name, p in zip(labels.concept_names, present) if not p]
+    warnings.warn(f"concept(s) {', '.join(gone)} have no labelled item and are left out", RuntimeWarning,
+                  stacklevel=stacklevel + 1)
+    return np.flatnonzero(present)
 
 
 def drop_empty_concepts(data: LabelledEmbeddings) -> LabelledEmbeddings:
     """``data`` without the concepts no item has (e.g. COCO supercategories absent from an excerpt).
 
-    A concept with no example cannot get atoms; its label column, prompt embedding and sub-labels
-    are removed, with a ``RuntimeWarning`` naming them.
+    Its label column, prompt embedding and sub-labels are removed (:func:`present_concepts`).
     """
-    present = data.Y.any(axis=0)
-    if present.all():
+    keep = present_concepts(data.labels, stacklevel=2)
+    if keep is None:
         return data
-    keep = np.flatnonzero(present)
-    gone = [name for name, p in zip(data.concept_names, present) if not p]
-    warnings.warn(f"concept(s) {', '.join(gone)} have no labelled item and are left out", RuntimeWarning,
-                  stacklevel=2)
     return dataclasses.replace(data, labels=data.labels.keep_concepts(keep),
                                concept_text=None if data.concept_text is None else data.concept_text[keep])
 
@@ -239,7 +268,12 @@ def preprocess(raw, kind, train_rows, *, mean=None, n_tokens=32):
     """
     raw = np.asarray(raw, dtype=np.float64)
     pre = make_preprocessor(kind, mean=mean, n_tokens=n_tokens).fit(raw[np.asarray(train_rows, dtype=int)])
-    return pre.transform(raw).astype(np.float32), pre
+    return apply_preprocessing(pre, raw), pre
+
+
+def apply_preprocessing(pre, raw) -> np.ndarray:
+    """Rows ``raw`` preprocessed by the fitted ``pre`` (computed in float64, returned as float32)."""
+    return pre.transform(np.asarray(raw, dtype=np.float64)).astype(np.float32)
 
 
 def eval_data(data: LabelledEmbeddings, split: Split, *, mean=None, vocab=None, oracle_vocab=None):

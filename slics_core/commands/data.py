@@ -7,6 +7,7 @@ Typical use::
     slics embed --dataset precomputed --embeddings clip-retrieval-out/ --labels labels.csv \\
         --encoder ViT-B-32/openai --cache cache/mine          # embeddings made elsewhere
     slics fit --cache cache/coco-vit --n-atoms 10 --out coco.npz
+    slics fit --cache cache/coco-vit --stream --epochs 10 --out coco.npz      # batch by batch, bounded memory
     slics evaluate --cache cache/coco-vit --n-train 20000 --batch-size 2000 --out-dir results/
     slics evaluate --cache cache/coco-vit --batch-size 2000 --stability 5 --n-active 1 2 3 4 --out-dir results/
     slics captions --model coco.npz --cache cache/coco-vit
@@ -59,6 +60,7 @@ from slics_core.slics import SLiCS
 from slics_core.splits import make_split
 from slics_core.stability import N_ACTIVE_METHOD, check_n_active, evaluate_n_active, seed_stability, stability_markdown
 from slics_core.store import EmbeddingStore, embed_dataset
+from slics_core.streaming import stream_fit
 
 __all__ = ["GENERIC_DEFAULTS", "dataset_defaults", "load_dataset", "resolve_encoder"]
 
@@ -269,7 +271,24 @@ def cmd_embed(args):
     return 0
 
 
+def _stream_fit(args):
+    """``slics fit --stream``: :func:`slics_core.streaming.stream_fit`, saved and summarised."""
+    kwargs = {k: v for k, v in (("epochs", args.epochs), ("start_size", args.start_size)) if v is not None}
+    mean = load_mean(args.mean_file) if args.mean_file else None
+    model, info = stream_fit(args.cache, method=args.method, n_atoms=args.n_atoms, seed=args.seed,
+                             n_active=args.n_active, mean=mean, **kwargs)
+    with writing(args.out):
+        model.save(args.out)
+    skipped = f", {info['unlabelled']} without a label skipped" if info["unlabelled"] else ""
+    print(f"fitted {args.method} streaming over {info['n_batches']} batches of {args.cache} ({info['n_items']} items"
+          f"{skipped}; start on {info['start_rows']}, {info['epochs']} epochs, {info['steps']} steps; "
+          f"{model.n_concepts_} concepts) -> {args.out}")
+    return 0
+
+
 def cmd_fit(args):
+    if args.stream:
+        return _stream_fit(args)
     data = load_cache(args.cache)
     args.split_seed = args.seed
     ed, split = _prepared(args, data)

@@ -171,8 +171,19 @@ def _check_reproduce(args):
 
 
 def _check_fit(args):
-    check_at_least(args, 1, "--n-atoms", "--n-train", "--n-query", "--batch-size")
-    check_at_least(args, 0, "--n-val")
+    check_at_least(args, 1, "--n-atoms", "--n-train", "--n-query", "--batch-size", "--start-size")
+    check_at_least(args, 0, "--n-val", "--epochs")
+    if args.stream:
+        split = [o for o in ("--n-train", "--n-val", "--n-query", "--batch-size")
+                 if getattr(args, o[2:].replace("-", "_")) is not None]
+        if split:
+            raise CLIError(f"--stream fits on every item of the cache, one step per batch file of the cache: leave out "
+                           f"{', '.join(split)}")
+    else:
+        given = [o for o in ("--epochs", "--start-size") if getattr(args, o[2:].replace("-", "_")) is not None]
+        if given:
+            raise CLIError(f"{' and '.join(given)} {'go' if len(given) > 1 else 'goes'} with --stream (the in-memory "
+                           "fit's passes are --n-iter)")
 
 
 def _check_evaluate(args):
@@ -202,6 +213,14 @@ def _register_data(subparsers):
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--seed", type=int, default=0, help="seed of the split and of mini-batches")
     p.add_argument("--n-active", type=int, default=None, help="concepts per image for U-SLiCS pseudo-labels")
+    p.add_argument("--stream", action="store_true",
+                   help="S-SLiCS or U-SLiCS over the cache's batch files with bounded memory (never the whole "
+                        "matrix): one pass for the mean and a seeded start sample, then --epochs passes of "
+                        "partial_fit, one step per batch file; every item is a training item")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="--stream: passes over the batches after the start (default 10, the in-memory --n-iter's)")
+    p.add_argument("--start-size", type=int, default=None,
+                   help="--stream: items of the seeded reservoir sample the fit starts on (default 2000)")
     _add_split_args(p)
     p.set_defaults(check=_check_fit)
 
