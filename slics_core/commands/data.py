@@ -271,12 +271,17 @@ def cmd_embed(args):
     return 0
 
 
+def _epoch_line(epoch, n_epochs):
+    print("fit --stream: started on the sample" if epoch == 0 else f"fit --stream: epoch {epoch}/{n_epochs}",
+          file=sys.stderr, flush=True)
+
+
 def _stream_fit(args):
     """``slics fit --stream``: :func:`slics_core.streaming.stream_fit`, saved and summarised."""
     kwargs = {k: v for k, v in (("epochs", args.epochs), ("start_size", args.start_size)) if v is not None}
     mean = load_mean(args.mean_file) if args.mean_file else None
     model, info = stream_fit(args.cache, method=args.method, n_atoms=args.n_atoms, seed=args.seed,
-                             n_active=args.n_active, mean=mean, **kwargs)
+                             n_active=args.n_active, mean=mean, progress=_epoch_line, **kwargs)
     with writing(args.out):
         model.save(args.out)
     skipped = f", {info['unlabelled']} without a label skipped" if info["unlabelled"] else ""
