@@ -15,15 +15,14 @@ in memory (maps, heatmaps).
 shards (block-wise cosine top-``k``, bounded memory).
 
 Thumbnails: a metadata row's local file (id column) when it exists; a ``url`` column only when the
-workspace opted in (:func:`remote_url`: http/https only, returned HTML-escaped; the server fetches
+workspace opted in (:func:`remote_url`: http/https only, percent-encoded; the server fetches
 nothing, a viewer's browser loads it).
 """
 from __future__ import annotations
 
-import html
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import numpy as np
 
@@ -40,6 +39,8 @@ ID_COLUMNS = ("image_path", "path", "image", "file", "filename", "file_name", "i
 SAMPLE_ROWS = 20_000
 #: Rows read (and preprocessed in float64) at once when streaming the shards.
 BLOCK_ROWS = 16_384
+#: Characters a thumbnail URL keeps as they are (RFC 3986's reserved and unreserved ones, less the quote ``'``).
+_URL_SAFE = ":/?#[]@!$&()*+,;=%-._~"
 _FIX = "export the shards again (clip-retrieval's img_emb/ and metadata/ layout)"
 
 
@@ -94,8 +95,12 @@ def clip_retrieval_files(folder) -> list:
 
 
 def remote_url(value) -> str | None:
-    """``value`` as a thumbnail URL a browser may load, HTML-escaped; None unless it is an http(s) URL with a
-    host and no spaces or control characters."""
+    """``value`` as a thumbnail URL a viewer's browser may load, or None.
+
+    Only an http(s) URL with a host and no spaces or control characters; returned percent-encoded
+    (quotes, ``<``, ``>``, backslashes, backticks and non-ASCII as ``%XX``), so it cannot leave an HTML
+    attribute or a Markdown image and names exactly the host it shows.
+    """
     if not isinstance(value, str) or not value or len(value) > 2048:
         return None
     if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value):
@@ -106,7 +111,7 @@ def remote_url(value) -> str | None:
         return None
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         return None
-    return html.escape(value, quote=True)
+    return quote(value, safe=_URL_SAFE)
 
 
 def seeded_sample(n_rows: int, n: int = SAMPLE_ROWS, seed: int = 0) -> np.ndarray:

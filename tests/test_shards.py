@@ -12,6 +12,7 @@ import pytest
 
 from slics_core.cli import main
 from slics_core.data import LabelledEmbeddings, load_cache
+from slics_core.explorer import safe_text
 from slics_core.explorer.arrival import pool_top_items
 from slics_core.explorer.atom_tables import atom_top_items, item_codes, stream_atom_top_items, top_items_table
 from slics_core.explorer.build import build_workspace
@@ -126,6 +127,8 @@ def test_remote_thumbnails_are_off_by_default(world, tmp_path):
     remote = load_workspace(out)
     assert remote.remote_thumbnails and remote.pool_shards["remote_hosts"] == ["images.example.org"]
     assert remote.pool_item(20_001)["url"] == "https://images.example.org/20001.jpg"
+    assert remote.pool_thumbnail(20_001) == "https://images.example.org/20001.jpg"
+    assert not isinstance(ws.pool_thumbnail(20_001), str)  # off: the grey tile, no URL
 
 
 @pytest.mark.parametrize("value", ["javascript:alert(1)", "data:image/png;base64,AAAA", "file:///etc/passwd",
@@ -135,7 +138,7 @@ def test_only_http_urls_with_a_host_are_thumbnails(value):
 
 
 def test_thumbnail_url_is_escaped():
-    assert remote_url('https://a.org/x.jpg?a=1&b="2"') == "https://a.org/x.jpg?a=1&amp;b=&quot;2&quot;"
+    assert remote_url('https://a.org/x.jpg?a=1&b="2"<x>\'`') == "https://a.org/x.jpg?a=1&b=%222%22%3Cx%3E%27%60"
 
 
 def test_remote_thumbnails_need_pool_shards(world, capsys):
@@ -232,3 +235,38 @@ def test_streaming_top_items_k_is_bounded(world):
     ws = load_workspace(world["out"])
     with pytest.raises(ValueError, match="between 1 and 60"):
         stream_atom_top_items(ws.model("S-SLiCS", 2), [], k=61)
+
+
+# ----------------------------------------------------------------------------- the Atoms page on a sharded workspace
+def _atoms_page(monkeypatch, folder):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("SLICS_WORKSPACES", str(folder.parent))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app_pages" / "atoms.py"), default_timeout=180)
+    at.session_state["ws_choice"] = folder.name
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _image_urls(at):
+    return [img.url for el in at.get("image") for img in el.proto.imgs]
+
+
+def test_atoms_page_shows_a_sharded_pools_top_images_without_remote_urls(world, monkeypatch):
+    at = _atoms_page(monkeypatch, world["out"])
+    urls = _image_urls(at)
+    assert len(urls) == 12 and all(u.startswith("data:image/jpeg") for u in urls)
+    assert not any("Remote thumbnails" in c.value for c in at.caption)
+
+
+def test_atoms_page_names_the_hosts_of_remote_thumbnails(world, tmp_path, monkeypatch):
+    out = tmp_path / "remote"
+    assert main(["workspace", "--cache", str(world["cache"]), "--out", str(out), "--vocab", "none", "--methods",
+                 "S-SLiCS", "--d0", "2", "--n-iter", "1", "--quiet", "--pool-shards", str(world["shards"]),
+                 "--remote-thumbnails"]) == 0
+    at = _atoms_page(monkeypatch, out)
+    urls = _image_urls(at)
+    assert len(urls) == 12 and all(u.startswith("https://images.example.org/") for u in urls)
+    host = safe_text.text("images.example.org")  # shown as plain text, never a link
+    assert any("Remote thumbnails" in c.value and host in c.value for c in at.caption)

@@ -312,19 +312,22 @@ class Workspace(CarriesLabels):
 
     def thumbnail(self, i: int, size: int = 128):
         """Item ``i`` fitted in a ``size`` square (a grey tile with an X if the file is unreadable)."""
-        try:
-            im = self.image(i)
-        except ImageLoadError:
-            im = Image.new("RGB", (size, size), (200, 200, 200))
-            d = ImageDraw.Draw(im)
-            d.line((0, 0, size, size), fill=(120, 120, 120), width=3)
-            d.line((0, size, size, 0), fill=(120, 120, 120), width=3)
-            return im
-        if im.width == im.height and im.width <= size:
-            return im.resize((size, size), Image.NEAREST)
-        im = im.copy()
-        im.thumbnail((size, size))
-        return im
+        return _fitted(lambda: self.image(i), size)
+
+    def pool_thumbnail(self, position: int, size: int = 128):
+        """A sharded pool row's thumbnail: its local file fitted in a ``size`` square; else, when the workspace
+        opted in to remote thumbnails, its checked http(s) URL (a str the viewer's browser loads; the server
+        fetches nothing); else the grey tile."""
+        item = self.pool_item(position)
+        if item["path"] is None and item["url"] is not None:
+            return item["url"]
+
+        def load():
+            if item["path"] is None:
+                raise ImageLoadError(f"pool item {item['id']} has no image file")
+            return load_image(item["path"], max_decode_bytes=DEFAULT_MAX_DECODE_BYTES)
+        return _fitted(load, size)
+
 
     # ------------------------------------------------------------------ queries
     def preprocess(self, raw) -> np.ndarray:
@@ -345,6 +348,23 @@ class Workspace(CarriesLabels):
         raw = unit_rows(raw, zero="keep", tol=ZERO_NORM)
         T = np.asarray(self.concept_text, dtype=np.float64)
         return raw @ unit_rows(T, zero="keep", tol=ZERO_NORM).T
+
+
+def _fitted(load, size: int):
+    """``load()`` (a PIL image) fitted in a ``size`` square; a grey tile with an X if it raises ImageLoadError."""
+    try:
+        im = load()
+    except ImageLoadError:
+        im = Image.new("RGB", (size, size), (200, 200, 200))
+        d = ImageDraw.Draw(im)
+        d.line((0, 0, size, size), fill=(120, 120, 120), width=3)
+        d.line((0, size, size, 0), fill=(120, 120, 120), width=3)
+        return im
+    if im.width == im.height and im.width <= size:
+        return im.resize((size, size), Image.NEAREST)
+    im = im.copy()
+    im.thumbnail((size, size))
+    return im
 
 
 def sharded_pool_index(ws: Workspace):
