@@ -270,3 +270,24 @@ def test_atoms_page_names_the_hosts_of_remote_thumbnails(world, tmp_path, monkey
     assert len(urls) == 12 and all(u.startswith("https://images.example.org/") for u in urls)
     host = safe_text.text("images.example.org")  # shown as plain text, never a link
     assert any("Remote thumbnails" in c.value and host in c.value for c in at.caption)
+
+
+def test_evaluation_ranks_with_the_workspaces_one_pool_index(world):
+    """scoring and the pages' store search ``Workspace.pool_index()`` (one index per workspace), not a new one."""
+    from slics_core.explorer import scoring
+
+    ws = load_workspace(world["out"])
+    mem = _in_memory(world, ws)
+    calls = []
+    index = mem.pool_index()
+
+    class Spy:
+        n_pool = index.n_pool
+
+        def search(self, Q, k):
+            calls.append(len(Q))
+            return index.search(Q, k)
+
+    mem._opened["index"] = Spy()
+    scoring.methods_table(mem, 2, split="query", k=5, methods=["S-SLiCS"])
+    assert calls
