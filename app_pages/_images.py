@@ -140,6 +140,24 @@ def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, border
                  format_func=lambda i: f"#{i + 1}", key=pick_key, on_change=_pick_from_grid, args=(pick_key, rows))
 
 
+def pool_grid(ws, positions, captions=None, n_cols: int = 6, size: int = 112) -> None:
+    """Thumbnails of a sharded pool's rows (:meth:`Workspace.pool_thumbnail`): local files as ``data:`` URLs;
+    remote URLs (only when the workspace opted in) are handed to the browser, which loads them, with one
+    caption line naming their hosts."""
+    positions = [int(p) for p in positions]
+    for start in range(0, len(positions), n_cols):
+        cols = st.columns(n_cols)
+        for k in range(start, min(start + n_cols, len(positions))):
+            im = ws.pool_thumbnail(positions[k], size)
+            with cols[k - start]:
+                show_image(im if isinstance(im, str) else jpeg_url(_encoded(im.convert("RGB"), "JPEG", quality=90)),
+                           caption=None if captions is None else captions[k], width="stretch")
+    if ws.remote_thumbnails:
+        hosts = ", ".join(ws.pool_shards.get("remote_hosts") or []) or "none"
+        st.caption(f"Remote thumbnails: your browser loads them from {_safe.text(hosts)} (this workspace was built "
+                   "with --remote-thumbnails).")
+
+
 #: Page style drawn once per run by the frame (app.py): pills wrap onto more lines instead of scrolling
 #: sideways (a gallery's 20 "Query this image" pills outgrow half a page).
 PILLS_WRAP = ('<style>[data-testid="stButtonGroup"] [role=radiogroup] {flex-wrap: wrap; overflow: visible}'

@@ -35,6 +35,16 @@ def require_dictionaries(ws) -> list:
     return methods
 
 
+def require_in_memory_pool(ws) -> None:
+    """A page that ranks the labelled in-memory pool stops with one message on a sharded workspace (its pool is
+    clip-retrieval shards without labels, :mod:`slics_core.shards`; the Atoms page reads them)."""
+    if ws.sharded:
+        st.info(f"Workspace {_safe.code(ws.name)} keeps its pool of {ws.n_pool:,} images in shards on disk; this "
+                "page ranks a labelled in-memory pool and does not read shards yet. The Atoms page shows the "
+                "pool images that use each atom most.")
+        state.stop()
+
+
 def method_picker(ws, key: str = "method", methods=None, label: str = "Method"):
     """Method selectbox over the workspace's fitted methods (the registry's order).
 

@@ -25,7 +25,6 @@ from slics_core.explorer.generation import generator_version, load_workspace_gen
 from slics_core.explorer.quantized import quantization_info, quantized_pool_index
 from slics_core.explorer.workspace import EMOJI
 from slics_core.explorer.workspace_files import list_workspaces, load_workspace, workspace_path
-from slics_core.retrieval import build_index
 
 
 @st.cache_resource(show_spinner=False)
@@ -217,7 +216,7 @@ def ws_id(ws) -> str:
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _pool_index(key: str, _ws):
-    return build_index(_ws.X[_ws.index["pool"]], "auto")
+    return _ws.pool_index()
 
 
 def pool_index(ws):

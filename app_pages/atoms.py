@@ -11,11 +11,11 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages._errors import visitor_text
-from app_pages._images import image_grid, label_text
+from app_pages._images import image_grid, label_text, pool_grid
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, workspace_words, ws_id
 from slics_core.analysis import FIRE_RTOL, FIRE_RULE, HEALTH_FLAGS, HEALTH_RULES
-from slics_core.explorer.arrival import atom_matrices, atoms_split, pool_codes
+from slics_core.explorer.arrival import atom_matrices, atoms_split, pool_codes, pool_top_items
 from slics_core.explorer.atom_tables import (
     atom_health,
     atom_labels,
@@ -27,6 +27,7 @@ from slics_core.explorer.atom_tables import (
     health_histogram,
     health_note,
     matrix_table,
+    top_items_table,
 )
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.maps import selected_point_ids
@@ -75,6 +76,11 @@ def _health(key, method, d0, _ws):
 @st.cache_data(show_spinner=False, max_entries=16)
 def _pool_codes(key, method, d0, _ws):
     return pool_codes(_ws, method, d0)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _pool_top(key, method, d0, _ws):
+    return pool_top_items(_ws, method, d0)
 
 
 with st.spinner("Sparse coding the validation items…"):
@@ -157,16 +163,22 @@ st.caption(f"Concept **{_safe.text(names[model.groups_[atom]])}**; used by {mats
 img_col, word_col = st.columns([3, 1])
 with img_col:
     st.markdown("**Pool images that use it most** (NNLS coefficients on each image's labelled concepts)")
-    with st.spinner("Coding the pool…"):
-        codes = _pool_codes(ws_id(ws), method, int(d0), ws)
-    top = atom_top_items(codes, atom, k=int(k), rows=ws.index["pool"])
-    if len(top):
+    if ws.sharded:  # the shards, streamed: the best MAX_TOP_ITEMS per atom on every concept (no pool labels)
+        with st.spinner("Reading the pool's shards…"):
+            top = top_items_table(*_pool_top(ws_id(ws), method, int(d0), ws), atom, k=int(k))
+    else:
+        with st.spinner("Coding the pool…"):
+            codes = _pool_codes(ws_id(ws), method, int(d0), ws)
+        top = atom_top_items(codes, atom, k=int(k), rows=ws.index["pool"])
+    if not len(top):
+        st.info("No pool image uses this atom.")
+    elif ws.sharded:
+        pool_grid(ws, top.row.tolist(), captions=[f"{c:.2f}" for c in top.coefficient])
+    else:
         image_grid(ws, top.row.tolist(), captions=[f"{c:.2f} · {label_text(ws, r)}" for r, c in
                                                    zip(top.row, top.coefficient)], n_cols=6, size=112)
         csv_download(top.assign(labels=[label_text(ws, r) for r in top.row]), f"atom{atom}_images.csv",
                      "Download images (CSV)", key="atom_items_csv")
-    else:
-        st.info("No pool image uses this atom.")
 with word_col:
     st.markdown("**Top words** (cosine with the atom; same order as one-atom NNLS)")
     try:

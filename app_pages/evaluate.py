@@ -24,7 +24,7 @@ import streamlit as st
 from app_pages import _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
-from app_pages._ui import csv_download, page_intro
+from app_pages._ui import csv_download, page_intro, require_in_memory_pool
 from app_pages._workspace import get_workspace, pool_index, ws_id
 from slics_core.analysis import HEALTH_FLAGS
 from slics_core.evaluation import (
@@ -178,6 +178,7 @@ def _html_download(fig, file_name, key):
 st.title("Evaluate")
 look_at = st.empty()  # the page's one sentence, written from the table once it is computed
 ws = get_workspace()
+require_in_memory_pool(ws)
 st.caption("Concept-filtered retrieval scored as in the paper (sec. 4.4): for every query and every concept it "
            "contains, the candidate pool is ranked by that concept's component of the query and the top k are "
            "judged relevant if they share the concept (Gen.) or also one of its sub-labels (Sub.). Scores use "

@@ -17,7 +17,16 @@ from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text, png_bytes, shared
 from app_pages._query import query_picker, row_query, show_query
-from app_pages._ui import component_picker, csv_download, d0_picker, k_picker, method_picker, page_intro, query_rows
+from app_pages._ui import (
+    component_picker,
+    csv_download,
+    d0_picker,
+    k_picker,
+    method_picker,
+    page_intro,
+    query_rows,
+    require_in_memory_pool,
+)
 from app_pages._workspace import get_workspace, pool_index, workspace_generator, ws_id
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.queries import concept_scores, gallery_relevance, mix_components, norms_and_cosine, rank_pool
@@ -37,6 +46,7 @@ def _ranked_concepts(model, x) -> list:
 
 st.title("🧪 Mix concepts across queries")
 ws = get_workspace()
+require_in_memory_pool(ws)
 state.use_extras()
 page_intro("Look at whether the mixed gallery shows the first query's concept *and* the second query's "
            "concept together, in the kinds each query has.",

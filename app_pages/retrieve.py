@@ -15,7 +15,15 @@ from app_pages import _pages, _safe
 from app_pages import _state as state
 from app_pages._images import image_grid
 from app_pages._query import concept_picker, preselection, query_picker, show_query
-from app_pages._ui import component_picker, csv_download, d0_picker, k_picker, method_picker, page_intro
+from app_pages._ui import (
+    component_picker,
+    csv_download,
+    d0_picker,
+    k_picker,
+    method_picker,
+    page_intro,
+    require_in_memory_pool,
+)
 from app_pages._workspace import get_workspace, pool_index, quantized_pool, ws_id
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.narration import component_words
@@ -79,6 +87,7 @@ def _delta(a, b):
 
 st.title("🔎 Retrieve by concept")
 ws = get_workspace()
+require_in_memory_pool(ws)
 page_intro("Look at how each concept's gallery keeps that concept of the query and drops the rest, while "
            "the unfiltered gallery beside it follows the whole scene.",
            "Pick, upload or describe a query. SLiCS splits its embedding into one component per concept; each "

@@ -11,7 +11,6 @@ image folders (:func:`slics_core.datasets.read_label_records`).
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import numpy as np
@@ -26,27 +25,10 @@ from slics_core.datasets import (
     split_list,
 )
 from slics_core.errors import DamagedFileError
-from slics_core.extras import require
 from slics_core.formats import load_npy
+from slics_core.shards import clip_retrieval_files, id_column, read_pandas
 
 __all__ = ["load_precomputed"]
-
-_ID_COLUMNS = ("image_path", "path", "image", "file", "filename", "file_name", "id", "key")
-
-
-def _numbered(folder, prefix, suffix):
-    found = []
-    for p in Path(folder).iterdir():
-        m = re.fullmatch(re.escape(prefix) + r"_?(\d+)" + re.escape(suffix), p.name)
-        if m:
-            found.append((int(m.group(1)), p))
-    return [p for _, p in sorted(found)]
-
-
-def _pandas():
-    """pandas, imported when a metadata table is read (an optional library: one line names its extra)."""
-    return require("pandas", "reading metadata tables")
-
 
 def _read_table(path):
     """A metadata table (parquet, CSV or a text file of ids) as a pandas DataFrame."""
@@ -56,25 +38,18 @@ def _read_table(path):
     low = path.name.lower()
     if low.endswith(".csv"):
         header, rows = read_csv_rows(path, "metadata file")
-        return _pandas().DataFrame([r for _, r in rows], columns=header, dtype=object)
+        return read_pandas().DataFrame([r for _, r in rows], columns=header, dtype=object)
     try:
         if low.endswith(".parquet"):
-            return _pandas().read_parquet(path)
+            return read_pandas().read_parquet(path)
         if low.endswith((".txt", ".lst")):
-            return _pandas().DataFrame({"id": [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
+            return read_pandas().DataFrame({"id": [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
                                         if ln.strip()]})
     except UnicodeDecodeError:
         raise ValueError(f"metadata file {str(path)!r} is not UTF-8 text; save it as UTF-8 and run again.") from None
     except (OSError, ValueError) as exc:
         raise ValueError(f"metadata file {str(path)!r} cannot be read: {exc}") from None
     raise ValueError(f"metadata file {str(path)!r}: use .parquet, .csv or .txt (one id per line)")
-
-
-def _id_column(df, source):
-    col = next((c for c in _ID_COLUMNS if c in df.columns), None)
-    if col is None:
-        raise ValueError(f"{source}: needs an id column (one of {', '.join(_ID_COLUMNS)}); found {list(df.columns)}")
-    return col
 
 
 def _list_cell(v):
@@ -148,24 +123,17 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
     """
     src = Path(embeddings)
     if src.is_dir():
-        emb_dir, meta_dir = src / "img_emb", src / "metadata"
-        if not emb_dir.is_dir() or not meta_dir.is_dir():
-            raise FileNotFoundError(f"{str(src)!r} is not in clip-retrieval's layout (img_emb/ and metadata/ folders)")
-        emb_files = _numbered(emb_dir, "img_emb", ".npy")
-        meta_files = _numbered(meta_dir, "metadata", ".parquet")
-        if not emb_files or len(emb_files) != len(meta_files):
-            raise ValueError(f"{str(src)!r}: {len(emb_files)} img_emb_*.npy files for {len(meta_files)} "
-                             "metadata_*.parquet files")
+        pairs = clip_retrieval_files(src)
         parts, tables = [], []
-        for ef, mf in zip(emb_files, meta_files):
+        for ef, mf in pairs:
             e = load_npy(ef, "fiu", fix="export it again")
-            t = _pandas().read_parquet(mf)
+            t = read_pandas().read_parquet(mf)
             if len(e) != len(t):
                 raise ValueError(f"{ef.name} has {len(e)} rows but {mf.name} has {len(t)}")
             parts.append(e)
             tables.append(t)
         E = np.concatenate(parts)
-        meta = _pandas().concat(tables, ignore_index=True)
+        meta = read_pandas().concat(tables, ignore_index=True)
     elif src.suffix.lower() == ".npy":
         if metadata is None:
             raise ValueError(f"{str(src)!r}: a .npy file needs --metadata naming the ids of its rows")
@@ -192,7 +160,7 @@ def load_precomputed(embeddings, *, metadata=None, labels=None, images=None):
         raise ValueError(f"{str(src)!r}: expected a non-empty (n, d) array of embeddings, got shape {E.shape}")
     if not np.isfinite(E).all():
         raise ValueError(f"{str(src)!r}: embeddings contain NaN or infinite values")
-    ids = [str(x) for x in meta[_id_column(meta, str(metadata or src))]]
+    ids = [str(x) for x in meta[id_column(meta, str(metadata or src))]]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{str(metadata or src)!r}: ids are not unique")
     recs = [None] * len(ids)

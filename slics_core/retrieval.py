@@ -29,6 +29,10 @@ Search back-ends
     pools of a million items and more; its recall@k against the exact search
     is what ``benchmarks/bench_retrieval.py --million`` prints. Never chosen
     by ``"auto"``.
+``StreamingIndex``
+    exact search over a pool read block by block (a sharded workspace's memory-mapped shards,
+    :mod:`slics_core.shards`): each block's top-k merged into the running top-k (:func:`merge_top`),
+    memory bounded by one block; not a ``build_index`` backend (the workspace builds it).
 ``"auto"``
     ``"faiss"`` when the pool has at least ``faiss_min_pool`` rows (default
     :data:`FAISS_MIN_POOL` = 1 000 000), else ``"exact"``. On the 2-core
@@ -69,6 +73,8 @@ __all__ = [
     "ExactIndex",
     "FaissIndex",
     "FaissIVFIndex",
+    "StreamingIndex",
+    "merge_top",
     "build_index",
     "RetrievalResult",
     "ConceptRetriever",
@@ -275,6 +281,58 @@ def _check_queries(queries, dim):
     if not np.isfinite(Q).all():
         raise ValueError("queries contain NaN or infinite values.")
     return Q
+
+
+class StreamingIndex:
+    """Exact cosine search over memory-mapped shards, one block at a time (bounded memory).
+
+    Parameters
+    ----------
+    shards : slics_core.shards.PoolShards
+        Anything with ``len()``, ``dim`` and ``blocks(block_rows)`` yielding ``(start, raw rows)``.
+    transform : callable, optional
+        Raw rows -> the workspace's preprocessed rows (``Workspace.preprocess``); default identity.
+    block_rows : int
+    """
+
+    backend = "shards-exact"
+
+    def __init__(self, shards, transform=None, *, block_rows: int = 16_384):
+        self.shards = shards
+        self.transform = transform
+        self.block_rows = int(block_rows)
+        self.n_pool, self.dim = len(shards), shards.dim
+
+    def _prepared(self, raw):
+        X = raw if self.transform is None else self.transform(raw)
+        return _unit(np.asarray(X, dtype=np.float32))
+
+    def search(self, queries, k):
+        """Top-``k`` positions and cosines for every query row (:meth:`slics_core.retrieval.ExactIndex.search`).
+
+        Returns
+        -------
+        positions : ndarray of int64, shape (n_queries, k)
+            Global positions in shard order, best first (ties to the smaller position).
+        scores : ndarray of float32, shape (n_queries, k)
+        """
+        k = min(check_k(k), self.n_pool)
+        Q = _unit(_check_queries(queries, self.dim))
+        best_i = np.empty((Q.shape[0], 0), dtype=np.int64)
+        best_s = np.empty((Q.shape[0], 0), dtype=np.float32)
+        for start, raw in self.shards.blocks(self.block_rows):
+            s = Q @ self._prepared(raw).T
+            i, v = top_k(s, min(k, s.shape[1]))
+            best_i, best_s = merge_top(best_i, best_s, i + start, v.astype(np.float32), k)
+        return best_i, best_s
+
+
+def merge_top(idx_a, val_a, idx_b, val_b, k):
+    """The ``k`` best of two per-row candidate lists (largest value first, ties to the smaller index)."""
+    idx = np.concatenate([idx_a, idx_b], axis=1)
+    val = np.concatenate([val_a, val_b], axis=1)
+    order = np.lexsort((idx, -val), axis=1)[:, :k]
+    return np.take_along_axis(idx, order, axis=1), np.take_along_axis(val, order, axis=1)
 
 
 def build_index(pool, backend="auto", *, faiss_min_pool=FAISS_MIN_POOL):

@@ -233,7 +233,8 @@ def test_every_workspace_field_is_declared_with_where_it_is_saved(dataset_ws, tm
     from slics_core.explorer.workspace import Workspace
 
     where = {f.name: f.metadata.get("stored") for f in fields(Workspace)}
-    assert {n for n, w in where.items() if w is None} == {"path", "index", "models", "images", "extras", "building"}
+    assert {n for n, w in where.items() if w is None} == {"path", "index", "models", "images", "extras", "building",
+                                                          "_opened"}  # what a workspace opened (shards, pool index)
     from slics_core.explorer.workspace_files import save_workspace
 
     _, folder = dataset_ws

@@ -278,6 +278,8 @@ def _check_workspace(args):
     check_at_least(args, 1, "--n-train", "--n-query", "--n-words", "--n-iter")
     check_at_least(args, 1 if len(set(args.d0)) > 1 else 0, "--n-val")  # the default d0 is chosen on validation
     check_encoder_spec(args.encoder)
+    if args.remote_thumbnails and not args.pool_shards:
+        raise CLIError("--remote-thumbnails needs --pool-shards DIR (the shards' metadata holds the 'url' column)")
     _check_generator(args)
 
 
@@ -323,6 +325,13 @@ def _register_workspaces(subparsers) -> None:
     p.add_argument("--vocab", default=DEFAULT_VOCABULARY, help=f"caption vocabulary: {VOCABULARY_SPECS}")
     p.add_argument("--n-words", type=int, default=10_000)
     p.add_argument("--info", default=None, metavar="NAME", help="print the summary of an existing workspace")
+    p.add_argument("--pool-shards", default=None, metavar="DIR",
+                   help="the pool is these clip-retrieval shards (img_emb/img_emb_N.npy + "
+                        "metadata/metadata_N.parquet), memory-mapped, never copied; --cache then supplies "
+                        "train/val/query")
+    p.add_argument("--remote-thumbnails", action="store_true",
+                   help="with --pool-shards: thumbnails may be the metadata's http(s) 'url' column, loaded by the "
+                        "viewer's browser (off by default; the pages name the hosts)")
     add_generator_options(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(check=_check_workspace)

@@ -29,6 +29,7 @@ from slics_core.extras import require
 from slics_core.generators import DEFAULT_CONDITIONING_ENCODER, missing_presets, parse_generator_spec, required_presets
 from slics_core.generators.registry import generator_names_text
 from slics_core.methods import method_names
+from slics_core.shards import PoolShards
 
 __all__ = ["StageProgress", "add_generator", "check_generator_args", "recorded_conditioning_encoder"]
 
@@ -110,17 +111,29 @@ def cmd_workspace(args) -> int:
             raise CLIError(f"unknown method(s) {unknown}; registered: {', '.join(method_names())}")
     generator = check_generator_args(args)
     encoder = resolve_encoder(args.encoder) if args.encoder else None
+    shards = None
+    if args.pool_shards:
+        try:
+            shards = PoolShards(args.pool_shards)
+        except (OSError, ValueError) as exc:
+            raise CLIError(f"--pool-shards: {user_message(exc)}") from None
     progress = StageProgress("workspace", quiet=args.quiet)
     ws = build_workspace_from_cache(args.cache, out, encoder=encoder, mean_file=args.mean_file, vocabulary=args.vocab,
                                     n_words=args.n_words, d0_values=tuple(args.d0), n_iter=args.n_iter,
                                     n_train=args.n_train, n_val=args.n_val, n_query=args.n_query, seed=args.seed,
-                                    methods=args.methods, name=args.name, progress=progress, overwrite=args.overwrite)
+                                    methods=args.methods, name=args.name, progress=progress, overwrite=args.overwrite,
+                                    pool_shards=shards, remote_thumbnails=args.remote_thumbnails)
     progress.close()
     s = ws.summary()
     print(f"workspace {s['name']!r} written to {out}: {s['n_items']} items, splits {s['splits']}, "
           f"{len(ws.models)} fitted models ({', '.join(ws.methods)}; d0 {s['d0_values']}"
           + (f"; default {d0_choice(ws)}" if ws.d0_values else "") + ")"
           + (f"; not fitted: {', '.join(f'{m} ({why})' for m, why in ws.skipped.items())}" if ws.skipped else ""))
+    if ws.sharded:
+        info = ws.pool_shards
+        print(f"pool: {info['n_rows']} rows in {len(info['counts'])} shards of {info['folder']} (memory-mapped, not "
+              f"copied); {len(ws.pool_sample_rows)} sampled for maps; remote thumbnails "
+              + ("on" if info["remote_thumbnails"] else "off"))
     if generator is not None:
         try:
             add_generator(ws, generator, args)

@@ -29,15 +29,21 @@ import numpy as np
 from slics_core.analysis import HEALTH_FLAGS
 from slics_core.evaluation import SWEEP_METHOD
 from slics_core.explorer import scoring
-from slics_core.explorer.atom_tables import atom_heatmaps, default_sparsity, health_summary, item_codes
+from slics_core.explorer.atom_tables import (
+    MAX_TOP_ITEMS,
+    atom_heatmaps,
+    default_sparsity,
+    health_summary,
+    item_codes,
+    stream_atom_top_items,
+)
 from slics_core.explorer.maps import map_points, map_sample, tsne_layout
 from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.methods import preferred_method
-from slics_core.retrieval import build_index
 
 __all__ = ["DEFAULT_K", "MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "map_layout", "pool_codes",
-           "prepare_pages", "stored", "sweep_splits"]
+           "pool_top_items", "prepare_pages", "stored", "sweep_splits"]
 
 MAX_ENTRY_BYTES = 256 * 2**20
 MAX_ENTRIES = 512
@@ -161,6 +167,21 @@ def pool_codes(ws, method: str, d0: int) -> np.ndarray:
                   names=("codes",))["codes"]
 
 
+def pool_top_items(ws, method: str, d0: int) -> tuple:
+    """A sharded pool's ``(positions, coefficients)`` of :func:`~slics_core.explorer.atom_tables.stream_atom_top_items`
+    (:data:`~slics_core.explorer.atom_tables.MAX_TOP_ITEMS` per atom, the shards read block by block), stored
+    (Atoms)."""
+    def compute():
+        model = ws.model(method, d0)
+        blocks = ((start, ws.preprocess(raw)) for start, raw in ws.shards().blocks())
+        p, c = stream_atom_top_items(model, blocks, MAX_TOP_ITEMS)
+        return {"positions": p, "coefficients": c}
+
+    got = stored(ws, "top-items", {"method": method, "d0": int(d0), "k": MAX_TOP_ITEMS,
+                                   "shards": ws.pool_shards}, compute, names=("positions", "coefficients"))
+    return got["positions"], got["coefficients"]
+
+
 def health_numbers(ws, method: str, d0: int, split: str) -> dict:
     """:func:`slics_core.explorer.atom_tables.health_summary` of one dictionary (flags on the training split,
     active atoms and cos(x, x̂) on ``split``), stored (Evaluate's health line)."""
@@ -209,7 +230,7 @@ def prepare_pages(ws, progress=None) -> list:
     if _folder(ws) is None:
         return []
     jobs = []
-    if SWEEP_METHOD in ws.methods and ws.d0_values and sweep_splits(ws):
+    if SWEEP_METHOD in ws.methods and ws.d0_values and sweep_splits(ws) and not ws.sharded:  # needs a labelled pool
         jobs += scoring.sweep_jobs(ws, SWEEP_METHOD, splits=sweep_splits(ws))
         for split in ("query", "val"):
             if split in sweep_splits(ws):
@@ -217,7 +238,8 @@ def prepare_pages(ws, progress=None) -> list:
     dicts = ws.dictionary_methods()
     method = preferred_method(dicts)
     healthy = dicts if (len(ws.index.get("train", [])) and ws.default_d0 is not None) else []
-    total = len(jobs) + (3 if method else 0) + len(healthy)
+    has_map = len(ws.index.get(MAP_DEFAULTS["split"], [])) > 0
+    total = len(jobs) + ((2 + has_map) if method else 0) + len(healthy)
     done = []
 
     def step(name):
@@ -226,7 +248,7 @@ def prepare_pages(ws, progress=None) -> list:
         done.append(name)
 
     if jobs:
-        index = build_index(ws.X[ws.index["pool"]], "auto")
+        index = ws.pool_index()
         depth = scoring.ranking_depth(DEFAULT_K)
         for job in jobs:
             step(f"Evaluate {job.label()}")
@@ -234,14 +256,18 @@ def prepare_pages(ws, progress=None) -> list:
     if method is not None and ws.default_d0 is not None:
         d0 = int(ws.default_d0)
 
-        step("Subspaces map")
-        P, _ = default_map_points(ws, method, d0)
-        map_layout(ws, P, MAP_DEFAULTS["seed"])
+        if has_map:
+            step("Subspaces map")
+            P, _ = default_map_points(ws, method, d0)
+            map_layout(ws, P, MAP_DEFAULTS["seed"])
         step("Atoms matrices")
         model = ws.model(method, d0)
         atom_matrices(ws, method, d0, default_sparsity(model), atoms_split(ws))
         step("Atoms pool codes")
-        pool_codes(ws, method, d0)
+        if ws.sharded:
+            pool_top_items(ws, method, d0)
+        else:
+            pool_codes(ws, method, d0)
     for m in healthy:
         step(f"Evaluate health of {m}")
         health_numbers(ws, m, int(ws.default_d0), atoms_split(ws))

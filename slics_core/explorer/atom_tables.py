@@ -41,11 +41,15 @@ from slics_core.analysis import (
     reconstruction_cosine,
 )
 from slics_core.captions import prepare_text_embeddings, word_captions
+from slics_core.retrieval import merge_top, top_k
 from slics_core.sparse_coding import nn_omp
 
 __all__ = [
     "item_codes",
     "atom_top_items",
+    "stream_atom_top_items",
+    "top_items_table",
+    "MAX_TOP_ITEMS",
     "atom_top_words",
     "atom_heatmaps",
     "atom_health",
@@ -99,6 +103,62 @@ def atom_top_items(codes, atom, k=12, rows=None):
     order = np.lexsort((np.arange(c.size), -c))
     order = order[c[order] > 0][: int(k)]
     return pd.DataFrame({"rank": np.arange(1, order.size + 1), "row": rows[order], "coefficient": c[order]})
+
+#: Most items kept per atom by :func:`stream_atom_top_items`.
+MAX_TOP_ITEMS = 60
+
+
+def stream_atom_top_items(model, blocks, k=MAX_TOP_ITEMS):
+    """Per atom, the ``k`` items with the largest coefficient, over blocks of items (bounded memory).
+
+    The streaming form of :func:`atom_top_items` for a pool that is never in memory at once (a sharded
+    workspace): each block is coded with :func:`item_codes` (no labels: every concept) and only the
+    best ``k`` per atom are kept between blocks.
+
+    Parameters
+    ----------
+    model : fitted dictionary model
+    blocks : iterable of (start, X)
+        ``X`` (b, d) preprocessed items at positions ``start .. start + b - 1``.
+    k : int
+        At most :data:`MAX_TOP_ITEMS`.
+
+    Returns
+    -------
+    positions : ndarray of int64, shape (M, k)
+        Best first; ties by the smaller position; ``-1`` past the items with a positive coefficient.
+    coefficients : ndarray of float64, shape (M, k)
+        ``0`` where ``positions`` is ``-1``.
+    """
+    k = int(k)
+    if not 1 <= k <= MAX_TOP_ITEMS:
+        raise ValueError(f"k must be between 1 and {MAX_TOP_ITEMS}; got {k}.")
+    M = int(np.shape(model.atoms_)[0])
+    best_i = np.zeros((M, 0), dtype=np.int64)
+    best_c = np.zeros((M, 0), dtype=np.float64)
+    for start, X in blocks:
+        C = np.asarray(item_codes(model, X), dtype=np.float64).T  # (M, b)
+        i, c = top_k(C, min(k, C.shape[1]))
+        best_i, best_c = merge_top(best_i, best_c, i + int(start), c, k)
+    pad = k - best_i.shape[1]
+    if pad > 0:
+        best_i = np.pad(best_i, ((0, 0), (0, pad)), constant_values=-1)
+        best_c = np.pad(best_c, ((0, 0), (0, pad)))
+    keep = best_c > 0
+    return np.where(keep, best_i, -1), np.where(keep, best_c, 0.0)
+
+
+def top_items_table(positions, coefficients, atom, k=12):
+    """:func:`atom_top_items`'s table (``rank``, ``row``, ``coefficient``) from :func:`stream_atom_top_items`'s
+    arrays; ``row`` is the pool position."""
+    atom = int(atom)
+    if not 0 <= atom < positions.shape[0]:
+        raise ValueError(f"atom {atom} out of range (0..{positions.shape[0] - 1}).")
+    p, c = positions[atom], coefficients[atom]
+    keep = np.flatnonzero(p >= 0)[: int(k)]
+    return pd.DataFrame({"rank": np.arange(1, keep.size + 1), "row": p[keep].astype(np.int64),
+                         "coefficient": c[keep]})
+
 
 def atom_top_words(atom, word_embeddings, words, k=10):
     """Words closest to one atom (see the module notes: cosine == one-atom NNLS ranking).

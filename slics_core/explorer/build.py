@@ -39,11 +39,12 @@ from slics_core.explorer.workspace import Workspace
 from slics_core.explorer.workspace_files import check_target, save_workspace
 from slics_core.methods import absent, fit_method, get_method, method_names, needs_message
 from slics_core.preprocessing import load_mean
+from slics_core.shards import BLOCK_ROWS, SAMPLE_ROWS, PoolShards, seeded_sample
 from slics_core.splits import Split, make_split
 from slics_core.store import EmbeddingStore
 from slics_core.vocabulary_names import DEFAULT_VOCABULARY, NO_VOCABULARY
 
-__all__ = ["build_workspace", "build_workspace_from_cache", "report_progress"]
+__all__ = ["attach_pool_shards", "build_workspace", "build_workspace_from_cache", "report_progress"]
 
 
 def report_progress(progress, stage, done=0, total=1):
@@ -84,7 +85,8 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
                     n_query=None, seed=0, d0_values=(5, 10, 15), n_iter=10, methods=None, mean=None,
                     vocabulary=NO_VOCABULARY, encoder=None, store=None, name=None, kind="dataset", generator=None,
                     progress=None, replace=True, codebook=None, source=None, overwrite=False,
-                    prepare=True, splice_vocabulary=None, oracle_vocabulary=None) -> Workspace:
+                    prepare=True, splice_vocabulary=None, oracle_vocabulary=None, pool_shards=None,
+                    remote_thumbnails=False) -> Workspace:
     """Build, save and return a workspace from labelled embeddings (see the module docstring).
 
     Parameters
@@ -123,6 +125,11 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         After saving, compute and store what the pages show on arrival
         (:func:`slics_core.explorer.arrival.prepare_pages`), so no first visit waits.
     source, overwrite : see :func:`save_workspace` (checked before anything is fitted).
+    pool_shards : slics_core.shards.PoolShards, optional
+        The pool is these shards (:func:`attach_pool_shards`): ``data`` supplies train / val / query (its
+        remaining rows still serve the d0 sweep), and ``index["pool"]`` is empty.
+    remote_thumbnails : bool
+        With ``pool_shards``: thumbnails may be the metadata's ``url`` column (loaded by the browser).
 
     Returns
     -------
@@ -189,6 +196,8 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         ws.d0_scores = [{"d0": r["d0"], "general": round(float(r["general"]), 4), "sub": round(float(r["sub"]), 4)}
                         for r in records]
         ws.chosen_d0 = choose_d0(records)
+    if pool_shards is not None:
+        attach_pool_shards(ws, pool_shards, remote_thumbnails=remote_thumbnails, seed=seed, progress=progress)
     if out is not None:
         report_progress(progress, "save the workspace", 0, 1)
         save_workspace(ws, out, source=source, overwrite=True, _warn=False)
@@ -196,6 +205,26 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         if prepare:  # what the pages show on arrival, stored in the folder for every process (issue 24)
             prepare_pages(ws, progress)
     return ws
+
+
+def attach_pool_shards(ws: Workspace, shards: PoolShards, *, remote_thumbnails=False, seed=0,
+                       sample_rows=SAMPLE_ROWS, progress=None) -> None:
+    """Make ``shards`` the pool of ``ws``: the header records the folder and rows per shard, ``index["pool"]``
+    becomes empty, and a seeded sample of ``sample_rows`` pool rows (preprocessed as ``ws.preprocess``) is kept
+    in memory for maps and heatmaps. The shards are read through memory maps, one block at a time."""
+    if shards.dim != ws.X.shape[1]:
+        raise ValueError(f"the shards in {str(shards.folder)!r} hold {shards.dim}-d embeddings but the cache holds "
+                         f"{ws.X.shape[1]}-d ones; embed both with the same encoder")
+    report_progress(progress, f"sample {min(sample_rows, len(shards))} pool rows", 0, 1)
+    rows = seeded_sample(len(shards), sample_rows, seed)
+    ws.pool_sample_rows = rows
+    ws.pool_sample = np.concatenate([ws.preprocess(shards.rows(rows[a:a + BLOCK_ROWS]))
+                                     for a in range(0, rows.size, BLOCK_ROWS)]) if rows.size else None
+    ws.pool_shards = {**shards.describe(), "remote_thumbnails": bool(remote_thumbnails),
+                      "remote_hosts": shards.remote_hosts() if remote_thumbnails else []}
+    ws.index["pool"] = np.zeros(0, dtype=np.int64)
+    ws._opened["shards"] = shards
+    report_progress(progress, f"sample {rows.size} pool rows", 1, 1)
 
 
 def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, vocabulary=DEFAULT_VOCABULARY,
@@ -216,8 +245,11 @@ def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, voca
         ``"none"``, ``"laion-download"``, a word-list file or a list of words; None means ``"wordfreq"``.
     n_words : int
         Words read from ``wordfreq`` or a word-list file.
-    kwargs : passed to :func:`build_workspace`.
+    kwargs : passed to :func:`build_workspace` (``pool_shards``: a :class:`~slics_core.shards.PoolShards`, or
+        the folder of one, opened and checked before the cache is read).
     """
+    if kwargs.get("pool_shards") is not None and not isinstance(kwargs["pool_shards"], PoolShards):
+        kwargs["pool_shards"] = PoolShards(kwargs["pool_shards"])
     data = load_cache(cache)
     mean = load_mean(mean_file, dim=data.raw.shape[1]) if mean_file else None
     words = get_words(vocabulary, n_words)

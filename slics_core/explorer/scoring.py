@@ -307,7 +307,8 @@ def sweep_jobs(ws, method=SWEEP_METHOD, *, splits=("val", "query"), modes=MODES)
 
 
 def _run_all(ws, jobs, progress, backend="auto", **kw):
-    index = build_index(ws.X[ws.index["pool"]], backend) if jobs else None  # one pool index for every job
+    # one pool index for every job: the workspace's own (Workspace.pool_index) unless another backend is asked for
+    index = None if not jobs else ws.pool_index() if backend == "auto" else build_index(ws.X[ws.index["pool"]], backend)
     out = []
     for i, job in enumerate(jobs):
         if progress is not None:

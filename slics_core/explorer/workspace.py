@@ -28,9 +28,12 @@ from slics_core.images import ImageLoadError, load_image
 from slics_core.labels import CarriesLabels, Labels
 from slics_core.methods import DEFAULT_METHOD, get_method, method_names
 from slics_core.preprocessing import make_preprocessor
+from slics_core.retrieval import StreamingIndex, build_index
 from slics_core.rows import ZERO_NORM, unit_rows
+from slics_core.shards import PoolShards
 
-__all__ = ["Workspace", "EMOJI", "workspaces_root", "check_workspace_name", "SPLITS", "PAGE_STORE"]
+__all__ = ["Workspace", "sharded_pool_index", "EMOJI", "workspaces_root", "check_workspace_name", "SPLITS",
+           "PAGE_STORE"]
 
 #: ``kind`` of the emoji world's workspace, and the app's name for it (``?ws=`` absent).
 EMOJI = "emoji"
@@ -135,6 +138,14 @@ class Workspace(CarriesLabels):
     codebook : ndarray of shape (K, token_dim) or None
         Token codebook of token embeddings (TiTok), from the cache: the pool can also be
         searched quantized (:mod:`slics_core.explorer.quantized`).
+    pool_shards : dict or None
+        A sharded workspace's pool (:mod:`slics_core.shards`): ``folder``, ``counts`` (rows per shard),
+        ``dim``, ``dtype``, ``n_rows``, ``remote_thumbnails`` and ``remote_hosts`` (the hosts the thumbnails
+        load from, when remote). Its pool is those shards in shard order, not
+        rows of ``X`` (``index["pool"]`` is empty); None for an ordinary workspace.
+    pool_sample, pool_sample_rows : ndarray or None
+        A sharded workspace's seeded sample of the pool (preprocessed rows, and their positions in shard
+        order) kept for maps and heatmaps.
     building : BuildProgress or None
         Set on a preview (:func:`slics_core.explorer.emoji_build.start_emoji_workspace`) while the
         whole workspace is being built (never saved).
@@ -165,7 +176,11 @@ class Workspace(CarriesLabels):
     skipped: dict = _in_header(default_factory=dict)
     extras: dict = field(default_factory=dict)
     codebook: np.ndarray | None = _in_arrays("f", dense=True, default=None)
+    pool_shards: dict | None = _in_header(default=None)
+    pool_sample: np.ndarray | None = _in_arrays("f", dense=True, default=None)
+    pool_sample_rows: np.ndarray | None = _in_arrays("iu", default=None)
     building: object = None
+    _opened: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self._check_labels(int(np.shape(self.X)[0]), "items")
@@ -220,6 +235,49 @@ class Workspace(CarriesLabels):
             raise ValueError(f"no {method} model with d0={d0} in workspace {self.name!r}; "
                              f"fitted: {sorted(self.models)}") from None
 
+    # ------------------------------------------------------------------ the pool
+    @property
+    def sharded(self) -> bool:
+        """Whether the pool is clip-retrieval shards (:attr:`pool_shards`) rather than rows of ``X``."""
+        return self.pool_shards is not None
+
+    @property
+    def n_pool(self) -> int:
+        return int(self.pool_shards["n_rows"]) if self.sharded else int(len(self.index["pool"]))
+
+    def shards(self):
+        """The pool's :class:`slics_core.shards.PoolShards` (opened once; each shard checked against the
+        counts recorded at build time). Raises ValueError on an ordinary workspace."""
+        if not self.sharded:
+            raise ValueError(f"workspace {self.name!r} has no sharded pool")
+        if "shards" not in self._opened:
+            info = self.pool_shards
+            self._opened["shards"] = PoolShards(info["folder"], dim=self.X.shape[1], counts=info["counts"])
+        return self._opened["shards"]
+
+    @property
+    def remote_thumbnails(self) -> bool:
+        """Whether pool thumbnails may be remote URLs (``--remote-thumbnails``; only for a sharded pool)."""
+        return bool(self.sharded and self.pool_shards.get("remote_thumbnails"))
+
+    def pool_item(self, position: int) -> dict:
+        """``shard``, ``row``, ``id``, ``path``, ``url`` of a sharded pool's row (:meth:`PoolShards.item`); ``url``
+        is None unless the workspace opted in to remote thumbnails."""
+        return self.shards().item(position, remote=self.remote_thumbnails)
+
+    def pool_index(self):
+        """The one search index over the pool that every page uses (built once, kept on the instance).
+
+        ``search(Q, k)`` returns ``(positions, scores)``: positions in the pool (rows of
+        ``X[index["pool"]]``, or positions in shard order for a sharded workspace), best first.
+        An ordinary workspace: :func:`slics_core.retrieval.build_index` of ``X[pool]`` (``"auto"``);
+        a sharded one: :func:`sharded_pool_index`.
+        """
+        if "index" not in self._opened:
+            self._opened["index"] = (sharded_pool_index(self) if self.sharded
+                                     else build_index(self.X[self.index["pool"]], "auto"))
+        return self._opened["index"]
+
     def summary(self) -> dict:
         """Sizes and settings, JSON-ready (Home page, CLI)."""
         return {"name": self.name, "kind": self.kind, "path": str(self.path) if self.path else None,
@@ -229,7 +287,8 @@ class Workspace(CarriesLabels):
                 "methods": self.methods, "d0_values": self.d0_values, "chosen_d0": self.chosen_d0,
                 "encoder": self.encoder, "has_concept_text": self.concept_text is not None,
                 "vocabulary": len(self.vocab_words or []), "generator": self.generator,
-                "preprocessing": self.preprocessing, "skipped": dict(self.skipped)}
+                "preprocessing": self.preprocessing, "skipped": dict(self.skipped),
+                **({"pool_shards": dict(self.pool_shards)} if self.sharded else {})}
 
     # ------------------------------------------------------------------ labels
     def labels_of(self, i: int) -> dict:
@@ -253,19 +312,22 @@ class Workspace(CarriesLabels):
 
     def thumbnail(self, i: int, size: int = 128):
         """Item ``i`` fitted in a ``size`` square (a grey tile with an X if the file is unreadable)."""
-        try:
-            im = self.image(i)
-        except ImageLoadError:
-            im = Image.new("RGB", (size, size), (200, 200, 200))
-            d = ImageDraw.Draw(im)
-            d.line((0, 0, size, size), fill=(120, 120, 120), width=3)
-            d.line((0, size, size, 0), fill=(120, 120, 120), width=3)
-            return im
-        if im.width == im.height and im.width <= size:
-            return im.resize((size, size), Image.NEAREST)
-        im = im.copy()
-        im.thumbnail((size, size))
-        return im
+        return _fitted(lambda: self.image(i), size)
+
+    def pool_thumbnail(self, position: int, size: int = 128):
+        """A sharded pool row's thumbnail: its local file fitted in a ``size`` square; else, when the workspace
+        opted in to remote thumbnails, its checked http(s) URL (a str the viewer's browser loads; the server
+        fetches nothing); else the grey tile."""
+        item = self.pool_item(position)
+        if item["path"] is None and item["url"] is not None:
+            return item["url"]
+
+        def load():
+            if item["path"] is None:
+                raise ImageLoadError(f"pool item {item['id']} has no image file")
+            return load_image(item["path"], max_decode_bytes=DEFAULT_MAX_DECODE_BYTES)
+        return _fitted(load, size)
+
 
     # ------------------------------------------------------------------ queries
     def preprocess(self, raw) -> np.ndarray:
@@ -286,3 +348,33 @@ class Workspace(CarriesLabels):
         raw = unit_rows(raw, zero="keep", tol=ZERO_NORM)
         T = np.asarray(self.concept_text, dtype=np.float64)
         return raw @ unit_rows(T, zero="keep", tol=ZERO_NORM).T
+
+
+def _fitted(load, size: int):
+    """``load()`` (a PIL image) fitted in a ``size`` square; a grey tile with an X if it raises ImageLoadError."""
+    try:
+        im = load()
+    except ImageLoadError:
+        im = Image.new("RGB", (size, size), (200, 200, 200))
+        d = ImageDraw.Draw(im)
+        d.line((0, 0, size, size), fill=(120, 120, 120), width=3)
+        d.line((0, size, size, 0), fill=(120, 120, 120), width=3)
+        return im
+    if im.width == im.height and im.width <= size:
+        return im.resize((size, size), Image.NEAREST)
+    im = im.copy()
+    im.thumbnail((size, size))
+    return im
+
+
+def sharded_pool_index(ws: Workspace):
+    """The index kind of a sharded workspace's pool: the one place that chooses it.
+
+    Today the exact :class:`slics_core.retrieval.StreamingIndex` (block-wise over the memory-mapped shards,
+    rows preprocessed as :meth:`Workspace.preprocess`).
+    PLUG-IN POINT (issue 32, item 2): when ``slics_core.ondisk_index`` is merged, open the on-disk index the
+    build wrote in the workspace folder here (``open_ondisk_index(folder, shards=ws.shards())``) and fall
+    back to the streaming index when there is none. Its ``search`` returns ``(scores, positions)``: wrap it
+    so that this function's result keeps :mod:`slics_core.retrieval`'s order ``(positions, scores)``.
+    """
+    return StreamingIndex(ws.shards(), ws.preprocess)

@@ -238,6 +238,7 @@ def _check_head(head) -> dict:
     _need(all(re.fullmatch(r"[A-Za-z0-9_]+", k) for k in head.get("extras") or []), "field 'extras' names a bad file")
     _need(isinstance(head.get("d0_scores", []), list) and all(isinstance(r, dict) for r in head.get("d0_scores", [])),
           "field 'd0_scores' must be a list of objects")
+    _check_pool_shards(head.get("pool_shards"))
     skipped = head.get("skipped", {})
     _need(skipped is None or isinstance(skipped, dict) and all(isinstance(v, str) for v in skipped.values()),
           "field 'skipped' must map methods to reasons")
@@ -248,6 +249,24 @@ def _check_head(head) -> dict:
               f"model entry {key!r}: {fname!r} is not a model of this workspace")
         models[(method, int(d0) if d0 else None)] = fname
     return models
+
+
+def _check_pool_shards(info) -> None:
+    """The header's ``pool_shards`` record (None, or the folder and rows per shard of a sharded pool)."""
+    if info is None:
+        return
+    _need(isinstance(info, dict), "field 'pool_shards' must be an object")
+    _need(isinstance(info.get("folder"), str), "field 'pool_shards' must name its folder")
+    counts = info.get("counts")
+    _need(isinstance(counts, list) and counts and all(isinstance(c, int) and not isinstance(c, bool) and c > 0
+                                                      for c in counts),
+          "field 'pool_shards' must list positive row counts per shard")
+    _need(info.get("n_rows") == sum(counts), "field 'pool_shards': n_rows is not the sum of its counts")
+    _need(isinstance(info.get("remote_thumbnails", False), bool), "field 'pool_shards': remote_thumbnails must be "
+                                                                  "true or false")
+    hosts = info.get("remote_hosts", [])
+    _need(isinstance(hosts, list) and all(isinstance(h, str) for h in hosts),
+          "field 'pool_shards': remote_hosts must be a list of strings")
 
 
 def _stored(where: str) -> list:
@@ -286,6 +305,10 @@ def _check_shapes(shapes, head) -> None:
     for k, (shape, _) in shapes.items():
         if k.startswith("index_"):
             _need(len(shape) == 1, f"array {k!r} must be one-dimensional")
+        elif k == "pool_sample":
+            _need(len(shape) == 2 and shape[1] == d, f"array 'pool_sample' has shape {shape}, expected (m, {d})")
+            _need(shapes.get("pool_sample_rows", ((-1,),))[0] == shape[:1],
+                  "array 'pool_sample_rows' must give one position per row of 'pool_sample'")
         elif k == "codebook":
             _need(len(shape) == 2, "array 'codebook' must be two-dimensional")
 
@@ -338,7 +361,13 @@ def _read_workspace(path: Path) -> Workspace:
         values[f.name] = _default(f) if v is None else type(v)(v) if isinstance(v, (list, dict)) else v
     for f in _stored("array"):
         values[f.name] = arr.get(f.name)
-    return Workspace(**values, labels=labels, path=path, index=index, models=models, images=images, extras=extras)
+    ws = Workspace(**values, labels=labels, path=path, index=index, models=models, images=images, extras=extras)
+    if ws.sharded:
+        rows = ws.pool_sample_rows
+        _need(rows is None or rows.size == 0 or (rows.min() >= 0 and rows.max() < ws.n_pool),
+              f"array 'pool_sample_rows' has positions outside 0..{ws.n_pool - 1}")
+        ws.shards()  # every shard's header checked against the counts recorded at build time
+    return ws
 
 
 def set_workspace_generator(ws: Workspace, generator: str | None) -> None:

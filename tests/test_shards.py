@@ -1,0 +1,293 @@
+"""Sharded pools (issue 32, item 1): clip-retrieval shards as a workspace's pool, memory-mapped.
+
+The fixture writes clip-retrieval's real layout (``img_emb/img_emb_N.npy`` float16 and float32,
+``metadata/metadata_N.parquet``) from a 50 000-row pool; the labelled cache comes from
+``slics embed --dataset precomputed``; the sharded workspace from ``slics workspace --pool-shards``.
+"""
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slics_core.cli import main
+from slics_core.data import LabelledEmbeddings, load_cache
+from slics_core.explorer import safe_text
+from slics_core.explorer.arrival import pool_top_items
+from slics_core.explorer.atom_tables import atom_top_items, item_codes, stream_atom_top_items, top_items_table
+from slics_core.explorer.build import build_workspace
+from slics_core.explorer.workspace_files import load_workspace
+from slics_core.labels import Labels
+from slics_core.retrieval import ExactIndex, StreamingIndex
+from slics_core.shards import PoolShards, remote_url
+from slics_core.splits import Split
+
+D = 32
+N_POOL = 50_000
+SIZES = (20_000, 20_000, 10_000)
+CONCEPTS = "abc"
+
+
+def _write_shards(root: Path, E: np.ndarray, sizes, dtypes=None) -> Path:
+    (root / "img_emb").mkdir(parents=True)
+    (root / "metadata").mkdir()
+    start = 0
+    for n, size in enumerate(sizes):
+        dtype = (dtypes or [np.float16] * len(sizes))[n]
+        np.save(root / "img_emb" / f"img_emb_{n}.npy", E[start:start + size].astype(dtype))
+        pos = np.arange(start, start + size)
+        pd.DataFrame({"image_path": [f"img/{i:06d}.jpg" for i in pos],
+                      "url": [f"https://images.example.org/{i}.jpg" for i in pos],
+                      "caption": ["a photo"] * size}).to_parquet(root / "metadata" / f"metadata_{n}.parquet")
+        start += size
+    return root
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("shards")
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((3, D))
+    n = 600
+    y = np.arange(n) % 3
+    src = tmp / "src"
+    src.mkdir()
+    np.save(src / "e.npy", (centres[y] + 0.5 * rng.standard_normal((n, D))).astype(np.float32))
+    (src / "meta.csv").write_text("id,labels\n" + "".join(f"x{i},{CONCEPTS[k]}\n" for i, k in enumerate(y)))
+    cache = tmp / "cache"
+    assert main(["embed", "--dataset", "precomputed", "--embeddings", str(src / "e.npy"), "--metadata",
+                 str(src / "meta.csv"), "--cache", str(cache)]) == 0
+    pool = centres[rng.integers(0, 3, N_POOL)] + 0.8 * rng.standard_normal((N_POOL, D))
+    # shards 0 and 1 float16, shard 2 float32 (clip-retrieval writes either); the pool as the shards hold it
+    shards = _write_shards(tmp / "shards", pool, SIZES, [np.float16, np.float16, np.float32])
+    held = np.concatenate([pool[:40_000].astype(np.float16).astype(np.float32), pool[40_000:].astype(np.float32)])
+    out = tmp / "ws"
+    assert main(["workspace", "--cache", str(cache), "--out", str(out), "--vocab", "none", "--methods", "S-SLiCS",
+                 "--d0", "2", "--n-iter", "1", "--quiet", "--pool-shards", str(shards)]) == 0
+    return {"tmp": tmp, "cache": cache, "shards": shards, "pool": held, "out": out, "centres": centres}
+
+
+def _in_memory(world, ws):
+    """The same data as an ordinary workspace: the cache's rows, then the 50 000 pool rows as its pool."""
+    data = load_cache(world["cache"])
+    n = len(data)
+    Y = np.vstack([data.Y, np.zeros((N_POOL, data.Y.shape[1]), dtype=data.Y.dtype)])
+    both = LabelledEmbeddings(raw=np.vstack([data.raw, world["pool"]]).astype(np.float32),
+                              ids=list(data.ids) + [f"p{i}" for i in range(N_POOL)],
+                              labels=Labels(Y, data.concept_names), preprocessing=data.preprocessing)
+    split = Split(train=ws.index["train"], val=ws.index["val"], query=ws.index["query"],
+                  pool=np.arange(n, n + N_POOL), dropped=np.zeros(0, dtype=np.int64))
+    return build_workspace(both, None, split=split, d0_values=(2,), n_iter=1, methods=["S-SLiCS"], prepare=False)
+
+
+def test_sharded_pool_index_finds_the_in_memory_workspaces_top_20(world):
+    ws = load_workspace(world["out"])
+    assert ws.sharded and len(ws.index["pool"]) == 0 and ws.n_pool == N_POOL
+    mem = _in_memory(world, ws)
+    assert isinstance(mem.pool_index(), ExactIndex) and mem.pool_index() is mem.pool_index()
+    index = ws.pool_index()
+    assert isinstance(index, StreamingIndex) and index.n_pool == N_POOL
+    rng = np.random.default_rng(1)
+    Q = np.vstack([ws.X[ws.index["query"][:8]], ws.preprocess(world["centres"] + 0.3 * rng.standard_normal((3, D)))])
+    got_i, got_s = index.search(Q, 20)
+    want_i, want_s = mem.pool_index().search(Q, 20)
+    np.testing.assert_array_equal(got_i, want_i)
+    np.testing.assert_allclose(got_s, want_s, atol=1e-5)
+    # and against a brute-force search of the pool as the shards hold it
+    brute = ExactIndex(ws.preprocess(world["pool"])).search(Q, 20)[0]
+    np.testing.assert_array_equal(got_i, brute)
+
+
+def test_command_builds_a_workspace_that_keeps_the_pool_on_disk(world):
+    ws = load_workspace(world["out"])
+    info = ws.pool_shards
+    assert info["counts"] == list(SIZES) and info["n_rows"] == N_POOL and info["dim"] == D
+    assert Path(info["folder"]) == world["shards"].resolve()
+    assert len(ws) == 600  # X holds the labelled cache only
+    with np.load(world["out"] / "arrays.npz") as z:
+        assert max(z[k].shape[0] for k in z.files if z[k].ndim) <= 20_000
+    rows = ws.pool_sample_rows
+    assert rows.size == 20_000 and np.all(np.diff(rows) > 0) and rows.max() < N_POOL
+    np.testing.assert_allclose(ws.pool_sample[:50], ws.preprocess(world["pool"][rows[:50]]), atol=1e-6)
+    s, r = ws.shards().locate([0, 19_999, 20_000, 49_999])
+    assert s.tolist() == [0, 0, 1, 2] and r.tolist() == [0, 19_999, 0, 9_999]
+    assert ws.shards().position(2, 5) == 40_005
+    assert ws.summary()["pool_shards"]["n_rows"] == N_POOL
+
+
+def test_remote_thumbnails_are_off_by_default(world, tmp_path):
+    ws = load_workspace(world["out"])
+    assert not ws.remote_thumbnails and ws.pool_shards["remote_hosts"] == []
+    item = ws.pool_item(20_001)
+    assert item["id"] == "img/020001.jpg" and item["url"] is None and item["path"] is None
+    out = tmp_path / "remote"
+    assert main(["workspace", "--cache", str(world["cache"]), "--out", str(out), "--vocab", "none", "--methods",
+                 "S-SLiCS", "--d0", "2", "--n-iter", "1", "--quiet", "--pool-shards", str(world["shards"]),
+                 "--remote-thumbnails"]) == 0
+    remote = load_workspace(out)
+    assert remote.remote_thumbnails and remote.pool_shards["remote_hosts"] == ["images.example.org"]
+    assert remote.pool_item(20_001)["url"] == "https://images.example.org/20001.jpg"
+    assert remote.pool_thumbnail(20_001) == "https://images.example.org/20001.jpg"
+    assert not isinstance(ws.pool_thumbnail(20_001), str)  # off: the grey tile, no URL
+
+
+@pytest.mark.parametrize("value", ["javascript:alert(1)", "data:image/png;base64,AAAA", "file:///etc/passwd",
+                                   "https:///nohost", "https://a.org/x y.jpg", "//a.org/x.jpg", None, 5])
+def test_only_http_urls_with_a_host_are_thumbnails(value):
+    assert remote_url(value) is None
+
+
+def test_thumbnail_url_is_escaped():
+    assert remote_url('https://a.org/x.jpg?a=1&b="2"<x>\'`') == "https://a.org/x.jpg?a=1&b=%222%22%3Cx%3E%27%60"
+
+
+def test_remote_thumbnails_need_pool_shards(world, capsys):
+    assert main(["workspace", "--cache", str(world["cache"]), "--remote-thumbnails", "--quiet"]) != 0
+    assert "--pool-shards" in capsys.readouterr().err
+
+
+def _build_err(world, shards, tmp_path, capsys):
+    rc = main(["workspace", "--cache", str(world["cache"]), "--out", str(tmp_path / "bad"), "--vocab", "none",
+               "--methods", "S-SLiCS", "--d0", "2", "--n-iter", "1", "--quiet", "--pool-shards", str(shards)])
+    err = capsys.readouterr().err.strip()
+    assert rc != 0 and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_bad_shard_folder_is_one_line_naming_it(world, tmp_path, capsys):
+    err = _build_err(world, tmp_path / "nowhere", tmp_path, capsys)
+    assert "nowhere" in err and "img_emb" in err
+
+
+def test_damaged_shard_is_one_line_naming_the_file(world, tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    shards = _write_shards(tmp_path / "s", rng.standard_normal((300, D)), (100, 200))
+    f = shards / "img_emb" / "img_emb_1.npy"
+    f.write_bytes(f.read_bytes()[:-64])  # truncated
+    err = _build_err(world, shards, tmp_path, capsys)
+    assert "img_emb_1.npy" in err and "damaged" in err
+
+
+def test_lone_metadata_file_is_named(world, tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    shards = _write_shards(tmp_path / "s", rng.standard_normal((300, D)), (100, 200))
+    (shards / "img_emb" / "img_emb_1.npy").unlink()
+    err = _build_err(world, shards, tmp_path, capsys)
+    assert "metadata_1.parquet" in err and "img_emb_1.npy" in err
+
+
+def test_shard_of_another_width_is_named(world, tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    shards = _write_shards(tmp_path / "s", rng.standard_normal((300, D + 1)), (100, 200))
+    err = _build_err(world, shards, tmp_path, capsys)
+    assert str(D + 1) in err and str(shards) in err
+
+
+def test_shard_changed_after_the_build_is_named_on_open(world, tmp_path):
+    rng = np.random.default_rng(3)
+    shards = _write_shards(tmp_path / "s", rng.standard_normal((300, D)), (100, 200))
+    out = tmp_path / "ws"
+    assert main(["workspace", "--cache", str(world["cache"]), "--out", str(out), "--vocab", "none", "--methods",
+                 "S-SLiCS", "--d0", "2", "--n-iter", "1", "--quiet", "--pool-shards", str(shards)]) == 0
+    np.save(shards / "img_emb" / "img_emb_1.npy", rng.standard_normal((150, D)).astype(np.float16))
+    with pytest.raises(ValueError, match=r"img_emb_1\.npy.*150 rows where the workspace recorded 200"):
+        load_workspace(out)
+
+
+def test_metadata_with_other_row_count_is_named(tmp_path):
+    rng = np.random.default_rng(4)
+    shards = _write_shards(tmp_path / "s", rng.standard_normal((300, D)), (100, 200))
+    pd.DataFrame({"image_path": ["a"] * 7}).to_parquet(shards / "metadata" / "metadata_0.parquet")
+    with pytest.raises(ValueError, match=r"metadata_0\.parquet.*7 rows"):
+        PoolShards(shards).item(3)
+
+
+# ----------------------------------------------------------------------------- Atoms: streaming top-k per atom
+def test_streaming_top_items_per_atom_equal_the_dense_table(world, tmp_path):
+    ws = load_workspace(world["out"])
+    model = ws.model("S-SLiCS", 2)
+    rng = np.random.default_rng(5)
+    E = world["centres"][rng.integers(0, 3, 3_000)] + 0.8 * rng.standard_normal((3_000, D))
+    shards = PoolShards(_write_shards(tmp_path / "small", E, (1_300, 1_700)))
+    X = ws.preprocess(shards.rows(np.arange(len(shards))))
+    dense = item_codes(model, X)
+    blocks = ((start, ws.preprocess(raw)) for start, raw in shards.blocks(block_rows=700))
+    pos, coef = stream_atom_top_items(model, blocks, k=60)
+    assert pos.shape == (dense.shape[1], 60)
+    for atom in range(dense.shape[1]):
+        want = atom_top_items(dense, atom, k=60)
+        got = top_items_table(pos, coef, atom, k=60)
+        np.testing.assert_array_equal(got["row"].to_numpy(), want["row"].to_numpy())
+        np.testing.assert_allclose(got["coefficient"].to_numpy(), want["coefficient"].to_numpy(), rtol=1e-10)
+
+
+def test_atoms_page_store_streams_the_sharded_pool(world):
+    ws = load_workspace(world["out"])
+    pos, coef = pool_top_items(ws, "S-SLiCS", 2)
+    assert pos.shape[1] == 60 and pos.max() < N_POOL
+    # the best item of atom 0 is the pool row with the largest coefficient (checked on that row's neighbourhood)
+    top = pos[0, 0]
+    codes = item_codes(ws.model("S-SLiCS", 2), ws.preprocess(world["pool"][top:top + 1]))
+    assert codes[0, 0] == pytest.approx(coef[0, 0], rel=1e-6)
+
+
+def test_streaming_top_items_k_is_bounded(world):
+    ws = load_workspace(world["out"])
+    with pytest.raises(ValueError, match="between 1 and 60"):
+        stream_atom_top_items(ws.model("S-SLiCS", 2), [], k=61)
+
+
+# ----------------------------------------------------------------------------- the Atoms page on a sharded workspace
+def _atoms_page(monkeypatch, folder):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("SLICS_WORKSPACES", str(folder.parent))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app_pages" / "atoms.py"), default_timeout=180)
+    at.session_state["ws_choice"] = folder.name
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _image_urls(at):
+    return [img.url for el in at.get("image") for img in el.proto.imgs]
+
+
+def test_atoms_page_shows_a_sharded_pools_top_images_without_remote_urls(world, monkeypatch):
+    at = _atoms_page(monkeypatch, world["out"])
+    urls = _image_urls(at)
+    assert len(urls) == 12 and all(u.startswith("data:image/jpeg") for u in urls)
+    assert not any("Remote thumbnails" in c.value for c in at.caption)
+
+
+def test_atoms_page_names_the_hosts_of_remote_thumbnails(world, tmp_path, monkeypatch):
+    out = tmp_path / "remote"
+    assert main(["workspace", "--cache", str(world["cache"]), "--out", str(out), "--vocab", "none", "--methods",
+                 "S-SLiCS", "--d0", "2", "--n-iter", "1", "--quiet", "--pool-shards", str(world["shards"]),
+                 "--remote-thumbnails"]) == 0
+    at = _atoms_page(monkeypatch, out)
+    urls = _image_urls(at)
+    assert len(urls) == 12 and all(u.startswith("https://images.example.org/") for u in urls)
+    host = safe_text.text("images.example.org")  # shown as plain text, never a link
+    assert any("Remote thumbnails" in c.value and host in c.value for c in at.caption)
+
+
+def test_evaluation_ranks_with_the_workspaces_one_pool_index(world):
+    """scoring and the pages' store search ``Workspace.pool_index()`` (one index per workspace), not a new one."""
+    from slics_core.explorer import scoring
+
+    ws = load_workspace(world["out"])
+    mem = _in_memory(world, ws)
+    calls = []
+    index = mem.pool_index()
+
+    class Spy:
+        n_pool = index.n_pool
+
+        def search(self, Q, k):
+            calls.append(len(Q))
+            return index.search(Q, k)
+
+    mem._opened["index"] = Spy()
+    scoring.methods_table(mem, 2, split="query", k=5, methods=["S-SLiCS"])
+    assert calls
