@@ -29,7 +29,13 @@ import numpy as np
 from slics_core.analysis import HEALTH_FLAGS
 from slics_core.evaluation import SWEEP_METHOD
 from slics_core.explorer import scoring
-from slics_core.explorer.atom_tables import atom_heatmaps, default_sparsity, health_summary, item_codes
+from slics_core.explorer.atom_tables import (
+    atom_heatmaps,
+    concept_energy,
+    default_sparsity,
+    health_summary,
+    item_codes,
+)
 from slics_core.explorer.maps import map_points, map_sample, tsne_layout
 from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.formats import atomic_save_npz, load_npz
@@ -159,6 +165,14 @@ def pool_codes(ws, method: str, d0: int) -> np.ndarray:
     return stored(ws, "codes", {"method": method, "d0": int(d0)},
                   lambda: {"codes": item_codes(ws.model(method, d0), ws.X[pool], ws.Y[pool])},
                   names=("codes",))["codes"]
+
+
+def label_energy(ws, method: str, d0: int) -> np.ndarray:
+    """:func:`slics_core.explorer.atom_tables.concept_energy` of the pool (decomposed without labels), stored
+    (the Atoms page's label profile)."""
+    pool = ws.index["pool"]
+    return stored(ws, "energy", {"method": method, "d0": int(d0), "split": "pool"},
+                  lambda: {"energy": concept_energy(ws.model(method, d0), ws.X[pool])}, names=("energy",))["energy"]
 
 
 def health_numbers(ws, method: str, d0: int, split: str) -> dict:
