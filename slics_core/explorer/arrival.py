@@ -126,6 +126,13 @@ def stored(ws, kind: str, description, compute, names=None) -> dict:
     return out
 
 
+def stored_only(ws, kind: str, description, names) -> dict | None:
+    """The arrays of ``ws``'s stored entry made from ``description`` (as :func:`stored` would read them), or None
+    when there is none: a page asks before it starts the work in the background."""
+    folder = _folder(ws)
+    return None if folder is None else _read(folder / _name(kind, description), names)
+
+
 # ---------------------------------------------------------------------- what the pages store
 def job_rankings(ws, job, depth: int, index=None) -> np.ndarray:
     """:func:`slics_core.explorer.scoring.rank_job` of ``job`` at ``depth``, stored (Evaluate)."""
