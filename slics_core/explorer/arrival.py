@@ -223,7 +223,7 @@ def prepare_pages(ws, progress=None) -> list:
     """Compute and store what the pages show on arrival with their default settings: Evaluate's d0 sweep and
     methods table (rankings at :func:`~slics_core.explorer.scoring.ranking_depth`, deep enough for Recall@100
     and any k up to it) and its health line of every dictionary method, the Subspaces map and the Atoms
-    matrices and pool codes of the default method and d0. Returns the names of what was prepared.
+    matrices, pool codes and label-profile energies of the default method and d0. Returns the names of what was prepared.
 
     Needs a saved workspace (``ws.path``); does nothing for one being built.
     """
@@ -238,7 +238,7 @@ def prepare_pages(ws, progress=None) -> list:
     dicts = ws.dictionary_methods()
     method = preferred_method(dicts)
     healthy = dicts if (len(ws.index.get("train", [])) and ws.default_d0 is not None) else []
-    total = len(jobs) + (3 if method else 0) + len(healthy)
+    total = len(jobs) + (4 if method else 0) + len(healthy)
     done = []
 
     def step(name):
@@ -263,6 +263,8 @@ def prepare_pages(ws, progress=None) -> list:
         atom_matrices(ws, method, d0, default_sparsity(model), atoms_split(ws))
         step("Atoms pool codes")
         pool_codes(ws, method, d0)
+        step("Atoms label profile")
+        label_energy(ws, method, d0)
     for m in healthy:
         step(f"Evaluate health of {m}")
         health_numbers(ws, m, int(ws.default_d0), atoms_split(ws))
