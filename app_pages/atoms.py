@@ -281,7 +281,8 @@ def profile_section():
                                hovertemplate="%{x}: mean ‖v‖²/‖x̂‖² %{y:.3f}<br>P(concept | label) %{customdata:.2f}"
                                              "<extra></extra>"))
         fig.update_layout(title=f"Concepts of {label_name} ({n} pool items)", height=460, font=dict(size=15),
-                          yaxis=dict(title="mean ‖vⱼ‖² / ‖x̂‖²"), margin=dict(l=10, r=10, t=50, b=10))
+                          xaxis=dict(tickfont=dict(size=16)), margin=dict(l=10, r=10, t=50, b=10),
+                          yaxis=dict(title="mean ‖vⱼ‖² / ‖x̂‖²", tickfont=dict(size=16)))
         st.plotly_chart(fig, key="profile_fig", width="stretch")
     with side:
         shown = table.drop(columns="n_items").rename(columns={"energy": "‖v‖²/‖x̂‖²",

@@ -223,7 +223,8 @@ def prepare_pages(ws, progress=None) -> list:
     """Compute and store what the pages show on arrival with their default settings: Evaluate's d0 sweep and
     methods table (rankings at :func:`~slics_core.explorer.scoring.ranking_depth`, deep enough for Recall@100
     and any k up to it) and its health line of every dictionary method, the Subspaces map and the Atoms
-    matrices, pool codes and label-profile energies of the default method and d0. Returns the names of what was prepared.
+    matrices, pool codes and label-profile energies of the default method and d0. Returns the names of what
+    was prepared.
 
     Needs a saved workspace (``ws.path``); does nothing for one being built.
     """
