@@ -2,9 +2,11 @@
 #   "atom_<method>_d0<d0>" (atom selectbox, one per dictionary so its labels are never those of another
 #   dictionary; fed by clicks on either heatmap through "_atom"), "atom_k" (images shown), "cooc_csv", "cos_csv",
 #   "atom_items_csv", "atom_words_csv" (downloads), "health_hist" (log10-frequency histogram), "health_table",
-#   "health_csv" (dictionary health)
+#   "health_csv" (dictionary health), "profile_label" (the label of the "Label profile" tab), "profile_fig",
+#   "profile_table", "profile_csv"
 """Atoms: co-occurrence and cosine matrices of the dictionary (paper Fig. 6); what each atom stands for; the
-dictionary's health (one row per atom: how often it fires, its nearest atoms, its flags)."""
+dictionary's health (one row per atom: how often it fires, its nearest atoms, its flags); the concepts one label
+carries (tab "Label profile": the pool's items decomposed without their labels)."""
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
@@ -15,18 +17,28 @@ from app_pages._images import image_grid, label_text, pool_grid
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, workspace_words, ws_id
 from slics_core.analysis import FIRE_RTOL, FIRE_RULE, HEALTH_FLAGS, HEALTH_RULES
-from slics_core.explorer.arrival import atom_matrices, atoms_split, pool_codes, pool_top_items
+from slics_core.explorer.arrival import (
+    atom_matrices,
+    atoms_split,
+    label_energy,
+    pool_codes,
+    pool_top_items,
+    profile_split,
+)
 from slics_core.explorer.atom_tables import (
     atom_health,
     atom_labels,
     atom_top_items,
     atom_top_words,
+    concept_words,
     default_sparsity,
     group_layout,
     health_counts,
     health_histogram,
     health_note,
+    label_options,
     matrix_table,
+    profile_table,
     top_items_table,
 )
 from slics_core.explorer.exports import with_settings
@@ -235,4 +247,75 @@ def health_section():
     csv_download(table, f"atom_health_{method}_d0{d0}.csv", "Download health (CSV)", key="health_csv")
 
 
-health_section()
+# ---------------------------------------------------------------- label profile
+PROFILE_WORDS = 3  # words per concept under each bar (the caption rule, as the Captions page)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _energy(key, method, d0, _ws):
+    """‖v_j‖²/‖x̂‖² of every pool item, decomposed without labels: from the workspace's store, else computed
+    once and stored (slics_core.explorer.arrival)."""
+    return label_energy(_ws, method, d0)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _concept_words(key, method, d0, _ws):
+    words, Wp, _ = workspace_words(_ws)
+    return concept_words(_ws.model(method, d0), words, Wp, k=PROFILE_WORDS)
+
+
+@st.fragment
+def profile_section():
+    """One label's concepts (a fragment: picking another label reruns this tab only)."""
+    split = profile_split(ws)
+    pool = ws.index[split]
+    st.caption(f"The {split} items (of {len(pool)}) that carry the label, decomposed **without** their labels "
+               "(NNLS over every concept's atoms): each bar is a concept's mean share ‖vⱼ‖²/‖x̂‖² of the reconstruction x̂ "
+               "(components are not orthogonal, so shares need not sum to 1). A concept with a tall bar but a "
+               "low P(concept | label) is carried by the items without being labelled: a spurious concept. "
+               f"Words: the concept's top {PROFILE_WORDS} by the caption rule.")
+    options = label_options(names, ws.sub_names if ws.Z is not None else None, ws.sub_to_concept)
+    if st.session_state.get("profile_label") not in range(len(options)):
+        st.session_state.pop("profile_label", None)
+    pick = st.selectbox("Label", range(len(options)), key="profile_label",
+                        format_func=lambda i: f"{'concept' if options[i][0] == 'concept' else 'sub-label'}: "
+                                              f"{options[i][2]}")
+    kind, column, label_name = options[int(pick)]
+    with st.spinner("Decomposing the pool without labels…"):
+        energy = _energy(ws_id(ws), method, int(d0), ws)
+    try:
+        per_concept = _concept_words(ws_id(ws), method, int(d0), ws)
+    except (FileNotFoundError, ImportError, ValueError) as exc:
+        st.caption(visitor_text(exc, "No words for the bars"))
+        per_concept = None
+    L = ws.Y[pool] if kind == "concept" else ws.Z[pool]
+    table = profile_table(energy, L, column, ws.Y[pool], names, per_concept)
+    n = int(table.n_items.iloc[0])
+    if not n:
+        st.info(f"No {split} item carries {_safe.text(label_name)}.")
+        return
+    chart, side = st.columns([3, 2])
+    with chart:
+        fig = go.Figure(go.Bar(x=table.concept, y=table.energy, customdata=table.p_concept,
+                               text=table.words if per_concept is not None else None, textposition="outside",
+                               hovertemplate="%{x}: mean ‖v‖²/‖x̂‖² %{y:.3f}<br>P(concept | label) %{customdata:.2f}"
+                                             "<extra></extra>"))
+        fig.update_layout(title=f"Concepts of {label_name} ({n} {split} items)", height=460, font=dict(size=15),
+                          xaxis=dict(tickfont=dict(size=16)), margin=dict(l=10, r=10, t=50, b=10),
+                          yaxis=dict(title="mean ‖vⱼ‖² / ‖x̂‖²", tickfont=dict(size=16)))
+        st.plotly_chart(fig, key="profile_fig", width="stretch")
+    with side:
+        shown = table.drop(columns="n_items").rename(columns={"energy": "‖v‖²/‖x̂‖²",
+                                                              "p_concept": "P(concept | label)"})
+        st.dataframe(shown, hide_index=True, width="stretch", key="profile_table")
+    csv = with_settings(table, workspace=ws.name, method=method, d0=int(d0), split=split,
+                        label_kind="concept" if kind == "concept" else "sub-label", label=label_name,
+                        codes="NNLS over every concept (no labels)")
+    csv_download(csv, f"label_profile_{method}_d0{d0}.csv", "Download profile (CSV)", key="profile_csv")
+
+
+health_tab, profile_tab = st.tabs(["Dictionary health", "Label profile"])
+with health_tab:
+    health_section()
+with profile_tab:
+    profile_section()

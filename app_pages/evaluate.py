@@ -3,7 +3,12 @@
 Widget keys: "eval_k" (k of mAP@k), "eval_split" (query split for the table and Fig. 8: "query"/"val"),
 "eval_d0" (d0 of the table), "eval_norm" (AP normalisation),
 "eval_csv" / "eval_sweep_csv" (CSV downloads), "eval_sweep_html" / "eval_modes_html" (figure downloads),
-"eval_sweep_fig" / "eval_modes_fig" (charts), "eval_table" (the methods table).
+"eval_sweep_fig" / "eval_modes_fig" (charts), "eval_table" (the methods table); stability section: "stab_seeds",
+"stab_batch", "stab_iter", "stab_n_active" (settings), "stab_run" (starts it), "stab_table" / "stab_n_active_table",
+"stab_csv" / "stab_n_active_csv".
+Stability: slics_core.explorer.stability_runs (seed stability and U-SLiCS at S̃ through slics_core.stability) in a
+background thread per (workspace, settings), held process-wide (st.cache_resource) so every tab sees its progress,
+and stored in the workspace's store, so a revisit shows the table at once.
 Dictionary health: one line per dictionary method at the table's d0 (slics_core.explorer.atom_tables.health_summary,
 st.cache_data keyed by ws_id, method and d0).
 Computation: slics_core.explorer.scoring over every method fitted in the workspace (the registry,
@@ -16,6 +21,7 @@ table d0), charts download as self-contained HTML (plotly.js inside, opens offli
 # keys: eval_k, eval_split, eval_d0, eval_norm, eval_table, eval_csv, eval_sweep_csv,
 #       eval_sweep_fig, eval_modes_fig, eval_sweep_html, eval_modes_html
 import math
+import threading
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -42,7 +48,16 @@ from slics_core.explorer.arrival import atoms_split, health_numbers, job_ranking
 from slics_core.explorer.atom_tables import health_note
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.narration import evaluate_look_at, missing
+from slics_core.explorer.stability_runs import (
+    N_ACTIVE_DEFAULT,
+    BackgroundRun,
+    StabilitySettings,
+    n_active_frame,
+    stability_frame,
+    stored_result,
+)
 from slics_core.methods import ORACLE_FSPLICE
+from slics_core.stability import N_ACTIVE_METHOD
 
 SPLIT_LABELS = {"query": "Query set (test)", "val": "Validation set"}
 NORM_LABELS = {"retrieved": "relevant retrieved (default)", "min": "min(k, relevant in pool)"}
@@ -286,3 +301,93 @@ with st.expander("Sweep numbers"):
     st.dataframe(sweep_df.assign(**{c: [missing(v) for v in sweep_df[c]] for c in ("general", "sub")}),
                  hide_index=True, width="stretch")
     csv_download(with_settings(sweep_df, workspace=ws.name), f"slics_d0_sweep_k{k}.csv", key="eval_sweep_csv")
+
+
+# ---------------------------------------------------------------------- stability
+@st.cache_resource(show_spinner=False)
+def _stability_runs():
+    """Process-wide stability runs, ``runs[(ws_id, settings)]`` -> BackgroundRun: every tab and session sees
+    the same run and its progress."""
+    return {"lock": threading.Lock(), "runs": {}}
+
+
+def _start_stability(key, settings):
+    reg = _stability_runs()
+    with reg["lock"]:
+        run = reg["runs"].get(key)
+        if run is None or run.snapshot()["error"]:
+            for old in [k for k, r in reg["runs"].items() if r.snapshot()["finished"]][:-8]:
+                reg["runs"].pop(old)  # keep a few finished ones
+            reg["runs"][key] = BackgroundRun(ws, settings).start()
+
+
+@st.fragment(run_every=2)
+def _stability_progress(run):
+    """Live progress of a background stability run; reruns the page when it is done."""
+    snap = run.snapshot()
+    if snap["finished"]:
+        st.rerun()
+    st.progress(min(1.0, snap["done"] / max(1, snap["total"])),
+                text=f"Stability in the background: {snap['stage']} ({snap['done']}/{snap['total']} fits, "
+                     f"{snap['elapsed']:.0f} s; this section fills in by itself)")
+
+
+def stability_section():
+    st.subheader("Stability over seeds and S̃")
+    n_train = len(ws.index.get("train", []))
+    if SWEEP_METHOD not in ws.dictionary_methods() or not n_train:
+        st.info(f"Stability refits {SWEEP_METHOD} on the training items; this workspace has none to refit.")
+        return
+    st.caption(f"Do the atoms come back? {SWEEP_METHOD} is refitted at d0 = {d0} with mini-batches, once per seed; "
+               "each seed's atoms are matched one to one to the first seed's within their concept (Hungarian on "
+               f"|cos|) and scored on the query set (mAP@{k} mean ± std over the seeds). {N_ACTIVE_METHOD} is refitted "
+               "once per S̃ (concepts per image of its zero-shot pseudo-labels). Runs in the background; the result "
+               "is kept in the workspace, so the same settings show at once next time.")
+    c1, c2, c3, c4 = st.columns(4)
+    n_seeds = c1.number_input("Seeds", min_value=2, max_value=10, value=3, key="stab_seeds")
+    batch = c2.number_input("Mini-batch size", min_value=1, max_value=n_train, value=max(1, min(n_train, 256)),
+                            key="stab_batch")
+    n_iter = c3.number_input("Epochs", min_value=1, max_value=50, value=10, key="stab_iter")
+    options = list(range(1, ws.n_concepts + 1)) if N_ACTIVE_METHOD in ws.methods else []
+    n_active = c4.multiselect(f"S̃ of {N_ACTIVE_METHOD}", options, default=[v for v in N_ACTIVE_DEFAULT if v in options],
+                              key="stab_n_active", disabled=not options)
+    settings = StabilitySettings(int(n_seeds), int(d0), int(batch), int(n_iter), int(k), norm, tuple(sorted(n_active)))
+    key = (ws_id(ws), settings)
+    result = stored_result(ws, settings)
+    if result is None:
+        run = _stability_runs()["runs"].get(key)
+        snap = None if run is None else run.snapshot()
+        if snap is not None and snap["finished"] and not snap["error"]:
+            result = snap["result"]
+        else:
+            if snap is not None and snap["error"]:
+                st.warning(visitor_text(snap["error"], "The stability run failed"))
+            if snap is None or snap["error"]:
+                if not st.button("Run stability in the background", key="stab_run"):
+                    st.caption(f"Not run yet with these settings ({settings.steps()} fits).")
+                    return
+                _start_stability(key, settings)
+                run = _stability_runs()["runs"][key]
+            _stability_progress(run)
+            return
+    summ = result["summary"]
+    st.markdown(f"Mean matched |cos| over every atom: **{missing(summ['matched_cos'])}**; mAP@{summ['k']} over "
+                f"{len(summ['seeds'])} seeds: Gen. {missing(summ['general_mean'])} ± {missing(summ['general_std'])}, "
+                f"Sub. {missing(summ['sub_mean'])} ± {missing(summ['sub_std'])}.")
+    frame = stability_frame(result)
+    st.dataframe(frame.assign(**{c: [missing(v) for v in frame[c]] for c in frame.columns[1:]}), hide_index=True,
+                 width="stretch", key="stab_table")
+    settings_cols = dict(workspace=ws.name, method=summ["method"], d0=int(d0), seeds=int(n_seeds),
+                         batch_size=int(batch), epochs=int(n_iter), k=int(k), normalization=norm)
+    csv_download(with_settings(frame, **settings_cols), f"slics_stability_d0{d0}_seeds{n_seeds}.csv",
+                 "Download stability (CSV)", key="stab_csv")
+    if result["n_active"]:
+        na = n_active_frame(result, k)
+        st.dataframe(na.assign(**{c: [missing(v) for v in na[c]] for c in na.columns[2:]}), hide_index=True,
+                     width="stretch", key="stab_n_active_table")
+        csv_download(with_settings(na, workspace=ws.name, d0=int(d0), epochs=int(n_iter), k=int(k),
+                                   normalization=norm), f"slics_n_active_d0{d0}.csv", "Download S̃ rows (CSV)",
+                     key="stab_n_active_csv")
+
+
+stability_section()

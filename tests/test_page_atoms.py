@@ -116,3 +116,47 @@ def test_health_table_counts_histogram_and_csv(ws, media):
     assert (csv["split"] == "train").all() and (csv["method"] == at.session_state["method"]).all()
     np.testing.assert_allclose(csv["frequency"], expected["frequency"])
     assert csv["flags"].tolist() == [";".join(f) for f in expected["flags"]]
+
+
+def test_label_profile_tab_bars_table_and_csv(ws, media):
+    """The "Label profile" tab: a sub-label picked in its select box draws every concept's mean ‖v_j‖²/‖x̂‖²
+    over the pool items carrying it (decomposed without labels), P(concept | label) beside it, and its CSV."""
+    from slics_core.explorer.atom_tables import label_profile
+
+    at = AppTest.from_file(PAGE, default_timeout=180).run()
+    assert not at.exception
+    assert [t.label for t in at.tabs] == ["Dictionary health", "Label profile"]
+    box = at.selectbox(key="profile_label")
+    S = ws.n_concepts
+    assert len(box.options) == S + ws.Z.shape[1]
+    assert box.options[0] == f"concept: {ws.concept_names[0]}"
+    model = ws.model(at.session_state["method"], at.session_state["d0"])
+    pool = ws.index["pool"]
+    counts = ws.Z[pool].sum(axis=0)
+    sub = int(np.argmax(counts))  # a sub-label with pool items
+    box.set_value(S + sub).run()
+    assert not at.exception
+    expected = label_profile(model, ws.X[pool], ws.Z[pool], sub, Y=ws.Y[pool])
+    spec = json.loads(next(c for c in at.get("plotly_chart") if "profile_fig" in c.proto.id).proto.spec)
+    bar = spec["data"][0]
+    assert bar["x"] == ws.concept_names
+    np.testing.assert_allclose(_arr(bar["y"]), expected.energy, rtol=1e-5)
+    np.testing.assert_allclose(_arr(bar["customdata"]), expected.p_concept, rtol=1e-6)
+    assert f"({int(counts[sub])} pool items)" in spec["layout"]["title"]["text"]
+    table = next(d.value for d in at.dataframe if "P(concept | label)" in d.value.columns)
+    np.testing.assert_allclose(table["P(concept | label)"], expected.p_concept)
+    button = next(b for b in at.get("download_button") if "profile_csv" in b.proto.id)
+    csv = pd.read_csv(io.BytesIO(media[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content),
+                      keep_default_na=False)
+    assert (csv["label_kind"] == "sub-label").all() and (csv["split"] == "pool").all()
+    assert csv["label"].iloc[0] == f"{ws.sub_names[sub]} ({ws.concept_names[ws.sub_to_concept[sub]]})"
+    assert csv["concept"].tolist() == ws.concept_names
+    np.testing.assert_allclose(csv["energy"], expected.energy, rtol=1e-9)
+    np.testing.assert_allclose(csv["p_concept"], expected.p_concept)
+    assert (csv["n_items"] == int(counts[sub])).all()
+    # a concept: P(concept | label) is 1 on itself
+    box = at.selectbox(key="profile_label")
+    box.set_value(3).run()
+    assert not at.exception
+    table = next(d.value for d in at.dataframe if "P(concept | label)" in d.value.columns)
+    assert table["P(concept | label)"].iloc[3] == 1.0

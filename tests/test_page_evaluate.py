@@ -1,6 +1,7 @@
 """AppTest of the Evaluate page on the (small) emoji workspace."""
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -160,3 +161,61 @@ def test_evaluate_shows_one_health_line_per_dictionary(ws):
     cos = np.einsum("ij,ij->i", ws.X[va], R) / np.linalg.norm(ws.X[va], axis=1) / np.linalg.norm(R, axis=1)
     assert f"{firing(codes).sum(axis=1).mean():.2f} active atoms per item" in line
     assert f"mean cos(x, x̂) {cos.mean():.3f} on the validation split" in line
+
+
+def test_stability_runs_in_the_background_and_is_stored(ws, media):
+    """The Stability section: nothing runs until its button is pressed; the run goes on in the background with a
+    progress bar; its table (matched |cos| per concept from slics_core.stability.seed_stability, one U-SLiCS row
+    per S̃) shows when it is done, and a new session with the same settings reads it from the store at once."""
+    import io
+    import time
+
+    import pandas as pd
+
+    from slics_core.explorer.arrival import STORE
+    from slics_core.explorer.scoring import eval_view
+    from slics_core.stability import seed_stability
+
+    for old in (Path(ws.path) / STORE).glob("stability-*.npz"):  # what an earlier run of this test stored
+        old.unlink()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    at.switch_page("app_pages/evaluate.py").run()
+    assert not at.exception, at.exception
+    batch = 120
+
+    def settle(at):
+        at.number_input(key="stab_seeds").set_value(2)
+        at.number_input(key="stab_iter").set_value(2)
+        at.number_input(key="stab_batch").set_value(batch)
+        at.multiselect(key="stab_n_active").set_value([1, 2])
+        return at.run()
+
+    settle(at)
+    assert not at.exception, at.exception
+    assert not [d for d in at.dataframe if "matched cos" in d.value.columns]
+    assert any("Not run yet" in c.value for c in at.caption)
+    at.button(key="stab_run").click().run()
+    assert not at.exception, at.exception
+    assert at.get("progress") or [d for d in at.dataframe if "matched cos" in d.value.columns]
+    deadline = time.monotonic() + 600
+    while not [d for d in at.dataframe if "matched cos" in d.value.columns]:
+        assert time.monotonic() < deadline, "the stability run did not finish"
+        time.sleep(2)
+        at.run()
+        assert not at.exception, at.exception
+    data, split = eval_view(ws)
+    d0 = int(at.session_state["eval_d0"])
+    records, _ = seed_stability(data, split, range(2), n_atoms=d0, n_iter=2, batch_size=batch, k=20)
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    fresh.switch_page("app_pages/evaluate.py").run()
+    settle(fresh)  # same settings, new session: from the store, no button
+    assert not fresh.exception, fresh.exception
+    table = next(d.value for d in fresh.dataframe if "matched cos" in d.value.columns)
+    assert table["concept"].tolist() == ws.concept_names
+    np.testing.assert_allclose(table["matched cos"].astype(float), [r["matched_cos"] for r in records], atol=5e-4)
+    rows = next(d.value for d in fresh.dataframe if "S̃" in d.value.columns)
+    assert rows["Method"].tolist() == ["U-SLiCS (S̃=1)", "U-SLiCS (S̃=2)"]
+    button = next(b for b in fresh.get("download_button") if "stab_csv" in b.proto.id)
+    csv = pd.read_csv(io.BytesIO(media[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content))
+    assert (csv["seeds"] == 2).all() and (csv["batch_size"] == batch).all() and (csv["d0"] == d0).all()
+    np.testing.assert_allclose(csv["matched cos"], [r["matched_cos"] for r in records], atol=1e-9)

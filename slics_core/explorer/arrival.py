@@ -32,6 +32,7 @@ from slics_core.explorer import scoring
 from slics_core.explorer.atom_tables import (
     MAX_TOP_ITEMS,
     atom_heatmaps,
+    concept_energy,
     default_sparsity,
     health_summary,
     item_codes,
@@ -126,6 +127,13 @@ def stored(ws, kind: str, description, compute, names=None) -> dict:
     return out
 
 
+def stored_only(ws, kind: str, description, names) -> dict | None:
+    """The arrays of ``ws``'s stored entry made from ``description`` (as :func:`stored` would read them), or None
+    when there is none: a page asks before it starts the work in the background."""
+    folder = _folder(ws)
+    return None if folder is None else _read(folder / _name(kind, description), names)
+
+
 # ---------------------------------------------------------------------- what the pages store
 def job_rankings(ws, job, depth: int, index=None) -> np.ndarray:
     """:func:`slics_core.explorer.scoring.rank_job` of ``job`` at ``depth``, stored (Evaluate)."""
@@ -182,6 +190,15 @@ def pool_top_items(ws, method: str, d0: int) -> tuple:
     return got["positions"], got["coefficients"]
 
 
+def label_energy(ws, method: str, d0: int) -> np.ndarray:
+    """:func:`slics_core.explorer.atom_tables.concept_energy` (decomposed without labels) of the items of
+    :func:`profile_split`, stored (the Atoms page's label profile)."""
+    split = profile_split(ws)
+    rows = ws.index[split]
+    return stored(ws, "energy", {"method": method, "d0": int(d0), "split": split},
+                  lambda: {"energy": concept_energy(ws.model(method, d0), ws.X[rows])}, names=("energy",))["energy"]
+
+
 def health_numbers(ws, method: str, d0: int, split: str) -> dict:
     """:func:`slics_core.explorer.atom_tables.health_summary` of one dictionary (flags on the training split,
     active atoms and cos(x, x̂) on ``split``), stored (Evaluate's health line)."""
@@ -214,6 +231,12 @@ def atoms_split(ws) -> str:
     return "val" if len(ws.index.get("val", [])) else "train"
 
 
+def profile_split(ws) -> str:
+    """The labelled items of the Atoms page's label profile: the pool, else (a sharded pool carries no labels)
+    :func:`atoms_split`."""
+    return "pool" if len(ws.index.get("pool", [])) else atoms_split(ws)
+
+
 def sweep_splits(ws) -> tuple:
     """The splits Evaluate's d0 sweep scores: validation (where d0 is chosen) and query, those with items."""
     return tuple(s for s in ("val", "query") if len(ws.index.get(s, [])))
@@ -223,7 +246,8 @@ def prepare_pages(ws, progress=None) -> list:
     """Compute and store what the pages show on arrival with their default settings: Evaluate's d0 sweep and
     methods table (rankings at :func:`~slics_core.explorer.scoring.ranking_depth`, deep enough for Recall@100
     and any k up to it) and its health line of every dictionary method, the Subspaces map and the Atoms
-    matrices and pool codes of the default method and d0. Returns the names of what was prepared.
+    matrices, pool codes and label-profile energies of the default method and d0. Returns the names of what
+    was prepared.
 
     Needs a saved workspace (``ws.path``); does nothing for one being built.
     """
@@ -239,7 +263,7 @@ def prepare_pages(ws, progress=None) -> list:
     method = preferred_method(dicts)
     healthy = dicts if (len(ws.index.get("train", [])) and ws.default_d0 is not None) else []
     has_map = len(ws.index.get(MAP_DEFAULTS["split"], [])) > 0
-    total = len(jobs) + ((2 + has_map) if method else 0) + len(healthy)
+    total = len(jobs) + ((3 + has_map) if method else 0) + len(healthy)
     done = []
 
     def step(name):
@@ -268,6 +292,8 @@ def prepare_pages(ws, progress=None) -> list:
             pool_top_items(ws, method, d0)
         else:
             pool_codes(ws, method, d0)
+        step("Atoms label profile")
+        label_energy(ws, method, d0)
     for m in healthy:
         step(f"Evaluate health of {m}")
         health_numbers(ws, m, int(ws.default_d0), atoms_split(ws))

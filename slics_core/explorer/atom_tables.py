@@ -17,6 +17,14 @@ Choices (the paper is silent on them)
   on each item's labelled concepts (``model.transform(X, Y)``) of the training split, the
   codes the dictionary was fitted with; the Evaluate page's active atoms per item and
   ``cos(x, x̂)`` come from the same kind of codes on the validation split.
+* **Label profile** (:func:`label_profile`). The items carrying one label (a concept or a sub-label) are
+  decomposed *without* their labels: ``v_j`` from the joint NNLS of each item over every concept's atoms
+  (:func:`slics_core.methods.components_of`, ``mode="full"`` with every concept active, i.e.
+  ``transform(X, None)``), so a concept the label never names still shows when its atoms carry part of
+  the items (a spurious concept). Each concept's bar is the mean over the items of
+  ``‖v_j‖² / ‖x̂‖²`` (``x̂ = Σ_j v_j``; an item with ``x̂ = 0`` counts 0; the shares need not sum to 1, the
+  components are not orthogonal); beside it ``P(concept j | label)`` from the labels, and the concept's
+  words by the caption rule (:func:`slics_core.captions.word_captions`, as the Captions page).
 * **Co-occurrence coefficients.** As in the paper, non-negative OMP
   (:func:`slics_core.sparse_coding.nn_omp`) without labels on the
   validation split; its sparsity (atoms per item) defaults to ``d0``. On the
@@ -41,6 +49,8 @@ from slics_core.analysis import (
     reconstruction_cosine,
 )
 from slics_core.captions import prepare_text_embeddings, word_captions
+from slics_core.labels import check_sub_to_concept
+from slics_core.methods import components_of
 from slics_core.retrieval import merge_top, top_k
 from slics_core.sparse_coding import nn_omp
 
@@ -60,6 +70,11 @@ __all__ = [
     "group_layout",
     "matrix_table",
     "caption_table",
+    "concept_energy",
+    "label_options",
+    "profile_table",
+    "label_profile",
+    "concept_words",
 ]
 
 
@@ -386,3 +401,125 @@ def caption_table(models, concept_names, words, word_embeddings, n_words=5, *, r
                              concepts=range(len(names)), ridge=ridge)
         out[method] = [", ".join(c) for c in caps]
     return pd.DataFrame(out)
+
+
+# ---------------------------------------------------------------------- label profile
+#: Rows decomposed at once by :func:`concept_energy` (bounds the ``(rows, S, d)`` components in memory).
+ENERGY_CHUNK = 1024
+
+
+def concept_energy(model, X):
+    """``‖v_j‖² / ‖x̂‖²`` of every item and concept ``(n, S)``: ``v_j`` from the NNLS of each item over every
+    concept's atoms (no labels; module notes), ``x̂ = Σ_j v_j``; a row of zeros where ``x̂ = 0``."""
+    X = check_embeddings(X, name="X", allow_zero_rows=True)
+    S = int(model.n_concepts_)
+    out = np.zeros((X.shape[0], S))
+    for start in range(0, X.shape[0], ENERGY_CHUNK):
+        part = X[start:start + ENERGY_CHUNK]
+        V = components_of(model, part, "full", active=np.ones((part.shape[0], S), dtype=bool))
+        R = V.sum(axis=1)
+        total = np.einsum("nd,nd->n", R, R)[:, None]
+        energy = np.einsum("nsd,nsd->ns", V, V)
+        out[start:start + part.shape[0]] = np.where(total > 0, energy / np.where(total > 0, total, 1.0), 0.0)
+    return out
+
+
+def label_options(concept_names, sub_names=None, sub_to_concept=None):
+    """The labels a profile can be asked for: ``[("concept", j, name), ..., ("sub", k, "name (concept)"), ...]``."""
+    out = [("concept", j, str(n)) for j, n in enumerate(concept_names)]
+    if sub_names is not None and len(sub_names):
+        parent = check_sub_to_concept(sub_to_concept, len(concept_names), len(sub_names))
+        out += [("sub", k, f"{n} ({concept_names[parent[k]]})") for k, n in enumerate(sub_names)]
+    return out
+
+
+def profile_table(energy, L, label, Y, concept_names, words=None):
+    """The profile of column ``label`` of the label matrix ``L`` (``Y`` or ``Z``) from items' energies.
+
+    Parameters
+    ----------
+    energy : array-like of shape (n, S)
+        :func:`concept_energy` of the items.
+    L : array-like of shape (n, K)
+        Labels whose column ``label`` picks the items (the concepts ``Y``, or the sub-labels ``Z``).
+    label : int
+    Y : array-like of shape (n, S)
+        The items' concept labels (``P(concept j | label)``).
+    concept_names : sequence of str, length S
+    words : list of list of str, optional
+        Words of each concept (joined by ", " into a ``words`` column).
+
+    Returns
+    -------
+    table : DataFrame
+        One row per concept, in the model's order: ``concept``, ``energy`` (mean ``‖v_j‖²/‖x̂‖²`` over the
+        items; NaN when no item carries the label), ``p_concept`` (``P(concept j | label)``), ``n_items``
+        (items carrying the label), then ``words`` when given.
+    """
+    E = np.asarray(energy, dtype=np.float64)
+    L = np.asarray(L)
+    Y = np.asarray(Y)
+    if E.ndim != 2 or L.ndim != 2 or Y.ndim != 2 or not E.shape[0] == L.shape[0] == Y.shape[0]:
+        raise ValueError(f"energy {E.shape}, labels {L.shape} and Y {Y.shape} must be 2-D with one row per item.")
+    S = len(concept_names)
+    if E.shape[1] != S or Y.shape[1] != S:
+        raise ValueError(f"energy has {E.shape[1]} and Y {Y.shape[1]} concept columns for {S} concept names.")
+    label = int(label)
+    if not 0 <= label < L.shape[1]:
+        raise ValueError(f"label {label} out of range (0..{L.shape[1] - 1}).")
+    rows = L[:, label] > 0
+    n = int(rows.sum())
+    with np.errstate(invalid="ignore"):
+        mean_energy = E[rows].mean(axis=0) if n else np.full(S, np.nan)
+        p = (Y[rows] > 0).mean(axis=0) if n else np.full(S, np.nan)
+    table = pd.DataFrame({"concept": [str(c) for c in concept_names], "energy": mean_energy, "p_concept": p,
+                          "n_items": n})
+    if words is not None:
+        if len(words) != S:
+            raise ValueError(f"{len(words)} word lists for {S} concepts.")
+        table["words"] = [", ".join(w) for w in words]
+    return table
+
+
+def label_profile(model, X, Y_or_Z, label, *, Y=None, concept_names=None, words=None):
+    """Which concepts the items carrying one label are made of (module notes: decomposed without labels).
+
+    Parameters
+    ----------
+    model : fitted SLiCS (or any dictionary model of the registry)
+    X : array-like of shape (n, d)
+    Y_or_Z : array-like of shape (n, K)
+        Labels whose column ``label`` picks the items: the concepts ``Y`` or the sub-labels ``Z``.
+    label : int
+    Y : array-like of shape (n, S), optional
+        The items' concept labels, for ``P(concept j | label)``; default ``Y_or_Z`` (then it must be ``Y``).
+    concept_names : sequence of str, optional
+        Default: the model's ``concept_names_``.
+    words : list of list of str, optional
+        Words of each concept (:func:`concept_words`).
+
+    Returns
+    -------
+    table : DataFrame
+        :func:`profile_table`'s columns.
+    """
+    X = check_embeddings(X, name="X", allow_zero_rows=True)
+    L = np.asarray(Y_or_Z)
+    Y = L if Y is None else np.asarray(Y)
+    names = list(concept_names if concept_names is not None else model.concept_names_)
+    if L.ndim != 2 or L.shape[0] != X.shape[0]:
+        raise ValueError(f"labels of shape {L.shape} for {X.shape[0]} items.")
+    if not 0 <= int(label) < L.shape[1]:
+        raise ValueError(f"label {int(label)} out of range (0..{L.shape[1] - 1}).")
+    rows = np.flatnonzero(L[:, int(label)] > 0)
+    energy = concept_energy(model, X[rows]) if rows.size else np.zeros((0, len(names)))
+    return profile_table(energy, L[rows], label, Y[rows], names, words)
+
+
+def concept_words(model, words, word_embeddings, k=5, *, prepared=True):
+    """Top-``k`` words of every concept by the caption rule (:func:`slics_core.captions.word_captions`), as
+    the Captions page picks them; ``word_embeddings`` prepared unless ``prepared=False``."""
+    W = np.asarray(word_embeddings, dtype=np.float64)
+    if not prepared:
+        W, _ = prepare_text_embeddings(W)
+    return word_captions(model.atoms_, model.groups_, W, words, top_k=int(k), concepts=range(model.n_concepts_))

@@ -1,0 +1,99 @@
+"""Per-label concept profiles (slics_core.explorer.atom_tables.label_profile): against a direct numpy
+computation on a fitted dictionary, and on planted cones where a concept the labels never name shows up."""
+import numpy as np
+import pytest
+
+from slics_core.explorer.atom_tables import (
+    concept_energy,
+    concept_words,
+    label_options,
+    label_profile,
+    profile_table,
+)
+from slics_core.slics import SLiCS
+from slics_core.synthetic import make_concept_cones
+
+S, K, D = 4, 3, 96
+
+
+def _direct(model, X, rows):
+    """``‖v_j‖²/‖x̂‖²`` from ``transform(X, None)`` by hand: v_j = codes of concept j's atoms @ those atoms."""
+    codes = model.transform(X[rows], None)
+    g = np.asarray(model.groups_)
+    V = np.stack([codes[:, g == j] @ model.atoms_[g == j] for j in range(model.n_concepts_)], axis=1)
+    xhat = V.sum(axis=1)
+    return (V ** 2).sum(axis=2) / (xhat ** 2).sum(axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    data = make_concept_cones(n_samples=400, n_features=D, n_concepts=S, n_atoms=K, noise=0.05, random_state=0)
+    model = SLiCS(n_atoms=K, n_iter=3, random_state=0).fit(data.X, data.Y)
+    Z = np.zeros((len(data.X), S * K), dtype=bool)  # sub-label k of concept j: its dominant atom
+    for j in range(S):
+        for k in range(K):
+            Z[:, j * K + k] = data.sublabels[:, j] == k
+    return data, model, Z
+
+
+def test_profile_of_a_concept_matches_a_direct_computation(fitted):
+    data, model, _ = fitted
+    for label in range(S):
+        rows = np.flatnonzero(data.Y[:, label])
+        table = label_profile(model, data.X, data.Y, label)
+        assert table.concept.tolist() == list(model.concept_names_)
+        np.testing.assert_allclose(table.energy, _direct(model, data.X, rows).mean(axis=0), rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(table.p_concept, data.Y[rows].mean(axis=0))
+        assert table.p_concept[label] == 1.0
+        assert (table.n_items == rows.size).all()
+
+
+def test_profile_of_a_sub_label_uses_its_items_and_the_concept_labels(fitted):
+    data, model, Z = fitted
+    label = 2 * K + 1  # concept 2's second sub-label
+    rows = np.flatnonzero(Z[:, label])
+    table = label_profile(model, data.X, Z, label, Y=data.Y)
+    np.testing.assert_allclose(table.energy, _direct(model, data.X, rows).mean(axis=0), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(table.p_concept, data.Y[rows].mean(axis=0))
+    # the page's path (energies of every item, then a mean over the label's rows) gives the same table
+    fast = profile_table(concept_energy(model, data.X), Z, label, data.Y, model.concept_names_)
+    np.testing.assert_allclose(fast.energy, table.energy, rtol=1e-9)
+
+
+def test_a_spurious_concept_shows_in_the_profile_but_not_in_the_labels():
+    """Every item of concept 0 also carries concept 2's first atom, which its labels never name: the profile of
+    concept 0 shows concept 2's planted energy on the items not labelled 2, while P(2 | label) there is 0."""
+    data = make_concept_cones(n_samples=500, n_features=D, n_concepts=S, n_atoms=K, random_state=1)
+    coef = data.coef.copy()
+    carrier = data.Y[:, 0] & ~data.Y[:, 2]
+    coef[carrier, 2 * K] = 0.8
+    X = coef @ data.atoms
+    model = SLiCS(n_atoms=K, n_iter=0).fit(X, data.Y)
+    model.atoms_, model.groups_ = data.atoms.copy(), data.groups.copy()  # the planted dictionary
+    table = label_profile(model, X[carrier], data.Y[carrier], 0)
+    planted = np.stack([(coef[carrier][:, data.groups == j] @ data.atoms[data.groups == j]) for j in range(S)], 1)
+    expected = (planted ** 2).sum(axis=2) / (X[carrier] ** 2).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(table.energy, expected.mean(axis=0), atol=1e-6)
+    assert table.p_concept[2] == 0.0
+    assert table.energy[2] > 0.2  # shows, though no item here is labelled 2
+    # without the planted atom the same items carry no concept-2 energy
+    clean = label_profile(model, data.X[carrier], data.Y[carrier], 0)
+    assert clean.energy[2] < 1e-8
+
+
+def test_words_and_options_and_bad_labels(fitted):
+    data, model, Z = fitted
+    words = [f"w{i}" for i in range(20)]
+    W = np.random.RandomState(0).standard_normal((20, D))
+    per_concept = concept_words(model, words, W, k=3, prepared=False)
+    table = label_profile(model, data.X, data.Y, 0, words=per_concept)
+    assert table.words.tolist() == [", ".join(w) for w in per_concept]
+    assert all(len(w) == 3 for w in per_concept)
+    opts = label_options(["a", "b"], ["a1", "b1", "b2"], [0, 1, 1])
+    assert opts == [("concept", 0, "a"), ("concept", 1, "b"), ("sub", 0, "a1 (a)"), ("sub", 1, "b1 (b)"),
+                    ("sub", 2, "b2 (b)")]
+    assert label_options(["a"]) == [("concept", 0, "a")]
+    with pytest.raises(ValueError, match="label 9 out of range"):
+        label_profile(model, data.X, data.Y, 9)
+    empty = label_profile(model, data.X, np.zeros_like(data.Y), 0, Y=data.Y)
+    assert empty.n_items.eq(0).all() and empty.energy.isna().all()
