@@ -15,6 +15,7 @@ from scipy.linalg.blas import dsyrk
 from sklearn.utils import check_random_state
 
 from slics_core._kernels import ksvd_atoms, lowers_error, rank2_update, reseed
+from slics_core._parallel import parallel_map
 from slics_core.rows import RANK_RTOL, unit_rows
 
 __all__ = ["initial_atoms", "update_each_atom", "majority_sign", "bcd_atom_update"]
@@ -113,7 +114,28 @@ def _bcd_atom(m, R, S, a, B, full_batch, monotone, n_power_steps):
     B[m] = b
 
 
-def initial_atoms(X, Y, n_atoms, random_state=None):
+def _top_directions(Xj, m_j):
+    """The top ``min(m_j, n_j, d)`` right singular directions of ``Xj`` (columns of ``V``), their squared
+    singular values and the numerical rank."""
+    n_j, d = Xj.shape
+    top = min(m_j, n_j, d)
+    if n_j < d:  # eigenvectors of the small n_j x n_j Gram give the left singular vectors
+        # dsyrk fills the upper triangle of Xj Xj^T at half the cost of a full product
+        s2, U = eigh(dsyrk(1.0, Xj.T, trans=1), lower=False, subset_by_index=[n_j - top, n_j - 1])
+        s2, U = s2[::-1], U[:, ::-1]
+        V = Xj.T @ U / np.sqrt(np.maximum(s2, 1e-300))
+    else:  # eigenvectors of the d x d Gram matrix are the right singular vectors
+        s2, V = eigh(dsyrk(1.0, Xj.T, trans=0), lower=False, subset_by_index=[d - top, d - 1])
+        s2, V = s2[::-1], V[:, ::-1]
+    rank = int(np.sum(s2 > RANK_RTOL * max(s2[0], 1e-300)))
+    take = min(m_j, rank)
+    block = unit_rows(V[:, :take].T.copy())
+    for i in range(take):
+        block[i] *= majority_sign(Xj @ block[i])
+    return block, rank
+
+
+def initial_atoms(X, Y, n_atoms, random_state=None, n_jobs=None):
     """Supervised SVD initialisation (Algorithm 1, lines 1-3): the S-SVD dictionary.
 
     For each concept ``j``, the top ``M_j`` singular directions of the
@@ -129,6 +151,8 @@ def initial_atoms(X, Y, n_atoms, random_state=None):
     random_state : int, RandomState or None
         Only used when a concept has fewer independent samples than ``M_j``:
         the missing atoms are random unit vectors (with a warning).
+    n_jobs : int, optional
+        Threads that share the concepts (``None``: 1); the result is the same.
 
     Returns
     -------
@@ -137,24 +161,10 @@ def initial_atoms(X, Y, n_atoms, random_state=None):
     """
     d = X.shape[1]
     blocks, groups = [], []
-    for j, m_j in enumerate(n_atoms):
-        Xj = X[Y[:, j]]
-        n_j = Xj.shape[0]
-        top = min(m_j, n_j, d)
-        if n_j < d:  # eigenvectors of the small n_j x n_j Gram give the left singular vectors
-            # dsyrk fills the upper triangle of Xj Xj^T at half the cost of a full product
-            s2, U = eigh(dsyrk(1.0, Xj.T, trans=1), lower=False, subset_by_index=[n_j - top, n_j - 1])
-            s2, U = s2[::-1], U[:, ::-1]
-            V = Xj.T @ U / np.sqrt(np.maximum(s2, 1e-300))
-        else:  # eigenvectors of the d x d Gram matrix are the right singular vectors
-            s2, V = eigh(dsyrk(1.0, Xj.T, trans=0), lower=False, subset_by_index=[d - top, d - 1])
-            s2, V = s2[::-1], V[:, ::-1]
-        rank = int(np.sum(s2 > RANK_RTOL * max(s2[0], 1e-300)))
-        take = min(m_j, rank)
-        block = V[:, :take].T.copy()
-        block = unit_rows(block)
-        for i in range(take):
-            block[i] *= majority_sign(Xj @ block[i])
+    # each concept on its own (threads may share them); the warnings and random atoms then in concept order
+    tops = parallel_map(lambda j: _top_directions(X[Y[:, j]], n_atoms[j]), range(len(n_atoms)), n_jobs)
+    for j, (m_j, (block, rank)) in enumerate(zip(n_atoms, tops)):
+        take = block.shape[0]
         if take < m_j:
             warnings.warn(
                 f"concept {j} has only {rank} independent sample direction(s) for {m_j} atoms; "
