@@ -9,21 +9,22 @@
 
 The blocks depend only on the number of rows, never on ``n_jobs``, so a computation that is split by
 blocks gives the same bits on one thread or many. The compiled kernels run on the blocks release the
-GIL (numba ``nogil``), so the threads run on different cores.
+GIL (numba ``nogil``), so the threads run on different cores. The module imports only the standard
+library and numpy, so the command line can check ``--n-jobs`` before any heavy import.
 """
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from joblib import effective_n_jobs as _joblib_n_jobs
 
 #: Rows per block: small enough that a batch of 2 000 rows feeds 16 threads, large enough that a
 #: block's work (about a millisecond of NNLS) dwarfs handing it to a thread.
 ROW_BLOCK = 128
 #: What an ``n_jobs`` value must be (the constraint tables quote it).
-N_JOBS_EXPECTED = "None (null, one thread), -1 (every core) or an int other than 0"
+N_JOBS_EXPECTED = "a non-zero int (k threads; -1 every core, -2 all but one...) or None (null: one thread)"
 
 _pools: dict[int, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
@@ -34,11 +35,22 @@ def n_jobs_ok(x) -> bool:
     return x is None or (isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and x != 0)
 
 
+def _cores():
+    """The cores this process may run on (its CPU affinity where the system reports it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def effective_n_jobs(n_jobs) -> int:
-    """Threads for ``n_jobs``: ``None`` -> 1, ``k > 0`` -> ``k``, ``-1`` -> every core, ``-2`` -> all but one..."""
+    """Threads for ``n_jobs`` (scikit-learn's rule): ``None`` -> 1, ``k > 0`` -> ``k``, ``-1`` -> every core,
+    ``-2`` -> all but one... (at least 1)."""
     if not n_jobs_ok(n_jobs):
         raise ValueError(f"n_jobs must be {N_JOBS_EXPECTED}; got {n_jobs!r}.")
-    return 1 if n_jobs is None else max(1, int(_joblib_n_jobs(int(n_jobs))))
+    if n_jobs is None:
+        return 1
+    return int(n_jobs) if n_jobs > 0 else max(1, _cores() + 1 + int(n_jobs))
 
 
 def row_blocks(n: int) -> list[slice]:

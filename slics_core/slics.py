@@ -512,7 +512,7 @@ class SLiCS(TransformerMixin, BaseEstimator):
         """
         R = rowwise(lambda rows: residual(X[rows], np.ascontiguousarray(At[:, rows]), B), X.shape[0], self._threads())
         update_each_atom(R, At, B, allowed, full_batch, steps, update=self.update, monotone=bool(self.monotone),
-                         n_power_steps=self.n_power_steps)
+                         n_power_steps=self.n_power_steps, threads=self._threads())
         return float(np.einsum("ij,ij->", R, R))
 
     def _converged(self, history):

@@ -275,7 +275,7 @@ def cmd_fit(args):
     ed, split = _prepared(args, data)
     inputs = fit_inputs(ed, split.train, args.n_active)
     model = fit_method(args.method, inputs, args.n_atoms, n_iter=args.n_iter, batch_size=args.batch_size,
-                       seed=args.seed)
+                       seed=args.seed, n_jobs=args.n_jobs)
     with writing(args.out):  # a failure names --out, not the temporary file the model is written through
         model.save(args.out)
     err = getattr(model, "history_", [])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from slics_core._parallel import N_JOBS_EXPECTED, n_jobs_ok
 from slics_core.commands import CLIError, check_at_least
 from slics_core.encoders import parse_encoder_spec
 from slics_core.generators.registry import DEFAULT_CONDITIONING_ENCODER, generator_names_text
@@ -173,6 +174,8 @@ def _check_reproduce(args):
 def _check_fit(args):
     check_at_least(args, 1, "--n-atoms", "--n-train", "--n-query", "--batch-size")
     check_at_least(args, 0, "--n-val")
+    if not n_jobs_ok(args.n_jobs):
+        raise CLIError(f"--n-jobs must be {N_JOBS_EXPECTED}; got {args.n_jobs}")
 
 
 def _check_evaluate(args):
@@ -202,6 +205,8 @@ def _register_data(subparsers):
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--seed", type=int, default=0, help="seed of the split and of mini-batches")
     p.add_argument("--n-active", type=int, default=None, help="concepts per image for U-SLiCS pseudo-labels")
+    p.add_argument("--n-jobs", type=int, default=None,
+                   help="threads for the fit's per-sample steps (-1: every core; default 1; same model)")
     _add_split_args(p)
     p.set_defaults(check=_check_fit)
 
