@@ -79,9 +79,11 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   residual, the coefficient step's linear terms, :meth:`SLiCS.transform` and
   :meth:`SLiCS.project`) by blocks of rows, and the S-SVD start by concepts
   (:mod:`slics_core._parallel`). Every row and every concept is computed on
-  its own, as on one thread, so the atoms and codes do not depend on
-  ``n_jobs`` (bit for bit). The atom step stays one sequence of rank-1
-  updates (each changes the residual the next one reads).
+  its own, as on one thread. The atom step stays one sequence of rank-1
+  updates (each changes the residual the next one reads); the threads share
+  the rows of each Lanczos product, in blocks of 64 rows whose sums are added
+  in block order whatever the number of threads. So the atoms and codes do
+  not depend on ``n_jobs``, bit for bit (``tests/test_n_jobs.py``).
 * Each atom is updated in place on the rows of the batch residual that may
   use it (its concept's samples), read through an index list; the samples
   ``L_m`` are those with a non-zero coefficient. The residual is formed from
