@@ -269,9 +269,9 @@ def profile_section():
     """One label's concepts (a fragment: picking another label reruns this tab only)."""
     split = profile_split(ws)
     pool = ws.index[split]
-    st.caption(f"The {split} items (of {len(pool)}) that carry the label, decomposed **without** their labels "
-               "(NNLS over every concept's atoms): each bar is a concept's mean share ‖vⱼ‖²/‖x̂‖² of the "
-               "reconstruction x̂ (components are not orthogonal, so shares need not sum to 1). A concept with a tall bar but a "
+    st.caption(f"The {split} items that carry the label, decomposed **without** their labels (NNLS over every "
+               "concept's atoms): each bar is a concept's mean share ‖vⱼ‖²/‖x̂‖² of the reconstruction x̂ "
+               "(components are not orthogonal, so shares need not sum to 1). A concept with a tall bar but a "
                "low P(concept | label) is carried by the items without being labelled: a spurious concept. "
                f"Words: the concept's top {PROFILE_WORDS} by the caption rule.")
     options = label_options(names, ws.sub_names if ws.Z is not None else None, ws.sub_to_concept)

@@ -10,12 +10,19 @@ Then a COCO-sized mini-batch fit (20000 x 512, S=12, d0=10, T=10, batch 2000)
 and, with ``--coco-full``, a fit of the size of all of COCO train2017
 (118000 x 512, same settings). Times are wall-clock and CPU seconds of this
 process (the fit uses one BLAS thread); memory is the process's peak resident
-set size (``getrusage``), printed before and after the fit. A tiny fit first
+set size (``getrusage``), printed before and after the fit. The CPU seconds count every thread of
+the process, so with ``--n-jobs`` their ratio to the wall seconds shows how many cores were busy. A tiny fit first
 compiles or loads the numba kernels, so that no timing includes that.
 
     python -m benchmarks.bench_fit              # both parts
     python -m benchmarks.bench_fit --quick      # smaller sizes, for a smoke run
     python -m benchmarks.bench_fit --coco-full  # only the full-COCO-sized fit
+    python -m benchmarks.bench_fit --coco --n-jobs 1 2        # only the COCO-sized fit, on 1 then 2 threads
+    python -m benchmarks.bench_fit --coco-full --n-jobs 1 4 16
+
+With ``--n-jobs``, the mini-batch fit runs once per value (``SLiCS(n_jobs=...)``), on the same data,
+and the script prints each run's wall and CPU seconds, the wall speed-up over the first value and
+whether the atoms are identical to the first run's (they must be).
 
 Run from the repository root: ``python -m benchmarks.bench_fit``.
 """
@@ -111,32 +118,54 @@ def timed(fn):
     return out, time.perf_counter() - w0, time.process_time() - c0
 
 
-def warm_kernels():
-    """Fit a tiny problem once, so that no timed fit includes compiling or loading the numba kernels."""
-    X, Y = make_data(200, 16, 3, 2, seed=9)
-    _, wall, cpu = timed(lambda: SLiCS(n_atoms=2, n_iter=2, batch_size=100, random_state=0).fit(X, Y))
+def warm_kernels(n_jobs=(None,)):
+    """Fit a tiny problem once (per ``n_jobs``), so that no timed fit includes compiling or loading the numba
+    kernels (the threaded Lanczos product is a kernel of its own)."""
+    X, Y = make_data(600, 16, 3, 2, seed=9)
+
+    def fits():
+        for jobs in n_jobs:
+            SLiCS(n_atoms=2, n_iter=2, batch_size=300, random_state=0, n_jobs=jobs).fit(X, Y)
+
+    _, wall, cpu = timed(fits)
     print(f"kernels ready      : {wall:8.3f} s wall  {cpu:8.3f} s CPU (numba: compiled once per machine, "
           "then loaded from its cache; not part of the timings below)")
 
 
-def minibatch_case(label, n, d, S, d0, T, batch, seed):
+def minibatch_case(label, n, d, S, d0, T, batch, seed, n_jobs=(None,)):
     X, Y = make_data(n, d, S, d0, seed=seed)
     print(f"== {label}: n={n}, d={d}, S={S}, d0={d0}, T={T}, batch={batch}")
-    rss0 = peak_rss_mb()
-    model, wall, cpu = timed(lambda: SLiCS(n_atoms=d0, n_iter=T, batch_size=batch, random_state=0).fit(X, Y))
-    print(f"slics_core fit     : {wall:8.3f} s wall  {cpu:8.3f} s CPU   peak RSS {rss0:.0f} MB before fit, "
-          f"{peak_rss_mb():.0f} MB after (X alone: {X.nbytes / 2**20:.0f} MB)")
-    print(f"error history      : {np.round(model.history_, 6).tolist()}")
+    first = None
+    for jobs in n_jobs:
+        rss0 = peak_rss_mb()
+        model, wall, cpu = timed(lambda jobs=jobs: SLiCS(n_atoms=d0, n_iter=T, batch_size=batch, random_state=0,
+                                                         n_jobs=jobs).fit(X, Y))
+        tag = "slics_core fit" if jobs is None else f"n_jobs={jobs:<6}"
+        print(f"{tag:<19}: {wall:8.3f} s wall  {cpu:8.3f} s CPU   peak RSS {rss0:.0f} MB before fit, "
+              f"{peak_rss_mb():.0f} MB after (X alone: {X.nbytes / 2**20:.0f} MB)")
+        if first is None:
+            first = (model, wall)
+            print(f"error history      : {np.round(model.history_, 6).tolist()}")
+        else:
+            same = np.array_equal(model.atoms_, first[0].atoms_)
+            print(f"{'':<19}  wall speed-up over n_jobs={n_jobs[0]}: {first[1] / wall:.2f} x; CPU / wall "
+                  f"{cpu / wall:.2f}; atoms identical to n_jobs={n_jobs[0]}: {same}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller problem sizes")
     parser.add_argument("--coco-full", action="store_true", help="only the fit of the size of all of COCO")
+    parser.add_argument("--coco", action="store_true", help="only the COCO-sized (20 000 rows) fit")
+    parser.add_argument("--n-jobs", type=int, nargs="+", default=[None], metavar="N",
+                        help="fit the mini-batch case once per value of SLiCS(n_jobs=N), e.g. 1 2")
     args = parser.parse_args()
-    warm_kernels()
+    warm_kernels(args.n_jobs)
     if args.coco_full:
-        minibatch_case("full-COCO-sized mini-batch fit", 118_000, 512, 12, 10, 10, 2000, seed=2)
+        minibatch_case("full-COCO-sized mini-batch fit", 118_000, 512, 12, 10, 10, 2000, seed=2, n_jobs=args.n_jobs)
+        return
+    if args.coco:
+        minibatch_case("COCO-sized mini-batch fit", 20000, 512, 12, 10, 10, 2000, seed=1, n_jobs=args.n_jobs)
         return
     n, d, S, d0, T = (500, 128, 6, 5, 3) if args.quick else (2000, 512, 12, 5, 10)
 
@@ -158,9 +187,9 @@ def main():
           f"error (ours - reference) / reference {(err_ours - err_ref) / err_ref:+.2e}")
 
     if args.quick:
-        minibatch_case("COCO-sized mini-batch fit (quick)", 4000, 128, 6, 5, 3, 500, seed=1)
+        minibatch_case("COCO-sized mini-batch fit (quick)", 4000, 128, 6, 5, 3, 500, seed=1, n_jobs=args.n_jobs)
     else:
-        minibatch_case("COCO-sized mini-batch fit", 20000, 512, 12, 10, 10, 2000, seed=1)
+        minibatch_case("COCO-sized mini-batch fit", 20000, 512, 12, 10, 10, 2000, seed=1, n_jobs=args.n_jobs)
 
 
 if __name__ == "__main__":

@@ -29,12 +29,15 @@ products vectorise; the results differ from a sequential sum only by rounding.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 #: reassociation (vectorised sums) and fused multiply-add; no assumptions about NaN or infinities
 _FAST = {"reassoc", "contract"}
 #: machine epsilon, a compile-time constant (``np.finfo`` inside a kernel compiles string machinery)
 _EPS = float(np.finfo(np.float64).eps)
+#: Rows per block of the Lanczos product (:func:`_fused_product`): fixed, so the order of its sums does not
+#: depend on the number of threads; a concept of a 2 000-row batch (a few hundred rows) gives several blocks.
+PRODUCT_ROWS = 64
 
 
 @njit(cache=True, nogil=True)
@@ -53,25 +56,20 @@ def _used_rows(rows, a, implicit):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def _fused_product(R, idx, pos, m, a, b0, implicit, v, w, s):
-    """``s = E v`` and ``w = E^T s`` for ``E = D (R[rows] + a b0^T)`` (``implicit``) or ``E = R[rows]``.
+def _product_block(R, idx, pos, lo, hi, a, vb, implicit, v, wb, s):
+    """Rows ``idx[lo:hi]`` of :func:`_fused_product`: their entries of ``s = E v`` and ``wb = sum_i s_i r_i``
+    (``r_i`` the rows of ``R``, without the ``a b0^T`` part); returns ``sum_i a_i s_i`` (``implicit``).
 
-    Only the ``m`` rows ``idx[:m]`` (at positions ``pos[:m]`` of ``s`` and
-    ``a``) are read; the other entries of ``s`` are left as they are (zero).
     Rows are processed four at a time: the four dot products share the loads
-    of ``v`` and the four row updates of ``w`` share the loads and stores of
-    ``w``.
+    of ``v`` and the four row updates of ``wb`` share the loads and stores of
+    ``wb``.
     """
     d = R.shape[1]
     for j in range(d):
-        w[j] = 0.0
-    vb = 0.0
-    if implicit:
-        for j in range(d):
-            vb += b0[j] * v[j]
+        wb[j] = 0.0
     sa = 0.0
-    t = 0
-    while t + 4 <= m:
+    t = lo
+    while t + 4 <= hi:
         i0, i1, i2, i3 = idx[t], idx[t + 1], idx[t + 2], idx[t + 3]
         p0, p1, p2, p3 = pos[t], pos[t + 1], pos[t + 2], pos[t + 3]
         s0 = 0.0
@@ -95,9 +93,9 @@ def _fused_product(R, idx, pos, m, a, b0, implicit, v, w, s):
         s[p2] = s2
         s[p3] = s3
         for j in range(d):
-            w[j] += s0 * R[i0, j] + s1 * R[i1, j] + s2 * R[i2, j] + s3 * R[i3, j]
+            wb[j] += s0 * R[i0, j] + s1 * R[i1, j] + s2 * R[i2, j] + s3 * R[i3, j]
         t += 4
-    while t < m:
+    while t < hi:
         i0 = idx[t]
         p0 = pos[t]
         s0 = 0.0
@@ -108,8 +106,49 @@ def _fused_product(R, idx, pos, m, a, b0, implicit, v, w, s):
             sa += a[p0] * s0
         s[p0] = s0
         for j in range(d):
-            w[j] += s0 * R[i0, j]
+            wb[j] += s0 * R[i0, j]
         t += 1
+    return sa
+
+
+@njit(cache=True, nogil=True, parallel=True, fastmath=_FAST)
+def _product_blocks_parallel(R, idx, pos, m, a, vb, implicit, v, W, SA, s):
+    """:func:`_product_block` of every block of :data:`PRODUCT_ROWS` rows, blocks shared by numba's threads."""
+    for b in prange(W.shape[0]):
+        SA[b] = _product_block(R, idx, pos, b * PRODUCT_ROWS, min((b + 1) * PRODUCT_ROWS, m), a, vb, implicit,
+                               v, W[b], s)
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _fused_product(R, idx, pos, m, a, b0, implicit, v, w, s, W, SA, threads):
+    """``s = E v`` and ``w = E^T s`` for ``E = D (R[rows] + a b0^T)`` (``implicit``) or ``E = R[rows]``.
+
+    Only the ``m`` rows ``idx[:m]`` (at positions ``pos[:m]`` of ``s`` and
+    ``a``) are read; the other entries of ``s`` are left as they are (zero).
+    The rows go in blocks of :data:`PRODUCT_ROWS` (:func:`_product_block`,
+    on ``threads`` numba threads when there are more than one; ``W`` and
+    ``SA`` are scratch with a row per block); the blocks' sums are added in
+    block order, so the result does not depend on ``threads``.
+    """
+    d = R.shape[1]
+    vb = 0.0
+    if implicit:
+        for j in range(d):
+            vb += b0[j] * v[j]
+    nb = (m + PRODUCT_ROWS - 1) // PRODUCT_ROWS
+    if threads > 1 and nb > 1:
+        _product_blocks_parallel(R, idx, pos, m, a, vb, implicit, v, W[:nb], SA[:nb], s)
+    else:
+        for b in range(nb):
+            SA[b] = _product_block(R, idx, pos, b * PRODUCT_ROWS, min((b + 1) * PRODUCT_ROWS, m), a, vb, implicit,
+                                   v, W[b], s)
+    for j in range(d):
+        w[j] = 0.0
+    sa = 0.0
+    for b in range(nb):
+        sa += SA[b]
+        for j in range(d):
+            w[j] += W[b, j]
     if implicit and sa != 0.0:
         for j in range(d):
             w[j] += sa * b0[j]
@@ -140,14 +179,14 @@ def _top_ritz(alphas, betas, k):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from):
+def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from, threads=1):
     """Leading singular pair of ``E`` (see :func:`_fused_product`), warm-started at the unit vector ``b0``.
 
     Returns ``(v, ev, eb, steps)``: the unit right singular vector ``v``
     (sign arbitrary), ``E v`` and ``E b0`` (aligned with ``rows``) and the
     number of Lanczos steps (the dimension of the final Krylov space). If
     ``E b0 = 0`` the start is replaced by ``E``'s largest row; if ``E = 0``,
-    ``v = b0``.
+    ``v = b0``. ``threads`` numba threads share the products (same result).
     """
     n = rows.size
     d = R.shape[1]
@@ -159,9 +198,12 @@ def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from):
     V = np.empty((cap, d))
     S = np.zeros((cap, n))
     w = np.empty(d)
+    nb = max(1, (n_rows + PRODUCT_ROWS - 1) // PRODUCT_ROWS)
+    W = np.empty((nb, d))
+    SA = np.empty(nb)
     for j in range(d):
         V[0, j] = b0[j]
-    _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[0], w, S[0])
+    _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[0], w, S[0], W, SA, threads)
     eb = S[0].copy()
     sn = 0.0
     for i in range(n):
@@ -178,7 +220,7 @@ def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from):
         _row_of_e(R, idx, pos, row, a, b0, implicit, V[0])
         for j in range(d):
             V[0, j] /= np.sqrt(best)
-        _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[0], w, S[0])
+        _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[0], w, S[0], W, SA, threads)
     alphas = np.empty(steps + 1)
     betas = np.empty(steps + 1)
     coef = np.empty(steps + 1)
@@ -237,7 +279,7 @@ def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from):
             V, S = V2, S2
         for j in range(d):
             V[k, j] = w[j] / be
-        _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[k], w, S[k])
+        _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[k], w, S[k], W, SA, threads)
     v = np.zeros(d)
     ev = np.zeros(n)
     for q in range(k + 1):
@@ -271,7 +313,7 @@ def lowers_error(bb, aeb, aa):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def ksvd_update(R, rows, a, b0, tol, max_steps, check_from, monotone):
+def ksvd_update(R, rows, a, b0, tol, max_steps, check_from, monotone, threads=1):
     """One K-SVD atom update in place on the residual rows ``R[rows]`` and their coefficients ``a``.
 
     Returns ``(b, steps, kept)``: the new unit atom, the Lanczos steps and
@@ -281,7 +323,7 @@ def ksvd_update(R, rows, a, b0, tol, max_steps, check_from, monotone):
     """
     n = rows.size
     d = R.shape[1]
-    v, ev, eb, steps = top_triplet(R, rows, a, b0, True, tol, max_steps, check_from)
+    v, ev, eb, steps = top_triplet(R, rows, a, b0, True, tol, max_steps, check_from, threads)
     pp = 0.0
     nn = 0.0
     for i in range(n):
@@ -398,7 +440,7 @@ def reseed(R, rows, a, B, m):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def ksvd_atoms(R, At, B, allowed_t, steps, tol, max_steps, monotone, full_batch):
+def ksvd_atoms(R, At, B, allowed_t, steps, tol, max_steps, monotone, full_batch, threads):
     """The atom step of one batch (Algorithm 1, lines 7-13): :func:`ksvd_update` of atoms ``m = 0..M-1`` in turn.
 
     ``R`` (n, d) is the batch residual, ``At`` (M, n) the coefficients and
@@ -407,7 +449,8 @@ def ksvd_atoms(R, At, B, allowed_t, steps, tol, max_steps, monotone, full_batch)
     steps of atom ``m``'s last update; its next update checks convergence from
     one step earlier (a check costs a small eigenproblem and never changes the
     stopping rule). An atom that no sample uses is re-seeded (:func:`reseed`)
-    in full-batch mode and left as it is in mini-batch mode.
+    in full-batch mode and left as it is in mini-batch mode. ``threads``
+    numba threads share each Lanczos product (the result does not depend on it).
     """
     M, n = At.shape
     rows_all = np.empty(n, dtype=np.int64)
@@ -429,7 +472,7 @@ def ksvd_atoms(R, At, B, allowed_t, steps, tol, max_steps, monotone, full_batch)
             if full_batch:
                 reseed(R, rows, a, B, m)
         else:
-            b, st, _ = ksvd_update(R, rows, a, B[m], tol, max_steps, max(3, steps[m] - 1), monotone)
+            b, st, _ = ksvd_update(R, rows, a, B[m], tol, max_steps, max(3, steps[m] - 1), monotone, threads)
             steps[m] = st
             for j in range(B.shape[1]):
                 B[m, j] = b[j]

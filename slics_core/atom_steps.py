@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import warnings
 
+import numba
 import numpy as np
 from scipy.linalg import eigh
 from scipy.linalg.blas import dsyrk
 from sklearn.utils import check_random_state
 
 from slics_core._kernels import ksvd_atoms, lowers_error, rank2_update, reseed
+from slics_core._parallel import parallel_map
 from slics_core.rows import RANK_RTOL, unit_rows
 
 __all__ = ["initial_atoms", "update_each_atom", "majority_sign", "bcd_atom_update"]
@@ -66,7 +68,7 @@ def bcd_atom_update(E, beta0, n_power_steps=0):
     return b, beta
 
 
-def update_each_atom(R, At, B, allowed, full_batch, steps, *, update, monotone, n_power_steps):
+def update_each_atom(R, At, B, allowed, full_batch, steps, *, update, monotone, n_power_steps, threads=1):
     """The atom step of Algorithm 1 (lines 7-13) over atoms ``m = 1..M``, in place on ``R``, ``At``, ``B``.
 
     ``R`` is the batch residual ``X - A B`` (double precision), ``At`` the coefficients transposed
@@ -76,11 +78,20 @@ def update_each_atom(R, At, B, allowed, full_batch, steps, *, update, monotone, 
     coefficient. ``full_batch``: an atom no sample uses is re-seeded (else it keeps its value). The
     K-SVD update (``update="ksvd"``) runs as one compiled loop
     (:func:`slics_core._kernels.ksvd_atoms`); the block-coordinate update of Appendix A in Python.
-    The updates and their order are those of Algorithm 1.
+    The updates and their order are those of Algorithm 1. ``threads`` numba threads share the rows
+    of each K-SVD update's Lanczos products (in blocks fixed by the rows, so the result is the same).
     """
     if update == "ksvd":
-        ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, _LANCZOS_TOL,
-                   _LANCZOS_MAX_STEPS, bool(monotone), bool(full_batch))
+        threads = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
+        previous = numba.get_num_threads()
+        if threads > 1:
+            numba.set_num_threads(threads)  # this thread's setting: fits in other threads keep theirs
+        try:
+            ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, _LANCZOS_TOL,
+                       _LANCZOS_MAX_STEPS, bool(monotone), bool(full_batch), threads)
+        finally:
+            if threads > 1:
+                numba.set_num_threads(previous)
         return
     for m in range(B.shape[0]):
         S = np.flatnonzero(allowed[:, m])
@@ -113,7 +124,28 @@ def _bcd_atom(m, R, S, a, B, full_batch, monotone, n_power_steps):
     B[m] = b
 
 
-def initial_atoms(X, Y, n_atoms, random_state=None):
+def _top_directions(Xj, m_j):
+    """The top ``min(m_j, n_j, d)`` right singular directions of ``Xj`` (columns of ``V``), their squared
+    singular values and the numerical rank."""
+    n_j, d = Xj.shape
+    top = min(m_j, n_j, d)
+    if n_j < d:  # eigenvectors of the small n_j x n_j Gram give the left singular vectors
+        # dsyrk fills the upper triangle of Xj Xj^T at half the cost of a full product
+        s2, U = eigh(dsyrk(1.0, Xj.T, trans=1), lower=False, subset_by_index=[n_j - top, n_j - 1])
+        s2, U = s2[::-1], U[:, ::-1]
+        V = Xj.T @ U / np.sqrt(np.maximum(s2, 1e-300))
+    else:  # eigenvectors of the d x d Gram matrix are the right singular vectors
+        s2, V = eigh(dsyrk(1.0, Xj.T, trans=0), lower=False, subset_by_index=[d - top, d - 1])
+        s2, V = s2[::-1], V[:, ::-1]
+    rank = int(np.sum(s2 > RANK_RTOL * max(s2[0], 1e-300)))
+    take = min(m_j, rank)
+    block = unit_rows(V[:, :take].T.copy())
+    for i in range(take):
+        block[i] *= majority_sign(Xj @ block[i])
+    return block, rank
+
+
+def initial_atoms(X, Y, n_atoms, random_state=None, n_jobs=None):
     """Supervised SVD initialisation (Algorithm 1, lines 1-3): the S-SVD dictionary.
 
     For each concept ``j``, the top ``M_j`` singular directions of the
@@ -129,6 +161,8 @@ def initial_atoms(X, Y, n_atoms, random_state=None):
     random_state : int, RandomState or None
         Only used when a concept has fewer independent samples than ``M_j``:
         the missing atoms are random unit vectors (with a warning).
+    n_jobs : int, optional
+        Threads that share the concepts (``None``: 1); the result is the same.
 
     Returns
     -------
@@ -137,24 +171,10 @@ def initial_atoms(X, Y, n_atoms, random_state=None):
     """
     d = X.shape[1]
     blocks, groups = [], []
-    for j, m_j in enumerate(n_atoms):
-        Xj = X[Y[:, j]]
-        n_j = Xj.shape[0]
-        top = min(m_j, n_j, d)
-        if n_j < d:  # eigenvectors of the small n_j x n_j Gram give the left singular vectors
-            # dsyrk fills the upper triangle of Xj Xj^T at half the cost of a full product
-            s2, U = eigh(dsyrk(1.0, Xj.T, trans=1), lower=False, subset_by_index=[n_j - top, n_j - 1])
-            s2, U = s2[::-1], U[:, ::-1]
-            V = Xj.T @ U / np.sqrt(np.maximum(s2, 1e-300))
-        else:  # eigenvectors of the d x d Gram matrix are the right singular vectors
-            s2, V = eigh(dsyrk(1.0, Xj.T, trans=0), lower=False, subset_by_index=[d - top, d - 1])
-            s2, V = s2[::-1], V[:, ::-1]
-        rank = int(np.sum(s2 > RANK_RTOL * max(s2[0], 1e-300)))
-        take = min(m_j, rank)
-        block = V[:, :take].T.copy()
-        block = unit_rows(block)
-        for i in range(take):
-            block[i] *= majority_sign(Xj @ block[i])
+    # each concept on its own (threads may share them); the warnings and random atoms then in concept order
+    tops = parallel_map(lambda j: _top_directions(X[Y[:, j]], n_atoms[j]), range(len(n_atoms)), n_jobs)
+    for j, (m_j, (block, rank)) in enumerate(zip(n_atoms, tops)):
+        take = block.shape[0]
         if take < m_j:
             warnings.warn(
                 f"concept {j} has only {rank} independent sample direction(s) for {m_j} atoms; "

@@ -370,7 +370,7 @@ def needs_message(method, available) -> str | None:
 
 def fit_method(method: str | Method, inputs: FitInputs, d0: int | None = None, *, n_iter: int = 10,
                batch_size: int | None = None, seed: int = 0, ridge: float = 0.0,
-               callback: Callable | None = None):
+               callback: Callable | None = None, n_jobs: int | None = None):
     """Fit one registered method.
 
     Parameters
@@ -384,6 +384,9 @@ def fit_method(method: str | Method, inputs: FitInputs, d0: int | None = None, *
     callback : callable, optional
         ``callback(epoch, n_epochs, batch, n_batches)`` after every batch of an iterative fit (methods with
         ``reports_batches``; the others never call it).
+    n_jobs : int, optional
+        Threads for the per-sample steps of the SLiCS fits (S-SVD, S-SLiCS, U-SLiCS: ``SLiCS(n_jobs=)``;
+        ``None`` = 1, ``-1`` = every core; the model does not depend on it). The other methods ignore it.
 
     Raises
     ------
@@ -397,6 +400,8 @@ def fit_method(method: str | Method, inputs: FitInputs, d0: int | None = None, *
     if m.dictionary and d0 is None:
         raise ValueError(f"{m.name} needs d0 (atoms per concept)")
     extra = {"callback": callback} if callback is not None and m.reports_batches else {}
+    if n_jobs is not None:
+        extra["n_jobs"] = n_jobs
     return m.fit(inputs, d0, n_iter=n_iter, batch_size=batch_size, seed=seed, ridge=ridge, **extra)
 
 
@@ -603,14 +608,14 @@ def _prepared_vocabulary(inputs: FitInputs, oracle: bool = False):
 
 
 # ---------------------------------------------------------------------- fit functions
-def _fit_svd(inputs, d0, *, n_iter, batch_size, seed, ridge):
-    return supervised_svd(d0, ridge=ridge, random_state=seed).fit(
+def _fit_svd(inputs, d0, *, n_iter, batch_size, seed, ridge, n_jobs=None):
+    return supervised_svd(d0, ridge=ridge, random_state=seed, n_jobs=n_jobs).fit(
         inputs.X, inputs.Y, concept_names=inputs.concept_names)
 
 
-def _fit_slics(inputs, d0, *, n_iter, batch_size, seed, ridge, callback=None):
+def _fit_slics(inputs, d0, *, n_iter, batch_size, seed, ridge, callback=None, n_jobs=None):
     return SLiCS(n_atoms=d0, n_iter=n_iter, batch_size=batch_size, ridge=ridge, random_state=seed,
-                 callback=callback).fit(
+                 callback=callback, n_jobs=n_jobs).fit(
         inputs.X, inputs.Y, concept_names=inputs.concept_names)
 
 
@@ -620,9 +625,9 @@ def _pseudo_labels(inputs):
                             concept_names=inputs.concept_names)
 
 
-def _fit_uslics(inputs, d0, *, n_iter, batch_size, seed, ridge, callback=None):
+def _fit_uslics(inputs, d0, *, n_iter, batch_size, seed, ridge, callback=None, n_jobs=None):
     return SLiCS(n_atoms=d0, n_iter=n_iter, batch_size=batch_size, ridge=ridge, random_state=seed,
-                 callback=callback).fit(
+                 callback=callback, n_jobs=n_jobs).fit(
         inputs.X, _pseudo_labels(inputs), concept_names=inputs.concept_names)
 
 

@@ -19,7 +19,10 @@ steps. Problems that do not converge within the step limit (never seen in
 practice, but possible for degenerate data) or whose passive system is not
 numerically positive definite are finished with :func:`scipy.optimize.nnls`,
 so the result is always an optimum. The compiled loop releases the GIL
-(``nogil``), so fits in several threads (app sessions) run in parallel.
+(``nogil``), so fits in several threads (app sessions) run in parallel, and
+``n_jobs`` runs one problem's rows in blocks on several threads
+(:mod:`slics_core._parallel`): every row is solved on its own, so the result
+does not depend on ``n_jobs``.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from numba import njit
 from scipy.linalg import cholesky, solve_triangular
 from scipy.optimize import nnls as _scipy_nnls
 
+from slics_core._parallel import rowwise
 from slics_core._validation import check_embeddings
 
 
@@ -188,7 +192,7 @@ def _finish_with_scipy(G, c):
     return x
 
 
-def nnls_gram(gram, rhs, allowed=None, init=None):
+def nnls_gram(gram, rhs, allowed=None, init=None, n_jobs=None):
     """Batched NNLS with a shared Gram matrix and per-sample allowed atoms.
 
     Solves, for every row ``i``, ``min 0.5 a^T G a - rhs_i^T a`` subject to
@@ -204,6 +208,8 @@ def nnls_gram(gram, rhs, allowed=None, init=None):
         Which atoms each sample may use. Default: all.
     init : ndarray of shape (n, M), optional
         A previous solution; its support warm-starts the solver.
+    n_jobs : int, optional
+        Threads that solve blocks of rows (``None``: 1, ``-1``: every core); the result is the same.
 
     Returns
     -------
@@ -218,10 +224,9 @@ def nnls_gram(gram, rhs, allowed=None, init=None):
         raise ValueError(f"gram must have shape ({M}, {M}); got {gram.shape}.")
     G = gram + _jitter(np.diag(gram)) * np.eye(M)
     allowed = np.ones((n, M), dtype=bool) if allowed is None else np.ascontiguousarray(allowed, dtype=bool)
-    if init is None:
-        coef, ok = _bpp_allowed(G, rhs, allowed, rhs, False)
-    else:
-        coef, ok = _bpp_allowed(G, rhs, allowed, np.ascontiguousarray(init, dtype=np.float64), True)
+    warm = init is not None
+    init = np.ascontiguousarray(init, dtype=np.float64) if warm else rhs
+    coef, ok = rowwise(lambda b: _bpp_allowed(G, rhs[b], allowed[b], init[b], warm), n, n_jobs)
     for i in np.flatnonzero(~ok):  # not converged: exact fallback on the row's allowed atoms
         P = np.flatnonzero(allowed[i])
         coef[i] = 0.0
@@ -229,7 +234,7 @@ def nnls_gram(gram, rhs, allowed=None, init=None):
     return coef
 
 
-def nnls_shared(atoms, X, ridge=0.0):
+def nnls_shared(atoms, X, ridge=0.0, n_jobs=None):
     """Non-negative least squares of every row of ``X`` on the same atoms.
 
     Solves ``min_{a >= 0} ||x - a @ atoms||^2 + ridge ||a||^2`` for each row
@@ -244,6 +249,8 @@ def nnls_shared(atoms, X, ridge=0.0):
         Vectors to approximate, one per row (zero rows are allowed).
     ridge : float, default=0.0
         Non-negative ridge penalty on the coefficients.
+    n_jobs : int, optional
+        Threads for the rows, as in :func:`nnls_gram`.
 
     Returns
     -------
@@ -255,4 +262,4 @@ def nnls_shared(atoms, X, ridge=0.0):
     if ridge < 0:
         raise ValueError(f"ridge must be >= 0; got {ridge}.")
     gram = atoms @ atoms.T + ridge * np.eye(atoms.shape[0])
-    return nnls_gram(gram, X @ atoms.T)
+    return nnls_gram(gram, X @ atoms.T, n_jobs=n_jobs)

@@ -75,6 +75,15 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   medium and OpenBLAS threads measured slower on a 2-core machine. The
   compiled kernels release the GIL, so fits in different threads (app
   sessions) run on different cores.
+* ``n_jobs`` threads share the per-sample steps (the NNLS codes, the
+  residual, the coefficient step's linear terms, :meth:`SLiCS.transform` and
+  :meth:`SLiCS.project`) by blocks of rows, and the S-SVD start by concepts
+  (:mod:`slics_core._parallel`). Every row and every concept is computed on
+  its own, as on one thread. The atom step stays one sequence of rank-1
+  updates (each changes the residual the next one reads); the threads share
+  the rows of each Lanczos product, in blocks of 64 rows whose sums are added
+  in block order whatever the number of threads. So the atoms and codes do
+  not depend on ``n_jobs``, bit for bit (``tests/test_n_jobs.py``).
 * Each atom is updated in place on the rows of the batch residual that may
   use it (its concept's samples), read through an index list; the samples
   ``L_m`` are those with a non-zero coefficient. The residual is formed from
@@ -103,6 +112,7 @@ from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from slics_core._kernels import allowed_products, residual
+from slics_core._parallel import N_JOBS_EXPECTED, effective_n_jobs, n_jobs_ok, rowwise
 from slics_core._validation import (
     SKLEARN_EXPECTED_FAILED_CHECKS as SKLEARN_EXPECTED_FAILED_CHECKS,  # public: the checks check_estimator skips
 )
@@ -202,6 +212,12 @@ class SLiCS(TransformerMixin, BaseEstimator):
         ``n_epochs * n_batches`` are done. Its return value is ignored; it
         does not change the fit, and it is not saved by :meth:`save`.
         Not called when ``n_iter=0``; an early stop by ``tol`` ends the calls.
+    n_jobs : int, optional
+        Threads for the per-sample steps of ``fit``, ``partial_fit``,
+        ``transform`` and ``project`` (the NNLS codes, the residual) and for
+        the S-SVD start (by concept); ``None`` means 1 and ``-1`` every core,
+        as in scikit-learn. BLAS keeps one thread per worker. The result does
+        not depend on it. Not saved by :meth:`save`.
 
     Attributes
     ----------
@@ -277,14 +293,15 @@ class SLiCS(TransformerMixin, BaseEstimator):
                          "None (null), an int or a numpy RandomState"),
         "callback": (lambda x: x is None or callable(x),
                      "None or a callable callback(epoch, n_epochs, batch, n_batches)"),
+        "n_jobs": (n_jobs_ok, N_JOBS_EXPECTED),
     }
     #: Hyper-parameters that :meth:`save` does not write (a loaded model has their defaults).
-    _not_saved: ClassVar[tuple] = ("callback",)
+    _not_saved: ClassVar[tuple] = ("callback", "n_jobs")
 
     def __init__(self, n_atoms: int | Sequence[int] = 5, *, n_iter: int = 10, batch_size: int | None = None,
                  update: str = "ksvd", monotone: bool = False, tol: float | None = None, ridge: float = 0.0,
                  n_power_steps: int = 0, random_state: int | np.random.RandomState | None = None,
-                 callback: Callable[[int, int, int, int], Any] | None = None):
+                 callback: Callable[[int, int, int, int], Any] | None = None, n_jobs: int | None = None):
         self.n_atoms = n_atoms
         self.n_iter = n_iter
         self.batch_size = batch_size
@@ -295,6 +312,7 @@ class SLiCS(TransformerMixin, BaseEstimator):
         self.n_power_steps = n_power_steps
         self.random_state = random_state
         self.callback = callback
+        self.n_jobs = n_jobs
 
     # -- parameter checks ----------------------------------------------------------------------
     def _atom_counts(self, n_concepts):
@@ -426,9 +444,13 @@ class SLiCS(TransformerMixin, BaseEstimator):
                              "a concept needs examples to learn its atoms.")
         return X, Y, classes, names
 
+    def _threads(self):
+        """Threads for the per-sample steps (``n_jobs`` resolved once per call)."""
+        return effective_n_jobs(self.n_jobs)
+
     def _start(self, X, Y, rng):
         """The S-SVD start (Algorithm 1, lines 1-3): atoms, groups and the Lanczos step counts."""
-        B, groups = initial_atoms(X, Y, self._atom_counts(Y.shape[1]), random_state=rng)
+        B, groups = initial_atoms(X, Y, self._atom_counts(Y.shape[1]), random_state=rng, n_jobs=self._threads())
         # Lanczos steps of each atom's last rank-1 SVD: the next one starts checking convergence
         # one step earlier (checking costs a small eigenproblem; it never changes the stopping rule).
         return B, groups, np.full(B.shape[0], 3, dtype=np.int64)
@@ -479,7 +501,9 @@ class SLiCS(TransformerMixin, BaseEstimator):
             gram = gram + self.ridge * np.eye(B.shape[0])
         if allowed is None:  # every atom; the compiled products make each row's result independent of the batch
             allowed = np.ones((X.shape[0], B.shape[0]), dtype=bool)
-        return nnls_gram(gram, allowed_products(X, B, allowed), allowed, init=init)
+        threads = self._threads()
+        C = rowwise(lambda rows: allowed_products(X[rows], B, allowed[rows]), X.shape[0], threads)
+        return nnls_gram(gram, C, allowed, init=init, n_jobs=threads)
 
     def _update_atoms(self, X, At, B, allowed, full_batch, steps):
         """Update every atom in turn (in place); return the batch's squared error.
@@ -488,9 +512,9 @@ class SLiCS(TransformerMixin, BaseEstimator):
         updated incrementally: a rank-2 update on the rows of each atom.
         ``steps`` holds each atom's last Lanczos step count (updated in place).
         """
-        R = residual(X, At, B)
+        R = rowwise(lambda rows: residual(X[rows], np.ascontiguousarray(At[:, rows]), B), X.shape[0], self._threads())
         update_each_atom(R, At, B, allowed, full_batch, steps, update=self.update, monotone=bool(self.monotone),
-                         n_power_steps=self.n_power_steps)
+                         n_power_steps=self.n_power_steps, threads=self._threads())
         return float(np.einsum("ij,ij->", R, R))
 
     def _converged(self, history):
@@ -597,7 +621,7 @@ class SLiCS(TransformerMixin, BaseEstimator):
         out = np.zeros((X.shape[0], len(concepts), self.n_features_in_))
         for i, j in enumerate(concepts):
             Bj = self.atoms_[self.groups_ == j]
-            out[:, i] = nnls_shared(Bj, X, ridge=self.ridge) @ Bj
+            out[:, i] = nnls_shared(Bj, X, ridge=self.ridge, n_jobs=self.n_jobs) @ Bj
         return out if concept is None else out[:, 0]
 
     def reconstruction_error(self, X: ArrayLike, Y: ArrayLike | None = None) -> float:

@@ -3,14 +3,18 @@
 When the active concepts of a query are unknown, coefficients can be found
 greedily: non-negative orthogonal matching pursuit adds, per step, the atom
 most positively correlated with the residual, then refits the coefficients on
-the selected atoms by NNLS. All samples are processed together. (The paper's
+the selected atoms by NNLS. The samples are processed together, in blocks of
+rows fixed by their number (:mod:`slics_core._parallel`) that ``n_jobs``
+threads share, so the result does not depend on ``n_jobs``. (The paper's
 group variant, which adds whole concepts, had no caller and was removed:
 docs/choices.md.)
 """
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
+from slics_core._parallel import effective_n_jobs, map_row_blocks, row_blocks
 from slics_core._validation import check_embeddings
 from slics_core.nnls import nnls_gram
 from slics_core.rows import TIE_TOL
@@ -55,7 +59,7 @@ def _greedy_pursuit(X, B, n_units, steps, scores, atoms_of, tol):
     return coef
 
 
-def nn_omp(X, atoms, n_nonzero_coefs=None, tol=None):
+def nn_omp(X, atoms, n_nonzero_coefs=None, tol=None, n_jobs=None):
     """Non-negative orthogonal matching pursuit.
 
     Parameters
@@ -68,6 +72,9 @@ def nn_omp(X, atoms, n_nonzero_coefs=None, tol=None):
         Maximum number of selected atoms per sample. Default: ``min(M, d)``.
     tol : float, optional
         Stop a sample once its squared residual norm is at most ``tol``.
+    n_jobs : int, optional
+        Threads that run blocks of rows (``None``: 1, ``-1``: every core; each
+        with one BLAS thread). The result does not depend on it.
 
     Returns
     -------
@@ -79,4 +86,14 @@ def nn_omp(X, atoms, n_nonzero_coefs=None, tol=None):
     steps = min(B.shape[0], X.shape[1]) if n_nonzero_coefs is None else int(n_nonzero_coefs)
     if steps < 1:
         raise ValueError(f"n_nonzero_coefs must be >= 1; got {n_nonzero_coefs}.")
-    return _greedy_pursuit(X, B, B.shape[0], steps, lambda rows, R, coef: R @ B.T, lambda chosen: chosen, tol)
+    threads = min(effective_n_jobs(n_jobs), len(row_blocks(X.shape[0])))
+
+    def block(rows):
+        return _greedy_pursuit(X[rows], B, B.shape[0], steps, lambda r, R, coef: R @ B.T, lambda chosen: chosen, tol)
+
+    if threads <= 1:
+        parts = map_row_blocks(block, X.shape[0], 1)
+    else:
+        with threadpool_limits(limits=1, user_api="blas"):
+            parts = map_row_blocks(block, X.shape[0], threads)
+    return np.concatenate(parts) if parts else np.zeros((0, B.shape[0]))

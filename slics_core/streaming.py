@@ -139,7 +139,7 @@ def _batches(store, meta, row_of, order):
 
 
 def stream_fit(cache, *, method="S-SLiCS", n_atoms=10, epochs=DEFAULT_EPOCHS, start_size=DEFAULT_START_SIZE,
-               seed=0, n_active=None, mean=None, ridge=0.0, progress=None):
+               seed=0, n_active=None, mean=None, ridge=0.0, n_jobs=None, progress=None):
     """Fit a SLiCS dictionary over the batches of the embedding cache ``cache`` (see the module docstring).
 
     Parameters
@@ -162,6 +162,8 @@ def stream_fit(cache, *, method="S-SLiCS", n_atoms=10, epochs=DEFAULT_EPOCHS, st
         ``clip`` preprocessing: the mean to subtract; default: the mean of the unit embeddings of every
         training item, computed in the first pass.
     ridge : float
+    n_jobs : int or None
+        Threads of the per-sample steps (:class:`~slics_core.slics.SLiCS`'s ``n_jobs``; the same model).
     progress : callable, optional
         ``progress(epoch, n_epochs)`` after the start (epoch 0) and after each epoch.
 
@@ -237,7 +239,7 @@ def stream_fit(cache, *, method="S-SLiCS", n_atoms=10, epochs=DEFAULT_EPOCHS, st
     if missing:
         raise ValueError(f"the start sample of {start_rows.size} items has no item of concept(s) {', '.join(missing)}; "
                          "raise the start sample's size (--start-size)")
-    model = SLiCS(n_atoms=n_atoms, ridge=ridge, random_state=seed)
+    model = SLiCS(n_atoms=n_atoms, ridge=ridge, random_state=seed, n_jobs=n_jobs)
     model.partial_fit(apply_preprocessing(pre, start_raw), Y0, concept_names=names)
     del start_raw, reservoir
     if progress is not None:

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from slics_core import SLiCS
 from slics_core.cli import main
 
 ENCODER_MODULE = '''
@@ -82,6 +83,10 @@ def test_embed_fit_evaluate_captions(toy, capsys):
     model = toy / "m.npz"
     assert main(["fit", "--cache", str(cache), "--out", str(model), "--n-atoms", "1", "--n-iter", "2"]) == 0
     assert model.exists()
+    threaded = toy / "m2.npz"  # --n-jobs: the same model from two threads
+    assert main(["fit", "--cache", str(cache), "--out", str(threaded), "--n-atoms", "1", "--n-iter", "2",
+                 "--n-jobs", "2"]) == 0
+    np.testing.assert_array_equal(SLiCS.load(threaded).atoms_, SLiCS.load(model).atoms_)
     res = toy / "res"
     assert main(["evaluate", "--cache", str(cache), "--n-train", "30", "--n-val", "10", "--n-query", "20",
                  "--n-atoms", "1", "--methods", "S-SVD,S-SLiCS,UF", "--k", "5", "--out-dir", str(res)]) == 0

@@ -71,6 +71,7 @@ def test_help_imports_nothing_heavy(command, tmp_path):
     (["evaluate", "--cache", "c", "--k", "0"], "--k must be at least 1; got 0"),
     (["emoji-build", "--n-pool", "0"], "--n-pool must be at least 1; got 0"),
     (["fit", "--cache", "c", "--out", "m.npz", "--batch-size", "0"], "--batch-size must be at least 1; got 0"),
+    (["fit", "--cache", "c", "--out", "m.npz", "--n-jobs", "0"], "--n-jobs must be a non-zero int"),
 ])
 def test_bad_options_reported_before_heavy_imports(args, culprit, tmp_path):
     """Bad numbers and unknown encoder names are refused before torch, scikit-learn or the command's module."""

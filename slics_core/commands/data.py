@@ -281,7 +281,7 @@ def _stream_fit(args):
     kwargs = {k: v for k, v in (("epochs", args.epochs), ("start_size", args.start_size)) if v is not None}
     mean = load_mean(args.mean_file) if args.mean_file else None
     model, info = stream_fit(args.cache, method=args.method, n_atoms=args.n_atoms, seed=args.seed,
-                             n_active=args.n_active, mean=mean, progress=_epoch_line, **kwargs)
+                             n_active=args.n_active, mean=mean, n_jobs=args.n_jobs, progress=_epoch_line, **kwargs)
     with writing(args.out):
         model.save(args.out)
     skipped = f", {info['unlabelled']} without a label skipped" if info["unlabelled"] else ""
@@ -299,7 +299,7 @@ def cmd_fit(args):
     ed, split = _prepared(args, data)
     inputs = fit_inputs(ed, split.train, args.n_active)
     model = fit_method(args.method, inputs, args.n_atoms, n_iter=args.n_iter, batch_size=args.batch_size,
-                       seed=args.seed)
+                       seed=args.seed, n_jobs=args.n_jobs)
     with writing(args.out):  # a failure names --out, not the temporary file the model is written through
         model.save(args.out)
     err = getattr(model, "history_", [])

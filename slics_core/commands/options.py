@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from slics_core._parallel import N_JOBS_EXPECTED, n_jobs_ok
 from slics_core.commands import CLIError, check_at_least
 from slics_core.encoders import parse_encoder_spec
 from slics_core.generators.registry import DEFAULT_CONDITIONING_ENCODER, generator_names_text
@@ -184,6 +185,8 @@ def _check_fit(args):
         if given:
             raise CLIError(f"{' and '.join(given)} {'go' if len(given) > 1 else 'goes'} with --stream (the in-memory "
                            "fit's passes are --n-iter)")
+    if not n_jobs_ok(args.n_jobs):
+        raise CLIError(f"--n-jobs must be {N_JOBS_EXPECTED}; got {args.n_jobs}")
 
 
 def _check_evaluate(args):
@@ -221,6 +224,8 @@ def _register_data(subparsers):
                    help="--stream: passes over the batches after the start (default 10, the in-memory --n-iter's)")
     p.add_argument("--start-size", type=int, default=None,
                    help="--stream: items of the seeded reservoir sample the fit starts on (default 2000)")
+    p.add_argument("--n-jobs", type=int, default=None,
+                   help="threads for the fit's per-sample steps (-1: every core; default 1; same model)")
     _add_split_args(p)
     p.set_defaults(check=_check_fit)
 

@@ -1,0 +1,120 @@
+"""``n_jobs``: the per-sample steps (NNLS codes, OMP, projections), the S-SVD start and the K-SVD
+Lanczos products on several threads give the same atoms and codes as one thread, bit for bit."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import slics_core.nnls as nnls_module
+from slics_core import SLiCS
+from slics_core._kernels import PRODUCT_ROWS, ksvd_atoms, residual
+from slics_core._parallel import ROW_BLOCK, effective_n_jobs
+from slics_core.methods import FitInputs, fit_method
+from slics_core.sparse_coding import nn_omp
+from slics_core.synthetic import make_concept_cones
+
+
+@pytest.fixture(scope="module")
+def data():
+    # several row blocks (ROW_BLOCK) per batch and several Lanczos blocks (PRODUCT_ROWS) per concept
+    d = make_concept_cones(n_samples=700, n_features=24, n_concepts=3, n_atoms=3, noise=0.3, random_state=5)
+    X = d.X / np.linalg.norm(d.X, axis=1, keepdims=True)
+    assert X.shape[0] > 4 * ROW_BLOCK and d.Y.sum(axis=0).min() > 4 * PRODUCT_ROWS
+    return X, d.Y
+
+
+def _outputs(X, Y, n_jobs, **kw):
+    model = SLiCS(n_atoms=3, n_iter=3, random_state=0, n_jobs=n_jobs, **kw).fit(X, Y)
+    return [model.atoms_, model.history_, model.transform(X), model.transform(X, Y), model.project(X, 1),
+            nn_omp(X, model.atoms_, n_nonzero_coefs=4, n_jobs=n_jobs)]
+
+
+@pytest.mark.parametrize("kw", [{}, {"batch_size": 300}, {"batch_size": 300, "monotone": True}])
+@pytest.mark.parametrize("n_jobs", [2, -1])
+def test_more_threads_give_the_same_bits(data, n_jobs, kw):
+    X, Y = data
+    one = _outputs(X, Y, None, **kw)
+    for a, b in zip(one, _outputs(X, Y, n_jobs, **kw)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(one[0], _outputs(X, Y, 1, **kw)[0])
+
+
+def test_the_rows_are_shared_by_threads(data, monkeypatch):
+    """The NNLS rows really run on several threads with n_jobs=2, and on the caller's alone without."""
+    X, Y = data
+    seen = []
+    real = nnls_module._bpp_allowed
+
+    def spy(*args):
+        seen.append(threading.get_ident())
+        time.sleep(0.02)  # a slow block: the other worker takes the next one
+        return real(*args)
+
+    monkeypatch.setattr(nnls_module, "_bpp_allowed", spy)
+    model = SLiCS(n_atoms=3, n_iter=1, n_jobs=2).fit(X, Y)
+    assert len(set(seen)) == 2 and threading.get_ident() not in seen
+    seen.clear()
+    model.set_params(n_jobs=None).transform(X)
+    assert seen == [threading.get_ident()]
+
+
+def test_parallel_lanczos_products_equal_one_thread(data):
+    """The compiled atom step with 2 numba threads against 1: same atoms, coefficients and residual."""
+    X, Y = data
+    model = SLiCS(n_atoms=3, n_iter=0).fit(X, Y)
+    allowed = np.ascontiguousarray(Y[:, model.groups_])
+    A = model._coefficients(X, model.atoms_, allowed)
+    out = []
+    for threads in (1, 2):
+        B, At = model.atoms_.copy(), np.ascontiguousarray(A.T)
+        R = residual(X, At, B)
+        steps = np.full(B.shape[0], 3, dtype=np.int64)
+        ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, 1e-9, 100, False, True, threads)
+        out.append((B, At, R, steps))
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(out[0][0], model.atoms_)  # the step did move the atoms
+
+
+def test_omp_blocks_do_not_depend_on_threads():
+    rng = np.random.default_rng(0)
+    B = rng.standard_normal((12, 10))
+    X = np.abs(rng.standard_normal((3 * ROW_BLOCK + 7, 12))) @ B
+    one = nn_omp(X, B, n_nonzero_coefs=5)
+    np.testing.assert_array_equal(one, nn_omp(X, B, n_nonzero_coefs=5, n_jobs=2))
+    # each block is the pursuit of its own rows (the rows do not interact)
+    np.testing.assert_allclose(one[:ROW_BLOCK], nn_omp(X[:ROW_BLOCK], B, n_nonzero_coefs=5), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [0, "x", 1.5, True])
+def test_bad_n_jobs_is_refused_with_the_table_message(data, bad):
+    X, Y = data
+    with pytest.raises(ValueError, match=r"^n_jobs must be a non-zero int .*; got " + repr(bad).replace(".", r"\.")):
+        SLiCS(n_jobs=bad).fit(X, Y)
+    with pytest.raises(ValueError, match="n_jobs must be"):
+        nn_omp(X, np.eye(24)[:5], n_jobs=bad)
+
+
+def test_effective_n_jobs_follows_scikit_learn():
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert [effective_n_jobs(v) for v in (None, 1, 3, -1)] == [1, 1, 3, cores]
+    assert effective_n_jobs(-cores - 5) == 1
+
+
+def test_n_jobs_is_not_saved(data, tmp_path):
+    X, Y = data
+    path = SLiCS(n_atoms=2, n_iter=1, n_jobs=2).fit(X, Y).save(tmp_path / "m.npz")
+    assert SLiCS.load(path).n_jobs is None
+
+
+def test_fit_method_forwards_n_jobs(data):
+    X, Y = data
+    inputs = FitInputs(X=X, Y=Y, concept_names=["a", "b", "c"])
+    for method in ("S-SVD", "S-SLiCS"):
+        assert fit_method(method, inputs, 2, n_iter=1, n_jobs=2).n_jobs == 2
+    assert fit_method("UF", inputs, 2, n_jobs=2) is not None  # methods without threads ignore it
