@@ -171,13 +171,15 @@ def embed_dataset_ray(paths, ids, encoder, cache_dir, *, encoder_factory=None, b
                      "paths": [os.fspath(p) if isinstance(p, os.PathLike) else p for p in paths[b * bs:(b + 1) * bs]]}
                     for b in todo]
             ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+            # different scheduling strategies keep Ray from fusing decoding into the encoder actors (it fuses
+            # map steps with equal remote arguments): decoding runs in its own tasks, spread over the nodes
             ds = ds.map_batches(functools.partial(_decode, loader=loader, transform=transform), batch_size=1,
-                                num_cpus=1)
+                                num_cpus=1, scheduling_strategy="SPREAD")
             ds = ds.map_batches(_Embed, fn_constructor_kwargs={"encoder_factory": encoder_factory
                                                                or functools.partial(_own, encoder),
                                                                "transfer": transfer},
                                 batch_size=1, concurrency=concurrency, num_gpus=num_gpus_per_actor,
-                                num_cpus=0 if num_gpus_per_actor else 1)
+                                num_cpus=0 if num_gpus_per_actor else 1, scheduling_strategy="DEFAULT")
             for k, out in enumerate(ds.iter_batches(batch_size=1, batch_format="numpy")):
                 pos = [int(p) for p in out["positions"][0]]
                 E = np.asarray(out["embeddings"][0], np.float32) if pos else None
