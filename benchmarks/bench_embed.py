@@ -14,11 +14,15 @@ speed does not depend on the weights) and measures, in one run:
     process before the model runs (the path every embed took before);
   - parallel, full decode: DataLoader workers decode and preprocess while
     the model runs;
-  - parallel + draft (the default): the same, JPEGs decoded at reduced scale
-    (never below the model's 224 pixels);
+  - parallel + draft, float32 transfer: the same, JPEGs decoded at reduced scale
+    (never below the model's 224 pixels), the workers hand over the fully
+    preprocessed float32 tensors (the route before uint8 transfer);
+  - parallel + draft, uint8 transfer (the default): the workers hand over
+    uint8 pixels, scaled and normalised on the model's device;
 
-* for each: images/s, wall and CPU seconds (this process and its worker
-  processes), and the ratio model-only wall time / end-to-end wall time
+* for each: bytes per image crossing the process boundary (worker to main
+  process; 0 when decoding in the main process), images/s, wall and CPU
+  seconds (this process and its worker processes), and the ratio model-only wall time / end-to-end wall time
   (the share of the model's own speed that the whole pipeline reaches).
   ``--repeat R`` runs R rounds of the four and prints medians and each
   round's ratios (on a shared machine, compare runs of the same round);
@@ -49,7 +53,7 @@ from PIL import Image
 
 from slics_core.encoders import OpenCLIPEncoder
 from slics_core.images import load_image
-from slics_core.store import default_workers, embed_dataset
+from slics_core.store import default_workers, embed_dataset, image_route
 
 
 def make_jpegs(folder, n, width, height, seed=0):
@@ -130,6 +134,10 @@ def main():
                     enc.encode_tensors(b)  # returns NumPy: synchronised
             return c, None
 
+        def boundary_bytes(transfer):
+            x = image_route(enc, transfer)[0](load_image(paths[0], draft=enc.draft_size))
+            return x.numel() * x.element_size()
+
         def run(name, encoder, **kw):
             def go():
                 cache = Path(tmp) / f"cache-{next(counter)}"
@@ -141,8 +149,11 @@ def main():
         counter = iter(range(10**6))
         runs = [("model only (tensors in memory)", model_only),
                 run("serial (decode in main process)", ImagesOnly(enc)),
-                run(f"parallel, {workers} workers, full decode", enc, workers=workers, draft=False),
-                run(f"parallel, {workers} workers, draft decode", enc, workers=workers, draft=True)]
+                run(f"parallel, {workers} workers, full decode, uint8", enc, workers=workers, draft=False),
+                run(f"parallel, {workers} workers, draft, float32", enc, workers=workers, draft=True,
+                    transfer="float32"),
+                run(f"parallel, {workers} workers, draft, uint8", enc, workers=workers, draft=True, transfer="uint8")]
+        crossing = [0, 0, boundary_bytes("uint8"), boundary_bytes("float32"), boundary_bytes("uint8")]
         clocks = {name: [] for name, _ in runs}
         ratios = {name: [] for name, _ in runs}
         for _ in range(args.repeat):  # rounds: each ratio compares runs of the same round
@@ -152,16 +163,17 @@ def main():
                 clocks[name].append(c)
             for name, _ in runs:
                 ratios[name].append(clocks[runs[0][0]][-1].wall / clocks[name][-1].wall)
-        full, draft = out[runs[2][0]], out[runs[3][0]]
+        full, draft = out[runs[2][0]], out[runs[4][0]]
+        np.testing.assert_allclose(out[runs[3][0]], draft, rtol=1e-3, atol=1e-3)  # the two transfers agree
 
     n = args.n_images
-    print(f"\n{'(median of ' + str(args.repeat) + ' rounds)':42s} {'images/s':>9s} {'wall s':>8s} {'CPU s':>8s} "
-          f"{'/ model-only':>13s}  per round")
-    for name, _ in runs:
+    print(f"\n{'(median of ' + str(args.repeat) + ' rounds)':46s} {'bytes/img':>10s} {'images/s':>9s} {'wall s':>8s} "
+          f"{'CPU s':>8s} {'/ model-only':>13s}  per round")
+    for (name, _), nbytes in zip(runs, crossing):
         wall = float(np.median([c.wall for c in clocks[name]]))
         cpu = float(np.median([c.cpu for c in clocks[name]]))
         per = " ".join(f"{x:.3f}" for x in ratios[name])
-        print(f"{name:42s} {n / wall:9.1f} {wall:8.2f} {cpu:8.2f} {np.median(ratios[name]):13.3f}  {per}")
+        print(f"{name:46s} {nbytes:10d} {n / wall:9.1f} {wall:8.2f} {cpu:8.2f} {np.median(ratios[name]):13.3f}  {per}")
     cos = np.sum(full * draft, 1) / np.linalg.norm(full, axis=1) / np.linalg.norm(draft, axis=1)
     moved = np.linalg.norm(full - draft, axis=1)
     apart = np.linalg.norm(full - np.roll(full, 1, axis=0), axis=1)

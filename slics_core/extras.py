@@ -12,6 +12,7 @@ models     torch, open_clip, transformers, huggingface_hub, safetensors, tqdm, w
            the emoji world's models, weight downloads, word vocabularies
 gen        diffusers (and ``models``): image generation
 faiss      faiss-cpu: the FAISS search back-ends
+ray        ray[data] (and ``models``): ``slics embed --backend ray``
 ========== ======================================================================================
 
 Heavy libraries are imported lazily where they are used, through :func:`require` (or caught by
@@ -40,6 +41,7 @@ EXTRAS = {
     "wordfreq": "models",
     "diffusers": "gen",
     "faiss": "faiss",
+    "ray": "ray",
 }
 
 

@@ -48,7 +48,7 @@ from slics_core.formats import (
 )
 from slics_core.images import ImageLoadError, load_image
 
-__all__ = ["EmbeddingStore", "embed_dataset", "default_workers"]
+__all__ = ["EmbeddingStore", "embed_dataset", "default_workers", "TRANSFERS", "image_route"]
 
 FORMAT = "slics-embedding-cache"
 VERSION = 1
@@ -507,6 +507,42 @@ def _on_cuda(encoder):
     return str(getattr(encoder, "device", "")).startswith("cuda")
 
 
+#: How a decoded image crosses from a decoding worker to the model: ``uint8`` (the encoder's resize and
+#: crop in the worker, scaling and normalisation on the model's device: 3 bytes a pixel) or ``float32``
+#: (the encoder's whole preprocessing in the worker: 12 bytes a pixel). Both give the same embeddings.
+TRANSFERS = ("uint8", "float32")
+
+
+def image_route(encoder, transfer=None):
+    """``(transform, encode, transfer)`` of an encoder with a tensor-level API, else None.
+
+    ``transform`` (picklable, run by the decoding workers) turns a PIL image
+    into the tensor that crosses the process boundary; ``encode`` turns a
+    stacked batch of them into ``(n, d)`` embeddings. ``transfer`` (one of
+    :data:`TRANSFERS`; default ``uint8`` where the encoder offers
+    ``uint8_transform()``, else ``float32``) picks the route.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``transfer``, or ``uint8`` for an encoder that does not offer it.
+    """
+    if transfer is not None and transfer not in TRANSFERS:
+        raise ValueError(f"transfer must be one of {', '.join(TRANSFERS)}; got {transfer!r}.")
+    if not (callable(getattr(encoder, "image_transform", None)) and callable(getattr(encoder, "encode_tensors", None))):
+        if transfer == "uint8":
+            raise ValueError(f"encoder {getattr(encoder, 'id', encoder)!r} has no tensor-level API: no uint8 transfer.")
+        return None
+    uint8 = getattr(encoder, "uint8_transform", None)
+    uint8 = uint8() if callable(uint8) and transfer != "float32" else None
+    if uint8 is None and transfer == "uint8":
+        raise ValueError(f"encoder {getattr(encoder, 'id', encoder)!r} offers no uint8 transform; "
+                         "use transfer='float32'.")
+    if uint8 is not None:
+        return uint8, encoder.encode_tensors, "uint8"
+    return encoder.image_transform(), encoder.encode_tensors, "float32"
+
+
 def _check_workers(workers):
     if workers is None:
         return default_workers()
@@ -515,8 +551,60 @@ def _check_workers(workers):
     return int(workers)
 
 
+def begin_run(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessing=None, dataset_info=None, labels=None,
+              overwrite=False, image_loader=None, draft=None):
+    """Check the arguments, create or reopen the cache: ``(store, loader, todo, n_batches)``.
+
+    The first half of :func:`embed_dataset` (whose parameters these are),
+    shared with :func:`slics_core.ray_embed.embed_dataset_ray`: ``loader``
+    is the image loader the decoding workers use (draft decoding as the
+    cache records), ``todo`` the batch indices whose files are missing or
+    damaged.
+    """
+    if len(paths) != len(ids):
+        raise ValueError(f"{len(paths)} paths for {len(ids)} ids.")
+    batch_size = check_k(batch_size, "batch_size")
+    if draft not in (None, True, False):
+        raise ValueError(f"draft must be True, False or None; got {draft!r}.")
+    store = EmbeddingStore(cache_dir)
+    draft_size = getattr(encoder, "draft_size", None) if image_loader is None else None
+    if draft is None:
+        resuming = not overwrite and store.exists()
+        draft = bool(store.meta().get("decode", LEGACY_DECODE)["draft_size"]) if resuming else True
+    decode = {"draft_size": int(draft_size) if draft and draft_size else None}
+    loader = image_loader or (functools.partial(load_image, draft=decode["draft_size"]) if decode["draft_size"]
+                              else load_image)
+    store.begin(ids, getattr(encoder, "id", type(encoder).__name__), getattr(encoder, "dim", -1), batch_size,
+                preprocessing, dataset_info, overwrite=overwrite, decode=decode)
+    if labels is not None:
+        store.save_labels(**labels)
+    n_batches = -(-len(paths) // batch_size)
+    done = store.finished_batches()
+    return store, loader, [b for b in range(n_batches) if b not in done], n_batches
+
+
+def check_embeddings(E, n):
+    """An encoder's output for ``n`` images as finite float32 ``(n, d)``, else a ValueError."""
+    E = np.asarray(E, dtype=np.float32)
+    if E.ndim != 2 or E.shape[0] != n or not np.isfinite(E).all():
+        raise ValueError(f"encoder returned {E.shape} (finite={np.isfinite(E).all()}) for {n} images.")
+    return E
+
+
+def write_result(store, b, pos, E, fpos, freason, encoder=None):
+    """Write batch ``b`` (``E`` None: no readable image); a file-system error says the run resumes."""
+    if E is None:
+        E = np.zeros((0, max(int(getattr(encoder, "dim", 0) or 0), 0)), dtype=np.float32)
+    try:
+        store.write_batch(b, pos, E, fpos, freason)
+    except FileSystemError as exc:
+        raise FileSystemError(f"{exc} The batches already written are kept: the same command resumes.",
+                              path=exc.path, errno=exc.errno) from exc
+
+
 def embed_dataset(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessing=None, dataset_info=None,
-                  labels=None, overwrite=False, progress=True, image_loader=None, workers=None, draft=None):
+                  labels=None, overwrite=False, progress=True, image_loader=None, workers=None, draft=None,
+                  transfer=None):
     """Embed images into a cache directory, in batches, resumably.
 
     Each batch of ``batch_size`` items is one call of the encoder and one
@@ -559,6 +647,9 @@ def embed_dataset(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessin
         with the default loader. This changes the pixels slightly, so it is
         recorded in the cache and a cache is always resumed the way it was
         begun. Default (None): as the existing cache was made, else True.
+    transfer : {"uint8", "float32"}, optional
+        What the workers hand over (:data:`TRANSFERS`); the embeddings are
+        the same. Default: ``uint8`` where the encoder offers it.
 
     Returns
     -------
@@ -574,33 +665,17 @@ def embed_dataset(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessin
     slics_core.errors.FileSystemError
         The cache cannot be written (disk full, read-only, permissions, ...).
     """
-    if len(paths) != len(ids):
-        raise ValueError(f"{len(paths)} paths for {len(ids)} ids.")
-    batch_size = check_k(batch_size, "batch_size")
     workers = _check_workers(workers)
-    if draft not in (None, True, False):
-        raise ValueError(f"draft must be True, False or None; got {draft!r}.")
-    store = EmbeddingStore(cache_dir)
-    draft_size = getattr(encoder, "draft_size", None) if image_loader is None else None
-    if draft is None:
-        resuming = not overwrite and store.exists()
-        draft = bool(store.meta().get("decode", LEGACY_DECODE)["draft_size"]) if resuming else True
-    decode = {"draft_size": int(draft_size) if draft and draft_size else None}
-    loader = image_loader or (functools.partial(load_image, draft=decode["draft_size"]) if decode["draft_size"]
-                              else load_image)
-    store.begin(ids, getattr(encoder, "id", type(encoder).__name__), getattr(encoder, "dim", -1), batch_size,
-                preprocessing, dataset_info, overwrite=overwrite, decode=decode)
-    if labels is not None:
-        store.save_labels(**labels)
-    n_batches = -(-len(paths) // batch_size)
-    done = store.finished_batches()
-    todo = [b for b in range(n_batches) if b not in done]
+    route = image_route(encoder, transfer)
+    store, loader, todo, n_batches = begin_run(paths, ids, encoder, cache_dir, batch_size=batch_size,
+                                               preprocessing=preprocessing, dataset_info=dataset_info,
+                                               labels=labels, overwrite=overwrite, image_loader=image_loader,
+                                               draft=draft)
+    batch_size = int(store.meta()["batch_size"])
     batches = [list(range(b * batch_size, min(len(paths), (b + 1) * batch_size))) for b in todo]
-    tensor_api = callable(getattr(encoder, "image_transform", None)) and callable(
-        getattr(encoder, "encode_tensors", None))
-    if tensor_api:
-        source = _tensor_batches(paths, batches, loader, encoder.image_transform(), workers, _on_cuda(encoder))
-        encode = encoder.encode_tensors
+    if route is not None:
+        transform, encode, _ = route
+        source = _tensor_batches(paths, batches, loader, transform, workers, _on_cuda(encoder))
     else:
         source = _image_batches(paths, batches, loader)
         kw = {"batch_size": batch_size} if _accepts_batch_size(encoder.encode_images) else {}
@@ -615,18 +690,8 @@ def embed_dataset(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessin
             bar = None
     try:
         for b, (pos, inputs, fpos, freason) in zip(todo, source):
-            if pos:
-                E = np.asarray(encode(inputs), dtype=np.float32)
-                if E.ndim != 2 or E.shape[0] != len(pos) or not np.isfinite(E).all():
-                    raise ValueError(f"encoder returned {E.shape} (finite={np.isfinite(E).all()}) "
-                                     f"for {len(pos)} images.")
-            else:
-                E = np.zeros((0, max(int(getattr(encoder, "dim", 0) or 0), 0)), dtype=np.float32)
-            try:
-                store.write_batch(b, pos, E, fpos, freason)
-            except FileSystemError as exc:
-                raise FileSystemError(f"{exc} The batches already written are kept: the same command resumes.",
-                                      path=exc.path, errno=exc.errno) from exc
+            E = check_embeddings(encode(inputs), len(pos)) if pos else None
+            write_result(store, b, pos, E, fpos, freason, encoder)
             if bar is not None:
                 bar.update(1)
             elif progress:

@@ -20,7 +20,7 @@ from slics_core.cli import build_parser, check_encoder_weights, main
 from slics_core.commands import COMMANDS, CLIError, command_function
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "open_clip", "transformers", "sklearn", "scipy", "pandas", "diffusers")
+HEAVY = ("torch", "open_clip", "transformers", "sklearn", "scipy", "pandas", "diffusers", "ray")
 _IMPORT_LINE = re.compile(r"^import time:\s+\d+\s+\|\s+\d+\s+\|\s*(\S+)\s*$")
 
 
@@ -65,6 +65,9 @@ def test_help_imports_nothing_heavy(command, tmp_path):
 @pytest.mark.parametrize("args,culprit", [
     (["embed", "--dataset", "emoji", "--cache", "c", "--batch-size", "0"], "--batch-size must be at least 1; got 0"),
     (["embed", "--dataset", "emoji", "--cache", "c", "--encoder", "no such encoder"], "unknown encoder 'no such"),
+    (["embed", "--dataset", "emoji", "--cache", "c", "--backend", "ray", "--concurrency", "0"],
+     "--concurrency must be at least 1; got 0"),
+    (["embed", "--dataset", "emoji", "--cache", "c", "--address", "auto"], "--address: only with --backend ray"),
     (["reproduce", "--dataset", "emoji", "--out-dir", "o", "--embed-batch-size", "-3"], "--embed-batch-size must"),
     (["reproduce", "--dataset", "emoji", "--out-dir", "o", "--encoder", "nonsense"], "unknown encoder 'nonsense'"),
     (["workspace", "--cache", "c", "--align-encoder", "nonsense", "--generator", "sd-1.5"], "--align-encoder: unknown"),

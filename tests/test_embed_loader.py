@@ -389,3 +389,28 @@ def test_image_transforms_pickle_without_the_model(tiny_clip, folder):
         x = pickle.loads(blob)(image)
         torch.testing.assert_close(x, transform(image), rtol=0, atol=0)
         np.testing.assert_allclose(enc.encode_tensors(x[None]), enc.encode_images([image]), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------ uint8 across the process boundary
+def test_uint8_route_gives_the_float32_routes_embeddings(folder, tiny_clip, tmp_path):
+    """Workers hand over uint8 pixels (a quarter of the bytes); scaling and normalisation on the device give the
+    float32 route's values: the same torch operations on the same numbers, so on the CPU in float32 the caches are
+    equal to rounding (atol 1e-6; measured: identical)."""
+    from slics_core.store import image_route
+
+    transform, _, transfer = image_route(tiny_clip)
+    assert transfer == "uint8"
+    x8 = transform(load_image(folder[0]))
+    x32 = tiny_clip.image_transform()(load_image(folder[0]))
+    assert x8.dtype == torch.uint8 and x8.shape == x32.shape and x8.element_size() * 4 == x32.element_size()
+    runs = {}
+    for t in ("uint8", "float32"):
+        store, _ = embed_dataset(folder, _ids(folder), tiny_clip, tmp_path / t, batch_size=4, workers=2, transfer=t,
+                                 progress=False)
+        runs[t] = store.load()[:2]
+    np.testing.assert_allclose(runs["uint8"][0], runs["float32"][0], rtol=0, atol=1e-6)
+    assert runs["uint8"][1] == runs["float32"][1]
+    with pytest.raises(ValueError, match="transfer"):
+        embed_dataset(folder, _ids(folder), tiny_clip, tmp_path / "x", transfer="float16")
+    with pytest.raises(ValueError, match="uint8"):
+        embed_dataset(folder, _ids(folder), CountingImageEncoder(), tmp_path / "y", transfer="uint8")

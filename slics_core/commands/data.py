@@ -23,6 +23,7 @@ method registry (:mod:`slics_core.methods`).
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import os
 import sys
@@ -54,6 +55,7 @@ from slics_core.formats import atomic_write_bytes, atomic_write_json
 from slics_core.methods import ORACLE_FSPLICE, absent, fit_method, method_names
 from slics_core.precomputed import load_precomputed
 from slics_core.preprocessing import load_mean
+from slics_core.ray_embed import embed_dataset_ray
 from slics_core.retrieval import QuantizedPool, token_count
 from slics_core.runs import ResultStore, run_folder
 from slics_core.slics import SLiCS
@@ -196,15 +198,19 @@ def run_embed(args):
     C = _codebook(args, encoder, int(getattr(encoder, "dim", -1) or -1)) if getattr(encoder, "dim", None) else None
     labels = ds.labels_dict() if ds.Y.shape[1] else None
     n_tokens = getattr(encoder, "n_tokens", None) or (None if C is None else token_count(encoder.dim, C))
-    store, stats = embed_dataset(ds.paths, ds.ids, encoder, args.cache, batch_size=args.embed_batch_size,
-                                 preprocessing=_preprocessing_info(args, n_tokens),
-                                 dataset_info={"name": ds.name, "n": len(ds),
-                                               "encoder_spec": getattr(encoder, "spec", args.encoder),
-                                               "paths": [os.path.abspath(p) if isinstance(p, (str, os.PathLike))
-                                                         else None for p in ds.paths]}, labels=labels,
-                                 overwrite=args.overwrite, progress=not args.no_progress,
-                                 image_loader=getattr(ds, "loader", None), workers=args.workers,
-                                 draft=False if args.no_draft else None)
+    common = {"batch_size": args.embed_batch_size, "preprocessing": _preprocessing_info(args, n_tokens),
+              "dataset_info": {"name": ds.name, "n": len(ds), "encoder_spec": getattr(encoder, "spec", args.encoder),
+                               "paths": [os.path.abspath(p) if isinstance(p, (str, os.PathLike)) else None
+                                         for p in ds.paths]},
+              "labels": labels, "overwrite": args.overwrite, "progress": not args.no_progress,
+              "image_loader": getattr(ds, "loader", None), "draft": False if args.no_draft else None}
+    if getattr(args, "backend", "local") == "ray":
+        store, stats = embed_dataset_ray(  # imports Ray (only this backend does)
+            ds.paths, ds.ids, encoder, args.cache, **common,
+            encoder_factory=functools.partial(create_encoder, args.encoder, trusted=True, device=args.device),
+            address=args.address, num_gpus_per_actor=args.num_gpus_per_actor, concurrency=args.concurrency)
+    else:
+        store, stats = embed_dataset(ds.paths, ds.ids, encoder, args.cache, workers=args.workers, **common)
     _save_codebook(store, C)
     if labels is not None:
         _concept_text(encoder, store, ds.concept_names, defaults.prompt_template)

@@ -95,6 +95,16 @@ def _add_embed_args(p, reproduce=False):
     p.add_argument("--overwrite", action="store_true", help="discard an existing cache")
     p.add_argument("--device", default=None)
     p.add_argument("--no-progress", action="store_true")
+    g = p.add_argument_group("embedding on Ray (pip install \"slics-explorer[ray]\"; docs/scale.md)")
+    g.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local (default: this process and its decoding workers) or ray (Ray Data: decoding tasks and "
+                        "encoder actors; the same cache, resumable by either backend)")
+    g.add_argument("--address", default=None,
+                   help="Ray cluster to use (auto, ray://HOST:10001); default: a local Ray started for this run "
+                        "(session files under $RAY_TMPDIR when set)")
+    g.add_argument("--num-gpus-per-actor", type=float, default=0.0, metavar="G",
+                   help="GPUs per encoder actor (default 0: CPU actors)")
+    g.add_argument("--concurrency", type=int, default=1, metavar="N", help="encoder actors (default 1)")
 
 
 def _check_embed(args):
@@ -102,7 +112,14 @@ def _check_embed(args):
     option = "--batch-size" if args.command == "embed" else "--embed-batch-size"
     if args.embed_batch_size < 1:
         raise CLIError(f"{option} must be at least 1; got {args.embed_batch_size}")
-    check_at_least(args, 0, "--workers")
+    check_at_least(args, 0, "--workers", "--num-gpus-per-actor")
+    check_at_least(args, 1, "--concurrency")
+    if args.backend != "ray":
+        given = [o for o, v, d in (("--address", args.address, None), ("--num-gpus-per-actor", args.num_gpus_per_actor,
+                                                                        0.0), ("--concurrency", args.concurrency, 1))
+                 if v != d]
+        if given:
+            raise CLIError(f"{', '.join(given)}: only with --backend ray")
     check_encoder_spec(args.encoder)
 
 

@@ -14,9 +14,10 @@ import numpy as np
 from PIL import Image
 
 from slics_core._validation import check_k
+from slics_core.extras import require
 
-__all__ = ["Encoder", "PILTransform", "check_batch_size", "check_images", "check_texts", "to_numpy", "to_device",
-           "resize_size"]
+__all__ = ["Encoder", "PILTransform", "UInt8Transform", "check_batch_size", "check_images", "check_texts", "to_numpy",
+           "to_device", "resize_size", "split_normalize"]
 
 
 @runtime_checkable
@@ -75,9 +76,25 @@ def to_numpy(t) -> np.ndarray:
     return arr
 
 
-def to_device(pixels, device, dtype):
-    """Move a (pinned) CPU batch to ``device`` without blocking, then cast it there."""
-    return pixels.to(device, non_blocking=True).to(dtype)
+def to_device(pixels, device, dtype, normalize=None):
+    """Move a (pinned) CPU batch to ``device`` without blocking, then cast it there.
+
+    A ``uint8`` batch (from :class:`UInt8Transform`) is scaled to [0, 1] and
+    normalised on ``device`` in float32 with ``normalize = (mean, std)``, as
+    torchvision's ``ToTensor`` and ``Normalize`` would have done in the
+    worker, and only then cast to ``dtype``: the values are the float32
+    route's, while a quarter of the bytes crossed the process boundary and
+    the host-to-device copy.
+    """
+    torch = require("torch")
+
+    if pixels.dtype != torch.uint8:
+        return pixels.to(device, non_blocking=True).to(dtype)
+    if normalize is None:
+        raise ValueError("a uint8 batch needs the encoder's normalisation (mean, std)")
+    x = pixels.to(device, non_blocking=True).to(torch.float32).div(255)
+    mean, std = (torch.as_tensor(v, dtype=torch.float32, device=x.device).view(-1, 1, 1) for v in normalize)
+    return x.sub_(mean).div_(std).to(dtype)
 
 
 class PILTransform:
@@ -98,6 +115,47 @@ class PILTransform:
 
     def __call__(self, image):
         return self.transform(check_images([image])[0])
+
+
+class UInt8Transform:
+    """Picklable ``PIL image -> (3, H, W) uint8 tensor``: an encoder's preprocessing up to its ``ToTensor``.
+
+    The geometric steps (resize, crop, mode conversion) run on the PIL image
+    in the worker; the scaling and normalisation that followed them run on
+    the model's device (:func:`to_device` with the ``(mean, std)`` that
+    :func:`split_normalize` found).
+    """
+
+    def __init__(self, steps):
+        self.steps = list(steps)
+
+    def __call__(self, image):
+        torch = require("torch")
+
+        image = check_images([image])[0]
+        for step in self.steps:
+            image = step(image)
+        image = image if image.mode == "RGB" else image.convert("RGB")
+        return torch.from_numpy(np.array(image, dtype=np.uint8)).permute(2, 0, 1).contiguous()
+
+
+def split_normalize(transform):
+    """``(UInt8Transform, (mean, std))`` of a ``Compose`` ending in ``ToTensor, Normalize``, else None.
+
+    The steps before ``ToTensor`` must be PIL-level ones (a step whose class
+    name mentions ``Tensor`` anywhere else means None: the float32 route is
+    kept for such encoders).
+    """
+    steps = list(getattr(transform, "transforms", ()))
+    if len(steps) < 2 or "totensor" not in type(steps[-2]).__name__.lower():
+        return None
+    norm = steps[-1]
+    if type(norm).__name__ != "Normalize" or getattr(norm, "inplace", False):
+        return None
+    if any("tensor" in type(s).__name__.lower() for s in steps[:-2]):
+        return None
+    mean, std = tuple(float(v) for v in norm.mean), tuple(float(v) for v in norm.std)
+    return UInt8Transform(steps[:-2]), (mean, std)
 
 
 def resize_size(transform):

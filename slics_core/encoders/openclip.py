@@ -20,6 +20,7 @@ from slics_core.encoders.base import (
     check_images,
     check_texts,
     resize_size,
+    split_normalize,
     to_device,
     to_numpy,
 )
@@ -208,16 +209,28 @@ class OpenCLIPEncoder:
         """The per-image preprocessing, ``PIL image -> (3, H, W)`` tensor (picklable, no model)."""
         return PILTransform(self.preprocess)
 
+    def uint8_transform(self):
+        """The preprocessing up to its ``ToTensor`` (``PIL image -> (3, H, W)`` uint8), or None.
+
+        :meth:`encode_tensors` finishes a batch of these on the device (see
+        :func:`~slics_core.encoders.base.to_device`).
+        """
+        split = split_normalize(self.preprocess)
+        return None if split is None else split[0]
+
     def encode_tensors(self, pixels) -> np.ndarray:
         """Embeddings ``(n, dim)`` float32 of a preprocessed batch ``(n, 3, H, W)`` (one forward pass).
 
         ``pixels`` is a CPU tensor (pinned for a fast copy to the GPU) or
-        already on the encoder's device.
+        already on the encoder's device: float (from :meth:`image_transform`)
+        or uint8 (from :meth:`uint8_transform`, normalised on the device).
         """
         torch = require("torch")
 
+        split = split_normalize(self.preprocess) if pixels.dtype == torch.uint8 else None
         with torch.inference_mode():
-            return to_numpy(self.model.encode_image(to_device(pixels, self.device, self.dtype)))
+            x = to_device(pixels, self.device, self.dtype, None if split is None else split[1])
+            return to_numpy(self.model.encode_image(x))
 
     def encode_images(self, images, batch_size: int = 32) -> np.ndarray:
         """Image embeddings, ``(n, dim)`` float32 (not normalised)."""
