@@ -19,9 +19,9 @@ from slics_core.explorer.maps import (
     ATOM_SUB,
     COLOUR_MODES,
     LACKS_GREY,
-    PALETTE,
     OTHER,
     OTHER_CONCEPTS,
+    PALETTE,
     SEVERAL,
     colour_groups,
     map_colours,
@@ -31,8 +31,8 @@ from slics_core.explorer.maps import (
     picture_points,
     point_text,
     sample_rows,
-    selection_summary,
     selected_point_ids,
+    selection_summary,
     subspace_map,
     tsne_layout,
 )
@@ -343,7 +343,8 @@ def test_picture_points_one_embedding_per_grid_cell(planted, planted_table):
         for b in range(4):
             inside = np.flatnonzero((cx == a) & (cy == b))
             if inside.size:
-                centre = (xs.min() + (a + 0.5) * (xs.max() - xs.min()) / 4, ys.min() + (b + 0.5) * (ys.max() - ys.min()) / 4)
+                centre = (xs.min() + (a + 0.5) * (xs.max() - xs.min()) / 4,
+                          ys.min() + (b + 0.5) * (ys.max() - ys.min()) / 4)
                 d = (xs[inside] - centre[0]) ** 2 + (ys[inside] - centre[1]) ** 2
                 want.append(int(emb.point.iloc[inside[np.argmin(d)]]))
     assert got.tolist() == sorted(want) and 1 < len(got) <= 16 < len(emb)

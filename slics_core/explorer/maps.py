@@ -65,6 +65,8 @@ __all__ = [
     "match_points",
     "COLOUR_MODES",
     "map_colours",
+    "colour_param",
+    "parse_colour_param",
     "picture_points",
     "selection_summary",
 ]
@@ -565,6 +567,28 @@ GREYS = {SEVERAL: "#555555", ATOM_SUB: "#222222", NONE: "#aaaaaa", OTHER: "#8888
 LACKS_GREY = "#cccccc"
 #: At most this many points of a map are drawn as pictures (:func:`picture_points`).
 MAX_PICTURES = 400
+
+
+def colour_param(mode, concept=None):
+    """The URL's ``colour`` value of a colour mode: ``"first label"``, ``"has concept:animal"``,
+    ``"sub-label:food"`` (the modes that need a concept carry it after a colon)."""
+    if mode not in COLOUR_MODES:
+        raise ValueError(f"unknown colour mode {mode!r}; known: {list(COLOUR_MODES)}")
+    return f"{mode}:{concept}" if mode in ("has concept", "sub-label") else mode
+
+
+def parse_colour_param(text, concept_names):
+    """``(mode, concept)`` of a ``colour`` value (:func:`colour_param`); one line naming the culprit otherwise."""
+    mode, _, concept = str(text).partition(":")
+    mode, concept = mode.strip(), concept.strip() or None
+    if mode not in COLOUR_MODES:
+        raise ValueError(f"colour={text!r} is not a colour mode ({', '.join(COLOUR_MODES)})")
+    if mode in ("has concept", "sub-label"):
+        if concept not in list(concept_names):
+            raise ValueError(f"colour={text!r} needs a concept of this workspace after the colon, "
+                             f"e.g. {mode}:{list(concept_names)[0]}")
+        return mode, concept
+    return mode, None
 
 
 def has_concept(table, concept):
