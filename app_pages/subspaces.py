@@ -436,9 +436,9 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
                          key="picked_csv")
             summary = selection_summary(table, picked, ws.Y, ws.concept_names)
             if int(summary["items"].iat[0]):
-                st.markdown(f"**Concepts of the {int(summary['items'].iat[0])} picked items**")
-                st.dataframe(summary[["text"]].rename(columns={"text": "picked items"}), hide_index=True,
-                             width="stretch", key="pick_summary")
+                with st.container(key="pick_summary"):
+                    st.markdown(f"**Concepts of the {int(summary['items'].iat[0])} picked items**")
+                    st.markdown("  \n".join(_safe.text(t) for t in summary.text))
 
     with st.expander(f"Colour groups ({len(order)})"):
         st.dataframe({"group": order, "points": [counts[g] for g in order]}, hide_index=True, width="stretch")

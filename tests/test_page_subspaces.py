@@ -386,8 +386,13 @@ def test_picked_items_show_how_many_have_each_concept(ws):
     picked = exp.point[exp.kind != "atom"].tolist()[:25] + exp.point[exp.kind == "atom"].tolist()[:2]
     at.multiselect(key="picked_points").set_value(picked).run()
     assert not at.exception
-    table = next(d.value for d in at.dataframe if "picked items" in d.value.columns)
+    import re
+
+    lines = [m.value for m in at.markdown]
+    head = next(i for i, v in enumerate(lines) if v.startswith("**Concepts of the "))
+    assert lines[head] == f"**Concepts of the {len(set(exp.row[p] for p in picked if exp.row[p] >= 0))} picked items**"
+    shown = [re.sub(r"\\(.)", r"\1", v) for v in lines[head + 1].split("  \n")]  # Markdown escapes undone
     items = sorted({int(exp.row[p]) for p in picked if exp.row[p] >= 0})
     want = sorted(((int(ws.Y[items, j].sum()), c) for j, c in enumerate(ws.concept_names)),
                   key=lambda hc: -hc[0])
-    assert table["picked items"].tolist() == [f"{h} / {len(items)} have {c}" for h, c in want]
+    assert shown == [f"{h} / {len(items)} have {c}" for h, c in want]
