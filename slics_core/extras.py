@@ -12,6 +12,7 @@ models     torch, open_clip, transformers, huggingface_hub, safetensors, tqdm, w
            the emoji world's models, weight downloads, word vocabularies
 gen        diffusers (and ``models``): image generation
 faiss      faiss-cpu: the FAISS search back-ends
+tsne       openTSNE: FFT-accelerated t-SNE for maps of thousands of items (benchmarks/bench_tsne.py)
 ========== ======================================================================================
 
 Heavy libraries are imported lazily where they are used, through :func:`require` (or caught by
@@ -40,6 +41,7 @@ EXTRAS = {
     "wordfreq": "models",
     "diffusers": "gen",
     "faiss": "faiss",
+    "openTSNE": "tsne",
 }
 
 
