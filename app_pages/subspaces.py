@@ -228,6 +228,8 @@ plain = point_text(table, component, ids=ids, html=False)
 if st.session_state.get("_tsne_params") != params:
     st.session_state["_tsne_params"] = params
     st.session_state["picked_points"] = []
+
+
 # ---------------------------------------------------------------- figure
 @st.cache_resource(show_spinner=False, max_entries=64)
 def _figure(params, color_by, sub_concept, highlight, drag, pictures, _table, _texts, _groups, _order, _colours,
@@ -370,7 +372,7 @@ def _map_view():
 
 
 def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
-
+    """The map with its exports (left) and the picked points' preview, grid, table and concept counts (right)."""
     left, right = st.columns([3, 2])
     with left:
         st.plotly_chart(fig, on_select="rerun", selection_mode=("points", "box", "lasso"), key="tsne", width="stretch")
