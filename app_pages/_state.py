@@ -19,7 +19,9 @@ session key        URL            value
 ``_s_rm``          ``rm``         a concept name: Retrieve's "without concept j" (x − vⱼ); Generate
                                   draws it too
 ``_s_boost``       ``boost``      ``<concept>:<λ>``, λ from 0 to 2: Retrieve's "more of j" (x + λṽⱼ)
-``_s_q2``, ...     ``q2``, ...    page extras registered with :func:`set_extra` (Mix page)
+``_s_q2``, ...     ``q2``, ...    page extras, in the URL while their page is open (:func:`use_extras`):
+                                  Mix's ``q2``, ``c1``, ``c2``; Subspaces' ``colour`` (a colour
+                                  mode, ``has concept:<c>`` / ``sub-label:<c>``) and ``pics`` (``1``)
 =================  =============  ==========================================================
 
 Widgets never own these values: each picker seeds its widget from the shared value before
@@ -39,6 +41,7 @@ import streamlit as st
 
 from app_pages import _safe
 from slics_core.explorer.arrival import DEFAULT_K
+from slics_core.explorer.maps import parse_colour_param
 from slics_core.explorer.queries import parse_boost_param, parse_concept_param
 from slics_core.explorer.workspace import EMOJI
 from slics_core.methods import MODES
@@ -51,7 +54,7 @@ K_RANGE = (1, 200)
 DEFAULTS = {"k": DEFAULT_K}
 TEXT_PREFIX = "text:"
 LINKED = "<link>"  # concepts_for: picks from a link without a query, kept for the first query shown
-_EXTRA_KEYS = ("q2", "c1", "c2")
+_EXTRA_KEYS = ("q2", "c1", "c2", "colour", "pics")
 #: The query edits (Retrieve, Generate): "without concept j" and "more of j" (:func:`edits`).
 EDIT_KEYS = ("rm", "boost")
 
@@ -165,6 +168,17 @@ def apply_link(ws, *, preview: bool = False) -> None:
                 ss[f"_s_{key}"] = link[key]
             else:
                 problems.append(f"{key}={_safe.code(link[key])} is not a concept of this workspace")
+    if "colour" in link:
+        try:
+            parse_colour_param(link["colour"], ws.concept_names)
+            ss["_s_colour"] = str(link["colour"])
+        except ValueError as exc:
+            problems.append(_safe.text(exc))
+    if "pics" in link:
+        if str(link["pics"]) == "1":
+            ss["_s_pics"] = "1"
+        else:
+            problems.append(f"pics={_safe.code(link['pics'])} is not 1 (pictures on)")
     if not preview:
         ss["_link_problems"] = problems
 
@@ -259,12 +273,11 @@ def sync_url() -> None:
         v = ss.get(f"_s_{name}")
         if v is not None:
             want[name] = str(v)
-    if ss.get("_page_extras"):
-        for name in _EXTRA_KEYS:
-            v = ss.get(f"_s_{name}")
-            if v is not None:
-                want[name] = str(v)
-    ss["_page_extras"] = False
+    for name in ss.get("_page_extras") or ():
+        v = ss.get(f"_s_{name}")
+        if v is not None:
+            want[name] = str(v)
+    ss["_page_extras"] = ()
     if {k: st.query_params.get(k) for k in st.query_params} != want:
         st.query_params.from_dict(want)
 
@@ -281,6 +294,6 @@ def stop() -> NoReturn:
     st.stop()
 
 
-def use_extras() -> None:
-    """The current page keeps its extras (``q2``, ``c1``, ``c2``) in the URL on this run."""
-    st.session_state["_page_extras"] = True
+def use_extras(*names: str) -> None:
+    """The current page keeps its extras in the URL on this run (default: Mix's ``q2``, ``c1``, ``c2``)."""
+    st.session_state["_page_extras"] = names or ("q2", "c1", "c2")

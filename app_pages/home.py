@@ -35,7 +35,7 @@ picked = st.selectbox("Workspace", labels, index=idx, key="ws_select",
 if current in choices.values() and choices[picked] != current:  # a user's switch (a bad link is reported below)
     st.session_state["ws_choice"] = choices[picked]
     for key in ("query", "picked_concepts", "concepts_for", "_s_history", "_s_q2", "_s_c1", "_s_c2", "_s_rm",
-                "_s_boost", "_link"):
+                "_s_boost", "_s_colour", "_link"):
         st.session_state.pop(key, None)  # rows and concept names of the old workspace mean nothing here
     st.rerun()
 

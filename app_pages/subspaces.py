@@ -2,7 +2,9 @@
 #   "kinds", "n_points", "map_split", "map_concepts", "map_seed", "mark_query", "fig5" (button: the paper's
 #   Fig. 5 view), "highlight" (label search), "drag_mode", "tsne" (plotly chart selection), "picked_points"
 #   (multiselect of point ids, fed by the chart selection), "map_focus" (which picked item the preview shows),
-#   "map_use_query" (button: the previewed item becomes the query), "tsne_csv", "tsne_html", "picked_csv"
+#   "map_use_query" (button: the previewed item becomes the query), "tsne_csv", "tsne_html", "picked_csv",
+#   "pictures" (toggle: thumbnails on the map), "has_concept" (concept of the "has concept" colouring),
+#   "pick_summary" (dataframe: "N / M have <concept>" of the picked items)
 """Subspaces: t-SNE map of embeddings, their concept components and the atoms (paper Fig. 2b / Fig. 5).
 
 Reading the map
@@ -19,6 +21,12 @@ Reading the map
   old default ``dragmode="lasso"`` made clicks do nothing: the "Mouse" radio now starts in
   "click · zoom" and offers pan, box and lasso.
 * "Highlight" dims every point whose labels do not contain the text (or that is not item ``#r``).
+* "Pictures" draws up to 400 item embeddings as their 32-px thumbnails, plotly layout images in the same
+  figure (which ones: :func:`slics_core.explorer.maps.picture_points`), the rest stay dots. The thumbnails
+  are the shared ``data:`` URLs of :mod:`app_pages._images` (encoded once per process).
+* The map, its colour and picture controls, the preview and the selection summary are one ``st.fragment``:
+  a toggle, a colour or a pick reruns only them, not the layout's controls. Colour mode and pictures are in
+  the URL (``colour=has concept:animal``, ``pics=1``).
 
 Image preview: a linked panel, not a hover tooltip
 --------------------------------------------------
@@ -39,33 +47,31 @@ import streamlit as st
 from app_pages import _pages, _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
-from app_pages._images import image_grid, label_text, show_image, thumbnail
+from app_pages._images import image_grid, label_text, shared, show_image, thumbnail
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, ws_id
 from slics_core.explorer.arrival import MAP_DEFAULTS, map_layout
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.maps import (
-    ATOM_SUB,
+    COLOUR_MODES,
     KINDS,
-    NONE,
-    OTHER,
-    OTHER_CONCEPTS,
-    SEVERAL,
-    colour_groups,
+    MAX_PICTURES,
+    colour_param,
+    map_colours,
     map_points,
     map_sample,
     match_points,
+    parse_colour_param,
+    picture_points,
     point_text,
     selected_point_ids,
+    selection_summary,
 )
 from slics_core.methods import MODES
 
 MAX_SHOWN = 40
-#: 12 well-separated colours for the named groups (by position in the concept / sub-label order, so a
-#: concept keeps its colour when others are filtered out); grey shades for the catch-all groups.
-PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-           "#bcbd22", "#393b79", "#e7ba52", "#637939", "#7b4173", "#3182bd", "#ad494a"]
-GREYS = {SEVERAL: "#555555", ATOM_SUB: "#222222", NONE: "#aaaaaa", OTHER: "#888888", OTHER_CONCEPTS: "#cccccc"}
+#: Side of a picture on the map in pixels (the thumbnail's size, and its size on screen).
+PICTURE_PX = 32
 SYMBOLS = {"embedding": "circle", "component": "diamond", "atom": "star"}
 GLYPHS = {"embedding": "●", "component": "◆", "atom": "★"}
 SIZES = {"embedding": 6, "component": 7, "atom": 14}
@@ -89,10 +95,51 @@ def _fig5_view():
         st.session_state["sub_concept"] = "animal"
     st.session_state["kinds"] = ["component", "atom"]
     st.session_state["color_by"] = "sub-label" if ws.Z is not None else "concept"
+    _colour_changed()
+
+
+def _colour_options():
+    return [m for m in COLOUR_MODES if m != "sub-label" or ws.Z is not None]
+
+
+def _colour_changed():
+    """on_change of the colour widgets: their values become the shared ``colour`` (the URL's)."""
+    ss = st.session_state
+    mode = ss.get("color_by", "concept")
+    concept = ss.get("sub_concept") if mode == "sub-label" else ss.get("has_concept") if mode == "has concept" \
+        else None
+    if mode in ("sub-label", "has concept") and concept not in ws.concept_names:  # just switched to the mode
+        options = list(ss.get("map_concepts") or ws.concept_names)
+        concept = "animal" if "animal" in options else options[0]
+    state.put("colour", colour_param(mode, concept) if mode != "concept" else None)
+
+
+def _pictures_changed():
+    state.put("pics", "1" if st.session_state.get("pictures") else None)
+
+
+def _seed_colour_widgets():
+    """The colour widgets start at the shared ``colour`` and ``pics`` values (a link, or another visit)."""
+    ss = st.session_state
+    try:
+        mode, concept = parse_colour_param(state.get("colour") or "concept", ws.concept_names)
+    except ValueError:
+        mode, concept = "concept", None
+    if mode not in _colour_options():
+        mode, concept = "concept", None
+    if state.get("colour"):
+        ss["color_by"] = mode
+        if mode == "sub-label":
+            ss["sub_concept"] = concept
+        elif mode == "has concept":
+            ss["has_concept"] = concept
+    if ss.get("color_by") not in _colour_options():
+        ss.pop("color_by", None)
+    ss["pictures"] = bool(state.get("pics"))
 
 
 # ---------------------------------------------------------------- controls
-c1, c2, c3, c4 = st.columns(4)
+c1, c2, c3 = st.columns([1, 1, 2])
 with c1:
     method = method_picker(ws, methods=ws.dictionary_methods())
 with c2:
@@ -102,12 +149,6 @@ with c3:
                          horizontal=True, key="component",
                          help="partial: ṽⱼ, the nearest point of concept j's cone (eq. 3); "
                               "full: vⱼ from the NNLS over all the item's labelled concepts (eq. 2)")
-with c4:
-    color_options = ["concept", "sub-label"] if ws.Z is not None else ["concept"]
-    if st.session_state.get("color_by") not in color_options:
-        st.session_state.pop("color_by", None)
-    color_by = st.radio("Colour by", color_options, horizontal=True, key="color_by",
-                        help="sub-label: the sub-labels of one concept; the other concepts are grey")
 
 c1, c2, c3, c4 = st.columns([3, 1, 3, 1])  # wide enough for the three kind chips unclipped
 with c1:
@@ -126,7 +167,7 @@ with c4:
                                     "of points (items + their components + atoms).")
 query = st.session_state.get("query")
 query = int(query) if isinstance(query, (int, np.integer)) and 0 <= int(query) < len(ws) else None
-c1, c2, c3, c4 = st.columns([1, 2, 2, 2])
+c1, c2, c3 = st.columns([1, 2, 2])
 with c1:
     seed = st.number_input("Seed", min_value=0, max_value=10_000, value=MAP_DEFAULTS["seed"], key="map_seed")
 with c2:
@@ -138,14 +179,6 @@ with c2:
 with c3:
     st.button("Paper's Fig. 5 view", key="fig5", on_click=_fig5_view,
               help="The paper's Fig. 5: the animal components and atoms, coloured by sub-label")
-with c4:
-    sub_concept = None
-    if color_by == "sub-label":
-        sub_options = list(concepts) or list(ws.concept_names)
-        if st.session_state.get("sub_concept") not in sub_options:
-            st.session_state["sub_concept"] = "animal" if "animal" in sub_options else sub_options[0]
-        sub_concept = st.selectbox("Sub-labels of", sub_options, key="sub_concept",
-                                   help="Only this concept's points are coloured by sub-label")
 include = (query,) if (mark_query and query is not None) else ()
 
 if not kinds:
@@ -195,46 +228,16 @@ plain = point_text(table, component, ids=ids, html=False)
 if st.session_state.get("_tsne_params") != params:
     st.session_state["_tsne_params"] = params
     st.session_state["picked_points"] = []
-# the chart's selection (from the previous interaction) feeds the multiselect
-sel_ids = selected_point_ids(st.session_state.get("tsne"), n)
-if tuple(sel_ids) != st.session_state.get("_tsne_last_sel", ()):
-    st.session_state["_tsne_last_sel"] = tuple(sel_ids)
-    if sel_ids:
-        st.session_state["picked_points"] = sel_ids
-st.session_state["picked_points"] = [p for p in st.session_state.get("picked_points", []) if 0 <= p < n]
 
-# ---------------------------------------------------------------- colours, highlight
-if color_by == "sub-label":
-    groups, order = colour_groups(table, "sub-label", concept=sub_concept, concept_names=ws.concept_names,
-                                  Z=ws.Z, sub_to_concept=ws.sub_to_concept, sub_names=ws.sub_names)
-    reference = [s for s, c in zip(ws.sub_names, ws.sub_to_concept) if ws.concept_names[c] == sub_concept]
-else:
-    groups, order = colour_groups(table, "concept", concept_names=ws.concept_names)
-    reference = list(ws.concept_names)
-colours = {g: GREYS[g] if g in GREYS else PALETTE[(reference.index(g) if g in reference else i) % len(PALETTE)]
-           for i, g in enumerate(order)}
-
-h1, h2 = st.columns([3, 2])
-with h1:
-    search = sorted(set(table.concept) | {s for v in table.sub_labels for s in v.split(", ") if s})
-    highlight = st.selectbox("Highlight (a label, any text, or #item)", search, index=None, key="highlight",
-                             accept_new_options=True, placeholder="e.g. horse, food, #12",
-                             help="Points whose concepts or sub-labels contain this text stay bright; "
-                                  "the rest are dimmed")
-with h2:
-    drag = st.radio("Mouse", list(DRAG), horizontal=True, key="drag_mode",
-                    help="click · zoom / click · pan: a click picks one point, a drag zooms or pans "
-                         "(double-click resets the view); box / lasso: a drag picks the points inside "
-                         "(clicks do not pick in these modes). The chart's tool bar switches modes too.")
-hit = match_points(table, highlight)
 
 # ---------------------------------------------------------------- figure
 @st.cache_resource(show_spinner=False, max_entries=64)
-def _figure(params, color_by, sub_concept, highlight, drag, _table, _texts, _groups, _order, _colours, _hit,
-            _tsne_seconds):
+def _figure(params, color_by, sub_concept, highlight, drag, pictures, _table, _texts, _groups, _order, _colours,
+            _hit, _tsne_seconds, _ws):
     """The map's figure, built once per (layout, colouring, highlight, mouse mode) and shared by every session
     (plotly validates every trace it builds: ~0.1 s a visit). Read-only: st.plotly_chart and the HTML export
-    copy it. ``kind_key`` is the legend's symbol key."""
+    copy it. ``kind_key`` is the legend's symbol key. ``pictures``: the chosen item embeddings
+    (:func:`picture_points`) are drawn as their thumbnails, layout images centred on the points."""
     _, method, d0, kinds, component, _, _, _, _, include = params  # the layout's ids (see ``params`` above)
     table, texts, groups, order, colours, hit = _table, _texts, _groups, _order, _colours, _hit
     fig = go.Figure()
@@ -268,88 +271,179 @@ def _figure(params, color_by, sub_concept, highlight, drag, _table, _texts, _gro
                                  hovertext=[texts[p] for p in marked.point],
                                  marker=dict(symbol="circle-open", size=18, color="black", line=dict(width=2)),
                                  hovertemplate="%{hovertext}<extra>current query</extra>"))
+    if pictures:
+        shown = picture_points(table, MAX_PICTURES)
+        xs, ys = table.x.to_numpy(), table.y.to_numpy()
+        # a picture's size in data units: PICTURE_PX of the plot's ~600 px (the axes span the layout)
+        sx = (xs.max() - xs.min() or 1.0) * PICTURE_PX / 600
+        sy = (ys.max() - ys.min() or 1.0) * PICTURE_PX / 600
+        store = shared(_ws)
+        fig.update_layout(images=[
+            dict(source=store.thumbnail(int(table.row.iat[p]), PICTURE_PX), xref="x", yref="y",
+                 x=float(xs[p]), y=float(ys[p]), sizex=sx, sizey=sy, xanchor="center", yanchor="middle",
+                 sizing="contain", layer="above", opacity=1.0 if not highlight or hit[p] else 0.25)
+            for p in shown])
     kind_key = "  ".join(f"{GLYPHS[k]} {'item' if k == 'embedding' else k}" for k in KINDS if k in kinds)
     n_hit = int(hit.sum())
     fig.update_layout(
         title=f"{method}, d0={d0}: {int((table.kind == 'embedding').sum())} items, "
               f"{int((table.kind == 'component').sum())} components, "
               f"{int((table.kind == 'atom').sum())} atoms (t-SNE {_tsne_seconds:.1f} s)"
-              + (f" · {n_hit} points match “{_safe.figure_text(highlight)}”" if highlight else ""),
+              + (f" · {n_hit} points match “{_safe.figure_text(highlight)}”" if highlight else "")
+              + (f" · {len(_fig_pictures(fig))} pictures" if pictures else ""),
         height=680, margin=dict(l=40, r=10, t=60, b=40), xaxis_title="t-SNE 1", yaxis_title="t-SNE 2",
         clickmode="event+select", dragmode=DRAG[drag], hovermode="closest",
         legend=dict(title_text=(f"sub-labels of {_safe.figure_text(sub_concept)}" if color_by == "sub-label"
-                                else "concept")
+                                else f"has {_safe.figure_text(sub_concept)}?" if color_by == "has concept"
+                                else color_by)
                     + f"<br><sub>{kind_key}</sub>",
                     orientation="v", x=1.01, xanchor="left", y=1, yanchor="top", itemsizing="constant",
                     font=dict(size=11), tracegroupgap=0))
     return fig, kind_key
 
 
-fig, kind_key = _figure(params, color_by, sub_concept, highlight, drag, table, texts, groups, order, colours,
-                        hit, tsne_seconds)
 
-left, right = st.columns([3, 2])
-with left:
-    st.plotly_chart(fig, on_select="rerun", selection_mode=("points", "box", "lasso"), key="tsne", width="stretch")
-    counts = {g: int((groups == g).sum()) for g in order}
-    st.caption(f"{len(order)} colour groups · symbol = kind ({kind_key}) · click a legend entry to hide a group, "
-               "double-click to show it alone.")
-    settings = {"method": method, "d0": int(d0), "component_mode": component, "split": split,
-                "concepts": list(concepts) or "all", "kinds": list(kinds), "n_items": int(n_points),
-                "seed": int(seed), "colour_by": color_by if sub_concept is None else f"sub-label of {sub_concept}"}
-    export = with_settings(table.assign(colour_group=groups, description=plain), **settings)
-    e1, e2 = st.columns(2)
-    with e1:
-        csv_download(export, f"subspace_map_{method}_d0{d0}.csv", "Download layout (CSV)", key="tsne_csv")
-    with e2:
-        st.download_button("Download figure (HTML)", data=lambda: figure_html(fig),
-                           file_name=f"subspace_map_{method}_d0{d0}.html", mime="text/html", key="tsne_html",
-                           help="Self-contained: plotly.js is inside the file (opens offline)")
 
-with right:
-    labels = {int(p): f"{p} · {t}" for p, t in zip(table.point, plain)}
-    picked = st.multiselect("Picked points (select on the map, or type ids)", list(range(n)),
-                            format_func=lambda p: labels.get(p, str(p)), key="picked_points")
-    if not picked:
-        st.info("Click a point on the map (or drag a box or lasso) to preview its image here and make it "
-                "the query.")
-    else:
-        sub = table.set_index("point").loc[picked]
-        items = [int(p) for p in picked if table.row.iat[p] >= 0]
-        if items:
-            if st.session_state.get("map_focus") not in items:
-                st.session_state["map_focus"] = items[0]
-            focus = items[0]
-            if len(items) > 1:
-                focus = st.selectbox("Preview", items, key="map_focus", format_func=lambda p: labels[p])
-            r = int(table.row.iat[focus])
-            with st.container(key="map_preview"):
-                show_image(thumbnail(ws, r, 256), caption=f"#{r}", width=256)
-                st.markdown(_safe.text(plain[focus]))
-                st.caption(_safe.text(label_text(ws, r)))
-                if st.button(f"Use #{r} as the query", key="map_use_query", type="primary",
-                             help="Open Retrieve with this item as the query"):
-                    st.session_state["query"] = r
-                    if not _pages.switch(_pages.RETRIEVE):  # the page run on its own (not through app.py)
-                        st.success(f"Item #{r} is the query now: open the Retrieve page.")
-                if r not in set(np.asarray(ws.index.get("query", [])).tolist()):
-                    st.caption(f"#{r} is from the {split} split, not the query split.")
-        shown = sub[sub.row >= 0].head(MAX_SHOWN)
-        if len(shown) > 1:
-            caps = [f"#{p} {k}: {lab if c == 'several' and lab else c}"
-                    for p, k, c, lab in zip(shown.index, shown.kind, shown.concept, shown["labels"])]
-            image_grid(ws, shown.row.tolist(), captions=caps, n_cols=4, size=128)
-            if (sub.row >= 0).sum() > MAX_SHOWN:
-                st.caption(f"First {MAX_SHOWN} of {(sub.row >= 0).sum()} picked items shown.")
-        atoms = sub[sub.kind == "atom"]
-        if len(atoms):
-            st.markdown("**Atoms picked:** " + _safe.text(", ".join(plain[p] for p in atoms.index))
-                        + " — see the Atoms page for the images that use them most.")
-        details = sub.reset_index()[["point", "kind", "row", "atom", "concept", "sub_label"]]
-        details["description"] = [plain[p] for p in details.point]
-        st.dataframe(details, hide_index=True, width="stretch")
-        csv_download(with_settings(details, **settings), "picked_points.csv", "Download picked (CSV)",
-                     key="picked_csv")
+def _fig_pictures(fig):
+    return fig.layout.images or ()
 
-with st.expander(f"Colour groups ({len(order)})"):
-    st.dataframe({"group": order, "points": [counts[g] for g in order]}, hide_index=True, width="stretch")
+
+@st.fragment
+def _map_view():
+    """Colour and picture controls, the map, the preview panel and the selection summary: a toggle, a colour or
+    a pick reruns only this (the layout above is not touched)."""
+    ss = st.session_state
+    _seed_colour_widgets()
+    # the chart's selection (from the previous interaction) feeds the multiselect
+    sel_ids = selected_point_ids(ss.get("tsne"), n)
+    if tuple(sel_ids) != ss.get("_tsne_last_sel", ()):
+        ss["_tsne_last_sel"] = tuple(sel_ids)
+        if sel_ids:
+            ss["picked_points"] = sel_ids
+    ss["picked_points"] = [p for p in ss.get("picked_points", []) if 0 <= p < n]
+
+    # ------------------------------------------------------------ colours, pictures, highlight
+    k1, k2, k3 = st.columns([3, 2, 1])
+    with k1:
+        color_by = st.radio("Colour by", _colour_options(), horizontal=True, key="color_by",
+                            on_change=_colour_changed,
+                            help="  \n".join(f"**{m}**: {rule}" for m, rule in COLOUR_MODES.items()
+                                             if m in _colour_options()))
+    with k2:
+        sub_concept = has = None
+        options = list(concepts) or list(ws.concept_names)
+        if color_by == "sub-label":
+            if ss.get("sub_concept") not in options:
+                ss["sub_concept"] = "animal" if "animal" in options else options[0]
+            sub_concept = st.selectbox("Sub-labels of", options, key="sub_concept", on_change=_colour_changed,
+                                       help="Only this concept's points are coloured by sub-label")
+        elif color_by == "has concept":
+            if ss.get("has_concept") not in ws.concept_names:
+                ss["has_concept"] = options[0]
+            has = st.selectbox("Has concept", list(ws.concept_names), key="has_concept",
+                               on_change=_colour_changed,
+                               help="Points whose item has this concept (and its atoms) in its colour, the rest grey")
+    with k3:
+        pictures = st.toggle("Pictures", key="pictures", on_change=_pictures_changed,
+                             help=f"Draw up to {MAX_PICTURES} items as their {PICTURE_PX}-px images (one per cell "
+                                  "of a 20 × 20 grid over the map when there are more); the rest stay dots")
+    groups, order, colours = map_colours(table, color_by, concept=sub_concept or has,
+                                         concept_names=ws.concept_names, Z=ws.Z, sub_to_concept=ws.sub_to_concept,
+                                         sub_names=ws.sub_names)
+    h1, h2 = st.columns([3, 2])
+    with h1:
+        search = sorted(set(table.concept) | {s for v in table.sub_labels for s in v.split(", ") if s})
+        highlight = st.selectbox("Highlight (a label, any text, or #item)", search, index=None, key="highlight",
+                                 accept_new_options=True, placeholder="e.g. horse, food, #12",
+                                 help="Points whose concepts or sub-labels contain this text stay bright; "
+                                      "the rest are dimmed")
+    with h2:
+        drag = st.radio("Mouse", list(DRAG), horizontal=True, key="drag_mode",
+                        help="click · zoom / click · pan: a click picks one point, a drag zooms or pans "
+                             "(double-click resets the view); box / lasso: a drag picks the points inside "
+                             "(clicks do not pick in these modes). The chart's tool bar switches modes too.")
+    hit = match_points(table, highlight)
+    fig, kind_key = _figure(params, color_by, sub_concept or has, highlight, drag, bool(pictures), table, texts, groups,
+                            order, colours, hit, tsne_seconds, ws)
+    _map_and_panel(fig, kind_key, groups, order, color_by, sub_concept or has)
+    state.use_extras("colour", "pics")
+    state.sync_url()  # a fragment's rerun does not reach app.py's write
+    state.use_extras("colour", "pics")
+
+
+def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
+    """The map with its exports (left) and the picked points' preview, grid, table and concept counts (right)."""
+    left, right = st.columns([3, 2])
+    with left:
+        st.plotly_chart(fig, on_select="rerun", selection_mode=("points", "box", "lasso"), key="tsne", width="stretch")
+        counts = {g: int((groups == g).sum()) for g in order}
+        st.caption(f"{len(order)} colour groups · symbol = kind ({kind_key}) · click a legend entry to hide a group, "
+                   "double-click to show it alone.")
+        settings = {"method": method, "d0": int(d0), "component_mode": component, "split": split,
+                    "concepts": list(concepts) or "all", "kinds": list(kinds), "n_items": int(n_points),
+                    "seed": int(seed), "colour_by": color_by if colour_concept is None
+                    else f"{color_by} of {colour_concept}"}
+        export = with_settings(table.assign(colour_group=groups, description=plain), **settings)
+        e1, e2 = st.columns(2)
+        with e1:
+            csv_download(export, f"subspace_map_{method}_d0{d0}.csv", "Download layout (CSV)", key="tsne_csv")
+        with e2:
+            st.download_button("Download figure (HTML)", data=lambda: figure_html(fig),
+                               file_name=f"subspace_map_{method}_d0{d0}.html", mime="text/html", key="tsne_html",
+                               help="Self-contained: plotly.js is inside the file (opens offline)")
+
+    with right:
+        labels = {int(p): f"{p} · {t}" for p, t in zip(table.point, plain)}
+        picked = st.multiselect("Picked points (select on the map, or type ids)", list(range(n)),
+                                format_func=lambda p: labels.get(p, str(p)), key="picked_points")
+        if not picked:
+            st.info("Click a point on the map (or drag a box or lasso) to preview its image here and make it "
+                    "the query.")
+        else:
+            sub = table.set_index("point").loc[picked]
+            items = [int(p) for p in picked if table.row.iat[p] >= 0]
+            if items:
+                if st.session_state.get("map_focus") not in items:
+                    st.session_state["map_focus"] = items[0]
+                focus = items[0]
+                if len(items) > 1:
+                    focus = st.selectbox("Preview", items, key="map_focus", format_func=lambda p: labels[p])
+                r = int(table.row.iat[focus])
+                with st.container(key="map_preview"):
+                    show_image(thumbnail(ws, r, 256), caption=f"#{r}", width=256)
+                    st.markdown(_safe.text(plain[focus]))
+                    st.caption(_safe.text(label_text(ws, r)))
+                    if st.button(f"Use #{r} as the query", key="map_use_query", type="primary",
+                                 help="Open Retrieve with this item as the query"):
+                        st.session_state["query"] = r
+                        if not _pages.switch(_pages.RETRIEVE):  # the page run on its own (not through app.py)
+                            st.success(f"Item #{r} is the query now: open the Retrieve page.")
+                    if r not in set(np.asarray(ws.index.get("query", [])).tolist()):
+                        st.caption(f"#{r} is from the {split} split, not the query split.")
+            shown = sub[sub.row >= 0].head(MAX_SHOWN)
+            if len(shown) > 1:
+                caps = [f"#{p} {k}: {lab if c == 'several' and lab else c}"
+                        for p, k, c, lab in zip(shown.index, shown.kind, shown.concept, shown["labels"])]
+                image_grid(ws, shown.row.tolist(), captions=caps, n_cols=4, size=128)
+                if (sub.row >= 0).sum() > MAX_SHOWN:
+                    st.caption(f"First {MAX_SHOWN} of {(sub.row >= 0).sum()} picked items shown.")
+            atoms = sub[sub.kind == "atom"]
+            if len(atoms):
+                st.markdown("**Atoms picked:** " + _safe.text(", ".join(plain[p] for p in atoms.index))
+                            + " — see the Atoms page for the images that use them most.")
+            details = sub.reset_index()[["point", "kind", "row", "atom", "concept", "sub_label"]]
+            details["description"] = [plain[p] for p in details.point]
+            st.dataframe(details, hide_index=True, width="stretch")
+            csv_download(with_settings(details, **settings), "picked_points.csv", "Download picked (CSV)",
+                         key="picked_csv")
+            summary = selection_summary(table, picked, ws.Y, ws.concept_names)
+            if int(summary["items"].iat[0]):
+                with st.container(key="pick_summary"):
+                    st.markdown(f"**Concepts of the {int(summary['items'].iat[0])} picked items**")
+                    st.markdown("  \n".join(_safe.text(t) for t in summary.text))
+
+    with st.expander(f"Colour groups ({len(order)})"):
+        st.dataframe({"group": order, "points": [counts[g] for g in order]}, hide_index=True, width="stretch")
+
+
+_map_view()

@@ -13,6 +13,7 @@ models     torch, open_clip, transformers, huggingface_hub, safetensors, tqdm, w
 gen        diffusers (and ``models``): image generation
 faiss      faiss-cpu: the FAISS search back-ends
 ray        ray[data] (and ``models``): ``slics embed --backend ray``
+tsne       openTSNE: FFT-accelerated t-SNE for maps of thousands of items (benchmarks/bench_tsne.py)
 ========== ======================================================================================
 
 Heavy libraries are imported lazily where they are used, through :func:`require` (or caught by
@@ -42,6 +43,7 @@ EXTRAS = {
     "diffusers": "gen",
     "faiss": "faiss",
     "ray": "ray",
+    "openTSNE": "tsne",
 }
 
 

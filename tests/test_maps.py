@@ -17,16 +17,22 @@ from slics_core.explorer.atom_tables import (
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.maps import (
     ATOM_SUB,
+    COLOUR_MODES,
+    LACKS_GREY,
     OTHER,
     OTHER_CONCEPTS,
+    PALETTE,
     SEVERAL,
     colour_groups,
+    map_colours,
     map_points,
     map_sample,
     match_points,
+    picture_points,
     point_text,
     sample_rows,
     selected_point_ids,
+    selection_summary,
     subspace_map,
     tsne_layout,
 )
@@ -292,6 +298,78 @@ def test_colour_groups_sub_labels_of_one_concept(planted, planted_table):
         colour_groups(tab, "sub-label", concept="zz", concept_names=names, Z=Z, sub_to_concept=s2c, sub_names=subs)
     with pytest.raises(ValueError, match="sub-labels"):
         colour_groups(tab, "sub-label", concept="c1", concept_names=names)
+
+
+def test_colour_by_first_label_and_by_presence_of_one_concept(planted, planted_table):
+    data, _, Z, s2c, names, subs = planted
+    tab = planted_table
+    assert list(COLOUR_MODES) == ["concept", "first label", "has concept", "sub-label"]
+    several = 0
+    groups, order, colours = map_colours(tab, "first label", concept_names=names)
+    for g, k, r, c in zip(groups, tab.kind, tab.row, tab.concept):
+        if k == "embedding":
+            several += c == SEVERAL
+            assert g == names[int(np.flatnonzero(data.Y[r])[0])]  # the item's first concept
+        else:
+            assert g == c
+    assert several > 0 and SEVERAL not in order  # the rule did change some points
+    assert colours == {g: PALETTE[names.index(g)] for g in order}
+    groups, order, colours = map_colours(tab, "has concept", concept="c2", concept_names=names)
+    for g, k, r, c in zip(groups, tab.kind, tab.row, tab.concept):
+        has = (c == "c2") if k == "atom" else bool(data.Y[r, 2])
+        assert g == ("has c2" if has else "lacks c2")
+    assert order == ["has c2", "lacks c2"]
+    assert colours == {"has c2": PALETTE[2], "lacks c2": LACKS_GREY}
+    # every mode through the one function; sub-labels keep their palette place within their concept
+    groups, order, colours = map_colours(tab, "sub-label", concept="c1", concept_names=names, Z=Z,
+                                         sub_to_concept=s2c, sub_names=subs)
+    assert all(colours[g] == PALETTE[int(g[-1])] for g in order if g.startswith("c1s"))
+    assert colours[OTHER_CONCEPTS] == "#cccccc"
+    with pytest.raises(ValueError, match="presence"):
+        map_colours(tab, "has concept", concept="zz", concept_names=names)
+
+
+def test_picture_points_one_embedding_per_grid_cell(planted, planted_table):
+    rng = np.random.default_rng(0)
+    tab = planted_table.assign(x=rng.normal(size=len(planted_table)), y=rng.normal(size=len(planted_table)))
+    emb = tab[tab.kind == "embedding"]
+    assert picture_points(tab, len(emb)).tolist() == emb.point.tolist()  # few enough: all of them
+    got = picture_points(tab, 17)  # more than 17: a 4 x 4 grid
+    xs, ys = emb.x.to_numpy(), emb.y.to_numpy()
+    cx = np.minimum(((xs - xs.min()) / (xs.max() - xs.min()) * 4).astype(int), 3)
+    cy = np.minimum(((ys - ys.min()) / (ys.max() - ys.min()) * 4).astype(int), 3)
+    want = []
+    for a in range(4):
+        for b in range(4):
+            inside = np.flatnonzero((cx == a) & (cy == b))
+            if inside.size:
+                centre = (xs.min() + (a + 0.5) * (xs.max() - xs.min()) / 4,
+                          ys.min() + (b + 0.5) * (ys.max() - ys.min()) / 4)
+                d = (xs[inside] - centre[0]) ** 2 + (ys[inside] - centre[1]) ** 2
+                want.append(int(emb.point.iloc[inside[np.argmin(d)]]))
+    assert got.tolist() == sorted(want) and 1 < len(got) <= 16 < len(emb)
+    assert set(tab.kind[got]) == {"embedding"}
+    assert picture_points(tab[tab.kind == "atom"], 400).size == 0
+    with pytest.raises(ValueError, match="max_pictures"):
+        picture_points(tab, 0)
+
+
+def test_selection_summary_counts_picked_items_per_concept(planted, planted_table):
+    data, names = planted[0], planted[4]
+    tab = planted_table
+    rng = np.random.default_rng(1)
+    picked = rng.choice(len(tab), size=60, replace=False)
+    out = selection_summary(tab, picked, data.Y, names)
+    items = sorted({int(tab.row[p]) for p in picked if tab.row[p] >= 0})
+    direct = {c: sum(bool(data.Y[r, j]) for r in items) for j, c in enumerate(names)}
+    assert sorted(out.concept) == sorted(names) and (out["items"] == len(items)).all()
+    assert dict(zip(out.concept, out.have)) == direct
+    assert list(out.have) == sorted(out.have, reverse=True)
+    top = out.iloc[0]
+    assert top.text == f"{direct[top.concept]} / {len(items)} have {top.concept}"
+    assert selection_summary(tab, [], data.Y, names).text.iloc[0] == f"0 / 0 have {names[0]}"
+    with pytest.raises(ValueError, match="out of range"):
+        selection_summary(tab, [len(tab)], data.Y, names)
 
 
 def test_match_points_searches_labels_and_items(planted, planted_table):

@@ -81,8 +81,8 @@ def test_pages_work_on_a_bare_dataset_workspace(bare_dataset_workspace):
         elif page == "atoms":  # heatmaps, health and images still there, words replaced by a message
             assert [c.key for c in at.get("plotly_chart")] == ["cooc_map", "cos_map", "health_hist"] and at.warning
             assert at.get("image")  # unreadable files are drawn as placeholder tiles
-        else:  # no sub-labels: colour by concept only
-            assert at.radio(key="color_by").options == ["concept"]
+        else:  # no sub-labels: no colouring by sub-label
+            assert at.radio(key="color_by").options == ["concept", "first label", "has concept"]
             at.multiselect(key="picked_points").set_value([0, 1]).run()
             # the linked preview of the first picked item, then the grid of both (placeholder tiles)
             assert not at.exception and len(at.get("image")) == 1 + 2

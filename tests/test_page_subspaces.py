@@ -308,3 +308,91 @@ def test_every_map_widget_starts_at_map_defaults(ws, monkeypatch):
     assert not s["mark_query"]
     prepared = arrival.default_map_points(ws, s["method"], s["d0"])[1]
     pd.testing.assert_frame_equal(_expected_table(ws, at), prepared)
+
+
+def _values(v):
+    """A trace's numbers: a list, or plotly's base64 typed array."""
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"])).tolist()
+    return list(v)
+
+
+def _positions(spec):
+    """Point id -> (x, y) as drawn."""
+    return {p: (x, y) for t in _map_traces(spec)
+            for p, x, y in zip(_ids(t["customdata"]), _values(t["x"]), _values(t["y"]))}
+
+
+def test_pictures_toggle_draws_thumbnails_of_grid_chosen_items(ws):
+    from PIL import Image
+
+    from slics_core.explorer.maps import picture_points
+
+    at = _page(n_points=450)
+    assert not at.exception
+    assert not _spec(at)["layout"].get("images")  # off at first
+    at.toggle(key="pictures").set_value(True).run()
+    assert not at.exception
+    spec = _spec(at)
+    images = spec["layout"]["images"]
+    exp = _expected_table(ws, at)
+    pos = _positions(spec)
+    drawn = exp.assign(x=[pos[p][0] for p in exp.point], y=[pos[p][1] for p in exp.point])
+    chosen = picture_points(drawn, 400)
+    assert (exp.kind == "embedding").sum() > 400 and len(images) == len(chosen) <= 400
+    assert sorted((im["x"], im["y"]) for im in images) == sorted(pos[p] for p in chosen)
+    rows = {pos[p]: int(exp.row[p]) for p in chosen}
+    for im in images[:20]:
+        assert im["source"].startswith("data:image/jpeg;base64,") and im["xref"] == "x"
+        got = Image.open(io.BytesIO(base64.b64decode(im["source"].split(",", 1)[1])))
+        want = ws.thumbnail(rows[(im["x"], im["y"])], 32)
+        assert got.size == want.size and max(got.size) == 32
+    assert f"{len(images)} pictures" in spec["layout"]["title"]["text"]
+    at.toggle(key="pictures").set_value(False).run()
+    assert not _spec(at)["layout"].get("images")
+
+
+def test_colour_by_presence_of_one_concept_and_by_first_label(ws):
+    at = _page()
+    at.radio(key="color_by").set_value("has concept").run()
+    assert not at.exception
+    at.selectbox(key="has_concept").set_value("food").run()
+    assert not at.exception
+    exp = _expected_table(ws, at).set_index("point")
+    food = ws.concept_names.index("food")
+    names = set()
+    for t in _map_traces(_spec(at)):
+        names.add(t["name"])
+        for p in _ids(t["customdata"]):
+            has = exp.concept[p] == "food" if exp.kind[p] == "atom" else bool(ws.Y[exp.row[p], food])
+            assert t["name"] == ("has food" if has else "lacks food"), (p, t["name"])
+    assert names == {"has food", "lacks food"}
+    at.radio(key="color_by").set_value("first label").run()
+    assert not at.exception
+    seen_several = False
+    for t in _map_traces(_spec(at)):
+        for p in _ids(t["customdata"]):
+            if exp.kind[p] == "embedding":
+                seen_several |= exp.concept[p] == SEVERAL
+                assert t["name"] == ws.concept_names[int(np.flatnonzero(ws.Y[exp.row[p]])[0])]
+            else:
+                assert t["name"] == exp.concept[p]
+    assert seen_several  # the first-label rule changed something
+
+
+def test_picked_items_show_how_many_have_each_concept(ws):
+    at = _page()
+    exp = _expected_table(ws, at)
+    picked = exp.point[exp.kind != "atom"].tolist()[:25] + exp.point[exp.kind == "atom"].tolist()[:2]
+    at.multiselect(key="picked_points").set_value(picked).run()
+    assert not at.exception
+    import re
+
+    lines = [m.value for m in at.markdown]
+    head = next(i for i, v in enumerate(lines) if v.startswith("**Concepts of the "))
+    assert lines[head] == f"**Concepts of the {len(set(exp.row[p] for p in picked if exp.row[p] >= 0))} picked items**"
+    shown = [re.sub(r"\\(.)", r"\1", v) for v in lines[head + 1].split("  \n")]  # Markdown escapes undone
+    items = sorted({int(exp.row[p]) for p in picked if exp.row[p] >= 0})
+    want = sorted(((int(ws.Y[items, j].sum()), c) for j, c in enumerate(ws.concept_names)),
+                  key=lambda hc: -hc[0])
+    assert shown == [f"{h} / {len(items)} have {c}" for h, c in want]

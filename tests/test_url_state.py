@@ -146,3 +146,31 @@ def test_concept_edits_stay_in_the_url(dataset_ws, sent):  # noqa: F811
     at.selectbox(key="boost_concept").set_value("—")
     _ok(at.run())
     assert sent and sent[-1].get("rm") == names[0] and "boost" not in sent[-1], sent
+
+
+def test_map_colour_and_pictures_travel_in_the_url(dataset_ws, sent):  # noqa: F811
+    """``?colour=has concept:<c>&pics=1`` opens Subspaces coloured by that concept with pictures on; both stay in
+    the address while the page is open, leave it on another page, and a bad value is named in one warning."""
+    _, folder = dataset_ws
+    ws = load_workspace(folder)
+    names = list(ws.concept_names)
+    link = {"ws": folder.name, "colour": f"has concept:{names[1]}", "pics": "1"}
+    at = _open(link, "subspaces")
+    assert at.radio(key="color_by").value == "has concept" and at.selectbox(key="has_concept").value == names[1]
+    assert at.toggle(key="pictures").value
+    assert {key: _params(at).get(key) for key in link} == link
+    del sent[:]
+    at.radio(key="color_by").set_value("first label")
+    _ok(at.run())
+    assert sent and sent[-1].get("colour") == "first label" and sent[-1].get("pics") == "1", sent
+    got = _switch(at, "atoms", sent)
+    assert "colour" not in got and "pics" not in got, got
+    got = _switch(at, "subspaces", sent)
+    assert (got.get("colour"), got.get("pics")) == ("first label", "1"), got
+    at.toggle(key="pictures").set_value(False)
+    del sent[:]
+    _ok(at.run())
+    assert sent and "pics" not in sent[-1], sent
+    bad = _open({"ws": folder.name, "colour": "rainbow"}, "subspaces")
+    assert any("colour" in w.value and "rainbow" in w.value for w in bad.warning), [w.value for w in bad.warning]
+    assert bad.radio(key="color_by").value == "concept"

@@ -24,7 +24,21 @@ Choices (the paper is silent on them)
 * **Colour groups.** A component's concept is its own concept and its
   sub-label is the item's sub-label of that concept; an embedding with
   several concepts (or sub-labels) is put in the group ``"several"``; an item
-  without one is ``"none"``; atoms have the sub-label ``"(atom)"``.
+  without one is ``"none"``; atoms have the sub-label ``"(atom)"``. The modes
+  are named once, in :data:`COLOUR_MODES`; :func:`map_colours` gives groups
+  and colours for every one of them. "first label" is FiftyOne's rule for a
+  list field (its first value): an embedding takes its item's first concept
+  in the workspace's concept order (an item with one shown concept keeps it: a
+  map of some concepts colours by them). "has / lacks" splits the points on one
+  concept: an item's points (embedding and components) have it when the item
+  is labelled with it, an atom when it is one of that concept's atoms.
+* **Pictures.** At most :data:`MAX_PICTURES` item embeddings are drawn as
+  their thumbnails (:func:`picture_points`): all of them when they are that
+  few, else the layout's box is cut into a 20 x 20 grid and each cell shows the embedding nearest its centre. A grid
+  spreads the pictures over the whole map and keeps them from piling on one
+  another (a random sample puts most of them in the dense clusters, on top of
+  each other); components and atoms stay dots (a component's picture would be
+  its item's, drawn again once per concept).
 """
 from __future__ import annotations
 
@@ -49,6 +63,12 @@ __all__ = [
     "point_text",
     "colour_groups",
     "match_points",
+    "COLOUR_MODES",
+    "map_colours",
+    "colour_param",
+    "parse_colour_param",
+    "picture_points",
+    "selection_summary",
 ]
 
 #: Kinds of points in a subspace map.
@@ -432,9 +452,10 @@ def colour_groups(table, by="concept", *, concept=None, concept_names=None, Z=No
     ----------
     table : DataFrame
         :func:`map_points`'s table.
-    by : {"concept", "sub-label"}
+    by : one of :data:`COLOUR_MODES`
     concept : str, optional
-        The concept whose sub-labels colour the map (required with ``by="sub-label"``).
+        The concept whose sub-labels colour the map (required with ``by="sub-label"``), or whose
+        presence does (required with ``by="has concept"``: groups ``"has <c>"`` and ``"lacks <c>"``).
     concept_names : list of str, optional
         Legend order of the concepts (and their check); default: order of appearance.
     Z, sub_to_concept, sub_names
@@ -455,6 +476,20 @@ def colour_groups(table, by="concept", *, concept=None, concept_names=None, Z=No
     if by == "concept":
         groups = table.concept.astype(str).to_numpy()
         named = list(concept_names) if concept_names is not None else list(dict.fromkeys(groups))
+    elif by == "first label":
+        groups = table.concept.astype(str).to_numpy().astype(object)
+        for p, (k, c, labels) in enumerate(zip(table.kind, table.concept, table["labels"])):
+            if k == "embedding" and c == SEVERAL:
+                groups[p] = labels.split(", ")[0]
+        groups = groups.astype(str)
+        named = list(concept_names) if concept_names is not None else list(dict.fromkeys(groups))
+    elif by == "has concept":
+        if concept_names is None or concept not in list(concept_names):
+            raise ValueError(f"pick one concept to colour by its presence; got {concept!r} "
+                             f"(known: {None if concept_names is None else list(concept_names)}).")
+        has = has_concept(table, concept)
+        named = [f"has {concept}", f"lacks {concept}"]
+        groups = np.where(has, named[0], named[1]).astype(str)
     elif by == "sub-label":
         if Z is None or sub_to_concept is None or sub_names is None:
             raise ValueError("colouring by sub-label needs the sub-labels (Z, sub_to_concept, sub_names).")
@@ -479,7 +514,7 @@ def colour_groups(table, by="concept", *, concept=None, concept_names=None, Z=No
                 groups[p] = _group_name(subs) if subs else OTHER_CONCEPTS
         groups = groups.astype(str)
     else:
-        raise ValueError(f"by must be 'concept' or 'sub-label'; got {by!r}.")
+        raise ValueError(f"by must be one of {list(COLOUR_MODES)}; got {by!r}.")
     special = [SEVERAL, ATOM_SUB, NONE, OTHER, OTHER_CONCEPTS]
     present = set(groups.tolist())
     order = [g for g in named if g in present and g not in special]
@@ -512,3 +547,159 @@ def match_points(table, text):
     fields = (table.concept.astype(str) + "\n" + table["labels"].astype(str) + "\n"
               + table["sub_labels"].astype(str)).str.lower()
     return fields.str.contains(text, regex=False).to_numpy()
+
+
+
+#: The map's colour modes (the page's "Colour by" radio lists them in this order), each with its rule in words.
+COLOUR_MODES = {
+    "concept": "the point's concept; an item with several shown concepts is “several”",
+    "first label": "an item takes its first concept (FiftyOne's rule for a list field); components and atoms "
+                   "their own concept",
+    "has concept": "two colours: the points whose item has one chosen concept (and that concept's atoms), "
+                   "and the rest",
+    "sub-label": "the sub-labels of one chosen concept; the other concepts are grey",
+}
+#: 15 well-separated colours for the named groups (by position in the concept / sub-label order, so a
+#: concept keeps its colour when others are filtered out); grey shades for the catch-all groups.
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#bcbd22", "#393b79", "#e7ba52", "#637939", "#7b4173", "#3182bd", "#ad494a"]
+GREYS = {SEVERAL: "#555555", ATOM_SUB: "#222222", NONE: "#aaaaaa", OTHER: "#888888", OTHER_CONCEPTS: "#cccccc"}
+LACKS_GREY = "#cccccc"
+#: At most this many points of a map are drawn as pictures (:func:`picture_points`).
+MAX_PICTURES = 400
+
+
+def colour_param(mode, concept=None):
+    """The URL's ``colour`` value of a colour mode: ``"first label"``, ``"has concept:animal"``,
+    ``"sub-label:food"`` (the modes that need a concept carry it after a colon)."""
+    if mode not in COLOUR_MODES:
+        raise ValueError(f"unknown colour mode {mode!r}; known: {list(COLOUR_MODES)}")
+    return f"{mode}:{concept}" if mode in ("has concept", "sub-label") else mode
+
+
+def parse_colour_param(text, concept_names):
+    """``(mode, concept)`` of a ``colour`` value (:func:`colour_param`); one line naming the culprit otherwise."""
+    mode, _, concept = str(text).partition(":")
+    mode, concept = mode.strip(), concept.strip() or None
+    if mode not in COLOUR_MODES:
+        raise ValueError(f"colour={text!r} is not a colour mode ({', '.join(COLOUR_MODES)})")
+    if mode in ("has concept", "sub-label"):
+        if concept not in list(concept_names):
+            raise ValueError(f"colour={text!r} needs a concept of this workspace after the colon, "
+                             f"e.g. {mode}:{list(concept_names)[0]}")
+        return mode, concept
+    return mode, None
+
+
+def has_concept(table, concept):
+    """Whether each point's item is labelled with ``concept`` (atoms: whether the atom is one of its atoms)."""
+    out = np.zeros(len(table), dtype=bool)
+    for p, (k, c, labels) in enumerate(zip(table.kind, table.concept, table["labels"])):
+        out[p] = (c == concept) if k == "atom" else concept in labels.split(", ")
+    return out
+
+
+def map_colours(table, by="concept", *, concept=None, concept_names=None, Z=None, sub_to_concept=None,
+                sub_names=None, max_groups=MAX_COLOURS):
+    """Colour group and colour of every point, for any mode of :data:`COLOUR_MODES`.
+
+    Groups as :func:`colour_groups`; a named group (a concept or one of ``concept``'s sub-labels) keeps
+    the palette colour of its position in the workspace's order, catch-all groups are grey, and
+    ``"lacks <c>"`` is light grey beside ``"has <c>"`` in ``c``'s colour.
+
+    Returns
+    -------
+    groups : ndarray of str
+    order : list of str
+    colours : dict
+        Group -> ``"#rrggbb"``, one per group of ``order``.
+    """
+    groups, order = colour_groups(table, by, concept=concept, concept_names=concept_names, Z=Z,
+                                  sub_to_concept=sub_to_concept, sub_names=sub_names, max_groups=max_groups)
+    if by == "sub-label":
+        j = list(concept_names).index(concept)
+        reference = [s for s, c in zip(sub_names, np.asarray(sub_to_concept, dtype=int)) if c == j]
+    else:
+        reference = list(concept_names) if concept_names is not None else list(order)
+    colours = {}
+    for i, g in enumerate(order):
+        if g in GREYS:
+            colours[g] = GREYS[g]
+        elif by == "has concept":
+            colours[g] = PALETTE[reference.index(concept) % len(PALETTE)] if g.startswith("has ") else LACKS_GREY
+        else:
+            colours[g] = PALETTE[(reference.index(g) if g in reference else i) % len(PALETTE)]
+    return groups, order, colours
+
+
+def picture_points(table, max_pictures=MAX_PICTURES):
+    """The item embeddings drawn as pictures: all of them when at most ``max_pictures``, else the one nearest
+    the centre of each cell of a grid over the layout.
+
+    Parameters
+    ----------
+    table : DataFrame
+        A map's table with its coordinates ``x``, ``y``.
+    max_pictures : int
+        At most this many (the grid has ``floor(sqrt(max_pictures))`` cells a side).
+
+    Returns
+    -------
+    points : ndarray of int
+        Point ids, sorted.
+    """
+    if isinstance(max_pictures, bool) or not isinstance(max_pictures, (int, np.integer)) or max_pictures < 1:
+        raise ValueError(f"max_pictures must be a positive int; got {max_pictures!r}.")
+    emb = table[table.kind == "embedding"]
+    if emb.empty:
+        return np.zeros(0, dtype=np.int64)
+    if len(emb) <= max_pictures:
+        return np.sort(emb.point.to_numpy()).astype(np.int64)
+    xy = emb[["x", "y"]].to_numpy(dtype=float)
+    side = int(np.floor(np.sqrt(max_pictures)))
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    cell = np.minimum((xy - lo) / span * side, side - 1).astype(np.int64)
+    centre = lo + (cell + 0.5) * span / side
+    dist = ((xy - centre) ** 2).sum(axis=1)
+    key = cell[:, 0] * side + cell[:, 1]
+    order = np.lexsort((emb.point.to_numpy(), dist, key))
+    first = order[np.r_[True, key[order][1:] != key[order][:-1]]]
+    return np.sort(emb.point.to_numpy()[first]).astype(np.int64)
+
+
+def selection_summary(table, point_ids, Y, concept_names):
+    """How many of the picked items have each concept: ``"47 / 412 have animal"``, most frequent first.
+
+    The picked items are the distinct items (``row``) of the picked points (an item picked through its
+    embedding and its components counts once; atoms have no item).
+
+    Parameters
+    ----------
+    table : DataFrame
+        A map's table.
+    point_ids : iterable of int
+        Picked point ids (rows of ``table``).
+    Y : array-like of bool, shape (n, S)
+        The workspace's concept labels.
+    concept_names : list of str
+
+    Returns
+    -------
+    summary : DataFrame
+        One row per concept: ``concept``, ``have``, ``items``, ``text``; sorted by ``have``
+        (descending), then by concept order.
+    """
+    Y = np.asarray(Y, dtype=bool)
+    names = list(concept_names)
+    if Y.ndim != 2 or Y.shape[1] != len(names):
+        raise ValueError(f"Y must be (n, {len(names)}) for {len(names)} concept names; got shape {Y.shape}.")
+    ids = np.asarray(list(point_ids), dtype=np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= len(table)):
+        raise ValueError(f"point ids out of range (0..{len(table) - 1}).")
+    rows = table.row.to_numpy()[ids] if ids.size else np.zeros(0, dtype=np.int64)
+    rows = np.unique(rows[rows >= 0])
+    have = Y[rows].sum(axis=0).astype(int) if rows.size else np.zeros(len(names), dtype=int)
+    out = pd.DataFrame({"concept": names, "have": have, "items": int(rows.size)})
+    out["text"] = [f"{h} / {rows.size} have {c}" for h, c in zip(out.have, out.concept)]
+    return out.iloc[np.lexsort((np.arange(len(names)), -have))].reset_index(drop=True)

@@ -164,3 +164,86 @@ def _download(page, key):
                 raise
             page.reload()
             wait_for_app(page, settle_s=2.0)
+
+
+#: JavaScript: the drawn layout images (source, x, y, and how many <image> elements plotly put in the page), the
+#: positions of the item embeddings (circles), and every point's hover text by id.
+_PICTURES = """gd => {
+    const L = gd._fullLayout;
+    const items = new Set(), texts = {};
+    gd._fullData.forEach(t => {
+        if (t.name === 'current query') return;
+        for (let k = 0; k < t.x.length; k++) {
+            if (t.marker.symbol === 'circle') items.add(t.x[k] + ',' + t.y[k]);
+            texts[t.customdata[k][0]] = t.hovertext[k];
+        }
+    });
+    const images = (L.images || []).map(im => ({source: im.source.slice(0, 30), at: im.x + ',' + im.y}));
+    return {images, items: [...items], texts, drawn: gd.querySelectorAll('.imagelayer image').length};
+}"""
+
+
+def _strip_tags(text):
+    return re.sub(r"<[^>]+>", "", text)
+
+
+def test_pictures_on_and_a_lasso_shows_how_many_picked_items_have_each_concept(page, screenshot_dir):
+    page.goto("/subspaces", wait_until="domcontentloaded")
+    wait_for_app(page)
+    by_key(page, "pictures").get_by_text("Pictures").click()
+    wait_for_app(page)
+    assert_no_errors(page, "/subspaces with pictures")
+    chart = by_key(page, "tsne")
+    gd = chart.locator(".js-plotly-plot").first
+    gd.wait_for()
+    got = gd.evaluate(_PICTURES)
+    images = got["images"]
+    assert 0 < len(images) <= 400 and got["drawn"] == len(images), (len(images), got["drawn"])
+    assert all(im["source"].startswith("data:image/jpeg;base64,") for im in images)
+    assert {im["at"] for im in images} <= set(got["items"])  # each picture sits on an item's point
+    shot(page, screenshot_dir, "map_pictures")
+
+    by_key(page, "drag_mode").get_by_text("lasso", exact=True).click()
+    wait_for_app(page)
+    gd.wait_for()
+    area = chart.locator(".nsewdrag").first.bounding_box()
+    x0, y0 = area["x"] + area["width"] * 0.25, area["y"] + area["height"] * 0.25
+    x1, y1 = area["x"] + area["width"] * 0.75, area["y"] + area["height"] * 0.75
+    corners = [(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)]
+    page.mouse.move(*corners[0])
+    page.mouse.down()
+    for (ax, ay), (bx, by) in zip(corners, corners[1:]):
+        for k in range(1, 9):
+            page.mouse.move(ax + (bx - ax) * k / 8, ay + (by - ay) * k / 8)
+    page.mouse.up()
+    wait_for_app(page)
+    assert_no_errors(page, "/subspaces after a lasso with pictures on")
+    assert gd.evaluate("g => (g._fullLayout.images || []).length") == len(images)  # pictures stay
+    tags = by_key(page, "picked_points").locator("[data-tag]").evaluate_all(
+        "els => els.map(e => e.getAttribute('aria-label'))")
+    picked = [int(t.split(" ")[0]) for t in tags]
+    assert picked, "the lasso picked nothing"
+    # expected counts from the map's own hover texts: an item's concepts are in its embedding's text
+    texts = {int(k): _strip_tags(v) for k, v in got["texts"].items()}
+    concepts_of = {}
+    for v in texts.values():
+        m = re.match(r"item #(\d+) · ([^·]+)", v)
+        if m:
+            concepts_of[int(m.group(1))] = [] if m.group(2).strip() == "no concept" else [
+                c.strip() for c in m.group(2).split(",")]
+    rows = {int(m.group(1)) for p in picked if (m := re.search(r"item #(\d+)", texts[p]))}
+    counts = {}
+    for r in rows:
+        for c in concepts_of[r]:
+            counts[c] = counts.get(c, 0) + 1
+    summary = by_key(page, "pick_summary")
+    summary.wait_for()
+    text = summary.inner_text()
+    assert f"Concepts of the {len(rows)} picked items" in text, text
+    lines = {ln.strip() for ln in text.splitlines()}
+    for c, h in counts.items():
+        assert f"{h} / {len(rows)} have {c}" in lines, (c, h, text)
+    shown = [ln for ln in text.splitlines() if " have " in ln]
+    numbers = [int(ln.split(" / ")[0]) for ln in shown]
+    assert numbers == sorted(numbers, reverse=True)  # most frequent first
+    shot(page, screenshot_dir, "map_pictures_lasso")
