@@ -116,3 +116,26 @@ def test_health_table_counts_histogram_and_csv(ws, media):
     assert (csv["split"] == "train").all() and (csv["method"] == at.session_state["method"]).all()
     np.testing.assert_allclose(csv["frequency"], expected["frequency"])
     assert csv["flags"].tolist() == [";".join(f) for f in expected["flags"]]
+
+
+def test_a_rerun_builds_no_heatmap_again(ws, monkeypatch):
+    """The two heatmap figures are built once per dictionary and codes (st.cache_resource), not on every rerun
+    (building them was most of the page's CPU per rerun, docs/performance.md)."""
+    import plotly.graph_objects as go
+
+    made = []
+    real = go.Heatmap
+
+    def counting(*a, **kw):
+        made.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(go, "Heatmap", counting)
+    at = AppTest.from_file(PAGE, default_timeout=180).run()
+    assert not at.exception
+    first = len(made)
+    spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    at.run()
+    assert not at.exception
+    assert first <= 2 and len(made) == first  # none built again
+    assert [json.loads(c.proto.spec) for c in at.get("plotly_chart")] == spec  # the same figures drawn
