@@ -7,7 +7,8 @@ decoding, no hashing into the media file manager and no HTTP request of its own 
 image in the page message; measured in benchmarks/bench_load.py and README, "A classroom server").
 The store is one st.cache_resource object per workspace, asked for once per grid (a cached call
 costs ~0.3 ms, too much to pay per image), and bounded: least recently used thumbnails beyond
-THUMB_BYTES go.
+THUMB_BYTES go. Retrieve's galleries are each drawn as one HTML element (:func:`image_gallery`) instead of an
+st.image and a column per picture: what the browser builds again on every query pick.
 """
 from __future__ import annotations
 

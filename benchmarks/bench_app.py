@@ -20,9 +20,10 @@ that no first visit on a built world waits over 3 s.
 ``--browser``: the same clicks a presenter makes, in a real browser (``streamlit run`` on loopback, one
 headless Chromium through Playwright, ``$SLICS_CHROMIUM`` or /usr/bin/chromium): the first visits of
 Retrieve and Atoms in a new server process, picking other queries on Retrieve (the strip's "Use" buttons
-and a gallery's "Query this image" pills) and the query edits. Per interaction: wall from the click until
-the script has finished and every image on the page is decoded (timestamps taken in the page), server CPU
-(user + system of the streamlit process), and the bytes the server sent over the websocket.
+and a gallery's "Query this image" pills) and the query edits. Per interaction (medians): wall from the click
+until the script has finished and every image on the page is decoded (timestamps taken in the page), server CPU
+(user + system of the streamlit process), browser CPU (Chromium's processes: building and drawing the page) and
+the bytes the server sent over the websocket. On a loaded machine the two CPU columns are the robust ones.
 
     python -m benchmarks.bench_app --browser [--scale 1.0] [--keep-cache DIR] [--rounds 5]
 """
