@@ -145,11 +145,11 @@ def page_visits(ws_name=None, query=None):
 # ---------------------------------------------------------------------- in a real browser
 _WATCH_JS = """() => {
   // timestamps (performance.now) of the script state's changes and of every image's load, kept in the page
-  const app = document.querySelector('[data-testid="stApp"]');
+  // (the whole document is watched: Streamlit may replace the element that carries the state)
   window.__slics = {states: [], loads: []};
   const attr = 'data-test-script-state', now = () => performance.now();
-  new MutationObserver(() => window.__slics.states.push([now(), app.getAttribute(attr)]))
-    .observe(app, {attributes: true, attributeFilter: [attr]});
+  new MutationObserver(ms => ms.forEach(m => window.__slics.states.push([now(), m.target.getAttribute(attr)])))
+    .observe(document.body, {attributes: true, attributeFilter: [attr], subtree: true});
   document.addEventListener('load', e => { if (e.target.tagName === 'IMG') window.__slics.loads.push(now()); }, true);
 }"""
 _SNAPSHOT_JS = """() => ({now: performance.now(), states: window.__slics.states, loads: window.__slics.loads,
