@@ -7,11 +7,13 @@ decoding, no hashing into the media file manager and no HTTP request of its own 
 image in the page message; measured in benchmarks/bench_load.py and README, "A classroom server").
 The store is one st.cache_resource object per workspace, asked for once per grid (a cached call
 costs ~0.3 ms, too much to pay per image), and bounded: least recently used thumbnails beyond
-THUMB_BYTES go.
+THUMB_BYTES go. Retrieve's galleries are each drawn as one HTML element (:func:`image_gallery`) instead of an
+st.image and a column per picture: what the browser builds again on every query pick.
 """
 from __future__ import annotations
 
 import base64
+import html
 import io
 import threading
 from collections import OrderedDict
@@ -25,6 +27,9 @@ from app_pages._workspace import ws_id
 
 THUMB_BYTES = 64 * 2**20
 JPEG_URL = "data:image/jpeg;base64,"
+#: JPEG quality of thumbnails: 90 is a third of quality 100's bytes (3.6 against 9.7 kB for a 96-px emoji scene),
+#: which Retrieve sends ~130 of per query pick (docs/performance.md, "Clicks a presenter does not wait for").
+THUMB_QUALITY = 90
 
 
 def _encoded(im, fmt: str, **options) -> bytes:
@@ -56,8 +61,7 @@ class _Shared:
         im = self.ws.thumbnail(key[0], key[1])
         if border is not None:
             im = ImageOps.expand(im, border=4, fill=border)
-        # the bytes st.image would make of an RGB PIL image
-        url = jpeg_url(_encoded(im.convert("RGB"), "JPEG", quality=100))
+        url = jpeg_url(_encoded(im.convert("RGB"), "JPEG", quality=THUMB_QUALITY))
         with self.lock:
             if key not in self.thumbs:
                 self.thumbs[key] = url
@@ -135,9 +139,48 @@ def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, border
                 show_image(store.thumbnail(rows[k], size, border), caption=None if captions is None else captions[k],
                            width="stretch")
     if pick_key is not None:
-        # (they wrap onto more lines instead of scrolling sideways: PILLS_WRAP, drawn once per run by app.py)
-        st.pills("Query this image (by its number: #1 top left, then left to right)", list(range(len(rows))),
-                 format_func=lambda i: f"#{i + 1}", key=pick_key, on_change=_pick_from_grid, args=(pick_key, rows))
+        _pick_pills(pick_key, rows)
+
+
+def _pick_pills(pick_key: str, rows: list) -> None:
+    """The "Query this image" pills under a grid (see :func:`image_grid`)."""
+    # (they wrap onto more lines instead of scrolling sideways: PILLS_WRAP, drawn once per run by app.py)
+    st.pills("Query this image (by its number: #1 top left, then left to right)", list(range(len(rows))),
+             format_func=lambda i: f"#{i + 1}", key=pick_key, on_change=_pick_from_grid, args=(pick_key, rows))
+
+
+def gallery_html(urls, captions=None, n_cols: int = 5, borders=None) -> str:
+    """One HTML block of a gallery: ``n_cols`` equal columns of images (``data:`` URLs), each with its
+    caption (plain text, escaped) and an optional 4-px border colour."""
+    cells = []
+    for k, url in enumerate(urls):
+        border = None if borders is None else borders[k]
+        frame = f"border:4px solid {html.escape(border, quote=True)};" if border else ""
+        cap = "" if captions is None else html.escape(str(captions[k]))
+        cells.append(f'<figure style="margin:0"><img src="{html.escape(url, quote=True)}" alt="{cap}" '
+                     f'style="width:100%;display:block;box-sizing:border-box;{frame}">'
+                     f'<figcaption style="font-size:0.8rem;opacity:0.7;text-align:center">{cap}</figcaption></figure>')
+    return (f'<div class="slics-gallery" style="display:grid;grid-template-columns:repeat({int(n_cols)},minmax(0,1fr));'
+            f'gap:0.75rem 1rem">{"".join(cells)}</div>')
+
+
+def image_gallery(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None,
+                  pick_key: str | None = None):
+    """:func:`image_grid` drawn as ONE element (``st.html``): the same thumbnails, captions, borders and pills.
+
+    A grid of ``st.image`` calls is an element per image and a column block per cell, each a React component the
+    browser builds again on every run and a caption it parses as Markdown; a query pick on Retrieve redrew ~130 of
+    them. One HTML block per gallery is one element (docs/performance.md). Borders are CSS, so a row's thumbnail
+    is the same bytes in every gallery and relevance colour.
+    """
+    rows = [int(r) for r in rows]
+    if not rows:
+        st.caption("No images.")
+        return
+    store = shared(ws)
+    st.html(gallery_html([store.thumbnail(r, size) for r in rows], captions, n_cols, borders))
+    if pick_key is not None:
+        _pick_pills(pick_key, rows)
 
 
 def pool_grid(ws, positions, captions=None, n_cols: int = 6, size: int = 112) -> None:

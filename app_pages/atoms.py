@@ -105,7 +105,11 @@ names = ws.concept_names
 atom_label = dict(enumerate(atom_labels(model.groups_, names)))
 
 
-def heatmap(Z, title, zmin, zmax, colorscale, key):
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _heatmap_figure(ids: tuple, title, zmin, zmax, colorscale, _Z, _order, _lay, _names):
+    """The figure of one matrix, built once per (workspace, dictionary, codes, matrix) and process: building it
+    took ~0.7 s of CPU per heatmap and run (docs/performance.md); st.plotly_chart only reads it."""
+    Z, order, lay, names, M = _Z, _order, _lay, _names, _Z.shape[0]
     Zo = Z[np.ix_(order, order)]
     fig = go.Figure(go.Heatmap(z=Zo.astype(np.float32), zmin=zmin, zmax=zmax, colorscale=colorscale,
                                x=np.arange(M), y=np.arange(M), hoverinfo="skip"))
@@ -119,9 +123,11 @@ def heatmap(Z, title, zmin, zmax, colorscale, key):
                                              "<br>%{customdata[2]:.3f}<extra></extra>", showlegend=False,
                                selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0))))
     line = dict(color="black", width=1)
-    for b in lay["boundaries"]:  # group boundaries, in data coordinates so they stop at the matrix edge
-        fig.add_shape(type="line", x0=-0.5, x1=M - 0.5, y0=b, y1=b, line=line)
-        fig.add_shape(type="line", x0=b, x1=b, y0=-0.5, y1=M - 0.5, line=line)
+    shapes = []  # group boundaries, in data coordinates so they stop at the matrix edge (set at once: add_shape
+    for b in lay["boundaries"]:  # one at a time validates every shape again, quadratic in their number)
+        shapes += [dict(type="line", x0=-0.5, x1=M - 0.5, y0=b, y1=b, line=line),
+                   dict(type="line", x0=b, x1=b, y0=-0.5, y1=M - 0.5, line=line)]
+    fig.update_layout(shapes=shapes)
     ticks = dict(tickmode="array", tickvals=lay["centres"], ticktext=[names[c] for c in lay["concepts"]],
                  showgrid=False, zeroline=False, constrain="domain", tickfont=dict(size=16))
     # one matrix per row of the page, square and large enough to read on a projector
@@ -129,6 +135,12 @@ def heatmap(Z, title, zmin, zmax, colorscale, key):
                       margin=dict(l=10, r=10, t=50, b=10), clickmode="event+select", hovermode="closest",
                       xaxis=dict(**ticks, tickangle=-45, range=[-0.5, M - 0.5]),
                       yaxis=dict(**ticks, range=[M - 0.5, -0.5], scaleanchor="x"), font=dict(size=15))
+    return fig
+
+
+def heatmap(Z, title, zmin, zmax, colorscale, key):
+    ids = (ws_id(ws), method, d0, mats["n_nonzero"], code_split, key)
+    fig = _heatmap_figure(ids, title, zmin, zmax, colorscale, Z, order, lay, names)
     return st.plotly_chart(fig, on_select="rerun", selection_mode=("points",), key=key, width="stretch")
 
 

@@ -13,7 +13,7 @@ import streamlit as st
 
 from app_pages import _pages, _safe
 from app_pages import _state as state
-from app_pages._images import image_grid
+from app_pages._images import image_gallery
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import (
     component_picker,
@@ -72,7 +72,7 @@ def _draw_gallery(ws, g, n_cols, pick_key, word="gen"):
         colour, text = _mark(g.relevant_general, g.relevant_sub, r, word)
         borders.append(colour)
         caps.append(f"#{r + 1} · {g.scores[r]:.2f}" + (f" · {text}" if text else ""))
-    image_grid(ws, g.rows, captions=caps, n_cols=n_cols, size=96, borders=borders, pick_key=pick_key)
+    image_gallery(ws, g.rows, captions=caps, n_cols=n_cols, size=96, borders=borders, pick_key=pick_key)
 
 
 def _pct(v):
@@ -187,38 +187,50 @@ def _copy_boost():
     state.put("boost", None if v == NO_EDIT else state.boost_value(v, st.session_state["boost_lambda"]))
 
 
-st.divider()
-st.subheader("Without a concept, or more of it")
-st.caption("SLiCS is additive, so both edits are exact. *Without j* ranks the pool by x − vⱼ, vⱼ the full "
-           "component of j in the joint decomposition over the query's concepts (" + _safe.text(rule) + "); "
-           "*more of j* ranks it by x + λṽⱼ, ṽⱼ the partial component. Each edited gallery says what fraction of "
-           "its images lacks (or has) the concept, beside the unfiltered gallery judged the same way.")
-asked = {edit: (name, lam) for edit, name, lam in state.edits(names)}
-st.session_state["rm_concept"] = asked["remove"][0] if "remove" in asked else NO_EDIT
-st.session_state["boost_concept"] = asked["boost"][0] if "boost" in asked else NO_EDIT
-st.session_state["boost_lambda"] = asked["boost"][1] if "boost" in asked else 1.0
-e1, e2, e3 = st.columns(3)
-e1.selectbox("Without concept", [NO_EDIT, *names], key="rm_concept", on_change=_copy_rm, format_func=_safe.plain)
-e2.selectbox("More of concept", [NO_EDIT, *names], key="boost_concept", on_change=_copy_boost,
-             format_func=_safe.plain)
-e3.slider("λ (more of)", *BOOST_RANGE, step=0.1, key="boost_lambda", on_change=_copy_boost,
-          disabled="boost" not in asked)
-active = [names.index(n) for n in preselect if n in names]
-index = qindex if quantized else pool_index(ws)
-for edit, name, lam in state.edits(names):
-    eq = edited_gallery(model, q.x, ws.X, ws.index["pool"], names.index(name), k, edit=edit, strength=lam,
-                        active=active, Y=ws.Y, index=index)
-    shown = _safe.text(name)
-    st.markdown(f"**Without {shown}** (x − vⱼ)" if edit == "remove" else f"**More of {shown}** (x + {lam:g}·ṽⱼ)")
-    a, b = st.columns(2)
-    with a:
-        st.markdown(edit_line(eq.criterion, shown, k, eq.gallery.precision_general))
-        if eq.gallery.note and len(eq.gallery.rows):
-            st.caption(_safe.text(eq.gallery.note) + ".")
-        _draw_gallery(ws, eq.gallery, n_cols, pick_key=f"pick_{edit}", word=eq.criterion)
-    with b:
-        st.markdown("Unfiltered · " + edit_line(eq.criterion, shown, k, eq.unfiltered.precision_general))
-        _draw_gallery(ws, eq.unfiltered, n_cols, pick_key=f"pick_uf_{edit}", word=eq.criterion)
+@st.fragment
+def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols, index):
+    """The "without j" / "more of j" section: its own fragment, so that choosing an edit reruns this section only
+    (the query's galleries above are neither recomputed nor sent again); the URL is written here too, since a
+    fragment's rerun does not reach app.py's final write. ``query_was``: the query state of the page's run; an
+    image of these galleries made the query (its pills) reruns the whole page."""
+    if st.session_state.get("query") != query_was:
+        st.rerun()
+    st.divider()
+    st.subheader("Without a concept, or more of it")
+    st.caption("SLiCS is additive, so both edits are exact. *Without j* ranks the pool by x − vⱼ, vⱼ the full "
+               "component of j in the joint decomposition over the query's concepts (" + _safe.text(rule) + "); "
+               "*more of j* ranks it by x + λṽⱼ, ṽⱼ the partial component. Each edited gallery says what fraction of "
+               "its images lacks (or has) the concept, beside the unfiltered gallery judged the same way.")
+    asked = {edit: (name, lam) for edit, name, lam in state.edits(names)}
+    st.session_state["rm_concept"] = asked["remove"][0] if "remove" in asked else NO_EDIT
+    st.session_state["boost_concept"] = asked["boost"][0] if "boost" in asked else NO_EDIT
+    st.session_state["boost_lambda"] = asked["boost"][1] if "boost" in asked else 1.0
+    e1, e2, e3 = st.columns(3)
+    e1.selectbox("Without concept", [NO_EDIT, *names], key="rm_concept", on_change=_copy_rm, format_func=_safe.plain)
+    e2.selectbox("More of concept", [NO_EDIT, *names], key="boost_concept", on_change=_copy_boost,
+                 format_func=_safe.plain)
+    e3.slider("λ (more of)", *BOOST_RANGE, step=0.1, key="boost_lambda", on_change=_copy_boost,
+              disabled="boost" not in asked)
+    active = [names.index(n) for n in preselect if n in names]
+    for edit, name, lam in state.edits(names):
+        eq = edited_gallery(model, q.x, ws.X, ws.index["pool"], names.index(name), k, edit=edit, strength=lam,
+                            active=active, Y=ws.Y, index=index)
+        shown = _safe.text(name)
+        st.markdown(f"**Without {shown}** (x − vⱼ)" if edit == "remove" else f"**More of {shown}** (x + {lam:g}·ṽⱼ)")
+        a, b = st.columns(2)
+        with a:
+            st.markdown(edit_line(eq.criterion, shown, k, eq.gallery.precision_general))
+            if eq.gallery.note and len(eq.gallery.rows):
+                st.caption(_safe.text(eq.gallery.note) + ".")
+            _draw_gallery(ws, eq.gallery, n_cols, pick_key=f"pick_{edit}", word=eq.criterion)
+        with b:
+            st.markdown("Unfiltered · " + edit_line(eq.criterion, shown, k, eq.unfiltered.precision_general))
+            _draw_gallery(ws, eq.unfiltered, n_cols, pick_key=f"pick_uf_{edit}", word=eq.criterion)
+    state.sync_url()
+
+
+_edited_galleries(ws, model, q, st.session_state.get("query"), names, preselect, rule, k, n_cols,
+                  qindex if quantized else pool_index(ws))
 
 df = galleries_table(pairs, ws.ids, names)
 with st.expander("Table of the galleries"):

@@ -16,6 +16,16 @@ the next start is ready in a few seconds. This times, on this machine:
 
 ``--pages``: every page's first and warm visit in a new process (server wall and CPU), the issue-24 check
 that no first visit on a built world waits over 3 s.
+
+``--browser``: the same clicks a presenter makes, in a real browser (``streamlit run`` on loopback, one
+headless Chromium through Playwright, ``$SLICS_CHROMIUM`` or /usr/bin/chromium): the first visits of
+Retrieve and Atoms in a new server process, picking other queries on Retrieve (the strip's "Use" buttons
+and a gallery's "Query this image" pills) and the query edits. Per interaction (medians): wall from the click
+until the script has finished and every image on the page is decoded (timestamps taken in the page), server CPU
+(user + system of the streamlit process), browser CPU (Chromium's processes: building and drawing the page) and
+the bytes the server sent over the websocket. On a loaded machine the two CPU columns are the robust ones.
+
+    python -m benchmarks.bench_app --browser [--scale 1.0] [--keep-cache DIR] [--rounds 5]
 """
 import argparse
 import os
@@ -132,6 +142,137 @@ def page_visits(ws_name=None, query=None):
     return rows
 
 
+# ---------------------------------------------------------------------- in a real browser
+_WATCH_JS = """() => {
+  // timestamps (performance.now) of the script state's changes and of every image's load, kept in the page
+  // (the whole document is watched: Streamlit may replace the element that carries the state)
+  window.__slics = {states: [], loads: []};
+  const attr = 'data-test-script-state', now = () => performance.now();
+  new MutationObserver(ms => ms.forEach(m => window.__slics.states.push([now(), m.target.getAttribute(attr)])))
+    .observe(document.body, {attributes: true, attributeFilter: [attr], subtree: true});
+  document.addEventListener('load', e => { if (e.target.tagName === 'IMG') window.__slics.loads.push(now()); }, true);
+}"""
+_SNAPSHOT_JS = """() => ({now: performance.now(), states: window.__slics.states, loads: window.__slics.loads,
+  state: document.querySelector('[data-testid="stApp"]').getAttribute('data-test-script-state'),
+  pending: [...document.querySelectorAll('[data-testid="stMain"] img')].filter(i => !i.complete).length,
+  images: document.querySelectorAll('[data-testid="stMain"] img').length})"""
+
+
+async def _timed(page, act, ready=None, timeout_s=120.0, quiet_s=0.6):
+    """Wall seconds from ``act()`` until the page is done: the script ran and stopped (its state is
+    ``notRunning`` and stays so for ``quiet_s``), every image in the main area is decoded, and ``ready()``
+    holds. The end is the last state change or image load seen in the page, not when the poll noticed it."""
+    await page.evaluate("() => { window.__slics.states = []; window.__slics.loads = []; }")
+    t0 = await page.evaluate("() => performance.now()")
+    await act()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        await page.wait_for_timeout(50)
+        snap = await page.evaluate(_SNAPSHOT_JS)
+        ran = any(st_ == "running" for _, st_ in snap["states"])
+        last = max([t for t, _ in snap["states"]] + snap["loads"] + [t0])
+        if (snap["state"] == "notRunning" and snap["pending"] == 0 and (ran or snap["now"] - t0 > 3000)
+                and snap["now"] - last >= quiet_s * 1000 and (ready is None or await ready())):
+            return (last - t0) / 1000, snap["images"]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not done after {timeout_s:.0f} s at {page.url} (state {snap['state']})")
+
+
+def _browser_cpu() -> float:
+    """CPU seconds (user + system) of the Chromium processes this process started (through Playwright)."""
+    import contextlib
+
+    import psutil
+
+    total = 0.0
+    for c in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "chrom" in c.name().lower():
+                t = c.cpu_times()
+                total += t.user + t.system
+    return total
+
+
+async def _browser_tour(base, proc, rounds):
+    from playwright.async_api import async_playwright
+
+    from benchmarks.bench_load import CHROMIUM_ARGS, browser_path, server_cpu
+
+    rows, sent = [], [0]
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=browser_path(), args=CHROMIUM_ARGS)
+        page = await (await browser.new_context(viewport={"width": 1400, "height": 1000})).new_page()
+        page.on("websocket", lambda ws: ws.on("framereceived",
+                                              lambda f: sent.__setitem__(0, sent[0] + len(f if isinstance(f, bytes)
+                                                                                          else f.encode()))))
+        main = page.locator('[data-testid="stMain"]')
+
+        async def step(name, act, ready=None):
+            c, b, bc = server_cpu(proc), sent[0], _browser_cpu()
+            wall, n_img = await _timed(page, act, ready)
+            rows.append((name, wall, server_cpu(proc) - c, (sent[0] - b) / 1e6, n_img, _browser_cpu() - bc))
+
+        async def nav(path):
+            await page.locator(f'[data-testid="stSidebarNav"] a[href$="/{path}"]').first.click()
+
+        async def galleries():
+            return await page.get_by_text("Unfiltered (whole query)").count() > 0
+
+        await page.goto(base)
+        await page.locator('[data-testid="stApp"]').wait_for()
+        await page.evaluate(_WATCH_JS)
+        await _timed(page, lambda: page.wait_for_timeout(0))
+        await step("Retrieve: first visit", lambda: nav("retrieve"), galleries)
+        await step("Atoms: first visit", lambda: nav("atoms"))
+        await step("Retrieve: warm visit", lambda: nav("retrieve"), galleries)
+        # (":visible": Streamlit draws a hidden copy of each button that has a help tooltip)
+        strip = main.locator('[data-testid="stButton"] button:visible')
+        for i in range(rounds):
+            await step("Retrieve: pick a query (strip)", lambda i=i: strip.nth(1 + i % 5).click(), galleries)
+        pills = main.locator('[class*="st-key-pick_"] button')
+        for i in range(rounds):
+            await step("Retrieve: pick a gallery image", lambda i=i: pills.nth(2 + i).click(), galleries)
+        for label, value in (("Without concept", 1), ("More of concept", 2)):
+            box = main.locator(f'[data-testid="stSelectbox"]:has-text("{label}") [role="combobox"]').first
+
+            async def choose(box=box, value=value):
+                await box.click()
+                await page.locator('[role="option"]').nth(value).click()
+
+            await step(f"Retrieve: {label.lower()}", choose, galleries)
+        await step("Atoms: warm visit", lambda: nav("atoms"))
+        errors = await page.locator('[data-testid="stException"]').count()
+        await browser.close()
+    return rows, errors
+
+
+def browser_interactions(scale, cache, rounds=5):
+    """Wall (click to drawn), server CPU and bytes sent of a presenter's clicks in a real browser."""
+    import asyncio
+    import statistics
+    from pathlib import Path
+
+    from benchmarks.bench_load import streamlit_server, warm_emoji_env
+
+    env = warm_emoji_env(scale, cache)
+    log = Path(tempfile.mkdtemp(prefix="slics-bench-app-")) / "streamlit.log"
+    with streamlit_server(env, log) as (base, proc):
+        rows, errors = asyncio.run(_browser_tour(base, proc, rounds))
+    print(f"in a real browser, emoji world scale {scale}, new server process ({os.cpu_count()} CPUs, load "
+          f"{os.getloadavg()[0]:.1f}){'; ERRORS SHOWN: ' + str(errors) if errors else ''}:")
+    names = list(dict.fromkeys(r[0] for r in rows))
+    width = max(map(len, names))
+    for name in names:
+        mine = [r for r in rows if r[0] == name]
+        med = [statistics.median(r[i] for r in mine) for i in (1, 2, 3, 5)]
+        walls = [r[1] for r in mine]
+        spread = f" (of {len(mine)}: {min(walls):.2f}-{max(walls):.2f} s)" if len(mine) > 1 else ""
+        print(f"  {name:<{width}}  wall {med[0]:6.2f} s  server CPU {med[1]:5.2f} s  browser CPU {med[3]:5.2f} s  "
+              f"sent {med[2]:5.2f} MB  "
+              f"images {mine[-1][4]}{spread}")
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0, help="SLICS_EMOJI_SCALE (1 = the app's default sizes)")
@@ -143,7 +284,13 @@ def main():
                          "(--keep-cache, built there if empty) or on the dataset workspace --ws")
     ap.add_argument("--ws", default=None, help="with --pages: a dataset workspace name under $SLICS_WORKSPACES")
     ap.add_argument("--query", type=int, default=None, help="with --pages: the query row (?q=)")
+    ap.add_argument("--browser", action="store_true",
+                    help="only a presenter's clicks in a real browser (wall, server CPU, bytes sent; Playwright)")
+    ap.add_argument("--rounds", type=int, default=5, help="with --browser: clicks of each kind (medians)")
     args = ap.parse_args()
+    if args.browser:
+        browser_interactions(args.scale, args.keep_cache, args.rounds)
+        return
     os.environ["SLICS_EMOJI_SCALE"] = str(args.scale)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.pages:

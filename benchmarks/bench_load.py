@@ -137,7 +137,8 @@ async def settled(page, timeout_s: float, settle_s: float = 0.5) -> None:
 
 
 async def n_images(page) -> int:
-    return await page.locator('[data-testid="stMain"] [data-testid="stImage"] img').evaluate_all(
+    # (st.image pictures and gallery pictures: one HTML element per gallery, app_pages/_images.image_gallery)
+    return await page.locator('[data-testid="stMain"] :is([data-testid="stImage"], .slics-gallery) img').evaluate_all(
         "els => els.filter(e => e.complete && e.naturalWidth > 0).length")
 
 

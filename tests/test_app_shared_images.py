@@ -27,13 +27,23 @@ def test_jpeg_url_carries_the_bytes_and_st_image_passes_it_through():
     assert back.format == "JPEG" and back.size == (5, 3)
 
 
-def test_thumbnail_bytes_are_what_st_image_would_send(ws):
+def _pil_jpeg(im, quality: int) -> bytes:
+    buf = io.BytesIO()
+    im.convert("RGB").save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def test_thumbnail_bytes_are_jpeg_at_quality_90(ws):
     store = _Shared(ws)
+    sent = full = 0
     for r in (0, 7, len(ws) - 1):
-        # Streamlit's own encoder of a PIL image (what st.image did with ws.thumbnail before)
-        assert _jpeg_of(store.thumbnail(r, 96)) == _pil_to_bytes(ws.thumbnail(r, 96), "JPEG")
+        assert _jpeg_of(store.thumbnail(r, 96)) == _pil_jpeg(ws.thumbnail(r, 96), 90)
         framed = ImageOps.expand(ws.thumbnail(r, 96), border=4, fill="#2e9d4f")
-        assert _jpeg_of(store.thumbnail(r, 96, "#2e9d4f")) == _pil_to_bytes(framed, "JPEG")
+        assert _jpeg_of(store.thumbnail(r, 96, "#2e9d4f")) == _pil_jpeg(framed, 90)
+        sent += len(_jpeg_of(store.thumbnail(r, 96)))
+        # what st.image's own encoder makes of the PIL image (quality 100; what the store sent before)
+        full += len(_pil_to_bytes(ws.thumbnail(r, 96), "JPEG"))
+    assert sent < 0.6 * full  # the bytes a page sends per thumbnail
     assert store.thumbnail(0, 96) != store.thumbnail(1, 96)
     assert store.thumbnail(0, 96) != store.thumbnail(0, 160)
 
@@ -60,3 +70,13 @@ def test_labels_name_concepts_then_sub_labels(ws):
     assert store.label(r) == ", ".join(concepts) + " — " + ", ".join(subs)
     assert store.label(r) is store.label(r)
 
+
+
+def test_gallery_html_escapes_captions_and_lays_out_columns():
+    from app_pages._images import gallery_html
+
+    body = gallery_html(["data:image/jpeg;base64,AAAA", "data:image/jpeg;base64,BBBB"],
+                        captions=['#1 · <b onmouseover="x">cat</b>', "#2"], n_cols=3, borders=["#2e9d4f", None])
+    assert "<b " not in body and "&lt;b onmouseover=&quot;x&quot;&gt;cat&lt;/b&gt;" in body
+    assert body.count("<img ") == 2 and 'src="data:image/jpeg;base64,AAAA"' in body
+    assert "repeat(3," in body and body.count("border:4px solid #2e9d4f") == 1

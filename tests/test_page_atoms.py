@@ -160,3 +160,26 @@ def test_label_profile_tab_bars_table_and_csv(ws, media):
     assert not at.exception
     table = next(d.value for d in at.dataframe if "P(concept | label)" in d.value.columns)
     assert table["P(concept | label)"].iloc[3] == 1.0
+
+
+def test_a_rerun_builds_no_heatmap_again(ws, monkeypatch):
+    """The two heatmap figures are built once per dictionary and codes (st.cache_resource), not on every rerun
+    (building them was most of the page's CPU per rerun, docs/performance.md)."""
+    import plotly.graph_objects as go
+
+    made = []
+    real = go.Heatmap
+
+    def counting(*a, **kw):
+        made.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(go, "Heatmap", counting)
+    at = AppTest.from_file(PAGE, default_timeout=180).run()
+    assert not at.exception
+    first = len(made)
+    spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    at.run()
+    assert not at.exception
+    assert first <= 2 and len(made) == first  # none built again
+    assert [json.loads(c.proto.spec) for c in at.get("plotly_chart")] == spec  # the same figures drawn

@@ -212,3 +212,53 @@ def test_bad_edit_links_are_ignored_with_a_note(ws, multi_row):
     assert at.selectbox(key="rm_concept").value == "—" and at.selectbox(key="boost_concept").value == "—"
     assert not [m for m in _lines(at) if m.startswith(("lacks ", "has "))]
     assert len(_table(at)) > 0  # the rest of the page is there
+
+
+def _gallery_srcs(at) -> list:
+    """The image ``src`` of every gallery drawn as one HTML element (app_pages/_images.image_gallery), in page order."""
+    import re
+
+    return [re.findall(r'<img src="([^"]+)"', h.proto.body) for h in at.get("html") if "slics-gallery" in h.proto.body]
+
+
+def test_query_pick_updates_galleries_and_url(ws, multi_row):
+    from app_pages._images import _Shared
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)  # the frame writes the URL
+    at.query_params["q"] = str(multi_row)
+    at.switch_page("app_pages/retrieve.py")
+    _run(at)
+    before = _gallery_srcs(at)
+    other = next(int(r) for r in ws.index["query"] if r != multi_row and np.count_nonzero(ws.Y[r]) >= 1)
+    at.selectbox(key="query_pick").set_value(other)
+    _run(at)
+    assert at.query_params["q"] == str(other)
+    labels = ws.labels_of(other)["concepts"]
+    assert at.multiselect(key="concepts").value == labels
+    k = at.slider(key="k").value
+    model = ws.model(at.selectbox(key="method").value, at.select_slider(key="d0").value)
+    j = ws.concept_names.index(labels[0])
+    (cg, uf), = concept_galleries(components_of_row(model, ws.X[other]), ws.X[other], ws.X, ws.index["pool"], [j],
+                                  k, Y=ws.Y)
+    store = _Shared(ws)  # a store of its own: the same encoding, made again
+    shown = _gallery_srcs(at)
+    assert shown[0] == [store.thumbnail(r, 96) for r in cg.rows]
+    assert shown[1] == [store.thumbnail(r, 96) for r in uf.rows]
+    assert shown != before
+
+
+def test_galleries_are_one_element_each(ws, multi_row):
+    """A gallery is one HTML element, not an st.image (and a column) per picture: the page's st.image elements are
+    the query strip and the query, whatever k (they were 2·k per picked concept more: the browser built ~130 of
+    them again on every query pick)."""
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    counts = {}
+    for k in (5, 20):
+        at.query_params["k"] = str(k)
+        _run(at)
+        at.slider(key="k").set_value(k)
+        _run(at)
+        counts[k] = len(at.get("image"))
+        assert [len(s) for s in _gallery_srcs(at)] == [k] * (2 * len(ws.labels_of(multi_row)["concepts"]))
+    assert counts[5] == counts[20] <= 7

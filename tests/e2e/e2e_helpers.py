@@ -72,8 +72,9 @@ def shot(page, screenshot_dir: Path, name: str) -> Path:
 
 
 def loaded_images(scope) -> list:
-    """``src`` of every ``st.image`` under ``scope`` whose picture has been decoded by the browser."""
-    return scope.locator('[data-testid="stImage"] img').evaluate_all(
+    """``src`` of every ``st.image`` and gallery picture (one HTML element per gallery,
+    app_pages/_images.image_gallery) under ``scope`` whose picture has been decoded by the browser."""
+    return scope.locator('[data-testid="stImage"] img, .slics-gallery img').evaluate_all(
         "els => els.filter(e => e.complete && e.naturalWidth > 0).map(e => e.getAttribute('src'))"
     )
 
