@@ -181,6 +181,7 @@ def build_ondisk_index(shards, folder, *, dim=None, n_list=None, pq_m=None, trai
     index.cp.seed = int(random_state)
     index.cp.max_points_per_centroid = max(64, -(-train_rows // n_list))
     index.pq.cp.seed = int(random_state)
+    index.pq.cp.niter = 10
     index.train(train)
     del train
     trained = faiss.serialize_index(index)
@@ -314,18 +315,14 @@ class OnDiskIndex:
         self.nprobe, self.rerank = int(nprobe), int(rerank)
         self.shards = shards
         self._offsets = None if shards is None else _check_shards(shards)[1]
-        self._ivf = _faiss().extract_index_ivf(index)
 
     def _search(self, Q, k):
-        self._ivf.nprobe = self.nprobe
-        scores, idx = self.index.search(Q, k)
+        faiss = _faiss()  # nprobe goes with each call, not onto the shared index: searches may run in threads
+        scores, idx = self.index.search(Q, k, params=faiss.SearchParametersIVF(nprobe=self.nprobe))
         short = np.flatnonzero((idx < 0).any(axis=1))
         if short.size:  # the scanned lists hold fewer than k rows: scan every list for that query
-            self._ivf.nprobe = self.n_list
-            try:
-                scores[short], idx[short] = self.index.search(Q[short], k)
-            finally:
-                self._ivf.nprobe = self.nprobe
+            every = faiss.SearchParametersIVF(nprobe=self.n_list)
+            scores[short], idx[short] = self.index.search(Q[short], k, params=every)
         return scores, idx
 
     def search(self, queries, k):

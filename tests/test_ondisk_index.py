@@ -206,3 +206,14 @@ def test_build_index_backend_ondisk(tmp_path):
     assert _recall(got[0], exact[0]) >= 0.95
     with pytest.raises(ValueError, match="folder"):
         build_index(X, "ondisk")
+
+
+def test_every_query_gets_k_real_rows_when_its_lists_hold_fewer(tmp_path):
+    rng = np.random.default_rng(2)
+    X = _spread(rng, 3000, 32, n_centres=50)
+    build_ondisk_index([X[:1000], X[1000:]], tmp_path / "ix", n_list=50, pq_m=4)
+    index = open_ondisk_index(tmp_path / "ix", nprobe=1, rerank=0)  # one list of ~60 rows scanned
+    pos, sc = index.search(X[:5], 300)
+    assert (pos >= 0).all() and all(len(set(p)) == 300 for p in pos) and np.isfinite(sc).all()
+    with pytest.raises(ValueError, match="nprobe must be in"):
+        open_ondisk_index(tmp_path / "ix", nprobe=51)
