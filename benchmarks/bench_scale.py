@@ -17,7 +17,8 @@ kept and reused by later runs with the same sizes) from planted concept cones (t
 searched, k = 20; (4) computes the exact top-20 over the same float16 rows, shard by shard.
 
 Printed: build time, peak RSS of this process after the build and after the queries (the exact
-search runs last, in bounded chunks), bytes on disk, server time per query (p50, p95), recall@20
+search runs last, in bounded chunks; the peak is reset before the build and before the queries where
+Linux allows it), bytes on disk, server time per query (p50, p95), recall@20
 over the queries whose 20th and 21st exact neighbours differ by more than 1e-4 (a near-tie makes
 recall meaningless; their share is printed).
 """
@@ -40,7 +41,22 @@ K = 20
 CONCEPTS, PER = 12, 8
 
 
+def _reset_peak_rss():
+    """Start a new peak (Linux: writing 5 to /proc/self/clear_refs resets VmHWM); else the peak stays the process's."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
 def _peak_rss_gib():
+    """Peak resident memory since the last :func:`_reset_peak_rss` (VmHWM), else of the whole process."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20  # kB
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
 
 
@@ -143,6 +159,7 @@ def main():
 
     folder = data / f"index-{a.backend}"
     shutil.rmtree(folder, ignore_errors=True)
+    _reset_peak_rss()
     t, c = time.perf_counter(), time.process_time()
     if a.backend == "faiss":
         index = build_ondisk_index(shards, folder, n_list=a.n_list, pq_m=a.pq_m, rerank=a.rerank)
@@ -163,6 +180,7 @@ def main():
     V = components_of(model, Xq, "partial")  # (q, concepts, d): the query's concept components
     concept = np.argmax(np.linalg.norm(V, axis=2) > 0, axis=1)
     runs = {}
+    _reset_peak_rss()
     for rerank in ([index.rerank, 0] if a.backend == "faiss" and index.rerank else [None]):
         if rerank is not None:
             index.rerank = rerank
