@@ -9,12 +9,14 @@ per concept-filtered query (projection included) <= 100 ms, recall@20 against ex
     python -m benchmarks.bench_scale --shards 4 --rows 250000 --backend lancedb   # LanceDB IVF_PQ
 
 Steps: (1) writes the shards in clip-retrieval's layout (``DATA/img_emb/img_emb_{i}.npy``, float16,
-kept and reused by later runs with the same sizes) from planted concept cones (the rows of
-``bench_retrieval --million``: 12 concepts x 8 atoms plus noise, so no two rows coincide);
+kept and reused by later runs with the same sizes) of rows spread around 2 000 random centres
+(cosine ~0.86 to their centre, so a query's neighbours are graded, not a band of near-ties), the
+first 96 of which are the planted model's atoms (12 concepts x 8);
 (2) builds the index over the memory-mapped shards (``slics_core.ondisk_index``, or a LanceDB table);
-(3) runs held-out queries: each is projected on its concepts with the planted model
-(``slics_core.methods.components_of``, partial mode) and the component of its first concept is
-searched, k = 20; (4) computes the exact top-20 over the same float16 rows, shard by shard.
+(3) runs held-out queries (1-3 concepts, one atom each, plus noise): each is projected on its
+concepts with the planted model (``slics_core.methods.components_of``, partial mode) and the
+component of its first concept is searched, k = 20; (4) computes the exact top-20 over the same
+float16 rows, shard by shard.
 
 Printed: build time, peak RSS of this process after the build and after the queries (the exact
 search runs last, in bounded chunks; the peak is reset before the build and before the queries where
@@ -32,13 +34,32 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_retrieval import _planted, planted_model
+from benchmarks.bench_retrieval import planted_model
 from slics_core.methods import components_of
 from slics_core.ondisk_index import build_ondisk_index
 from slics_core.retrieval import ExactIndex
 
 K = 20
 CONCEPTS, PER = 12, 8
+CENTRES = 2000  # the pool's rows lie around these; the first CONCEPTS * PER are the model's atoms
+NOISE = 0.6
+
+
+def _spread(rng, n, centres):
+    """Rows around random centres with isotropic noise (cosine ~0.86 to their centre): graded neighbours."""
+    d = centres.shape[1]
+    X = centres[rng.integers(len(centres), size=n)]
+    return X + (NOISE / np.sqrt(d)) * rng.standard_normal((n, d), dtype=np.float32)
+
+
+def _queries(rng, n, atoms):
+    """Held-out images made of 1-3 concepts (one planted atom each, weights 0.5-1) plus noise."""
+    d = atoms.shape[1]
+    X = (NOISE / np.sqrt(d)) * rng.standard_normal((n, d), dtype=np.float32)
+    for i in range(n):
+        for j in rng.choice(CONCEPTS, size=rng.integers(1, 4), replace=False):
+            X[i] += rng.uniform(0.5, 1.0) * atoms[j * PER + rng.integers(PER)]
+    return X
 
 
 def _reset_peak_rss():
@@ -64,7 +85,7 @@ def _bytes(folder):
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
 
 
-def write_shards(data, n_shards, rows, dim, atoms, seed=0):
+def write_shards(data, n_shards, rows, dim, centres, seed=0):
     """``data/img_emb/img_emb_{i}.npy`` float16 shards (reused when they already have this shape)."""
     folder = Path(data) / "img_emb"
     folder.mkdir(parents=True, exist_ok=True)
@@ -76,7 +97,7 @@ def write_shards(data, n_shards, rows, dim, atoms, seed=0):
         out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float16, shape=(rows, dim))
         for s in range(0, rows, 100_000):
             m = min(100_000, rows - s)
-            out[s:s + m] = _planted(rng, m, atoms, CONCEPTS, PER)
+            out[s:s + m] = _spread(rng, m, centres)
         out.flush()
         del out
     return [np.load(p, mmap_mode="r") for p in paths]
@@ -148,13 +169,14 @@ def main():
     data = Path(a.data) if a.data else Path(tempfile.mkdtemp(prefix="bench-scale-"))
     n = a.shards * a.rows
     rng = np.random.default_rng(12345)
-    atoms = rng.standard_normal((CONCEPTS * PER, a.dim)).astype(np.float32)
-    atoms /= np.linalg.norm(atoms, axis=1, keepdims=True)
+    centres = rng.standard_normal((CENTRES, a.dim)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    atoms = centres[:CONCEPTS * PER]
     model = planted_model(atoms, CONCEPTS, PER)
     print(f"pool {a.shards} shards x {a.rows} x {a.dim} float16 = {n} rows "
           f"({n * a.dim * 2 / 1e9:.2f} GB) in {data}; {os.cpu_count()} CPUs")
     t = time.perf_counter()
-    shards = write_shards(data, a.shards, a.rows, a.dim, atoms)
+    shards = write_shards(data, a.shards, a.rows, a.dim, centres)
     print(f"shards ready in {time.perf_counter() - t:.1f} s; peak RSS {_peak_rss_gib():.2f} GiB")
 
     folder = data / f"index-{a.backend}"
@@ -176,7 +198,7 @@ def main():
     print(f"{a.backend}: {settings}; build {build:.1f} s wall / {build_cpu:.1f} s CPU; "
           f"{_bytes(folder) / 1e6:.1f} MB on disk; peak RSS after the build {_peak_rss_gib():.2f} GiB")
 
-    Xq = _planted(np.random.default_rng(999), a.queries, atoms, CONCEPTS, PER).astype(np.float64)
+    Xq = _queries(np.random.default_rng(999), a.queries, atoms).astype(np.float64)
     V = components_of(model, Xq, "partial")  # (q, concepts, d): the query's concept components
     concept = np.argmax(np.linalg.norm(V, axis=2) > 0, axis=1)
     runs = {}
