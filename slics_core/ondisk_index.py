@@ -61,7 +61,7 @@ SETTINGS_FILE = "ondisk.json"
 
 _FORMAT = 1
 _BLOCKS = ".blocks"      # per-shard blocks while building, removed after the merge
-_CHUNK = 65_536          # rows converted to float32 at once while building and sampling
+_CHUNK = 16_384          # rows converted to float32 at once while building and sampling (bounds the peak)
 _REBUILD = "build the index again (slics_core.ondisk_index.build_ondisk_index)"
 
 
