@@ -55,6 +55,16 @@ def _planted(rng, n, atoms, n_concepts, per, noise=0.5, chunk=100_000):
     return out
 
 
+def planted_model(atoms, n_concepts, per):
+    """A "fitted" SLiCS whose atoms are the planted ones (``per`` consecutive atoms per concept)."""
+    model = SLiCS(n_atoms=per)
+    model.atoms_, model.groups_ = atoms.astype(np.float64), np.repeat(np.arange(n_concepts), per)
+    model.n_concepts_, model.n_features_in_ = n_concepts, atoms.shape[1]
+    model.concept_names_ = [f"c{j}" for j in range(n_concepts)]
+    model.history_, model.n_iter_ = np.zeros(0), 0
+    return model
+
+
 def _per_query(fn, queries):
     walls, cpus = [], []
     fn(queries[0])  # warm-up
@@ -76,11 +86,7 @@ def bench_million(a):
     print(f"planted pool {a.pool} x {a.dim} float32 ({pool.nbytes / 2**30:.2f} GiB) made in "
           f"{time.perf_counter() - t:.1f} s")
     queries = _planted(rng, a.queries, atoms, S, per)
-    model = SLiCS(n_atoms=per)
-    model.atoms_, model.groups_ = atoms.astype(np.float64), np.repeat(np.arange(S), per)
-    model.n_concepts_, model.n_features_in_ = S, a.dim
-    model.concept_names_ = [f"c{j}" for j in range(S)]
-    model.history_, model.n_iter_ = np.zeros(0), 0
+    model = planted_model(atoms, S, per)
 
     def vectors(x):
         V = model.project(x[None], None)[0]

@@ -33,6 +33,11 @@ Search back-ends
     exact search over a pool read block by block (a sharded workspace's memory-mapped shards,
     :mod:`slics_core.shards`): each block's top-k merged into the running top-k (:func:`merge_top`),
     memory bounded by one block; not a ``build_index`` backend (the workspace builds it).
+``"ondisk"``
+    an approximate search whose inverted lists stay on disk (FAISS IVF-PQ, exact
+    re-ranking of the best candidates from the pool's shards), for pools larger
+    than memory: :mod:`slics_core.ondisk_index` (docs/scale.md). Never chosen by
+    ``"auto"``.
 ``"auto"``
     ``"faiss"`` when the pool has at least ``faiss_min_pool`` rows (default
     :data:`FAISS_MIN_POOL` = 1 000 000), else ``"exact"``. On the 2-core
@@ -65,6 +70,7 @@ import numpy as np
 from slics_core._validation import check_embeddings, check_k
 from slics_core.extras import require
 from slics_core.methods import check_mode, components_of
+from slics_core.ondisk_index import build_ondisk_index
 from slics_core.rows import unit_rows
 
 __all__ = [
@@ -335,23 +341,30 @@ def merge_top(idx_a, val_a, idx_b, val_b, k):
     return np.take_along_axis(idx, order, axis=1), np.take_along_axis(val, order, axis=1)
 
 
-def build_index(pool, backend="auto", *, faiss_min_pool=FAISS_MIN_POOL):
+def build_index(pool, backend="auto", *, faiss_min_pool=FAISS_MIN_POOL, folder=None):
     """Build a search index over ``pool``.
 
     Parameters
     ----------
-    pool : array-like of shape (n_pool, d)
-    backend : {"auto", "exact", "faiss", "ivf"}
-        ``"ivf"`` is approximate (:class:`FaissIVFIndex` with its defaults).
+    pool : array-like of shape (n_pool, d), or a sequence of such shards (``"ondisk"`` only)
+    backend : {"auto", "exact", "faiss", "ivf", "ondisk"}
+        ``"ivf"`` is approximate (:class:`FaissIVFIndex` with its defaults); ``"ondisk"`` is the
+        IVF-PQ index of :func:`slics_core.ondisk_index.build_ondisk_index`, written to ``folder``.
     faiss_min_pool : int
         Pool size from which ``"auto"`` uses FAISS.
+    folder : path-like, optional
+        Where ``"ondisk"`` writes its files (required for it).
 
     Returns
     -------
-    index : ExactIndex, FaissIndex or FaissIVFIndex
+    index : ExactIndex, FaissIndex, FaissIVFIndex or OnDiskIndex
     """
-    if backend not in ("auto", "exact", "faiss", "ivf"):
-        raise ValueError(f"backend must be 'auto', 'exact', 'faiss' or 'ivf'; got {backend!r}.")
+    if backend not in ("auto", "exact", "faiss", "ivf", "ondisk"):
+        raise ValueError(f"backend must be 'auto', 'exact', 'faiss', 'ivf' or 'ondisk'; got {backend!r}.")
+    if backend == "ondisk":
+        if folder is None:
+            raise ValueError("backend='ondisk' writes its index to a folder: give folder=PATH.")
+        return build_ondisk_index(pool, folder)
     if backend == "auto":
         n = np.shape(pool)[0] if np.ndim(pool) >= 1 else 0
         backend = "faiss" if n >= faiss_min_pool else "exact"
