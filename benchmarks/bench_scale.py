@@ -164,19 +164,25 @@ def main():
     ap.add_argument("--n-list", type=int, default=None)
     ap.add_argument("--pq-m", type=int, default=None)
     ap.add_argument("--nprobe", type=int, default=None)
-    ap.add_argument("--rerank", type=int, default=200, help="candidates re-ranked exactly (0: none)")
+    ap.add_argument("--rerank", type=int, default=None,
+                    help="candidates re-ranked exactly (0: none; default: the index's default)")
+    ap.add_argument("--sweep", default=None, metavar="NPROBE:RERANK,...",
+                    help="also search the same index with these settings, e.g. 62:200,62:1000,124:500")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="seeds the centres, the shards and the queries (0: the data of docs/scale.md's "
+                         "first tables); a new seed is data the defaults were not chosen on")
     a = ap.parse_args()
     data = Path(a.data) if a.data else Path(tempfile.mkdtemp(prefix="bench-scale-"))
     n = a.shards * a.rows
-    rng = np.random.default_rng(12345)
+    rng = np.random.default_rng(12345 + a.seed)
     centres = rng.standard_normal((CENTRES, a.dim)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
     atoms = centres[:CONCEPTS * PER]
     model = planted_model(atoms, CONCEPTS, PER)
     print(f"pool {a.shards} shards x {a.rows} x {a.dim} float16 = {n} rows "
-          f"({n * a.dim * 2 / 1e9:.2f} GB) in {data}; {os.cpu_count()} CPUs")
+          f"({n * a.dim * 2 / 1e9:.2f} GB) in {data}; seed {a.seed}; {os.cpu_count()} CPUs")
     t = time.perf_counter()
-    shards = write_shards(data, a.shards, a.rows, a.dim, centres)
+    shards = write_shards(data, a.shards, a.rows, a.dim, centres, seed=a.seed)
     print(f"shards ready in {time.perf_counter() - t:.1f} s; peak RSS {_peak_rss_gib():.2f} GiB")
 
     folder = data / f"index-{a.backend}"
@@ -184,14 +190,17 @@ def main():
     _reset_peak_rss()
     t, c = time.perf_counter(), time.process_time()
     if a.backend == "faiss":
-        index = build_ondisk_index(shards, folder, n_list=a.n_list, pq_m=a.pq_m, rerank=a.rerank)
+        kw = {} if a.rerank is None else {"rerank": a.rerank}
+        index = build_ondisk_index(shards, folder, n_list=a.n_list, pq_m=a.pq_m, **kw)
         if a.nprobe:
             index.nprobe = a.nprobe
-        settings = f"n_list {index.n_list}, pq_m {a.pq_m or a.dim // 16}, nprobe {index.nprobe}, rerank {index.rerank}"
+        settings = (f"n_list {index.n_list}, pq_m {index.index.pq.M if hasattr(index.index, 'pq') else a.pq_m}, "
+                    f"nprobe {index.nprobe}, rerank {index.rerank}")
     else:
         n_list = a.n_list or int(round(np.sqrt(n)))
         nprobe = a.nprobe or max(16, n_list // 16)
-        refine = -(-a.rerank // K) if a.rerank else 0
+        rerank = 200 if a.rerank is None else a.rerank
+        refine = -(-rerank // K) if rerank else 0
         index = LanceDBPool(shards, folder, n_list=n_list, pq_m=a.pq_m or a.dim // 16, nprobe=nprobe, refine=refine)
         settings = f"partitions {n_list}, sub-vectors {a.pq_m or a.dim // 16}, nprobes {nprobe}, refine_factor {refine}"
     build, build_cpu = time.perf_counter() - t, time.process_time() - c
@@ -203,9 +212,16 @@ def main():
     concept = np.argmax(np.linalg.norm(V, axis=2) > 0, axis=1)
     runs = {}
     _reset_peak_rss()
-    for rerank in ([index.rerank, 0] if a.backend == "faiss" and index.rerank else [None]):
-        if rerank is not None:
-            index.rerank = rerank
+    if a.backend != "faiss":
+        plan = [None]
+    else:
+        plan = [(index.nprobe, index.rerank)] + ([(index.nprobe, 0)] if index.rerank else [])
+        for item in (a.sweep.split(",") if a.sweep else []):
+            nprobe, rerank = (int(v) for v in item.split(":"))
+            plan += [(nprobe, rerank)] if (nprobe, rerank) not in plan else []
+    for setting in plan:
+        if setting is not None:
+            index.nprobe, index.rerank = setting
         walls, found = [], []
         index.search(V[0, concept[0]][None].astype(np.float32), K)  # warm-up
         for x, j in zip(Xq, concept):
@@ -215,8 +231,8 @@ def main():
             walls.append(time.perf_counter() - w)
             found.append(pos[0])
         walls = np.array(walls) * 1e3
-        runs[rerank] = found
-        print(f"{len(walls)} concept-filtered queries (rerank {rerank}), projection included: "
+        runs[setting] = found
+        print(f"{len(walls)} concept-filtered queries (nprobe, rerank {setting}), projection included: "
               f"p50 {np.percentile(walls, 50):.1f} ms, p95 {np.percentile(walls, 95):.1f} ms; "
               f"peak RSS after the queries {_peak_rss_gib():.2f} GiB")
 
@@ -226,9 +242,9 @@ def main():
     clear = (sc[:, K - 1] - sc[:, K]) > 1e-4
     print(f"exact search {time.perf_counter() - t:.1f} s; {int(clear.sum())} of {len(clear)} queries "
           "have a clear 20th neighbour")
-    for rerank, found in runs.items():
+    for setting, found in runs.items():
         recall = np.mean([len(set(f) & set(e)) / K for f, e, c in zip(found, top[:, :K], clear) if c])
-        print(f"recall@{K} vs exact (rerank {rerank}): {recall:.4f}")
+        print(f"recall@{K} vs exact (nprobe, rerank {setting}): {recall:.4f}")
     if not a.data:
         shutil.rmtree(data, ignore_errors=True)
 
