@@ -94,6 +94,12 @@ def _unit(X):
     return unit_rows(np.asarray(X, dtype=np.float32), zero="keep", dtype=np.float32)
 
 
+def _prepared(X, transform):
+    """Raw shard rows as the unit rows the index holds: ``transform`` (e.g. ``Workspace.preprocess``) first."""
+    X = np.asarray(X, dtype=np.float32)
+    return _unit(X if transform is None else transform(X))
+
+
 def _read_rows(shards, offsets, positions):
     """Rows at sorted unique global ``positions`` as float32, read shard by shard."""
     out = np.empty((positions.size, np.shape(shards[0])[1]), dtype=np.float32)
@@ -127,7 +133,7 @@ def _default_nprobe(n_list):
 
 
 def build_ondisk_index(shards, folder, *, dim=None, n_list=None, pq_m=None, train_rows=None,
-                       random_state=0, rerank=200, progress=None):
+                       random_state=0, rerank=200, transform=None, progress=None):
     """Build an IVF-PQ index whose lists live on disk in ``folder``, one shard in memory at a time.
 
     Parameters
@@ -151,6 +157,11 @@ def build_ondisk_index(shards, folder, *, dim=None, n_list=None, pq_m=None, trai
     rerank : int
         Candidates re-ranked by their exact cosine when the index is searched with its shards
         (0: never); saved with the index.
+    transform : callable, optional
+        Raw shard rows (float32, ``(b, d)``) -> the rows to index, e.g. a workspace's preprocessing
+        (``Workspace.preprocess``: the training mean subtracted, then unit rows). Applied to the
+        training sample, to every row added and, given again to :func:`open_ondisk_index`, to the
+        re-ranked rows, so that the index ranks what exact search over the transformed rows ranks.
     progress : callable, optional
         ``progress(rows_done, rows_total)``, called after each shard is encoded.
 
@@ -173,7 +184,7 @@ def build_ondisk_index(shards, folder, *, dim=None, n_list=None, pq_m=None, trai
 
     rng = np.random.default_rng(random_state)
     sample = np.sort(rng.choice(n, size=train_rows, replace=False))
-    train = np.concatenate([_unit(_read_rows(shards, offsets, sample[i:i + _CHUNK]))
+    train = np.concatenate([_prepared(_read_rows(shards, offsets, sample[i:i + _CHUNK]), transform)
                             for i in range(0, sample.size, _CHUNK)])
     quantizer = faiss.IndexFlatIP(dim)
     index = faiss.IndexIVFPQ(quantizer, dim, n_list, pq_m, 8, faiss.METRIC_INNER_PRODUCT)
@@ -194,7 +205,7 @@ def build_ondisk_index(shards, folder, *, dim=None, n_list=None, pq_m=None, trai
         for s, shard in enumerate(shards):
             block = faiss.deserialize_index(trained)
             for start in range(0, np.shape(shard)[0], _CHUNK):
-                rows = _unit(shard[start:start + _CHUNK])
+                rows = _prepared(shard[start:start + _CHUNK], transform)
                 block.add_with_ids(rows, np.arange(start, start + rows.shape[0], dtype=np.int64) + offsets[s])
             names.append(str(blocks / f"block_{s}.index"))
             faiss.write_index(block, names[-1])
@@ -206,12 +217,13 @@ def build_ondisk_index(shards, folder, *, dim=None, n_list=None, pq_m=None, trai
         atomic_write_json(folder / SETTINGS_FILE, {
             "format": _FORMAT, "n": n, "dim": dim, "n_list": n_list, "pq_m": pq_m,
             "train_rows": train_rows, "random_state": int(random_state), "rerank": rerank,
-            "nprobe": _default_nprobe(n_list), "shard_rows": np.diff(offsets).tolist()})
+            "nprobe": _default_nprobe(n_list), "shard_rows": np.diff(offsets).tolist(),
+            "transformed": transform is not None})
         faiss.write_index(merged, str(folder / INDEX_FILE))
         del merged
     finally:
         shutil.rmtree(blocks, ignore_errors=True)
-    return open_ondisk_index(folder, shards)
+    return open_ondisk_index(folder, shards, transform=transform)
 
 
 def _missing(path, what):
@@ -226,7 +238,7 @@ def _faiss_problem(exc):
     return text.rsplit("failed: ", 1)[-1]
 
 
-def open_ondisk_index(folder, shards=None, *, nprobe=None, rerank=None):
+def open_ondisk_index(folder, shards=None, *, nprobe=None, rerank=None, transform=None):
     """Open an index folder written by :func:`build_ondisk_index`, wherever it now lies.
 
     Parameters
@@ -239,6 +251,8 @@ def open_ondisk_index(folder, shards=None, *, nprobe=None, rerank=None):
         Lists scanned per query (default: the one saved, ``max(16, n_list // 16)``).
     rerank : int, optional
         Candidates re-ranked (default: the one saved at build time).
+    transform : callable, optional
+        The ``transform`` the index was built with, applied to the re-ranked rows read from the shards.
 
     Returns
     -------
@@ -283,7 +297,7 @@ def open_ondisk_index(folder, shards=None, *, nprobe=None, rerank=None):
                 "give the same shards in the same order, or build the index again.")
     idx = OnDiskIndex(index, folder, n=n, dim=dim, shards=shards,
                       nprobe=saved_nprobe if nprobe is None else nprobe,
-                      rerank=saved_rerank if rerank is None else rerank)
+                      rerank=saved_rerank if rerank is None else rerank, transform=transform)
     return idx
 
 
@@ -300,11 +314,13 @@ class OnDiskIndex:
     rerank : int
         Candidates re-ranked by the exact cosine when ``shards`` is set (0: none).
     shards : list or None
+    transform : callable or None
+        Applied to re-ranked rows read from the shards (see :func:`build_ondisk_index`).
     """
 
     backend = "ondisk"
 
-    def __init__(self, index, folder, *, n, dim, shards=None, nprobe, rerank):
+    def __init__(self, index, folder, *, n, dim, shards=None, nprobe, rerank, transform=None):
         self.index, self.folder, self.n, self.dim = index, Path(folder), int(n), int(dim)
         self.n_pool = self.n
         self.n_list = int(_faiss().extract_index_ivf(index).nlist)
@@ -313,7 +329,7 @@ class OnDiskIndex:
         if int(rerank) < 0:
             raise ValueError(f"rerank must be >= 0 (0: no re-ranking); got {rerank!r}.")
         self.nprobe, self.rerank = int(nprobe), int(rerank)
-        self.shards = shards
+        self.shards, self.transform = shards, transform
         self._offsets = None if shards is None else _check_shards(shards)[1]
 
     def _search(self, Q, k):
@@ -357,7 +373,7 @@ class OnDiskIndex:
         """Exact cosines of the candidates ``idx`` (read from the shards once for all queries)."""
         flat = idx[idx >= 0]
         uniq, inverse = np.unique(flat, return_inverse=True)
-        rows = _unit(_read_rows(self.shards, self._offsets, uniq))
+        rows = _prepared(_read_rows(self.shards, self._offsets, uniq), self.transform)
         scores = np.full(idx.shape, -np.inf, dtype=np.float32)
         where = np.nonzero(idx >= 0)
         scores[where] = np.einsum("ij,ij->i", rows[inverse], Q[where[0]])

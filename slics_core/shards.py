@@ -178,6 +178,11 @@ class PoolShards:
     def __len__(self) -> int:
         return int(self.offsets[-1])
 
+    @property
+    def arrays(self) -> list:
+        """The shards' memory maps in shard order (raw rows; what :mod:`slics_core.ondisk_index` indexes)."""
+        return list(self._maps)
+
     def describe(self) -> dict:
         """JSON-ready record of the shards (a workspace header keeps it)."""
         return {"folder": str(self.folder.resolve()), "counts": [int(c) for c in self.counts], "dim": self.dim,

@@ -4,6 +4,7 @@ The fixture writes clip-retrieval's real layout (``img_emb/img_emb_N.npy`` float
 ``metadata/metadata_N.parquet``) from a 50 000-row pool; the labelled cache comes from
 ``slics embed --dataset precomputed``; the sharded workspace from ``slics workspace --pool-shards``.
 """
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +16,9 @@ from slics_core.data import LabelledEmbeddings, load_cache
 from slics_core.explorer import safe_text
 from slics_core.explorer.arrival import pool_top_items
 from slics_core.explorer.atom_tables import atom_top_items, item_codes, stream_atom_top_items, top_items_table
-from slics_core.explorer.build import build_workspace
-from slics_core.explorer.workspace_files import load_workspace
+from slics_core.explorer.build import build_pool_index, build_workspace
+from slics_core.explorer.workspace import POOL_INDEX
+from slics_core.explorer.workspace_files import load_workspace, save_workspace
 from slics_core.labels import Labels
 from slics_core.retrieval import ExactIndex, StreamingIndex
 from slics_core.shards import PoolShards, remote_url
@@ -80,12 +82,15 @@ def _in_memory(world, ws):
     return build_workspace(both, None, split=split, d0_values=(2,), n_iter=1, methods=["S-SLiCS"], prepare=False)
 
 
-def test_sharded_pool_index_finds_the_in_memory_workspaces_top_20(world):
-    ws = load_workspace(world["out"])
+def test_sharded_pool_index_finds_the_in_memory_workspaces_top_20(world, tmp_path):
+    """Without an on-disk index (a workspace built before them) the pool is searched exactly, with a note."""
+    shutil.copytree(world["out"], tmp_path / "ws", ignore=shutil.ignore_patterns(POOL_INDEX))
+    ws = load_workspace(tmp_path / "ws")
     assert ws.sharded and len(ws.index["pool"]) == 0 and ws.n_pool == N_POOL
     mem = _in_memory(world, ws)
     assert isinstance(mem.pool_index(), ExactIndex) and mem.pool_index() is mem.pool_index()
-    index = ws.pool_index()
+    with pytest.warns(RuntimeWarning, match="no on-disk pool index.*searched exactly"):
+        index = ws.pool_index()
     assert isinstance(index, StreamingIndex) and index.n_pool == N_POOL
     rng = np.random.default_rng(1)
     Q = np.vstack([ws.X[ws.index["query"][:8]], ws.preprocess(world["centres"] + 0.3 * rng.standard_normal((3, D)))])
@@ -96,6 +101,45 @@ def test_sharded_pool_index_finds_the_in_memory_workspaces_top_20(world):
     # and against a brute-force search of the pool as the shards hold it
     brute = ExactIndex(ws.preprocess(world["pool"])).search(Q, 20)[0]
     np.testing.assert_array_equal(got_i, brute)
+
+
+# ----------------------------------------------------------------------------- the on-disk pool index
+SMALL_INDEX = dict(n_list=32, pq_m=8, rerank=500, train_rows=8192)  # 32-d rows: coarse lists, 4-d codebooks
+
+
+def _overlap(found, truth):
+    return float(np.mean([len(set(a) & set(b)) / truth.shape[1] for a, b in zip(found, truth)]))
+
+
+def test_command_builds_the_on_disk_pool_index_that_pool_index_opens(world):
+    from slics_core.ondisk_index import SETTINGS_FILE, OnDiskIndex
+
+    assert (world["out"] / POOL_INDEX / SETTINGS_FILE).is_file()
+    index = load_workspace(world["out"]).pool_index()
+    assert isinstance(index, OnDiskIndex) and index.n_pool == N_POOL and index.transform is not None
+
+
+def test_on_disk_pool_index_ranks_the_preprocessed_rows_and_moves_with_the_folder(world, tmp_path):
+    """Trained, filled and re-ranked on ``Workspace.preprocess``'d rows ('clip': the training mean subtracted):
+    its top-20 is the exact search's over those rows; an index of the raw rows is not."""
+    from slics_core.ondisk_index import OnDiskIndex, build_ondisk_index
+
+    shutil.copytree(world["out"], tmp_path / "ws")
+    ws = load_workspace(tmp_path / "ws")
+    assert ws.preprocessing == "clip" and np.linalg.norm(ws.mean) > 0.3  # of unit rows
+    build_pool_index(ws, **SMALL_INDEX)
+    Q = ws.X[ws.index["query"]]
+    exact = StreamingIndex(ws.shards(), ws.preprocess).search(Q, 20)[0]
+    found = ws.pool_index().search(Q, 20)[0]
+    assert _overlap(found, exact) >= 0.95
+    raw = build_ondisk_index(ws.shards().arrays, tmp_path / "raw", **SMALL_INDEX)
+    assert _overlap(raw.search(Q, 20)[0], exact) < 0.6  # the preprocessing is what makes the difference
+    save_workspace(ws, tmp_path / "ws", overwrite=True)  # saving again keeps the index folder
+    shutil.move(tmp_path / "ws", tmp_path / "moved")
+    moved = load_workspace(tmp_path / "moved")
+    index = moved.pool_index()
+    assert isinstance(index, OnDiskIndex) and index.folder == (tmp_path / "moved" / POOL_INDEX).absolute()
+    np.testing.assert_array_equal(index.search(Q, 20)[0], found)
 
 
 def test_command_builds_a_workspace_that_keeps_the_pool_on_disk(world):

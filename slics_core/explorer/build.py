@@ -25,6 +25,7 @@ folder or precomputed embeddings through their cache):
 """
 from __future__ import annotations
 
+import shutil
 import warnings
 from pathlib import Path
 
@@ -35,16 +36,18 @@ from slics_core.data import LabelledEmbeddings, eval_data, fit_inputs, load_cach
 from slics_core.encoders import create_encoder
 from slics_core.evaluation import SWEEP_METHOD, SWEEP_MODE, choose_d0, sweep_d0
 from slics_core.explorer.arrival import prepare_pages
-from slics_core.explorer.workspace import Workspace
+from slics_core.explorer.workspace import POOL_INDEX, Workspace
 from slics_core.explorer.workspace_files import check_target, save_workspace
+from slics_core.extras import MissingExtraError
 from slics_core.methods import absent, fit_method, get_method, method_names, needs_message
+from slics_core.ondisk_index import build_ondisk_index
 from slics_core.preprocessing import load_mean
 from slics_core.shards import BLOCK_ROWS, SAMPLE_ROWS, PoolShards, seeded_sample
 from slics_core.splits import Split, make_split
 from slics_core.store import EmbeddingStore
 from slics_core.vocabulary_names import DEFAULT_VOCABULARY, NO_VOCABULARY
 
-__all__ = ["attach_pool_shards", "build_workspace", "build_workspace_from_cache", "report_progress"]
+__all__ = ["attach_pool_shards", "build_pool_index", "build_workspace", "build_workspace_from_cache", "report_progress"]
 
 
 def report_progress(progress, stage, done=0, total=1):
@@ -202,6 +205,8 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         report_progress(progress, "save the workspace", 0, 1)
         save_workspace(ws, out, source=source, overwrite=True, _warn=False)
         report_progress(progress, "save the workspace", 1, 1)
+        if pool_shards is not None:
+            build_pool_index(ws, progress=progress)
         if prepare:  # what the pages show on arrival, stored in the folder for every process (issue 24)
             prepare_pages(ws, progress)
     return ws
@@ -225,6 +230,30 @@ def attach_pool_shards(ws: Workspace, shards: PoolShards, *, remote_thumbnails=F
     ws.index["pool"] = np.zeros(0, dtype=np.int64)
     ws._opened["shards"] = shards
     report_progress(progress, f"sample {rows.size} pool rows", 1, 1)
+
+
+def build_pool_index(ws: Workspace, *, progress=None, **settings):
+    """Build a saved sharded workspace's on-disk pool index in ``ws.path / POOL_INDEX`` (replacing any).
+
+    The shards are read through their memory maps one at a time; rows are indexed, and re-ranked when
+    searched, as :meth:`Workspace.preprocess` makes them (what exact search over the pool ranks). Memory: the
+    training sample plus one shard's codes. Without FAISS (the ``[faiss]`` extra) a one-line
+    ``RuntimeWarning`` says so and no index is written: the pages then search the shards exactly
+    (:func:`slics_core.explorer.workspace.sharded_pool_index`). ``settings`` go to
+    :func:`slics_core.ondisk_index.build_ondisk_index` (its defaults otherwise).
+    """
+    folder = Path(ws.path) / POOL_INDEX
+    shutil.rmtree(folder, ignore_errors=True)  # an index of the previous build's pool or preprocessing
+    ws._opened.pop("index", None)
+    stage = f"on-disk index of {ws.n_pool} pool rows"
+    report_progress(progress, stage, 0, ws.n_pool)
+    try:
+        build_ondisk_index(ws.shards().arrays, folder, transform=ws.preprocess, random_state=0,
+                           progress=lambda done, total: report_progress(progress, stage, done, total), **settings)
+    except MissingExtraError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        warnings.warn(f"no on-disk pool index: {str(exc).splitlines()[0]}; the pages will search the "
+                      f"{ws.n_pool} shard rows exactly (slower)", RuntimeWarning, stacklevel=2)
 
 
 def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, vocabulary=DEFAULT_VOCABULARY,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,14 +27,17 @@ from slics_core.evaluation import fallback_d0
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
 from slics_core.images import ImageLoadError, load_image
 from slics_core.labels import CarriesLabels, Labels
+from slics_core.errors import DamagedFileError, FileSystemError
+from slics_core.extras import MissingExtraError
 from slics_core.methods import DEFAULT_METHOD, get_method, method_names
+from slics_core.ondisk_index import SETTINGS_FILE, open_ondisk_index
 from slics_core.preprocessing import make_preprocessor
 from slics_core.retrieval import StreamingIndex, build_index
 from slics_core.rows import ZERO_NORM, unit_rows
 from slics_core.shards import PoolShards
 
 __all__ = ["Workspace", "sharded_pool_index", "EMOJI", "workspaces_root", "check_workspace_name", "SPLITS",
-           "PAGE_STORE"]
+           "PAGE_STORE", "POOL_INDEX"]
 
 #: ``kind`` of the emoji world's workspace, and the app's name for it (``?ws=`` absent).
 EMOJI = "emoji"
@@ -42,6 +46,10 @@ SPLITS = ("train", "val", "query", "pool")
 #: The folder inside a workspace's folder where the pages keep what they computed from it
 #: (:mod:`slics_core.explorer.arrival`); saving a workspace removes it (it describes the previous build).
 PAGE_STORE = "pagecache"
+#: The folder inside a sharded workspace's folder that holds its pool's on-disk index
+#: (:mod:`slics_core.ondisk_index`; written by :func:`slics_core.explorer.build.build_pool_index`). Saving a
+#: workspace keeps it (it is not one of the files a save writes); a new ``--pool-shards`` build replaces it.
+POOL_INDEX = "pool_index"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,99}$")
 
 
@@ -370,11 +378,21 @@ def _fitted(load, size: int):
 def sharded_pool_index(ws: Workspace):
     """The index kind of a sharded workspace's pool: the one place that chooses it.
 
-    Today the exact :class:`slics_core.retrieval.StreamingIndex` (block-wise over the memory-mapped shards,
-    rows preprocessed as :meth:`Workspace.preprocess`).
-    PLUG-IN POINT (issue 32, item 2): when ``slics_core.ondisk_index`` is merged, open the on-disk index the
-    build wrote in the workspace folder here (``open_ondisk_index(folder, shards=ws.shards())``) and fall
-    back to the streaming index when there is none. Its ``search`` returns ``(scores, positions)``: wrap it
-    so that this function's result keeps :mod:`slics_core.retrieval`'s order ``(positions, scores)``.
+    The on-disk IVF-PQ index the build wrote in ``ws.path / POOL_INDEX``
+    (:func:`slics_core.ondisk_index.open_ondisk_index`, re-ranking read from the shards and preprocessed as
+    :meth:`Workspace.preprocess`, as the index was built). Without one (a workspace built before, FAISS not
+    installed, a damaged index): the exact :class:`slics_core.retrieval.StreamingIndex` (block-wise over the
+    memory-mapped shards; slower), with a one-line ``RuntimeWarning`` saying why. Both return
+    ``(positions, scores)``.
     """
+    folder = None if ws.path is None else Path(ws.path) / POOL_INDEX
+    why = "it has no on-disk pool index"
+    if folder is not None and (folder / SETTINGS_FILE).is_file():
+        try:
+            return open_ondisk_index(folder, ws.shards().arrays, transform=ws.preprocess)
+        except (MissingExtraError, DamagedFileError, FileSystemError, ValueError) as exc:
+            why = f"its on-disk pool index cannot be opened ({str(exc).splitlines()[0]})"
+    warnings.warn(f"workspace {ws.name!r}: {why}, so the {ws.n_pool} pool rows are searched exactly, block by "
+                  "block (slower); rebuild it with `slics workspace --pool-shards` to make one", RuntimeWarning,
+                  stacklevel=2)
     return StreamingIndex(ws.shards(), ws.preprocess)
