@@ -23,12 +23,12 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from slics_core._validation import check_embeddings
+from slics_core.errors import DamagedFileError, FileSystemError
 from slics_core.evaluation import fallback_d0
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
+from slics_core.extras import MissingExtraError
 from slics_core.images import ImageLoadError, load_image
 from slics_core.labels import CarriesLabels, Labels
-from slics_core.errors import DamagedFileError, FileSystemError
-from slics_core.extras import MissingExtraError
 from slics_core.methods import DEFAULT_METHOD, get_method, method_names
 from slics_core.ondisk_index import SETTINGS_FILE, open_ondisk_index
 from slics_core.preprocessing import make_preprocessor
