@@ -165,22 +165,41 @@ def gallery_html(urls, captions=None, n_cols: int = 5, borders=None) -> str:
 
 
 def image_gallery(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None,
-                  pick_key: str | None = None):
+                  pick_key: str | None = None, pool: bool = False):
     """:func:`image_grid` drawn as ONE element (``st.html``): the same thumbnails, captions, borders and pills.
 
     A grid of ``st.image`` calls is an element per image and a column block per cell, each a React component the
     browser builds again on every run and a caption it parses as Markdown; a query pick on Retrieve redrew ~130 of
     them. One HTML block per gallery is one element (docs/performance.md). Borders are CSS, so a row's thumbnail
-    is the same bytes in every gallery and relevance colour.
+    is the same bytes in every gallery and relevance colour. ``pool``: ``rows`` are positions of a sharded pool
+    (:func:`pool_thumbnail_url`).
     """
     rows = [int(r) for r in rows]
     if not rows:
         st.caption("No images.")
         return
-    store = shared(ws)
-    st.html(gallery_html([store.thumbnail(r, size) for r in rows], captions, n_cols, borders))
+    if pool:
+        st.html(gallery_html([pool_thumbnail_url(ws, r, size) for r in rows], captions, n_cols, borders))
+    else:
+        store = shared(ws)
+        st.html(gallery_html([store.thumbnail(r, size) for r in rows], captions, n_cols, borders))
     if pick_key is not None:
         _pick_pills(pick_key, rows)
+
+
+def pool_thumbnail_url(ws, position: int, size: int) -> str:
+    """A sharded pool row's thumbnail as an image URL (:meth:`Workspace.pool_thumbnail`): a local file as a
+    ``data:`` URL; a remote http(s) URL as it is (only when the workspace opted in; the browser loads it)."""
+    im = ws.pool_thumbnail(int(position), size)
+    return im if isinstance(im, str) else jpeg_url(_encoded(im.convert("RGB"), "JPEG", quality=90))
+
+
+def remote_hosts_caption(ws) -> None:
+    """One caption naming the hosts remote pool thumbnails load from (nothing unless the workspace opted in)."""
+    if ws.remote_thumbnails:
+        hosts = ", ".join(ws.pool_shards.get("remote_hosts") or []) or "none"
+        st.caption(f"Remote thumbnails: your browser loads them from {_safe.text(hosts)} (this workspace was built "
+                   "with --remote-thumbnails).")
 
 
 def pool_grid(ws, positions, captions=None, n_cols: int = 6, size: int = 112) -> None:
@@ -191,14 +210,10 @@ def pool_grid(ws, positions, captions=None, n_cols: int = 6, size: int = 112) ->
     for start in range(0, len(positions), n_cols):
         cols = st.columns(n_cols)
         for k in range(start, min(start + n_cols, len(positions))):
-            im = ws.pool_thumbnail(positions[k], size)
             with cols[k - start]:
-                show_image(im if isinstance(im, str) else jpeg_url(_encoded(im.convert("RGB"), "JPEG", quality=90)),
+                show_image(pool_thumbnail_url(ws, positions[k], size),
                            caption=None if captions is None else captions[k], width="stretch")
-    if ws.remote_thumbnails:
-        hosts = ", ".join(ws.pool_shards.get("remote_hosts") or []) or "none"
-        st.caption(f"Remote thumbnails: your browser loads them from {_safe.text(hosts)} (this workspace was built "
-                   "with --remote-thumbnails).")
+    remote_hosts_caption(ws)
 
 
 #: Page style drawn once per run by the frame (app.py): pills wrap onto more lines instead of scrolling

@@ -13,7 +13,7 @@ import streamlit as st
 
 from app_pages import _pages, _safe
 from app_pages import _state as state
-from app_pages._images import image_gallery
+from app_pages._images import image_gallery, remote_hosts_caption
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import (
     component_picker,
@@ -22,7 +22,6 @@ from app_pages._ui import (
     k_picker,
     method_picker,
     page_intro,
-    require_in_memory_pool,
 )
 from app_pages._workspace import get_workspace, pool_index, quantized_pool, ws_id
 from slics_core.explorer.exports import with_settings
@@ -67,6 +66,10 @@ def _draw_gallery(ws, g, n_cols, pick_key, word="gen"):
     if not len(g.rows):
         st.caption(f"Empty: {_safe.text(g.note)}.")
         return
+    if ws.sharded:  # positions in the shards: no labels (no borders), not rows a query can be picked from
+        image_gallery(ws, g.rows, captions=[f"#{r + 1} · {g.scores[r]:.2f}" for r in range(len(g.rows))],
+                      n_cols=n_cols, size=96, pool=True)
+        return
     borders, caps = [], []
     for r in range(len(g.rows)):
         colour, text = _mark(g.relevant_general, g.relevant_sub, r, word)
@@ -87,7 +90,9 @@ def _delta(a, b):
 
 st.title("🔎 Retrieve by concept")
 ws = get_workspace()
-require_in_memory_pool(ws)
+# a sharded pool (clip-retrieval shards on disk) is searched through its on-disk index; its rows carry no labels
+POOL_ROWS = None if ws.sharded else ws.index["pool"]
+LABELS = {} if ws.sharded else {"Y": ws.Y}
 page_intro("Look at how each concept's gallery keeps that concept of the query and drops the rest, while "
            "the unfiltered gallery beside it follows the whole scene.",
            "Pick, upload or describe a query. SLiCS splits its embedding into one component per concept; each "
@@ -105,7 +110,7 @@ with st.sidebar:
     mode = component_picker(method=method)
     k = k_picker()
     n_cols = st.slider("Columns per gallery", 2, 8, 4, key="retrieve_cols")
-    quantized = has_quantized_pool(ws) and st.toggle(
+    quantized = not ws.sharded and has_quantized_pool(ws) and st.toggle(
         "Search the quantized pool", key="retrieve_quantized",
         help="Token embeddings (TiTok): every pool image is replaced by its nearest codeword per token and "
              "scored through look-up tables (sec. 4.4.1, Table 3's “Quant. pool”). Queries stay unquantized.")
@@ -149,25 +154,31 @@ if not picked:
 
 active = tuple(sorted(picked)) if uses_active(spec, mode) else ()
 V = _components(ws_id(ws), method, mkey, q.key, mode, active, model, q.x)
-pairs = concept_galleries(V, q.x, ws.X, ws.index["pool"], picked, k, Y=ws.Y, Z=ws.Z,
-                          sub_to_concept=ws.sub_to_concept, query_sub=q.Z,
+relevance = {} if ws.sharded else dict(Y=ws.Y, Z=ws.Z, sub_to_concept=ws.sub_to_concept, query_sub=q.Z)
+pairs = concept_galleries(V, q.x, ws.X, POOL_ROWS, picked, k, **relevance,
                           index=qindex if quantized else pool_index(ws))
 
 st.divider()
-st.markdown(f"Border: <span style='color:{GREEN}'>■ relevant</span> (has the concept"
-            + (", and shares the query's sub-label" if q.Z is not None else "") + ") · "
-            f"<span style='color:{ORANGE}'>■ right concept, other sub-label</span> · "
-            f"<span style='color:{RED}'>■ not relevant</span>", unsafe_allow_html=True)
+if ws.sharded:
+    st.caption(f"The pool is {ws.n_pool:,} images in shards on disk, searched through the workspace's index; shard "
+               "rows carry no labels, so the galleries have no relevance borders and no P@k, and their images "
+               "cannot be made the query.")
+else:
+    st.markdown(f"Border: <span style='color:{GREEN}'>■ relevant</span> (has the concept"
+                + (", and shares the query's sub-label" if q.Z is not None else "") + ") · "
+                f"<span style='color:{ORANGE}'>■ right concept, other sub-label</span> · "
+                f"<span style='color:{RED}'>■ not relevant</span>", unsafe_allow_html=True)
 for cg, uf in pairs:
     name = names[cg.concept]
     st.subheader(_safe.text(name))
-    m = st.columns(4)
-    m[0].metric(f"P@{k} general · {_safe.text(name)}", _pct(cg.precision_general),
-                _delta(cg.precision_general, uf.precision_general))
-    m[1].metric(f"P@{k} general · unfiltered", _pct(uf.precision_general))
-    m[2].metric(f"P@{k} sub-label · {_safe.text(name)}", _pct(cg.precision_sub),
-                _delta(cg.precision_sub, uf.precision_sub))
-    m[3].metric(f"P@{k} sub-label · unfiltered", _pct(uf.precision_sub))
+    m = [] if ws.sharded else st.columns(4)
+    if m:
+        m[0].metric(f"P@{k} general · {_safe.text(name)}", _pct(cg.precision_general),
+                    _delta(cg.precision_general, uf.precision_general))
+        m[1].metric(f"P@{k} general · unfiltered", _pct(uf.precision_general))
+        m[2].metric(f"P@{k} sub-label · {_safe.text(name)}", _pct(cg.precision_sub),
+                    _delta(cg.precision_sub, uf.precision_sub))
+        m[3].metric(f"P@{k} sub-label · unfiltered", _pct(uf.precision_sub))
     a, b = st.columns(2)
     with a:
         st.markdown(f"**By the {_safe.text(name)} component** ({component_words(method, mode)})")
@@ -175,6 +186,7 @@ for cg, uf in pairs:
     with b:
         st.markdown("**Unfiltered** (whole query)")
         _draw_gallery(ws, uf, n_cols, pick_key=f"pick_uf_{cg.concept}")
+remote_hosts_caption(ws)
 
 # ---------------------------------------------------------------- removal and boosting
 def _copy_rm():
@@ -213,18 +225,20 @@ def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols
               disabled="boost" not in asked)
     active = [names.index(n) for n in preselect if n in names]
     for edit, name, lam in state.edits(names):
-        eq = edited_gallery(model, q.x, ws.X, ws.index["pool"], names.index(name), k, edit=edit, strength=lam,
-                            active=active, Y=ws.Y, index=index)
+        eq = edited_gallery(model, q.x, ws.X, POOL_ROWS, names.index(name), k, edit=edit, strength=lam,
+                            active=active, index=index, **LABELS)
         shown = _safe.text(name)
         st.markdown(f"**Without {shown}** (x − vⱼ)" if edit == "remove" else f"**More of {shown}** (x + {lam:g}·ṽⱼ)")
         a, b = st.columns(2)
         with a:
-            st.markdown(edit_line(eq.criterion, shown, k, eq.gallery.precision_general))
+            if not ws.sharded:
+                st.markdown(edit_line(eq.criterion, shown, k, eq.gallery.precision_general))
             if eq.gallery.note and len(eq.gallery.rows):
                 st.caption(_safe.text(eq.gallery.note) + ".")
             _draw_gallery(ws, eq.gallery, n_cols, pick_key=f"pick_{edit}", word=eq.criterion)
         with b:
-            st.markdown("Unfiltered · " + edit_line(eq.criterion, shown, k, eq.unfiltered.precision_general))
+            st.markdown("Unfiltered" + ("" if ws.sharded else
+                                        " · " + edit_line(eq.criterion, shown, k, eq.unfiltered.precision_general)))
             _draw_gallery(ws, eq.unfiltered, n_cols, pick_key=f"pick_uf_{edit}", word=eq.criterion)
     state.sync_url()
 
@@ -232,12 +246,16 @@ def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols
 _edited_galleries(ws, model, q, st.session_state.get("query"), names, preselect, rule, k, n_cols,
                   qindex if quantized else pool_index(ws))
 
-df = galleries_table(pairs, ws.ids, names)
+if ws.sharded:  # the shown positions' ids, from their shards' metadata
+    ids = {int(r): ws.pool_item(int(r))["id"] for pair in pairs for g in pair for r in g.rows}
+else:
+    ids = ws.ids
+df = galleries_table(pairs, ids, names)
 with st.expander("Table of the galleries"):
     st.dataframe(df, hide_index=True, width="stretch")
 # the settings that produced the table travel with it (one column each, the same on every row)
 export = with_settings(df, workspace=ws.name, query=q.key, method=method, d0=d0, component=mode, k=k,
-                       pool="quantized" if quantized else "float")
+                       pool="shards" if ws.sharded else "quantized" if quantized else "float")
 safe_key = "".join(ch if ch.isalnum() else "-" for ch in q.key)[:60]
 csv_download(export, f"galleries-{safe_key}-{method}-d0{d0 or 'none'}-{mode}-k{k}.csv",
              label="Download the galleries (CSV)", key="retrieve_csv")

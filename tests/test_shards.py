@@ -335,3 +335,38 @@ def test_evaluation_ranks_with_the_workspaces_one_pool_index(world):
     mem._opened["index"] = Spy()
     scoring.methods_table(mem, 2, split="query", k=5, methods=["S-SLiCS"])
     assert calls
+
+
+# ----------------------------------------------------------------------------- Retrieve and Mix on a sharded workspace
+def _page(monkeypatch, folder, name):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("SLICS_WORKSPACES", str(folder.parent))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app_pages" / name), default_timeout=180)
+    at.session_state["ws_choice"] = folder.name
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _gallery_urls(at):
+    import re
+
+    return [re.findall(r'<img src="([^"]+)"', h.proto.body) for h in at.get("html")]
+
+
+def test_retrieve_searches_a_sharded_pool_and_shows_galleries_without_marks(world, monkeypatch):
+    at = _page(monkeypatch, world["out"], "retrieve.py")
+    assert not any("does not read shards" in m.value for m in at.info)
+    galleries = [g for g in _gallery_urls(at) if g]
+    k = int(at.slider(key="k").value)
+    assert galleries and all(len(g) == k and all(u.startswith("data:image/jpeg") for u in g) for g in galleries)
+    assert not at.metric  # no P@k: shard rows carry no labels
+    assert any("no relevance borders and no P@k" in c.value for c in at.caption)
+    table = at.dataframe[-1].value
+    ws = load_workspace(world["out"])
+    q = ws.X[int(at.session_state["query"])]
+    uf = table[table["gallery"] == "unfiltered"].drop_duplicates("rank")
+    want = ws.pool_index().search(q[None], k)[0][0]
+    assert uf["row"].tolist() == want.tolist()
+    assert uf["item_id"].tolist() == [ws.pool_item(p)["id"] for p in want]

@@ -280,18 +280,25 @@ def rank_pool(vectors, X, pool_rows, k, index=None):
         Non-zero ranking vectors.
     X : array-like of shape (n, d)
         All embeddings of the workspace.
-    pool_rows : array-like of int
-        Rows of ``X`` that form the candidate pool.
+    pool_rows : array-like of int, or None
+        Rows of ``X`` that form the candidate pool; None for a sharded pool
+        (:meth:`slics_core.explorer.workspace.Workspace.pool_index`), whose ``index`` positions are
+        returned as they are (positions in shard order, not rows of ``X``).
     k : int
     index : slics_core.retrieval.ExactIndex or FaissIndex, optional
         A search index already built over ``X[pool_rows]`` (e.g. cached once per workspace by
-        the app: building it normalises the whole pool); built here when absent.
+        the app: building it normalises the whole pool); built here when absent (required when
+        ``pool_rows`` is None).
 
     Returns
     -------
     rows : ndarray of int, shape (m, min(k, n_pool))
     scores : ndarray of shape (m, min(k, n_pool))
     """
+    if pool_rows is None:
+        if index is None:
+            raise ValueError("a sharded pool (pool_rows=None) is searched through its index; give index=")
+        return index.search(np.atleast_2d(np.asarray(vectors, dtype=np.float32)), int(k))
     pool_rows = np.asarray(pool_rows, dtype=int).ravel()
     if pool_rows.size == 0:
         raise ValueError("the pool is empty")
