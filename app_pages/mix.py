@@ -15,7 +15,7 @@ from app_pages import _generation as drawing
 from app_pages import _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
-from app_pages._images import image_grid, label_text, png_bytes, shared
+from app_pages._images import image_gallery, image_grid, label_text, png_bytes, remote_hosts_caption, shared
 from app_pages._query import query_picker, row_query, show_query
 from app_pages._ui import (
     component_picker,
@@ -25,7 +25,6 @@ from app_pages._ui import (
     method_picker,
     page_intro,
     query_rows,
-    require_in_memory_pool,
 )
 from app_pages._workspace import get_workspace, pool_index, workspace_generator, ws_id
 from slics_core.explorer.exports import with_settings
@@ -46,7 +45,6 @@ def _ranked_concepts(model, x) -> list:
 
 st.title("🧪 Mix concepts across queries")
 ws = get_workspace()
-require_in_memory_pool(ws)
 state.use_extras()
 page_intro("Look at whether the mixed gallery shows the first query's concept *and* the second query's "
            "concept together, in the kinds each query has.",
@@ -167,12 +165,26 @@ with right:
         st.caption(visitor_text(gen_error, "No generator for this workspace"))
 
 # ---------------------------------------------------------------- retrieval by the mix
-rows, sc = rank_pool(mixed[None], ws.X, ws.index["pool"], k, index=pool_index(ws))
+# a sharded pool: positions in its shards, searched through its on-disk index, without labels
+rows, sc = rank_pool(mixed[None], ws.X, None if ws.sharded else ws.index["pool"], k, index=pool_index(ws))
 rows, sc = rows[0], sc[0]
-g1, _ = gallery_relevance(rows, j1, ws.Y, ws.Z, ws.sub_to_concept, q.Z)
-g2, _ = gallery_relevance(rows, j2, ws.Y, ws.Z, ws.sub_to_concept, q2.Z)
+g1, g2 = (None, None) if ws.sharded else (gallery_relevance(rows, j1, ws.Y, ws.Z, ws.sub_to_concept, q.Z)[0],
+                                          gallery_relevance(rows, j2, ws.Y, ws.Z, ws.sub_to_concept, q2.Z)[0])
 st.divider()
 st.subheader(f"Pool images closest to the mix ({method}{'' if d0 is None else f', d0 = {d0}'})")
+if ws.sharded:
+    st.caption(f"The pool is {ws.n_pool:,} images in shards on disk, searched through the workspace's index; shard "
+               "rows carry no labels, so the gallery has no borders and no P@k, and its images cannot be made "
+               "the query.")
+    image_gallery(ws, rows, captions=[f"#{i + 1} · {s:.2f}" for i, s in enumerate(sc)], n_cols=5, size=96,
+                  pool=True)
+    remote_hosts_caption(ws)
+    df = pd.DataFrame({"rank": np.arange(1, len(rows) + 1), "row": rows, "score": np.round(sc, 4)})
+    df.insert(2, "id", [ws.pool_item(int(r))["id"] for r in rows])
+    csv_download(with_settings(df, workspace=ws.name, query=q.key, concept_1=c1, query_2=f"row:{int(r2)}",
+                               concept_2=c2, method=method, d0=d0, component=mode, k=k, pool="shards"),
+                 f"mix-{c1}-{c2}-{method}-k{k}.csv", label="Download the mixed gallery (CSV)", key="mix_csv")
+    state.stop()
 if g1 is not None:
     both = g1 & g2
     m = st.columns(3)

@@ -370,3 +370,12 @@ def test_retrieve_searches_a_sharded_pool_and_shows_galleries_without_marks(worl
     want = ws.pool_index().search(q[None], k)[0][0]
     assert uf["row"].tolist() == want.tolist()
     assert uf["item_id"].tolist() == [ws.pool_item(p)["id"] for p in want]
+
+
+def test_mix_searches_a_sharded_pool_and_shows_its_gallery(world, monkeypatch):
+    at = _page(monkeypatch, world["out"], "mix.py")
+    assert not any("does not read shards" in m.value for m in at.info)
+    k = int(at.slider(key="k").value)
+    galleries = [g for g in _gallery_urls(at) if len(g) == k]
+    assert galleries and all(u.startswith("data:image/jpeg") for u in galleries[-1])
+    assert not at.metric and any("no borders and no P@k" in c.value for c in at.caption)
