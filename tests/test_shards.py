@@ -379,3 +379,8 @@ def test_mix_searches_a_sharded_pool_and_shows_its_gallery(world, monkeypatch):
     galleries = [g for g in _gallery_urls(at) if len(g) == k]
     assert galleries and all(u.startswith("data:image/jpeg") for u in galleries[-1])
     assert not at.metric and any("no borders and no P@k" in c.value for c in at.caption)
+
+
+def test_evaluate_on_a_sharded_workspace_says_in_one_message_why_it_has_no_tables(world, monkeypatch):
+    at = _page(monkeypatch, world["out"], "evaluate.py")
+    assert [m.value for m in at.info if "carry no labels" in m.value and "Retrieve and Mix search" in m.value]
