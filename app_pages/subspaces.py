@@ -60,7 +60,14 @@ from app_pages._images import image_grid, label_text, shared, show_image, thumbn
 from app_pages._map_figure import GLYPHS, WEBGL_MIN_POINTS, map_figure
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, ws_id
-from slics_core.explorer.arrival import MAP_DEFAULTS, layout_name, map_embedding, map_layout, stored_map_layout
+from slics_core.explorer.arrival import (
+    MAP_DEFAULTS,
+    kept_embedding,
+    layout_name,
+    map_embedding,
+    map_layout,
+    stored_map_layout,
+)
 from slics_core.explorer.background import JOBS, BackgroundRun
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.maps import (
@@ -229,15 +236,16 @@ def _remember(cache, key, value, keep=24):
 
 
 @st.fragment(run_every=2)
-def _layout_progress(run, n_points):
+def _layout_progress(run, n_points, what=None):
     """Live progress of a background layout (every tab showing this map sees the same run); reruns the page
     when it is done."""
     snap = run.snapshot()
     if snap["finished"]:
         st.rerun()
-    st.progress(min(1.0, snap["done"] / max(1, snap["total"])),
-                text=f"Laying out {n_points:,} points in the background: {snap['stage']} ({snap['elapsed']:.0f} s; "
-                     "the map appears by itself, and is kept in the workspace for the next visit)")
+    text = (f"{what} ({n_points:,} points, {snap['elapsed']:.0f} s; the query appears by itself)" if what else
+            f"Laying out {n_points:,} points in the background: {snap['stage']} ({snap['elapsed']:.0f} s; "
+            "the map appears by itself, and is kept in the workspace for the next visit)")
+    st.progress(min(1.0, snap["done"] / max(1, snap["total"])), text=text)
 
 
 def _layout(P, seed):
@@ -267,15 +275,27 @@ def _layout(P, seed):
 
 
 def _placed_query(P, seed, row):
-    """``(row, x, y)``: the query item's embedding placed into the stored openTSNE map of ``P`` (not recomputed)."""
+    """``(row, x, y)``: the query item's embedding placed into the stored openTSNE map of ``P`` (not recomputed).
+    The map's embedding object is this process's, else rebuilt from the stored layout (the points' neighbours:
+    seconds for thousands of points) in a background run, whose progress is shown; None until then."""
     key = (ws_id(ws), layout_name(P, seed), int(row))
     got = _layouts()["placed"].get(key)
-    if got is None:
-        with st.spinner("Placing the query on the map…"):
-            embedding = map_embedding(ws, P, seed)
-            xy = place_points(embedding, ws.X[int(row)])
-        got = _remember(_layouts()["placed"], key, (int(row), float(xy[0, 0]), float(xy[0, 1])))
-    return got
+    if got is not None:
+        return got
+    embedding = kept_embedding(P, seed)
+    if embedding is None:
+        run = JOBS.start(("embedding",) + key[:2], lambda: BackgroundRun(lambda progress: map_embedding(ws, P, seed),
+                                                                         name="slics-map-embedding"))
+        snap = run.snapshot()
+        if snap["error"]:
+            st.warning(visitor_text(snap["error"], "The query could not be placed on the map"))
+            return None
+        if not snap["finished"]:
+            _layout_progress(run, len(P), "Preparing the stored map to place the query")
+            return None
+        embedding = snap["result"]
+    xy = place_points(embedding, ws.X[int(row)])
+    return _remember(_layouts()["placed"], key, (int(row), float(xy[0, 0]), float(xy[0, 1])))
 
 
 base = (ws_id(ws), method, int(d0), tuple(kinds), component, int(n_points), tuple(concepts), split, int(seed))
@@ -298,9 +318,17 @@ except ValueError as exc:
 bar.empty()
 table = table.assign(x=xy[:, 0], y=xy[:, 1])
 n = len(table)
-ids = list(ws.ids) if ws.ids and ws.kind != "emoji" else None  # emoji ids ("scene-<row>") add nothing
-texts = point_text(table, component, ids=ids)
-plain = point_text(table, component, ids=ids, html=False)
+
+
+@st.cache_resource(show_spinner=False, max_entries=24)
+def _texts(params, _table, _ws):
+    """Hover sentences and plain descriptions of a map's points, once per map (a Python loop over every point:
+    ~0.1 s per 5 000 points, too much for every click on a large map). Read-only."""
+    ids = list(_ws.ids) if _ws.ids and _ws.kind != "emoji" else None  # emoji ids ("scene-<row>") add nothing
+    return point_text(_table, params[4], ids=ids), point_text(_table, params[4], ids=ids, html=False)
+
+
+texts, plain = _texts(params, table, ws)
 
 # a new layout invalidates the picked point ids
 if st.session_state.get("_tsne_params") != params:
@@ -353,7 +381,7 @@ def _map_view():
         ss["_tsne_last_sel"] = tuple(sel_ids)
         if sel_ids:
             ss["picked_points"] = sel_ids
-    ss["picked_points"] = [p for p in ss.get("picked_points", []) if 0 <= p < n]
+    ss["picked_points"] = [p for p in ss.get("picked_points", []) if isinstance(p, (int, np.integer)) and 0 <= p < n]
 
     # ------------------------------------------------------------ colours, pictures, highlight
     k1, k2, k3 = st.columns([3, 2, 1])

@@ -475,9 +475,16 @@ def test_query_is_placed_on_an_open_tsne_map_without_recomputing_it(ws, monkeypa
     """Above the openTSNE threshold, marking the query places it into the stored map (its points unchanged, no
     t-SNE run): planted truth, a query that is an item of the map lands beside that item's own point."""
     from slics_core.explorer import arrival, maps
+    from slics_core.explorer.background import JOBS
+    from slics_core.methods import preferred_method
 
     monkeypatch.setattr(maps, "OPENTSNE_MIN_POINTS", 10)
     monkeypatch.setattr(maps, "OPENTSNE_GRADIENT", "bh")
+    rows = map_sample(ws.Y, ws.index["pool"], 60, random_state=11, concept_names=ws.concept_names)
+    P, _ = map_points(ws.model(preferred_method(ws.dictionary_methods()), ws.default_d0), ws.X, ws.Y, rows,
+                      kinds=KINDS, component="partial", Z=ws.Z, sub_to_concept=ws.sub_to_concept,
+                      concept_names=ws.concept_names, sub_names=ws.sub_names)
+    (ws.path / arrival.STORE / arrival.layout_name(P, 11)).unlink(missing_ok=True)  # laid out in this process
     at = _page(n_points=60, map_seed=11)
     assert not at.exception, at.exception
     exp = _expected_table(ws, at)
@@ -502,6 +509,20 @@ def test_query_is_placed_on_an_open_tsne_map_without_recomputing_it(ws, monkeypa
     xy = np.array(list(before.values()))
     span = np.ptp(xy, axis=0).max()
     assert np.hypot(qx - before[own][0], qy - before[own][1]) < 0.05 * span
+    # another process (no embedding in memory): rebuilt from the stored layout in the background, same place
+    import streamlit as st
+
+    monkeypatch.setattr(arrival, "_EMBEDDINGS", type(arrival._EMBEDDINGS)())
+    st.cache_resource.clear()
+    at.run()
+    assert not at.exception, at.exception
+    JOBS.wait(240)
+    at.run()
+    spec = _spec(at)
+    assert _xy_of(spec) == before
+    again = [t for t in spec["data"] if t.get("name") == "query"]
+    assert len(again) == 1
+    assert np.hypot(_values(again[0]["x"])[0] - qx, _values(again[0]["y"])[0] - qy) < 0.02 * span
 
 
 def test_a_large_layout_runs_in_the_background_and_is_stored(ws, monkeypatch):

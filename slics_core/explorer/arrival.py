@@ -45,8 +45,9 @@ from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.methods import preferred_method
 
-__all__ = ["DEFAULT_K", "MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "layout_name", "map_embedding",
-           "map_layout", "pool_codes", "pool_top_items", "prepare_pages", "stored", "stored_map_layout", "sweep_splits"]
+__all__ = ["DEFAULT_K", "MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "kept_embedding", "layout_name",
+           "map_embedding", "map_layout", "pool_codes", "pool_top_items", "prepare_pages", "stored",
+           "stored_map_layout", "sweep_splits"]
 
 MAX_ENTRY_BYTES = 256 * 2**20
 MAX_ENTRIES = 512
@@ -192,6 +193,13 @@ def stored_map_layout(ws, P, seed: int) -> np.ndarray | None:
     P = np.ascontiguousarray(P, dtype=np.float64)
     got = stored_only(ws, "tsne", _layout_description(P, seed), ("xy",))
     return None if got is None else got["xy"]
+
+
+def kept_embedding(P, seed: int):
+    """The embedding object of the layout of ``P`` this process holds (:func:`map_embedding`), or None."""
+    P = np.ascontiguousarray(P, dtype=np.float64)
+    with _EMBEDDINGS_LOCK:
+        return _EMBEDDINGS.get(layout_name(P, seed))
 
 
 def map_embedding(ws, P, seed: int):
