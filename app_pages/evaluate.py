@@ -7,8 +7,8 @@ Widget keys: "eval_k" (k of mAP@k), "eval_split" (query split for the table and 
 "stab_batch", "stab_iter", "stab_n_active" (settings), "stab_run" (starts it), "stab_table" / "stab_n_active_table",
 "stab_csv" / "stab_n_active_csv".
 Stability: slics_core.explorer.stability_runs (seed stability and U-SLiCS at S̃ through slics_core.stability) in a
-background thread per (workspace, settings), held process-wide (st.cache_resource) so every tab sees its progress,
-and stored in the workspace's store, so a revisit shows the table at once.
+background thread per (workspace, settings), held process-wide (slics_core.explorer.background.JOBS) so every tab
+sees its progress, and stored in the workspace's store, so a revisit shows the table at once.
 Dictionary health: one line per dictionary method at the table's d0 (slics_core.explorer.atom_tables.health_summary,
 st.cache_data keyed by ws_id, method and d0).
 Computation: slics_core.explorer.scoring over every method fitted in the workspace (the registry,
@@ -21,7 +21,6 @@ table d0), charts download as self-contained HTML (plotly.js inside, opens offli
 # keys: eval_k, eval_split, eval_d0, eval_norm, eval_table, eval_csv, eval_sweep_csv,
 #       eval_sweep_fig, eval_modes_fig, eval_sweep_html, eval_modes_html
 import math
-import threading
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -46,6 +45,7 @@ from slics_core.evaluation import (
 from slics_core.explorer import scoring
 from slics_core.explorer.arrival import atoms_split, health_numbers, job_rankings, sweep_splits
 from slics_core.explorer.atom_tables import health_note
+from slics_core.explorer.background import JOBS
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.narration import evaluate_look_at, missing
 from slics_core.explorer.stability_runs import (
@@ -304,23 +304,6 @@ with st.expander("Sweep numbers"):
 
 
 # ---------------------------------------------------------------------- stability
-@st.cache_resource(show_spinner=False)
-def _stability_runs():
-    """Process-wide stability runs, ``runs[(ws_id, settings)]`` -> BackgroundRun: every tab and session sees
-    the same run and its progress."""
-    return {"lock": threading.Lock(), "runs": {}}
-
-
-def _start_stability(key, settings):
-    reg = _stability_runs()
-    with reg["lock"]:
-        run = reg["runs"].get(key)
-        if run is None or run.snapshot()["error"]:
-            for old in [k for k, r in reg["runs"].items() if r.snapshot()["finished"]][:-8]:
-                reg["runs"].pop(old)  # keep a few finished ones
-            reg["runs"][key] = BackgroundRun(ws, settings).start()
-
-
 @st.fragment(run_every=2)
 def _stability_progress(run):
     """Live progress of a background stability run; reruns the page when it is done."""
@@ -355,7 +338,7 @@ def stability_section():
     key = (ws_id(ws), settings)
     result = stored_result(ws, settings)
     if result is None:
-        run = _stability_runs()["runs"].get(key)
+        run = JOBS.get(key)
         snap = None if run is None else run.snapshot()
         if snap is not None and snap["finished"] and not snap["error"]:
             result = snap["result"]
@@ -366,8 +349,7 @@ def stability_section():
                 if not st.button("Run stability in the background", key="stab_run"):
                     st.caption(f"Not run yet with these settings ({settings.steps()} fits).")
                     return
-                _start_stability(key, settings)
-                run = _stability_runs()["runs"][key]
+                run = JOBS.start(key, lambda: BackgroundRun(ws, settings))
             _stability_progress(run)
             return
     summ = result["summary"]

@@ -24,6 +24,14 @@ Reading the map
 * "Pictures" draws up to 400 item embeddings as their 32-px thumbnails, plotly layout images in the same
   figure (which ones: :func:`slics_core.explorer.maps.picture_points`), the rest stay dots. The thumbnails
   are the shared ``data:`` URLs of :mod:`app_pages._images` (encoded once per process).
+* Large maps (up to 20 000 items, 3 000 without openTSNE): the t-SNE engine by size
+  (:func:`slics_core.explorer.maps.tsne_engine`); a layout of more than ``BACKGROUND_MIN_POINTS`` points is
+  computed in a background run (:data:`slics_core.explorer.background.JOBS`, the progress in an
+  ``st.fragment(run_every=2)`` every tab sees) and stored in the workspace (:mod:`slics_core.explorer.arrival`);
+  more than 2 000 points are drawn by :mod:`app_pages._map_figure` as WebGL traces with a compact hover.
+* "Mark the current query": an openTSNE map places the query's embedding into the stored layout
+  (``TSNEEmbedding.transform``, the fitted embedding kept in memory or rebuilt from the stored coordinates),
+  drawn as "✕ query"; a small map adds the query's points and is laid out again.
 * The map, its colour and picture controls, the preview and the selection summary are one ``st.fragment``:
   a toggle, a colour or a pick reruns only them, not the layout's controls. Colour mode and pictures are in
   the URL (``colour=has concept:animal``, ``pics=1``).
@@ -40,41 +48,52 @@ WebGPU/WebGL front end and its own data stack: a second map with its own state, 
 headless Chromium is exactly where WebGPU is missing). The linked panel needs no new dependency,
 renders in any browser, and keeps one map, one state.
 """
+import time
+
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages import _pages, _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text, shared, show_image, thumbnail
+from app_pages._map_figure import GLYPHS, WEBGL_MIN_POINTS, map_figure
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, ws_id
-from slics_core.explorer.arrival import MAP_DEFAULTS, map_layout
+from slics_core.explorer.arrival import (
+    MAP_DEFAULTS,
+    kept_embedding,
+    layout_name,
+    map_embedding,
+    map_layout,
+    stored_map_layout,
+)
+from slics_core.explorer.background import JOBS, BackgroundRun
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.maps import (
+    BACKGROUND_MIN_POINTS,
     COLOUR_MODES,
     KINDS,
     MAX_PICTURES,
     colour_param,
+    engine_note,
     map_colours,
     map_points,
     map_sample,
     match_points,
+    max_map_items,
     parse_colour_param,
-    picture_points,
+    place_points,
     point_text,
     selected_point_ids,
     selection_summary,
+    tsne_engine,
 )
 from slics_core.methods import MODES
 
 MAX_SHOWN = 40
 #: Side of a picture on the map in pixels (the thumbnail's size, and its size on screen).
 PICTURE_PX = 32
-SYMBOLS = {"embedding": "circle", "component": "diamond", "atom": "star"}
-GLYPHS = {"embedding": "●", "component": "◆", "atom": "★"}
-SIZES = {"embedding": 6, "component": 7, "atom": 14}
 #: Mouse modes: Streamlit turns plotly's click-to-select off while the drag mode is a box or lasso
 #: (``clickmode="event"``), so clicking a point picks it only in the zoom and pan modes.
 DRAG = {"click · zoom": "zoom", "click · pan": "pan", "box": "select", "lasso": "lasso"}
@@ -161,10 +180,14 @@ with c3:
     concepts = st.multiselect("Concepts (empty: all)", ws.concept_names, key="map_concepts",
                               default=[c for c in MAP_DEFAULTS["concepts"] if c in ws.concept_names])
 with c4:
-    n_points = st.number_input("Items (sample)", min_value=10, max_value=3000, value=MAP_DEFAULTS["n_points"],
-                               step=50, key="n_points",
+    n_points = st.number_input("Items (sample)", min_value=10, max_value=max_map_items(),
+                               value=MAP_DEFAULTS["n_points"], step=50, key="n_points",
                                help="At most this many items are sampled; t-SNE time grows with the number "
-                                    "of points (items + their components + atoms).")
+                                    f"of points (items + their components + atoms). Maps of more than "
+                                    f"{BACKGROUND_MIN_POINTS:,} points are laid out in the background and kept in "
+                                    "the workspace (a revisit is instant); above 2,000 points by openTSNE.")
+    if engine_note():
+        st.caption(engine_note())
 query = st.session_state.get("query")
 query = int(query) if isinstance(query, (int, np.integer)) and 0 <= int(query) < len(ws) else None
 c1, c2, c3 = st.columns([1, 2, 2])
@@ -172,14 +195,16 @@ with c1:
     seed = st.number_input("Seed", min_value=0, max_value=10_000, value=MAP_DEFAULTS["seed"], key="map_seed")
 with c2:
     # off by default: the first view is the map prepared at build time (slics_core.explorer.arrival);
-    # adding the query changes the points, so t-SNE runs again
-    mark_query = st.checkbox(f"Add and mark the current query (item {query})" if query is not None
-                             else "Add and mark the current query (pick one on Retrieve)", value=False,
-                             disabled=query is None, key="mark_query")
+    # on a small map adding the query changes the points, so t-SNE runs again; an openTSNE map places it
+    mark_query = st.checkbox(f"Mark the current query (item {query})" if query is not None
+                             else "Mark the current query (pick one on Retrieve)", value=False,
+                             disabled=query is None, key="mark_query",
+                             help="Small maps (scikit-learn's t-SNE): the query's item and its components join the "
+                                  "map's points and the layout is computed again. Maps laid out by openTSNE: the "
+                                  "query is placed into the stored map without recomputing it (marked ✕ query).")
 with c3:
     st.button("Paper's Fig. 5 view", key="fig5", on_click=_fig5_view,
               help="The paper's Fig. 5: the animal components and atoms, coloured by sub-label")
-include = (query,) if (mark_query and query is not None) else ()
 
 if not kinds:
     st.info("Pick at least one kind of point to show (embedding, component, atom).")
@@ -196,23 +221,96 @@ def _points(key, method, d0, kinds, component, n_points, concepts, split, seed, 
                       concept_names=_ws.concept_names, sub_names=_ws.sub_names)
 
 
-@st.cache_data(show_spinner=False, max_entries=24)
-def _tsne(key, params, seed, _P, _ws):
-    """The layout, from the workspace's store when any process (or the build) made it already."""
-    import time
+@st.cache_resource(show_spinner=False)
+def _layouts():
+    """Layouts this process has shown, ``(workspace id, layout name) -> (xy, seconds)``, and placed queries,
+    ``(workspace id, layout name, row) -> (x, y)``: a rerun reads no file."""
+    return {"xy": {}, "placed": {}}
 
+
+def _remember(cache, key, value, keep=24):
+    cache[key] = value
+    for old in list(cache)[:max(0, len(cache) - keep)]:
+        cache.pop(old, None)
+    return value
+
+
+@st.fragment(run_every=2)
+def _layout_progress(run, n_points, what=None):
+    """Live progress of a background layout (every tab showing this map sees the same run); reruns the page
+    when it is done."""
+    snap = run.snapshot()
+    if snap["finished"]:
+        st.rerun()
+    text = (f"{what} ({n_points:,} points, {snap['elapsed']:.0f} s; the query appears by itself)" if what else
+            f"Laying out {n_points:,} points in the background: {snap['stage']} ({snap['elapsed']:.0f} s; "
+            "the map appears by itself, and is kept in the workspace for the next visit)")
+    st.progress(min(1.0, snap["done"] / max(1, snap["total"])), text=text)
+
+
+def _layout(P, seed):
+    """``(xy, seconds)`` of the points ``P``: remembered, stored in the workspace, or computed here when small;
+    a large layout is computed in a background run whose progress is shown, and the page stops until it is done."""
+    key = (ws_id(ws), layout_name(P, seed))
+    got = _layouts()["xy"].get(key)
+    if got is not None:
+        return got
     t0 = time.perf_counter()
-    xy = map_layout(_ws, _P, seed)
-    return xy, time.perf_counter() - t0
+    if len(P) <= BACKGROUND_MIN_POINTS:  # about 2 s at most: computed here
+        return _remember(_layouts()["xy"], key, (map_layout(ws, P, seed), time.perf_counter() - t0))
+    xy = stored_map_layout(ws, P, seed)
+    if xy is not None:
+        return _remember(_layouts()["xy"], key, (xy, time.perf_counter() - t0))
+    run = JOBS.start(("map",) + key, lambda: BackgroundRun(lambda progress: map_layout(ws, P, seed, progress),
+                                                           total=20, name="slics-map"))
+    snap = run.snapshot()
+    if snap["finished"] and not snap["error"]:
+        return _remember(_layouts()["xy"], key, (snap["result"], snap["elapsed"]))
+    bar.empty()
+    if snap["error"]:
+        st.warning(visitor_text(snap["error"], "The map's layout failed", "Rerun the page to try again."))
+    else:
+        _layout_progress(run, len(P))
+    state.stop()
 
 
-params = (ws_id(ws), method, int(d0), tuple(kinds), component, int(n_points), tuple(concepts), split, int(seed),
-          include)
+def _placed_query(P, seed, row):
+    """``(row, x, y)``: the query item's embedding placed into the stored openTSNE map of ``P`` (not recomputed).
+    The map's embedding object is this process's, else rebuilt from the stored layout (the points' neighbours:
+    seconds for thousands of points) in a background run, whose progress is shown; None until then."""
+    key = (ws_id(ws), layout_name(P, seed), int(row))
+    got = _layouts()["placed"].get(key)
+    if got is not None:
+        return got
+    embedding = kept_embedding(P, seed)
+    if embedding is None:
+        run = JOBS.start(("embedding",) + key[:2], lambda: BackgroundRun(lambda progress: map_embedding(ws, P, seed),
+                                                                         name="slics-map-embedding"))
+        snap = run.snapshot()
+        if snap["error"]:
+            st.warning(visitor_text(snap["error"], "The query could not be placed on the map"))
+            return None
+        if not snap["finished"]:
+            _layout_progress(run, len(P), "Preparing the stored map to place the query")
+            return None
+        embedding = snap["result"]
+    xy = place_points(embedding, ws.X[int(row)])
+    return _remember(_layouts()["placed"], key, (int(row), float(xy[0, 0]), float(xy[0, 1])))
+
+
+base = (ws_id(ws), method, int(d0), tuple(kinds), component, int(n_points), tuple(concepts), split, int(seed))
 bar = st.progress(0.0, text="Disentangling the items into components…")
 try:
-    P, table = _points(*params, ws)
+    P, table = _points(*base, (), ws)
+    # an openTSNE map places the query without recomputing; a small map adds its points and is laid out again
+    placing = bool(mark_query and query is not None and tsne_engine(len(P)) == "openTSNE")
+    include = (query,) if (mark_query and query is not None and not placing) else ()
+    params = base + (include,)
+    if include:
+        P, table = _points(*params, ws)
     bar.progress(0.3, text=f"t-SNE of {len(table)} points (about a second per 500 points)…")
-    xy, tsne_seconds = _tsne(ws_id(ws), params, int(seed), P, ws)
+    xy, tsne_seconds = _layout(P, int(seed))
+    placed = _placed_query(P, int(seed), query) if placing else None
 except ValueError as exc:
     bar.empty()
     st.warning(visitor_text(exc, "No map for these settings", "Try other settings in the sidebar."))
@@ -220,9 +318,17 @@ except ValueError as exc:
 bar.empty()
 table = table.assign(x=xy[:, 0], y=xy[:, 1])
 n = len(table)
-ids = list(ws.ids) if ws.ids and ws.kind != "emoji" else None  # emoji ids ("scene-<row>") add nothing
-texts = point_text(table, component, ids=ids)
-plain = point_text(table, component, ids=ids, html=False)
+
+
+@st.cache_resource(show_spinner=False, max_entries=24)
+def _texts(params, _table, _ws):
+    """Hover sentences and plain descriptions of a map's points, once per map (a Python loop over every point:
+    ~0.1 s per 5 000 points, too much for every click on a large map). Read-only."""
+    ids = list(_ws.ids) if _ws.ids and _ws.kind != "emoji" else None  # emoji ids ("scene-<row>") add nothing
+    return point_text(_table, params[4], ids=ids), point_text(_table, params[4], ids=ids, html=False)
+
+
+texts, plain = _texts(params, table, ws)
 
 # a new layout invalidates the picked point ids
 if st.session_state.get("_tsne_params") != params:
@@ -232,76 +338,31 @@ if st.session_state.get("_tsne_params") != params:
 
 # ---------------------------------------------------------------- figure
 @st.cache_resource(show_spinner=False, max_entries=64)
-def _figure(params, color_by, sub_concept, highlight, drag, pictures, _table, _texts, _groups, _order, _colours,
-            _hit, _tsne_seconds, _ws):
-    """The map's figure, built once per (layout, colouring, highlight, mouse mode) and shared by every session
-    (plotly validates every trace it builds: ~0.1 s a visit). Read-only: st.plotly_chart and the HTML export
-    copy it. ``kind_key`` is the legend's symbol key. ``pictures``: the chosen item embeddings
-    (:func:`picture_points`) are drawn as their thumbnails, layout images centred on the points."""
+def _figure(params, color_by, sub_concept, highlight, drag, pictures, placed, _table, _texts, _groups, _order,
+            _colours, _hit, _tsne_seconds, _ws):
+    """The map's figure (:func:`app_pages._map_figure.map_figure`), built once per (layout, colouring, highlight,
+    mouse mode, pictures, placed query) and shared by every session (plotly validates every trace it builds:
+    ~0.1 s a visit). Read-only: st.plotly_chart and the HTML export copy it. ``kind_key`` is the legend's symbol
+    key."""
     _, method, d0, kinds, component, _, _, _, _, include = params  # the layout's ids (see ``params`` above)
-    table, texts, groups, order, colours, hit = _table, _texts, _groups, _order, _colours, _hit
-    fig = go.Figure()
-    legend_shown = set()
-    for g in order:
-        for k in KINDS:
-            idx = np.flatnonzero((groups == g) & (table.kind.to_numpy() == k))
-            if not idx.size:
-                continue
-            if highlight:
-                opacity = np.where(hit[idx], 1.0, 0.12)
-                line_w = np.where(hit[idx], 1.5, 0.0 if k != "atom" else 0.5)
-            else:
-                opacity = np.full(idx.size, 1.0 if k == "atom" else 0.8)
-                line_w = np.full(idx.size, 1.0 if k == "atom" else 0.0)
-            fig.add_trace(go.Scatter(
-                x=table.x.to_numpy()[idx], y=table.y.to_numpy()[idx], mode="markers", name=_safe.figure_text(g),
-                legendgroup=g,
-                showlegend=g not in legend_shown, customdata=[[int(p)] for p in table.point.to_numpy()[idx]],
-                hovertext=[texts[i] for i in idx], hovertemplate="%{hovertext}<extra></extra>",
-                marker=dict(symbol=SYMBOLS[k], size=SIZES[k], color=colours[g], opacity=opacity.tolist(),
-                            line=dict(width=line_w.tolist(), color="black"))))
-            legend_shown.add(g)
-    marked = table[(table.row >= 0) & table.row.isin(include)]
-    if len(marked):
-        names = [f"x (item {r})" if k == "embedding"
-                 else f"{'ṽ' if component == 'partial' else 'v'}: {_safe.figure_text(c)}"
-                 for r, k, c in zip(marked.row, marked.kind, marked.concept)]
-        fig.add_trace(go.Scatter(x=marked.x, y=marked.y, mode="markers+text", text=names, textposition="top center",
-                                 customdata=marked[["point"]].to_numpy().tolist(), name="current query",
-                                 hovertext=[texts[p] for p in marked.point],
-                                 marker=dict(symbol="circle-open", size=18, color="black", line=dict(width=2)),
-                                 hovertemplate="%{hovertext}<extra>current query</extra>"))
-    if pictures:
-        shown = picture_points(table, MAX_PICTURES)
-        xs, ys = table.x.to_numpy(), table.y.to_numpy()
-        # a picture's size in data units: PICTURE_PX of the plot's ~600 px (the axes span the layout)
-        sx = (xs.max() - xs.min() or 1.0) * PICTURE_PX / 600
-        sy = (ys.max() - ys.min() or 1.0) * PICTURE_PX / 600
-        store = shared(_ws)
-        fig.update_layout(images=[
-            dict(source=store.thumbnail(int(table.row.iat[p]), PICTURE_PX), xref="x", yref="y",
-                 x=float(xs[p]), y=float(ys[p]), sizex=sx, sizey=sy, xanchor="center", yanchor="middle",
-                 sizing="contain", layer="above", opacity=1.0 if not highlight or hit[p] else 0.25)
-            for p in shown])
+    table, hit = _table, _hit
     kind_key = "  ".join(f"{GLYPHS[k]} {'item' if k == 'embedding' else k}" for k in KINDS if k in kinds)
     n_hit = int(hit.sum())
-    fig.update_layout(
-        title=f"{method}, d0={d0}: {int((table.kind == 'embedding').sum())} items, "
-              f"{int((table.kind == 'component').sum())} components, "
-              f"{int((table.kind == 'atom').sum())} atoms (t-SNE {_tsne_seconds:.1f} s)"
-              + (f" · {n_hit} points match “{_safe.figure_text(highlight)}”" if highlight else "")
-              + (f" · {len(_fig_pictures(fig))} pictures" if pictures else ""),
-        height=680, margin=dict(l=40, r=10, t=60, b=40), xaxis_title="t-SNE 1", yaxis_title="t-SNE 2",
-        clickmode="event+select", dragmode=DRAG[drag], hovermode="closest",
-        legend=dict(title_text=(f"sub-labels of {_safe.figure_text(sub_concept)}" if color_by == "sub-label"
-                                else f"has {_safe.figure_text(sub_concept)}?" if color_by == "has concept"
-                                else color_by)
-                    + f"<br><sub>{kind_key}</sub>",
-                    orientation="v", x=1.01, xanchor="left", y=1, yanchor="top", itemsizing="constant",
-                    font=dict(size=11), tracegroupgap=0))
+    store = shared(_ws)
+    title = (f"{method}, d0={d0}: {int((table.kind == 'embedding').sum())} items, "
+             f"{int((table.kind == 'component').sum())} components, "
+             f"{int((table.kind == 'atom').sum())} atoms (t-SNE {_tsne_seconds:.1f} s)"
+             + (f" · {n_hit} points match “{_safe.figure_text(highlight)}”" if highlight else ""))
+    legend = ((f"sub-labels of {_safe.figure_text(sub_concept)}" if color_by == "sub-label"
+               else f"has {_safe.figure_text(sub_concept)}?" if color_by == "has concept" else color_by)
+              + f"<br><sub>{kind_key}</sub>")
+    fig = map_figure(table, _texts, _groups, _order, _colours, hit, component=component, include=include,
+                     placed=placed, highlight=highlight,
+                     pictures=(lambda r: store.thumbnail(r, PICTURE_PX)) if pictures else None,
+                     picture_px=PICTURE_PX, title=title, legend_title=legend, dragmode=DRAG[drag])
+    if pictures:
+        fig.update_layout(title_text=title + f" · {len(_fig_pictures(fig))} pictures")
     return fig, kind_key
-
-
 
 
 def _fig_pictures(fig):
@@ -320,7 +381,7 @@ def _map_view():
         ss["_tsne_last_sel"] = tuple(sel_ids)
         if sel_ids:
             ss["picked_points"] = sel_ids
-    ss["picked_points"] = [p for p in ss.get("picked_points", []) if 0 <= p < n]
+    ss["picked_points"] = [p for p in ss.get("picked_points", []) if isinstance(p, (int, np.integer)) and 0 <= p < n]
 
     # ------------------------------------------------------------ colours, pictures, highlight
     k1, k2, k3 = st.columns([3, 2, 1])
@@ -363,8 +424,8 @@ def _map_view():
                              "(double-click resets the view); box / lasso: a drag picks the points inside "
                              "(clicks do not pick in these modes). The chart's tool bar switches modes too.")
     hit = match_points(table, highlight)
-    fig, kind_key = _figure(params, color_by, sub_concept or has, highlight, drag, bool(pictures), table, texts, groups,
-                            order, colours, hit, tsne_seconds, ws)
+    fig, kind_key = _figure(params, color_by, sub_concept or has, highlight, drag, bool(pictures), placed, table,
+                            texts, groups, order, colours, hit, tsne_seconds, ws)
     _map_and_panel(fig, kind_key, groups, order, color_by, sub_concept or has)
     state.use_extras("colour", "pics")
     state.sync_url()  # a fragment's rerun does not reach app.py's write
@@ -394,7 +455,9 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
 
     with right:
         labels = {int(p): f"{p} · {t}" for p, t in zip(table.point, plain)}
-        picked = st.multiselect("Picked points (select on the map, or type ids)", list(range(n)),
+        # a large map offers the picked points only (64 000 labelled options would be megabytes a rerun)
+        options = list(range(n)) if n <= WEBGL_MIN_POINTS else sorted(st.session_state.get("picked_points", []))
+        picked = st.multiselect("Picked points (select on the map, or type ids)", options,
                                 format_func=lambda p: labels.get(p, str(p)), key="picked_points")
         if not picked:
             st.info("Click a point on the map (or drag a box or lasso) to preview its image here and make it "

@@ -537,3 +537,85 @@ def test_atom_labels_and_cooccurrence_summary():
     between = [C[i, j] for i in range(6) for j in range(6) if i // 2 != j // 2]
     assert res["summary"]["cooc_within_mean"] == pytest.approx(np.nanmean(within))
     assert res["summary"]["cooc_between_mean"] == pytest.approx(np.nanmean(between))
+
+
+# ---------------------------------------------------------------------- t-SNE engines and placing a query
+def test_layout_engine_rule_and_the_item_cap(monkeypatch):
+    from slics_core.explorer import maps
+
+    assert maps.open_tsne_installed()  # the test venv has the tsne extra
+    assert maps.tsne_engine(maps.OPENTSNE_MIN_POINTS) == "scikit-learn"
+    assert maps.tsne_engine(maps.OPENTSNE_MIN_POINTS + 1) == "openTSNE"
+    assert maps.max_map_items() == 20_000 and maps.engine_note() is None
+    # without openTSNE: scikit-learn at every size, the cap stays 3 000, and one line says why
+    monkeypatch.setattr(maps.importlib.util, "find_spec", lambda name: None)
+    assert maps.tsne_engine(50_000) == "scikit-learn"
+    assert maps.max_map_items() == 3_000
+    note = maps.engine_note()
+    assert "3,000" in note and 'pip install "slics-explorer[tsne]"' in note and "\n" not in note
+    with pytest.raises(ValueError, match="engine must be one of"):
+        maps.tsne_fit(np.eye(5), engine="umap")
+
+
+def _clusters(n=240, d=24, k=4, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((k, d)) * 3
+    lab = rng.integers(0, k, n)
+    return centres[lab] + rng.standard_normal((n, d)), lab
+
+
+def test_open_tsne_layout_places_an_existing_item_at_its_own_position(monkeypatch):
+    """Planted truth: an item of the map, placed again into the map (from its stored coordinates, the embedding
+    rebuilt without re-optimising), lands beside its own point, inside its own cluster."""
+    from slics_core.explorer import maps
+
+    monkeypatch.setattr(maps, "OPENTSNE_GRADIENT", "bh")  # the FFT grid's fixed cost is seconds at this size
+    X, lab = _clusters()
+    seen = []
+    xy, embedding = maps.tsne_fit(X, random_state=0, engine="openTSNE", progress=lambda *a: seen.append(a))
+    assert embedding is not None and xy.shape == (len(X), 2)
+    assert seen[-1][1:] == (20, 20) and all(d <= t for _, d, t in seen)  # 25-iteration steps of 500
+    span = np.ptp(xy, axis=0).max()
+    rebuilt = maps.tsne_embedding(X, xy, random_state=0)
+    np.testing.assert_allclose(np.asarray(rebuilt) + rebuilt.slics_offset, xy)  # the stored layout, not re-optimised
+    kept = xy.copy()
+    for emb in (embedding, rebuilt, embedding):
+        items = np.arange(0, len(X), 40)
+        got = maps.place_points(emb, X[items])
+        err = np.linalg.norm(got - xy[items], axis=1)
+        assert err.max() < 0.01 * span, err  # in the layout's own frame (openTSNE's transform recentres its map)
+        np.testing.assert_array_equal(xy, kept)
+        # nearer its own cluster's centre on the map than any other cluster's
+        centres = np.array([xy[lab == c].mean(axis=0) for c in range(lab.max() + 1)])
+        nearest = np.linalg.norm(got[:, None, :] - centres[None], axis=2).argmin(axis=1)
+        np.testing.assert_array_equal(nearest, lab[items])
+    with pytest.raises(ValueError, match="xy must have shape"):
+        maps.tsne_embedding(X, xy[:-1])
+
+
+def test_large_layouts_use_open_tsne_stored_with_their_embedding(tmp_path, monkeypatch):
+    """arrival.map_layout above the threshold is openTSNE's layout; stored; a new process (no embedding in memory)
+    rebuilds the embedding from the stored coordinates and places an item at its own position."""
+    from types import SimpleNamespace
+
+    from slics_core.explorer import arrival, maps
+
+    monkeypatch.setattr(maps, "OPENTSNE_GRADIENT", "bh")
+    monkeypatch.setattr(maps, "OPENTSNE_MIN_POINTS", 100)
+    X, _ = _clusters()
+    ws = SimpleNamespace(path=tmp_path, building=None)
+    xy = arrival.map_layout(ws, X, 0)
+    np.testing.assert_allclose(xy, maps.tsne_fit(X, random_state=0, engine="openTSNE")[0])  # openTSNE's
+    np.testing.assert_array_equal(arrival.stored_map_layout(ws, X, 0), xy)
+    assert arrival.stored_map_layout(ws, X, 1) is None
+    monkeypatch.setattr(arrival, "_EMBEDDINGS", type(arrival._EMBEDDINGS)())  # a new process
+
+    def refuse(*a, **k):
+        raise AssertionError("recomputed the layout")
+
+    monkeypatch.setattr(arrival, "tsne_fit", refuse)
+    emb = arrival.map_embedding(ws, X, 0)
+    assert arrival.map_embedding(ws, X, 0) is emb  # kept
+    got = maps.place_points(emb, X[7])
+    assert np.linalg.norm(got[0] - xy[7]) < 0.05 * np.ptp(xy, axis=0).max()
+    assert arrival.map_embedding(ws, X[:-1], 0) is None  # no layout stored for these points

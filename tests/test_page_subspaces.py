@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from slics_core.explorer.maps import (
     ATOM_SUB,
+    KINDS,
     OTHER_CONCEPTS,
     SEVERAL,
     colour_groups,
@@ -31,7 +32,17 @@ def _page(n_points=40, query=None, **state):
         at.session_state["query"] = query
     for k, v in state.items():
         at.session_state[k] = v
-    return at.run()
+    return _settled(at.run())
+
+
+def _settled(at):
+    """``at`` once a large map's background layout is done (the page shows its progress until then)."""
+    from slics_core.explorer.background import JOBS
+
+    if not at.exception and not at.get("plotly_chart") and at.get("progress"):
+        JOBS.wait(240)
+        at.run()
+    return at
 
 
 def _ids(customdata):
@@ -396,3 +407,154 @@ def test_picked_items_show_how_many_have_each_concept(ws):
     want = sorted(((int(ws.Y[items, j].sum()), c) for j, c in enumerate(ws.concept_names)),
                   key=lambda hc: -hc[0])
     assert shown == [f"{h} / {len(items)} have {c}" for h, c in want]
+
+
+# ---------------------------------------------------------------------- large maps
+def _synthetic_map(n_items=20_000, n_concepts=12, seed=0):
+    """A map's table of the COCO training split's shape: 20 000 items, ~2.2 labelled concepts each (one component
+    per concept), 12 concepts x 8 atoms, sub-labels, t-SNE-like coordinates."""
+    rng = np.random.default_rng(seed)
+    names = [f"concept{j:02d}" for j in range(n_concepts)]
+    subs = [f"{c}-sub{k}" for c in names for k in range(6)]
+    n_lab = np.clip(rng.poisson(1.2, n_items) + 1, 1, 5)
+    recs = []
+    for i in range(n_items):
+        cs = sorted(rng.choice(n_concepts, n_lab[i], replace=False))
+        labels = ", ".join(names[j] for j in cs)
+        sl = [f"{names[j]}-sub{rng.integers(6)}" for j in cs]
+        recs.append(("embedding", i, -1, names[cs[0]] if len(cs) == 1 else SEVERAL,
+                     sl[0] if len(cs) == 1 else SEVERAL, labels, ", ".join(sl)))
+        for j, s in zip(cs, sl):
+            recs.append(("component", i, -1, names[j], s, labels, s))
+    for k in range(n_concepts * 8):
+        recs.append(("atom", -1, k, names[k // 8], ATOM_SUB, names[k // 8], ""))
+    table = pd.DataFrame(recs, columns=["kind", "row", "atom", "concept", "sub_label", "labels", "sub_labels"])
+    table.insert(0, "point", np.arange(len(table)))
+    xy = rng.standard_normal((len(table), 2)) * 40
+    return table.assign(x=xy[:, 0], y=xy[:, 1]), names, subs
+
+
+def test_a_20000_item_map_is_a_message_under_8_mb():
+    """The figure of 20 000 items with their components (~64 000 points) as Streamlit sends it (plotly JSON), with a
+    highlight (per-point opacity) and with 400 pictures of 2 KB each, stays under 8 MB."""
+    from app_pages._map_figure import map_figure
+    from slics_core.explorer.maps import map_colours
+
+    table, names, _ = _synthetic_map()
+    assert len(table) > 60_000
+    texts = point_text(table, "partial")
+    picture = "data:image/jpeg;base64," + "A" * 2000
+    for colour_by, highlight, pictures in (("concept", None, None), ("first label", "concept03", None),
+                                           ("concept", None, lambda r: picture)):
+        groups, order, colours = map_colours(table, colour_by, concept_names=names)
+        hit = match_points(table, highlight)
+        fig = map_figure(table, texts, groups, order, colours, hit, component="partial", highlight=highlight,
+                         pictures=pictures, title="t", legend_title="l")
+        size = len(fig.to_json().encode())
+        assert size < 8 * 2**20, (colour_by, highlight, size / 2**20)
+        # every point is drawn once, its id and item row in customdata
+        ids = np.concatenate([np.asarray(t.customdata) for t in fig.data])
+        assert sorted(ids[:, 0].tolist()) == list(range(len(table)))
+        np.testing.assert_array_equal(table.row.to_numpy()[ids[:, 0]], ids[:, 1])
+        assert {t.type for t in fig.data} == {"scattergl"}
+        assert all(t.x.dtype == np.float32 for t in fig.data)
+        assert all(t.hovertext is None for t in fig.data)  # no per-point sentence
+
+
+def _xy_of(spec):
+    out = {}
+    for t in _map_traces(spec):
+        if t.get("name") == "query":
+            continue
+        for p, x, y in zip(_ids(t["customdata"]), _values(t["x"]), _values(t["y"])):
+            out[p] = (x, y)
+    return out
+
+
+def test_query_is_placed_on_an_open_tsne_map_without_recomputing_it(ws, monkeypatch):
+    """Above the openTSNE threshold, marking the query places it into the stored map (its points unchanged, no
+    t-SNE run): planted truth, a query that is an item of the map lands beside that item's own point."""
+    from slics_core.explorer import arrival, maps
+    from slics_core.explorer.background import JOBS
+    from slics_core.methods import preferred_method
+
+    monkeypatch.setattr(maps, "OPENTSNE_MIN_POINTS", 10)
+    monkeypatch.setattr(maps, "OPENTSNE_GRADIENT", "bh")
+    rows = map_sample(ws.Y, ws.index["pool"], 60, random_state=11, concept_names=ws.concept_names)
+    P, _ = map_points(ws.model(preferred_method(ws.dictionary_methods()), ws.default_d0), ws.X, ws.Y, rows,
+                      kinds=KINDS, component="partial", Z=ws.Z, sub_to_concept=ws.sub_to_concept,
+                      concept_names=ws.concept_names, sub_names=ws.sub_names)
+    (ws.path / arrival.STORE / arrival.layout_name(P, 11)).unlink(missing_ok=True)  # laid out in this process
+    at = _page(n_points=60, map_seed=11)
+    assert not at.exception, at.exception
+    exp = _expected_table(ws, at)
+    before = _xy_of(_spec(at))
+    q = int(exp.row[exp.kind == "embedding"].iloc[5])
+    own = int(exp.point[(exp.kind == "embedding") & (exp.row == q)].iloc[0])
+
+    def refuse(*a, **k):
+        raise AssertionError("t-SNE ran again")
+
+    monkeypatch.setattr(arrival, "tsne_fit", refuse)
+    at.session_state["query"] = q
+    at.run()
+    at.checkbox(key="mark_query").check().run()
+    assert not at.exception, at.exception
+    spec = _spec(at)
+    assert _xy_of(spec) == before  # the same map
+    assert not [t for t in spec["data"] if t.get("name") == "current query"]
+    placed = [t for t in spec["data"] if t.get("name") == "query"]
+    assert len(placed) == 1 and placed[0]["text"] == [f"query (item {q})"]
+    qx, qy = _values(placed[0]["x"])[0], _values(placed[0]["y"])[0]
+    xy = np.array(list(before.values()))
+    span = np.ptp(xy, axis=0).max()
+    assert np.hypot(qx - before[own][0], qy - before[own][1]) < 0.05 * span
+    # another process (no embedding in memory): rebuilt from the stored layout in the background, same place
+    import streamlit as st
+
+    monkeypatch.setattr(arrival, "_EMBEDDINGS", type(arrival._EMBEDDINGS)())
+    st.cache_resource.clear()
+    at.run()
+    assert not at.exception, at.exception
+    JOBS.wait(240)
+    at.run()
+    spec = _spec(at)
+    assert _xy_of(spec) == before
+    again = [t for t in spec["data"] if t.get("name") == "query"]
+    assert len(again) == 1
+    assert np.hypot(_values(again[0]["x"])[0] - qx, _values(again[0]["y"])[0] - qy) < 0.02 * span
+
+
+def test_a_large_layout_runs_in_the_background_and_is_stored(ws, monkeypatch):
+    """Above BACKGROUND_MIN_POINTS the page shows the layout's progress and stops; when the run is done the map is
+    the stored layout (a revisit reads it)."""
+    import time
+
+    from slics_core.explorer import arrival, maps
+
+    monkeypatch.setattr(maps, "BACKGROUND_MIN_POINTS", 10)
+    from slics_core.methods import preferred_method
+
+    seed = 4321
+    rows = map_sample(ws.Y, ws.index["pool"], 50, random_state=seed, concept_names=ws.concept_names)
+    P, _ = map_points(ws.model(preferred_method(ws.dictionary_methods()), ws.default_d0), ws.X, ws.Y, rows,
+                      kinds=KINDS, component="partial", Z=ws.Z, sub_to_concept=ws.sub_to_concept,
+                      concept_names=ws.concept_names, sub_names=ws.sub_names)
+    (ws.path / arrival.STORE / arrival.layout_name(P, seed)).unlink(missing_ok=True)  # a fresh workspace store
+    at = AppTest.from_file(PAGE, default_timeout=240)
+    at.session_state["n_points"] = 50
+    at.session_state["map_seed"] = seed
+    at.run()
+    assert not at.exception, at.exception
+    assert not at.get("plotly_chart")  # not yet: the layout's progress is shown instead
+    assert "in the background" in at.get("progress")[-1].proto.text
+    for _ in range(240):
+        if arrival.stored_map_layout(ws, P, seed) is not None:
+            break
+        time.sleep(0.5)
+    at.run()
+    assert not at.exception, at.exception
+    stored = arrival.stored_map_layout(ws, P, seed)
+    assert stored is not None
+    got = _xy_of(_spec(at))
+    np.testing.assert_allclose([got[p] for p in range(len(P))], stored)

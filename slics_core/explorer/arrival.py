@@ -21,7 +21,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import zipfile
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +40,14 @@ from slics_core.explorer.atom_tables import (
     item_codes,
     stream_atom_top_items,
 )
-from slics_core.explorer.maps import map_points, map_sample, tsne_layout
+from slics_core.explorer.maps import map_points, map_sample, tsne_embedding, tsne_fit
 from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.methods import preferred_method
 
-__all__ = ["DEFAULT_K", "MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "map_layout", "pool_codes",
-           "pool_top_items", "prepare_pages", "stored", "sweep_splits"]
+__all__ = ["DEFAULT_K", "MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "kept_embedding", "layout_name",
+           "map_embedding", "map_layout", "pool_codes", "pool_top_items", "prepare_pages", "stored",
+           "stored_map_layout", "sweep_splits"]
 
 MAX_ENTRY_BYTES = 256 * 2**20
 MAX_ENTRIES = 512
@@ -143,12 +146,78 @@ def job_rankings(ws, job, depth: int, index=None) -> np.ndarray:
                   names=("idx",))["idx"]
 
 
-def map_layout(ws, P, seed: int) -> np.ndarray:
-    """:func:`slics_core.explorer.maps.tsne_layout` of the points ``P`` (keyed by their bytes), stored
-    (Subspaces)."""
+def _layout_description(P, seed) -> dict:
+    return {"points": hashlib.sha256(P.tobytes()).hexdigest(), "shape": list(P.shape), "seed": int(seed)}
+
+
+#: openTSNE embedding objects of the layouts this process computed or rebuilt, by layout name (at most
+#: :data:`MAX_EMBEDDINGS`, least recently used go): they place a query on a stored map (:func:`map_embedding`).
+MAX_EMBEDDINGS = 4
+_EMBEDDINGS: OrderedDict = OrderedDict()
+_EMBEDDINGS_LOCK = threading.Lock()
+
+
+def _keep_embedding(name, embedding):
+    with _EMBEDDINGS_LOCK:
+        _EMBEDDINGS[name] = embedding
+        _EMBEDDINGS.move_to_end(name)
+        while len(_EMBEDDINGS) > MAX_EMBEDDINGS:
+            _EMBEDDINGS.popitem(last=False)
+
+
+def layout_name(P, seed: int) -> str:
+    """The store's name of the layout of the points ``P`` with ``seed`` (one layout, one name)."""
     P = np.ascontiguousarray(P, dtype=np.float64)
-    desc = {"points": hashlib.sha256(P.tobytes()).hexdigest(), "shape": list(P.shape), "seed": int(seed)}
-    return stored(ws, "tsne", desc, lambda: {"xy": tsne_layout(P, random_state=int(seed))}, names=("xy",))["xy"]
+    return _name("tsne", _layout_description(P, seed))
+
+
+def map_layout(ws, P, seed: int, progress=None) -> np.ndarray:
+    """:func:`slics_core.explorer.maps.tsne_layout` of the points ``P`` (keyed by their bytes; the engine by
+    :func:`~slics_core.explorer.maps.tsne_engine`), stored (Subspaces). An openTSNE layout's embedding object is
+    kept in this process (:func:`map_embedding`). ``progress(line, done, total)`` as in
+    :func:`~slics_core.explorer.maps.tsne_fit`."""
+    P = np.ascontiguousarray(P, dtype=np.float64)
+
+    def compute():
+        xy, embedding = tsne_fit(P, random_state=int(seed), progress=progress)
+        if embedding is not None:
+            _keep_embedding(layout_name(P, seed), embedding)
+        return {"xy": xy}
+
+    return stored(ws, "tsne", _layout_description(P, seed), compute, names=("xy",))["xy"]
+
+
+def stored_map_layout(ws, P, seed: int) -> np.ndarray | None:
+    """The stored layout of :func:`map_layout`, or None when none is stored (the page then computes it in the
+    background)."""
+    P = np.ascontiguousarray(P, dtype=np.float64)
+    got = stored_only(ws, "tsne", _layout_description(P, seed), ("xy",))
+    return None if got is None else got["xy"]
+
+
+def kept_embedding(P, seed: int):
+    """The embedding object of the layout of ``P`` this process holds (:func:`map_embedding`), or None."""
+    P = np.ascontiguousarray(P, dtype=np.float64)
+    with _EMBEDDINGS_LOCK:
+        return _EMBEDDINGS.get(layout_name(P, seed))
+
+
+def map_embedding(ws, P, seed: int):
+    """openTSNE's embedding object of the stored layout of ``P`` (:func:`map_layout`): the one this process
+    computed, else rebuilt from the stored coordinates (:func:`~slics_core.explorer.maps.tsne_embedding`; the
+    points' neighbours are computed, the layout is not). None when no layout is stored."""
+    P = np.ascontiguousarray(P, dtype=np.float64)
+    name = layout_name(P, seed)
+    with _EMBEDDINGS_LOCK:
+        if name in _EMBEDDINGS:
+            _EMBEDDINGS.move_to_end(name)
+            return _EMBEDDINGS[name]
+    xy = stored_map_layout(ws, P, seed)
+    if xy is None:
+        return None
+    embedding = tsne_embedding(P, xy, random_state=int(seed))
+    _keep_embedding(name, embedding)
+    return embedding
 
 
 def atom_matrices(ws, method: str, d0: int, n_nonzero: int, split: str) -> dict:

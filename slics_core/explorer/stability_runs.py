@@ -5,8 +5,8 @@ a background thread with progress, and stored in the workspace's store (:mod:`sl
 * :func:`stability_result` - the stored result of some settings, or computes and stores it:
   :func:`slics_core.stability.seed_stability` (the rule lives there) on the workspace's splits
   (:func:`slics_core.explorer.scoring.eval_view`) and :func:`slics_core.stability.evaluate_n_active`.
-* :class:`BackgroundRun` - one such run in a daemon thread: progress, error and result, thread-safe, for any
-  number of readers (every tab of the app).
+* :class:`BackgroundRun` - one such run in a daemon thread (:mod:`slics_core.explorer.background`): progress,
+  error and result, thread-safe, for any number of readers (every tab of the app).
 * :func:`stability_frame` / :func:`n_active_frame` - the result as tables (the page shows them, CSV exports them).
 
 Choices: the seeds' fits are mini-batch fits (``batch_size``; a full-batch fit may not depend on the seed, and
@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import json
 import math
-import threading
-import time
 from dataclasses import asdict, dataclass
 
 import pandas as pd
 
 from slics_core.evaluation import RECALL_KS, SWEEP_METHOD, SWEEP_MODE, recall_keys
 from slics_core.explorer.arrival import stored, stored_only
-from slics_core.explorer.emoji_build import user_error
+from slics_core.explorer.background import BackgroundRun as _Run
 from slics_core.explorer.scoring import eval_view
 from slics_core.stability import N_ACTIVE_METHOD, check_n_active, evaluate_n_active, seed_stability
 
@@ -109,47 +107,14 @@ def stability_result(ws, settings: StabilitySettings, progress=None) -> dict:
     return _decode(stored(ws, _KIND, _description(s), compute, names=_NAMES))
 
 
-class BackgroundRun:
-    """:func:`stability_result` of one workspace and settings in a daemon thread, read by any number of readers.
-
-    Attributes (read with :meth:`snapshot`): ``stage``, ``done``, ``total``, ``finished``, ``error`` (one line),
-    ``result``.
-    """
+class BackgroundRun(_Run):
+    """:func:`stability_result` of one workspace and settings in a daemon thread
+    (:class:`slics_core.explorer.background.BackgroundRun`), read by any number of readers."""
 
     def __init__(self, ws, settings: StabilitySettings):
-        self._lock = threading.Lock()
         self.settings = settings
-        self.stage, self.done, self.total = "starting", 0, settings.steps()
-        self.started = time.monotonic()
-        self.finished, self.error, self.result = False, None, None
-        self._thread = threading.Thread(target=self._run, args=(ws,), name="slics-stability", daemon=True)
-
-    def start(self) -> BackgroundRun:
-        self._thread.start()
-        return self
-
-    def _progress(self, line, done, total):
-        with self._lock:
-            self.stage, self.done, self.total = str(line), int(done), int(total)
-
-    def _run(self, ws):
-        try:
-            result = stability_result(ws, self.settings, self._progress)
-        except Exception as exc:
-            with self._lock:
-                self.error, self.finished = user_error(exc), True
-            return
-        with self._lock:
-            self.result, self.finished = result, True
-
-    def join(self, timeout=None) -> None:
-        self._thread.join(timeout)
-
-    def snapshot(self) -> dict:
-        """``stage``, ``done``, ``total``, ``elapsed`` (s), ``finished``, ``error``, ``result``."""
-        with self._lock:
-            return {"stage": self.stage, "done": self.done, "total": self.total, "finished": self.finished,
-                    "elapsed": time.monotonic() - self.started, "error": self.error, "result": self.result}
+        super().__init__(lambda progress: stability_result(ws, settings, progress), settings.steps(),
+                         name="slics-stability")
 
 
 def _pm(mean, std) -> str:
