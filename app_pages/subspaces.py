@@ -25,7 +25,7 @@ Reading the map
   figure (which ones: :func:`slics_core.explorer.maps.picture_points`), the rest stay dots. The thumbnails
   are the shared ``data:`` URLs of :mod:`app_pages._images` (encoded once per process).
 * Large maps (up to 20 000 items, 3 000 without openTSNE): the t-SNE engine by size
-  (:func:`slics_core.explorer.maps.tsne_engine`); a layout of more than ``BACKGROUND_MIN_POINTS`` points is
+  (:func:`slics_core.explorer.layouts.tsne_engine`); a layout of more than ``BACKGROUND_MIN_POINTS`` points is
   computed in a background run (:data:`slics_core.explorer.background.JOBS`, the progress in an
   ``st.fragment(run_every=2)`` every tab sees) and stored in the workspace (:mod:`slics_core.explorer.arrival`);
   more than 2 000 points are drawn by :mod:`app_pages._map_figure` as WebGL traces with a compact hover.
@@ -70,24 +70,20 @@ from slics_core.explorer.arrival import (
 )
 from slics_core.explorer.background import JOBS, BackgroundRun
 from slics_core.explorer.exports import figure_html, with_settings
+from slics_core.explorer.layouts import BACKGROUND_MIN_POINTS, engine_note, max_map_items, place_points, tsne_engine
 from slics_core.explorer.maps import (
-    BACKGROUND_MIN_POINTS,
     COLOUR_MODES,
     KINDS,
     MAX_PICTURES,
     colour_param,
-    engine_note,
     map_colours,
     map_points,
     map_sample,
     match_points,
-    max_map_items,
     parse_colour_param,
-    place_points,
     point_text,
     selected_point_ids,
     selection_summary,
-    tsne_engine,
 )
 from slics_core.methods import MODES
 

@@ -71,7 +71,7 @@ def test_build_prepares_every_default_job_and_the_pages_use_it(dataset_ws, monke
         raise AssertionError("computed on arrival")
 
     monkeypatch.setattr(scoring, "rank_job", refuse)
-    monkeypatch.setattr("slics_core.explorer.maps.tsne_layout", refuse)
+    monkeypatch.setattr("slics_core.explorer.layouts.tsne_layout", refuse)
     monkeypatch.setattr("slics_core.explorer.arrival.tsne_fit", refuse)
     monkeypatch.setattr("slics_core.explorer.atom_tables.atom_heatmaps", refuse)
     monkeypatch.setattr("slics_core.explorer.atom_tables.item_codes", refuse)

@@ -15,6 +15,7 @@ from slics_core.explorer.atom_tables import (
     matrix_table,
 )
 from slics_core.explorer.exports import with_settings
+from slics_core.explorer.layouts import tsne_layout
 from slics_core.explorer.maps import (
     ATOM_SUB,
     COLOUR_MODES,
@@ -34,7 +35,6 @@ from slics_core.explorer.maps import (
     selected_point_ids,
     selection_summary,
     subspace_map,
-    tsne_layout,
 )
 from slics_core.slics import SLiCS
 from slics_core.synthetic import make_concept_cones
@@ -541,20 +541,20 @@ def test_atom_labels_and_cooccurrence_summary():
 
 # ---------------------------------------------------------------------- t-SNE engines and placing a query
 def test_layout_engine_rule_and_the_item_cap(monkeypatch):
-    from slics_core.explorer import maps
+    from slics_core.explorer import layouts
 
-    assert maps.open_tsne_installed()  # the test venv has the tsne extra
-    assert maps.tsne_engine(maps.OPENTSNE_MIN_POINTS) == "scikit-learn"
-    assert maps.tsne_engine(maps.OPENTSNE_MIN_POINTS + 1) == "openTSNE"
-    assert maps.max_map_items() == 20_000 and maps.engine_note() is None
+    assert layouts.open_tsne_installed()  # the test venv has the tsne extra
+    assert layouts.tsne_engine(layouts.OPENTSNE_MIN_POINTS) == "scikit-learn"
+    assert layouts.tsne_engine(layouts.OPENTSNE_MIN_POINTS + 1) == "openTSNE"
+    assert layouts.max_map_items() == 20_000 and layouts.engine_note() is None
     # without openTSNE: scikit-learn at every size, the cap stays 3 000, and one line says why
-    monkeypatch.setattr(maps.importlib.util, "find_spec", lambda name: None)
-    assert maps.tsne_engine(50_000) == "scikit-learn"
-    assert maps.max_map_items() == 3_000
-    note = maps.engine_note()
+    monkeypatch.setattr(layouts.importlib.util, "find_spec", lambda name: None)
+    assert layouts.tsne_engine(50_000) == "scikit-learn"
+    assert layouts.max_map_items() == 3_000
+    note = layouts.engine_note()
     assert "3,000" in note and 'pip install "slics-explorer[tsne]"' in note and "\n" not in note
     with pytest.raises(ValueError, match="engine must be one of"):
-        maps.tsne_fit(np.eye(5), engine="umap")
+        layouts.tsne_fit(np.eye(5), engine="umap")
 
 
 def _clusters(n=240, d=24, k=4, seed=0):
@@ -567,21 +567,21 @@ def _clusters(n=240, d=24, k=4, seed=0):
 def test_open_tsne_layout_places_an_existing_item_at_its_own_position(monkeypatch):
     """Planted truth: an item of the map, placed again into the map (from its stored coordinates, the embedding
     rebuilt without re-optimising), lands beside its own point, inside its own cluster."""
-    from slics_core.explorer import maps
+    from slics_core.explorer import layouts
 
-    monkeypatch.setattr(maps, "OPENTSNE_GRADIENT", "bh")  # the FFT grid's fixed cost is seconds at this size
+    monkeypatch.setattr(layouts, "OPENTSNE_GRADIENT", "bh")  # the FFT grid's fixed cost is seconds at this size
     X, lab = _clusters()
     seen = []
-    xy, embedding = maps.tsne_fit(X, random_state=0, engine="openTSNE", progress=lambda *a: seen.append(a))
+    xy, embedding = layouts.tsne_fit(X, random_state=0, engine="openTSNE", progress=lambda *a: seen.append(a))
     assert embedding is not None and xy.shape == (len(X), 2)
     assert seen[-1][1:] == (20, 20) and all(d <= t for _, d, t in seen)  # 25-iteration steps of 500
     span = np.ptp(xy, axis=0).max()
-    rebuilt = maps.tsne_embedding(X, xy, random_state=0)
+    rebuilt = layouts.tsne_embedding(X, xy, random_state=0)
     np.testing.assert_allclose(np.asarray(rebuilt) + rebuilt.slics_offset, xy)  # the stored layout, not re-optimised
     kept = xy.copy()
     for emb in (embedding, rebuilt, embedding):
         items = np.arange(0, len(X), 40)
-        got = maps.place_points(emb, X[items])
+        got = layouts.place_points(emb, X[items])
         err = np.linalg.norm(got - xy[items], axis=1)
         assert err.max() < 0.01 * span, err  # in the layout's own frame (openTSNE's transform recentres its map)
         np.testing.assert_array_equal(xy, kept)
@@ -590,7 +590,7 @@ def test_open_tsne_layout_places_an_existing_item_at_its_own_position(monkeypatc
         nearest = np.linalg.norm(got[:, None, :] - centres[None], axis=2).argmin(axis=1)
         np.testing.assert_array_equal(nearest, lab[items])
     with pytest.raises(ValueError, match="xy must have shape"):
-        maps.tsne_embedding(X, xy[:-1])
+        layouts.tsne_embedding(X, xy[:-1])
 
 
 def test_large_layouts_use_open_tsne_stored_with_their_embedding(tmp_path, monkeypatch):
@@ -598,14 +598,14 @@ def test_large_layouts_use_open_tsne_stored_with_their_embedding(tmp_path, monke
     rebuilds the embedding from the stored coordinates and places an item at its own position."""
     from types import SimpleNamespace
 
-    from slics_core.explorer import arrival, maps
+    from slics_core.explorer import arrival, layouts
 
-    monkeypatch.setattr(maps, "OPENTSNE_GRADIENT", "bh")
-    monkeypatch.setattr(maps, "OPENTSNE_MIN_POINTS", 100)
+    monkeypatch.setattr(layouts, "OPENTSNE_GRADIENT", "bh")
+    monkeypatch.setattr(layouts, "OPENTSNE_MIN_POINTS", 100)
     X, _ = _clusters()
     ws = SimpleNamespace(path=tmp_path, building=None)
     xy = arrival.map_layout(ws, X, 0)
-    np.testing.assert_allclose(xy, maps.tsne_fit(X, random_state=0, engine="openTSNE")[0])  # openTSNE's
+    np.testing.assert_allclose(xy, layouts.tsne_fit(X, random_state=0, engine="openTSNE")[0])  # openTSNE's
     np.testing.assert_array_equal(arrival.stored_map_layout(ws, X, 0), xy)
     assert arrival.stored_map_layout(ws, X, 1) is None
     monkeypatch.setattr(arrival, "_EMBEDDINGS", type(arrival._EMBEDDINGS)())  # a new process
@@ -616,6 +616,6 @@ def test_large_layouts_use_open_tsne_stored_with_their_embedding(tmp_path, monke
     monkeypatch.setattr(arrival, "tsne_fit", refuse)
     emb = arrival.map_embedding(ws, X, 0)
     assert arrival.map_embedding(ws, X, 0) is emb  # kept
-    got = maps.place_points(emb, X[7])
+    got = layouts.place_points(emb, X[7])
     assert np.linalg.norm(got[0] - xy[7]) < 0.05 * np.ptp(xy, axis=0).max()
     assert arrival.map_embedding(ws, X[:-1], 0) is None  # no layout stored for these points

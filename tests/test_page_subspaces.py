@@ -474,12 +474,12 @@ def _xy_of(spec):
 def test_query_is_placed_on_an_open_tsne_map_without_recomputing_it(ws, monkeypatch):
     """Above the openTSNE threshold, marking the query places it into the stored map (its points unchanged, no
     t-SNE run): planted truth, a query that is an item of the map lands beside that item's own point."""
-    from slics_core.explorer import arrival, maps
+    from slics_core.explorer import arrival, layouts
     from slics_core.explorer.background import JOBS
     from slics_core.methods import preferred_method
 
-    monkeypatch.setattr(maps, "OPENTSNE_MIN_POINTS", 10)
-    monkeypatch.setattr(maps, "OPENTSNE_GRADIENT", "bh")
+    monkeypatch.setattr(layouts, "OPENTSNE_MIN_POINTS", 10)
+    monkeypatch.setattr(layouts, "OPENTSNE_GRADIENT", "bh")
     rows = map_sample(ws.Y, ws.index["pool"], 60, random_state=11, concept_names=ws.concept_names)
     P, _ = map_points(ws.model(preferred_method(ws.dictionary_methods()), ws.default_d0), ws.X, ws.Y, rows,
                       kinds=KINDS, component="partial", Z=ws.Z, sub_to_concept=ws.sub_to_concept,
@@ -530,9 +530,9 @@ def test_a_large_layout_runs_in_the_background_and_is_stored(ws, monkeypatch):
     the stored layout (a revisit reads it)."""
     import time
 
-    from slics_core.explorer import arrival, maps
+    from slics_core.explorer import arrival, layouts
 
-    monkeypatch.setattr(maps, "BACKGROUND_MIN_POINTS", 10)
+    monkeypatch.setattr(layouts, "BACKGROUND_MIN_POINTS", 10)
     from slics_core.methods import preferred_method
 
     seed = 4321

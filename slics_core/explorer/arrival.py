@@ -40,7 +40,8 @@ from slics_core.explorer.atom_tables import (
     item_codes,
     stream_atom_top_items,
 )
-from slics_core.explorer.maps import map_points, map_sample, tsne_embedding, tsne_fit
+from slics_core.explorer.layouts import tsne_embedding, tsne_fit
+from slics_core.explorer.maps import map_points, map_sample
 from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.methods import preferred_method
@@ -172,10 +173,10 @@ def layout_name(P, seed: int) -> str:
 
 
 def map_layout(ws, P, seed: int, progress=None) -> np.ndarray:
-    """:func:`slics_core.explorer.maps.tsne_layout` of the points ``P`` (keyed by their bytes; the engine by
-    :func:`~slics_core.explorer.maps.tsne_engine`), stored (Subspaces). An openTSNE layout's embedding object is
+    """:func:`slics_core.explorer.layouts.tsne_layout` of the points ``P`` (keyed by their bytes; the engine by
+    :func:`~slics_core.explorer.layouts.tsne_engine`), stored (Subspaces). An openTSNE layout's embedding object is
     kept in this process (:func:`map_embedding`). ``progress(line, done, total)`` as in
-    :func:`~slics_core.explorer.maps.tsne_fit`."""
+    :func:`~slics_core.explorer.layouts.tsne_fit`."""
     P = np.ascontiguousarray(P, dtype=np.float64)
 
     def compute():
@@ -204,7 +205,7 @@ def kept_embedding(P, seed: int):
 
 def map_embedding(ws, P, seed: int):
     """openTSNE's embedding object of the stored layout of ``P`` (:func:`map_layout`): the one this process
-    computed, else rebuilt from the stored coordinates (:func:`~slics_core.explorer.maps.tsne_embedding`; the
+    computed, else rebuilt from the stored coordinates (:func:`~slics_core.explorer.layouts.tsne_embedding`; the
     points' neighbours are computed, the layout is not). None when no layout is stored."""
     P = np.ascontiguousarray(P, dtype=np.float64)
     name = layout_name(P, seed)
