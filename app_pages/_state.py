@@ -41,8 +41,9 @@ import streamlit as st
 
 from app_pages import _safe
 from slics_core.explorer.arrival import DEFAULT_K
+from slics_core.explorer.edits import parse_boost_param
 from slics_core.explorer.maps import parse_colour_param
-from slics_core.explorer.queries import parse_boost_param, parse_concept_param
+from slics_core.explorer.queries import parse_concept_param
 from slics_core.explorer.workspace import EMOJI
 from slics_core.methods import MODES
 

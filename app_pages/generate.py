@@ -19,14 +19,8 @@ from app_pages._images import png_bytes
 from app_pages._query import concept_picker, preselection, query_picker, show_query
 from app_pages._ui import component_picker, d0_picker, method_picker, page_intro
 from app_pages._workspace import get_workspace, workspace_generator, ws_id
-from slics_core.explorer.queries import (
-    components_of_row,
-    concept_scores,
-    edit_query,
-    edit_title,
-    generation_rows,
-    image_strip,
-)
+from slics_core.explorer.edits import edit_query, edit_title
+from slics_core.explorer.queries import components_of_row, concept_scores, generation_rows, image_strip
 from slics_core.explorer.readings import prompt_text, strip_change
 from slics_core.generators import concept_atoms, interpolate_atoms
 from slics_core.rows import ZERO_NORM

@@ -24,18 +24,11 @@ from app_pages._ui import (
     page_intro,
 )
 from app_pages._workspace import get_workspace, pool_index, quantized_pool, ws_id
+from slics_core.explorer.edits import BOOST_RANGE, edit_line, edited_gallery
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.narration import component_words
 from slics_core.explorer.quantized import has_quantized_pool
-from slics_core.explorer.queries import (
-    BOOST_RANGE,
-    components_of_row,
-    concept_galleries,
-    concept_scores,
-    edit_line,
-    edited_gallery,
-    galleries_table,
-)
+from slics_core.explorer.queries import components_of_row, concept_galleries, concept_scores, galleries_table
 from slics_core.methods import get_method, uses_active
 
 GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"

@@ -51,9 +51,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from slics_core.embed import default_workers, embed_dataset, image_route
 from slics_core.encoders import OpenCLIPEncoder
 from slics_core.images import load_image
-from slics_core.store import default_workers, embed_dataset, image_route
 
 
 def make_jpegs(folder, n, width, height, seed=0):

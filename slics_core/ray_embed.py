@@ -7,7 +7,7 @@ run started by one backend is resumed by either. The pipeline is Ray Data's:
 * the dataset has one row per missing batch of the cache (its index and its items' paths), one block
   per row, so Ray spreads batches, never splits one;
 * CPU tasks (``map_batches`` with a function) decode and preprocess a batch's images into ``uint8``
-  pixels (:func:`slics_core.store.image_route`), a quarter of float32's bytes in Ray's object store;
+  pixels (:func:`slics_core.embed.image_route`), a quarter of float32's bytes in Ray's object store;
 * actors (``map_batches`` with a callable class, ``concurrency`` of them, ``num_gpus`` each) hold the
   encoder, built once per actor by ``encoder_factory``, and run the model (normalisation on the device);
 * this process takes each finished batch as it comes and writes its batch file atomically
@@ -26,9 +26,9 @@ import sys
 import numpy as np
 
 from slics_core._validation import check_k
+from slics_core.embed import begin_run, check_embeddings, image_route, write_result
 from slics_core.extras import require
 from slics_core.images import ImageLoadError
-from slics_core.store import begin_run, check_embeddings, image_route, write_result
 
 __all__ = ["embed_dataset_ray", "start_ray"]
 
@@ -111,12 +111,12 @@ class _Embed:
 def embed_dataset_ray(paths, ids, encoder, cache_dir, *, encoder_factory=None, batch_size=64, preprocessing=None,
                       dataset_info=None, labels=None, overwrite=False, progress=True, image_loader=None, draft=None,
                       transfer=None, address=None, num_gpus_per_actor=0, concurrency=1, num_cpus=None):
-    """Embed images into a cache directory with Ray, resumably: the cache of :func:`slics_core.store.embed_dataset`.
+    """Embed images into a cache directory with Ray, resumably: the cache of :func:`slics_core.embed.embed_dataset`.
 
     Parameters
     ----------
     paths, ids, cache_dir, batch_size, preprocessing, dataset_info, labels, overwrite, image_loader, draft, transfer
-        As :func:`slics_core.store.embed_dataset`. ``batch_size`` images are one batch file and one
+        As :func:`slics_core.embed.embed_dataset`. ``batch_size`` images are one batch file and one
         encoder call (one row of the Ray dataset, so Ray's own ``batch_size`` is 1 row).
     encoder : encoder with a tensor-level API (``image_transform``/``encode_tensors``)
         Gives the cache its id, width, preprocessing and draft size in this process.

@@ -15,9 +15,10 @@ import torch
 from fixtures_models import register_tiny_open_clip
 from PIL import Image
 
+from slics_core.embed import default_workers, embed_dataset
 from slics_core.encoders import DINOv2Encoder, OpenCLIPEncoder, TiTokEncoder
 from slics_core.images import load_image
-from slics_core.store import EmbeddingStore, default_workers, embed_dataset
+from slics_core.store import EmbeddingStore
 
 ROOT = Path(__file__).resolve().parents[1]
 BROKEN = (4, 8, 9, 10, 11)  # 8..11 is a whole batch of 4 with no readable image
@@ -312,7 +313,7 @@ import os, signal, sys
 sys.path[:0] = [{root!r}, {tests!r}]
 from fixtures_models import register_tiny_open_clip
 from slics_core.encoders import OpenCLIPEncoder
-from slics_core.store import embed_dataset
+from slics_core.embed import embed_dataset
 import json
 
 enc = OpenCLIPEncoder.random(register_tiny_open_clip({tmp!r}), seed=0, device="cpu")
@@ -396,7 +397,7 @@ def test_uint8_route_gives_the_float32_routes_embeddings(folder, tiny_clip, tmp_
     """Workers hand over uint8 pixels (a quarter of the bytes); scaling and normalisation on the device give the
     float32 route's values: the same torch operations on the same numbers, so on the CPU in float32 the caches are
     equal to rounding (atol 1e-6; measured: identical)."""
-    from slics_core.store import image_route
+    from slics_core.embed import image_route
 
     transform, _, transfer = image_route(tiny_clip)
     assert transfer == "uint8"

@@ -149,7 +149,7 @@ def _fail_on(monkeypatch, code, after):
             raise OSError(code, os.strerror(code))
         return real(fd)
 
-    monkeypatch.setattr(store_mod.os, "fsync", fsync)
+    monkeypatch.setattr(os, "fsync", fsync)  # the one os module every writer uses
 
 
 def test_cli_disk_full_is_one_line_and_the_rerun_completes(photos, capsys, monkeypatch):

@@ -6,21 +6,18 @@ from scipy.optimize import nnls
 from sklearn.metrics import f1_score
 
 from slics_core import SLiCS
+from slics_core.explorer.edits import edit_line, edit_query, edited_gallery, parse_boost_param
 from slics_core.explorer.queries import (
     Gallery,
     components_of_row,
     concept_galleries,
     concept_scores,
-    edit_line,
-    edit_query,
-    edited_gallery,
     fit_score_thresholds,
     galleries_table,
     gallery_relevance,
     generation_rows,
     image_strip,
     likely_concepts,
-    parse_boost_param,
     parse_concept_param,
     rank_pool,
     upload_thresholds,

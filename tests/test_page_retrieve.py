@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from slics_core.explorer.queries import components_of_row, concept_galleries, edited_gallery
+from slics_core.explorer.edits import edited_gallery
+from slics_core.explorer.queries import components_of_row, concept_galleries
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "retrieve.py")

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from slics_core.embed import embed_dataset
 from slics_core.encoders import create_encoder
 from slics_core.ray_embed import embed_dataset_ray
-from slics_core.store import EmbeddingStore, embed_dataset
+from slics_core.store import EmbeddingStore
 
 try:
     import ray

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from slics_core.store import EmbeddingStore, embed_dataset
+from slics_core.embed import embed_dataset
+from slics_core.store import EmbeddingStore
 
 
 class ColourEncoder:
@@ -197,8 +198,6 @@ def test_disk_full_keeps_finished_batches(folder, tmp_path, monkeypatch):
     import errno
     import os
 
-    from slics_core import store as store_mod
-
     real, calls = os.replace, []
 
     def replace(src, dst):
@@ -207,7 +206,7 @@ def test_disk_full_keeps_finished_batches(folder, tmp_path, monkeypatch):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(src, dst)
 
-    monkeypatch.setattr(store_mod.os, "replace", replace)
+    monkeypatch.setattr(os, "replace", replace)  # every atomic write renames through os.replace
     ids = [str(i) for i in range(len(folder))]
     with pytest.raises(OSError, match=r"no space left on the disk holding '.*b00002\.npz'.*kept") as info:
         embed_dataset(folder, ids, ColourEncoder(), tmp_path / "c", batch_size=3, progress=False)

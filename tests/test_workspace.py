@@ -100,7 +100,7 @@ def test_dataset_workspace_damage_and_errors(dataset_ws, tmp_path):
 
 
 def _tiny_cache(tmp_path):
-    from slics_core.store import embed_dataset
+    from slics_core.embed import embed_dataset
 
     class Enc:
         id = "t"

@@ -36,6 +36,7 @@ from slics_core import datasets
 from slics_core.captions import get_words, prepare_text_embeddings, word_captions
 from slics_core.commands import CLIError
 from slics_core.data import eval_data, fit_inputs, load_cache, vocabulary_embeddings
+from slics_core.embed import embed_dataset
 from slics_core.emoji.world import DATASET_NAME as EMOJI_DATASET
 from slics_core.emoji.world import WORLD_DEFAULTS, DatasetDefaults, emoji_dataset
 from slics_core.encoders import concept_text_embeddings, create_encoder, load_titok_codebook
@@ -61,7 +62,7 @@ from slics_core.runs import ResultStore, run_folder
 from slics_core.slics import SLiCS
 from slics_core.splits import make_split
 from slics_core.stability import N_ACTIVE_METHOD, check_n_active, evaluate_n_active, seed_stability, stability_markdown
-from slics_core.store import EmbeddingStore, embed_dataset
+from slics_core.store import EmbeddingStore
 from slics_core.streaming import stream_fit
 
 __all__ = ["GENERIC_DEFAULTS", "dataset_defaults", "load_dataset", "resolve_encoder"]

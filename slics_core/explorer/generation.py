@@ -28,13 +28,13 @@ from PIL import Image
 from slics_core import generators as _gens
 from slics_core._validation import check_embeddings
 from slics_core.alignment import ProcrustesAlignment, fit_alignment
+from slics_core.embed import embed_dataset
 from slics_core.emoji.generator import EmojiGenerator
 from slics_core.encoders import create_encoder, parse_encoder_spec
 from slics_core.explorer.workspace import Workspace
 from slics_core.explorer.workspace_files import recorded_generator, set_workspace_generator
 from slics_core.formats import load_npz
 from slics_core.rows import ZERO_NORM
-from slics_core.store import embed_dataset
 from slics_core.weights import get_preset
 
 __all__ = ["WorkspaceGenerator", "load_workspace_generator", "attach_generator", "fit_workspace_alignment",
@@ -204,7 +204,7 @@ def _training_images(ws: Workspace, n_pairs: int, seed: int) -> np.ndarray:
 def _embed_training_images(ws, rows, encoder, progress):
     """Target-space embeddings of the workspace rows ``rows`` and the rows that could be embedded.
 
-    Through the embedding cache (:func:`slics_core.store.embed_dataset`) in the workspace folder, so an
+    Through the embedding cache (:func:`slics_core.embed.embed_dataset`) in the workspace folder, so an
     interrupted run resumes; unreadable images are left out.
     """
     if ws.paths is None:
