@@ -63,8 +63,9 @@ def test_extras_and_the_light_core():
     for heavy in ("torch", "open_clip", "streamlit", "transformers", "diffusers", "faiss", "plotly", "pandas"):
         assert heavy not in deps
     optional = PYPROJECT["project"]["optional-dependencies"]
-    assert {"app", "models", "gen", "faiss", "ray", "all", "test"} <= set(optional)
-    assert optional["all"] == ["slics-explorer[app,models,gen,faiss,ray]"]  # README's install (CI) runs the Ray test
+    assert {"app", "models", "gen", "faiss", "ray", "tsne", "all", "test"} <= set(optional)
+    # README's install (CI) runs the Ray test and the openTSNE maps
+    assert optional["all"] == ["slics-explorer[app,models,gen,faiss,ray,tsne]"]
     # every optional library named in slics_core.extras comes with the extra it names
     for module, extra in extras.EXTRAS.items():
         dist = {"open_clip": "open_clip_torch", "faiss": "faiss-cpu"}.get(module, module)

@@ -144,6 +144,17 @@ def multiselect_values(widget) -> list:
     return widget.locator("[data-tag]").evaluate_all("els => els.map(e => e.getAttribute('aria-label'))")
 
 
+def wait_for_tags(page, widget, timeout_s: float = 60) -> list:
+    """The picked values of an ``st.multiselect`` once the browser has drawn at least one (a loaded machine can
+    leave widgets as placeholders for a while after the script has finished); ``[]`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        values = multiselect_values(widget)
+        if values or time.monotonic() > deadline:
+            return values
+        page.wait_for_timeout(250)
+
+
 def selectbox_value(widget) -> str:
     return widget.locator('[role="combobox"]').first.input_value()
 

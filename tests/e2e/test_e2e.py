@@ -27,6 +27,7 @@ from e2e_helpers import (
     wait_for_app,
     wait_for_images,
     wait_for_render,
+    wait_for_tags,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -250,7 +251,7 @@ def test_generation_from_concept_components(page, screenshot_dir):
     open_page(page, "generate")
     assert_no_errors(page, "/generate")
     concepts = by_key(page, "concepts")
-    picked = multiselect_values(concepts)
+    picked = wait_for_tags(page, concepts)
     assert picked, "the query's concepts were not pre-selected"
     click_generate_if_needed(page)
     imgs = wait_generated(page, 1 + len(picked))
