@@ -36,7 +36,7 @@ import numpy as np
 
 from benchmarks.bench_retrieval import planted_model
 from slics_core.methods import components_of
-from slics_core.ondisk_index import build_ondisk_index
+from slics_core.ondisk_index import build_ondisk_index, open_ondisk_index
 from slics_core.retrieval import ExactIndex
 
 K = 20
@@ -168,6 +168,8 @@ def main():
                     help="candidates re-ranked exactly (0: none; default: the index's default)")
     ap.add_argument("--sweep", default=None, metavar="NPROBE:RERANK,...",
                     help="also search the same index with these settings, e.g. 62:200,62:1000,124:500")
+    ap.add_argument("--reuse", action="store_true",
+                    help="faiss: search the index an earlier run with the same --data left (no build; with --sweep)")
     ap.add_argument("--seed", type=int, default=0,
                     help="seeds the centres, the shards and the queries (0: the data of docs/scale.md's "
                          "first tables); a new seed is data the defaults were not chosen on")
@@ -186,12 +188,15 @@ def main():
     print(f"shards ready in {time.perf_counter() - t:.1f} s; peak RSS {_peak_rss_gib():.2f} GiB")
 
     folder = data / f"index-{a.backend}"
-    shutil.rmtree(folder, ignore_errors=True)
+    reuse = a.reuse and a.backend == "faiss" and folder.is_dir()
+    if not reuse:
+        shutil.rmtree(folder, ignore_errors=True)
     _reset_peak_rss()
     t, c = time.perf_counter(), time.process_time()
     if a.backend == "faiss":
         kw = {} if a.rerank is None else {"rerank": a.rerank}
-        index = build_ondisk_index(shards, folder, n_list=a.n_list, pq_m=a.pq_m, **kw)
+        index = (open_ondisk_index(folder, shards, **kw) if reuse
+                 else build_ondisk_index(shards, folder, n_list=a.n_list, pq_m=a.pq_m, **kw))
         if a.nprobe:
             index.nprobe = a.nprobe
         settings = (f"n_list {index.n_list}, pq_m {index.index.pq.M if hasattr(index.index, 'pq') else a.pq_m}, "
@@ -204,7 +209,8 @@ def main():
         index = LanceDBPool(shards, folder, n_list=n_list, pq_m=a.pq_m or a.dim // 16, nprobe=nprobe, refine=refine)
         settings = f"partitions {n_list}, sub-vectors {a.pq_m or a.dim // 16}, nprobes {nprobe}, refine_factor {refine}"
     build, build_cpu = time.perf_counter() - t, time.process_time() - c
-    print(f"{a.backend}: {settings}; build {build:.1f} s wall / {build_cpu:.1f} s CPU; "
+    done = "opened (--reuse)" if reuse else "build"
+    print(f"{a.backend}: {settings}; {done} {build:.1f} s wall / {build_cpu:.1f} s CPU; "
           f"{_bytes(folder) / 1e6:.1f} MB on disk; peak RSS after the build {_peak_rss_gib():.2f} GiB")
 
     Xq = _queries(np.random.default_rng(999), a.queries, atoms).astype(np.float64)

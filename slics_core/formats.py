@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import io
 import json
+import mmap
 import os
 import tempfile
 import zipfile
@@ -41,6 +42,7 @@ from slics_core._validation import is_int
 from slics_core.errors import damaged_file_error, reading, writing
 
 __all__ = [
+    "release_pages",
     "MAX_JSON_BYTES",
     "atomic_write_bytes",
     "atomic_write_json",
@@ -324,6 +326,21 @@ def check_npz(path, members, *, dense=(), optional=None, fix=None):
     with reading(path, fix), zipfile.ZipFile(path) as archive:
         return check_archive(archive, members, dense=dense, optional=optional, stored=os.path.getsize(path),
                              error=lambda problem: _damaged_file(path, problem, fix))
+
+
+def release_pages(array) -> bool:
+    """Drop the pages of a memory-mapped array (:func:`load_npy` with ``mmap_mode``) from this process's
+    resident set; the kernel keeps them in its page cache, so reading them again is cheap. A pass over a pool
+    larger than memory then holds the chunk it reads, not every page it has read (the peak RSS of
+    ``benchmarks/bench_scale.py``). Returns whether pages were released (False: not a memory map)."""
+    m = getattr(array, "_mmap", None)  # numpy's memmap keeps its mmap.mmap here (views share it)
+    if m is None or not hasattr(mmap, "MADV_DONTNEED"):
+        return False
+    try:
+        m.madvise(mmap.MADV_DONTNEED)
+    except (OSError, ValueError):  # a closed map, or a system without madvise
+        return False
+    return True
 
 
 def load_npy(path, kinds, *, fix=None, mmap_mode=None, check=None):

@@ -40,7 +40,7 @@ import numpy as np
 from slics_core._validation import check_k
 from slics_core.errors import FileSystemError, damaged_file_error
 from slics_core.extras import require
-from slics_core.formats import atomic_write_json, read_json
+from slics_core.formats import atomic_write_json, read_json, release_pages
 from slics_core.rows import unit_rows
 
 __all__ = [
@@ -110,6 +110,7 @@ def _read_rows(shards, offsets, positions):
     for s in np.unique(which):
         sel = np.flatnonzero(which == s)
         out[sel] = np.asarray(shards[s][positions[sel] - offsets[s]], dtype=np.float32)
+        release_pages(shards[s])
     return out
 
 
@@ -210,6 +211,7 @@ def build_ondisk_index(shards, folder, *, dim=None, n_list=None, pq_m=None, trai
             block = faiss.deserialize_index(trained)
             for start in range(0, np.shape(shard)[0], _CHUNK):
                 rows = _prepared(shard[start:start + _CHUNK], transform)
+                release_pages(shard)  # one chunk resident at a time, not the whole shard read so far
                 block.add_with_ids(rows, np.arange(start, start + rows.shape[0], dtype=np.int64) + offsets[s])
             names.append(str(blocks / f"block_{s}.index"))
             faiss.write_index(block, names[-1])

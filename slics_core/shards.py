@@ -28,7 +28,7 @@ import numpy as np
 
 from slics_core.errors import damaged_file_error
 from slics_core.extras import require
-from slics_core.formats import load_npy
+from slics_core.formats import load_npy, release_pages
 
 __all__ = ["BLOCK_ROWS", "ID_COLUMNS", "SAMPLE_ROWS", "PoolShards", "clip_retrieval_files", "id_column", "read_pandas",
            "remote_url", "seeded_sample"]
@@ -221,7 +221,9 @@ class PoolShards:
         block_rows = max(1, int(block_rows))
         for s, m in enumerate(self._maps):
             for a in range(0, m.shape[0], block_rows):
-                yield int(self.offsets[s] + a), np.asarray(m[a:a + block_rows], dtype=np.float32)
+                block = np.array(m[a:a + block_rows], dtype=np.float32)
+                release_pages(m)  # the copy is what the caller holds; the mapped pages leave the resident set
+                yield int(self.offsets[s] + a), block
 
     # ------------------------------------------------------------------ metadata
     def metadata(self, shard: int):

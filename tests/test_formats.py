@@ -78,3 +78,28 @@ def test_load_user_array_picks_the_named_or_only_array(tmp_path):
         load_user_array(tmp_path / "t.npy", "fiu", what="x")
     with pytest.raises(FileNotFoundError, match="x file .* does not exist"):
         load_user_array(tmp_path / "none.npy", "fiu", what="x")
+
+
+def _rss_file_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    return None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads RssFile from Linux's /proc")
+def test_release_pages_drops_a_memory_map_from_the_resident_set(tmp_path):
+    """A memory-mapped array read whole holds its pages in RSS until release_pages; the data stay readable."""
+    from slics_core.formats import load_npy, release_pages
+
+    A = np.arange(16 * 2**20 // 4, dtype=np.float32).reshape(-1, 256)  # 16 MiB
+    np.save(tmp_path / "a.npy", A)
+    m = load_npy(tmp_path / "a.npy", "f", mmap_mode="r")
+    base = _rss_file_kib()
+    assert float(np.asarray(m, dtype=np.float64).sum()) == float(A.astype(np.float64).sum())  # touch every page
+    held = _rss_file_kib()
+    assert held - base > 12 * 1024  # most of the 16 MiB are resident now
+    assert release_pages(m)
+    assert _rss_file_kib() - base < 2 * 1024
+    np.testing.assert_array_equal(m[-3:], A[-3:])  # read again from the page cache
+    assert not release_pages(A)  # not a memory map: nothing to release
