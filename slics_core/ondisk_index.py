@@ -47,6 +47,7 @@ __all__ = [
     "INDEX_FILE",
     "LISTS_FILE",
     "SETTINGS_FILE",
+    "default_rerank",
     "OnDiskIndex",
     "build_ondisk_index",
     "open_ondisk_index",
@@ -60,9 +61,19 @@ LISTS_FILE = "lists.ivfdata"
 SETTINGS_FILE = "ondisk.json"
 
 _FORMAT = 1
-#: Candidates re-ranked exactly by default: recall@20 0.997 (and 0.98 with 500) at 10^6 rows with 64-byte
-#: codes, where 200 gave 0.77 (docs/scale.md, "Choosing the defaults").
+#: Candidates re-ranked exactly by default up to 10^6 rows (:func:`default_rerank` grows it beyond): recall@20
+#: 0.997 (and 0.98 with 500) at 10^6 rows with 64-byte codes, where 200 gave 0.77 (docs/scale.md, "Choosing
+#: the defaults").
 DEFAULT_RERANK = 1000
+
+
+def default_rerank(n) -> int:
+    """The re-ranking depth of an index over ``n`` rows: :data:`DEFAULT_RERANK` up to 10^6 rows, then growing
+    as sqrt(n / 10^6) (3 162 at 10^7). Measured (docs/scale.md): at 10^7 rows 1 000 gave recall@20 0.87,
+    2 000 0.955, 4 000 0.997; the depth a recall needs grows with the pool (more rows share a PQ code's
+    neighbourhood)."""
+    return int(max(DEFAULT_RERANK, round(DEFAULT_RERANK * np.sqrt(max(int(n), 1) / 1e6))))
+
 _BLOCKS = ".blocks"      # per-shard blocks while building, removed after the merge
 _CHUNK = 16_384          # rows converted to float32 at once while building and sampling (bounds the peak)
 _REBUILD = "build the index again (slics_core.ondisk_index.build_ondisk_index)"
@@ -137,7 +148,7 @@ def _default_nprobe(n_list):
 
 
 def build_ondisk_index(shards, folder, *, dim=None, n_list=None, pq_m=None, train_rows=None,
-                       random_state=0, rerank=DEFAULT_RERANK, transform=None, progress=None):
+                       random_state=0, rerank=None, transform=None, progress=None):
     """Build an IVF-PQ index whose lists live on disk in ``folder``, one shard in memory at a time.
 
     Parameters
@@ -159,9 +170,9 @@ def build_ondisk_index(shards, folder, *, dim=None, n_list=None, pq_m=None, trai
         Rows of the seeded training sample; default ``min(n, max(64 * n_list, 20 000), 500 000)``.
     random_state : int
         Seed of the sample and of the k-means.
-    rerank : int
+    rerank : int, optional
         Candidates re-ranked by their exact cosine when the index is searched with its shards
-        (0: never); saved with the index.
+        (0: never; default :func:`default_rerank` of the pool's size); saved with the index.
     transform : callable, optional
         Raw shard rows (float32, ``(b, d)``) -> the rows to index, e.g. a workspace's preprocessing
         (``Workspace.preprocess``: the training mean subtracted, then unit rows). Applied to the
@@ -179,7 +190,7 @@ def build_ondisk_index(shards, folder, *, dim=None, n_list=None, pq_m=None, trai
     shards, offsets, dim = _check_shards(shards, dim)
     n = int(offsets[-1])
     n_list, pq_m, train_rows = _defaults(n, dim, n_list, pq_m, train_rows)
-    rerank = int(rerank)
+    rerank = default_rerank(n) if rerank is None else int(rerank)
     if rerank < 0:
         raise ValueError(f"rerank must be >= 0 (0: no re-ranking); got {rerank!r}.")
     folder = Path(folder).absolute()
