@@ -38,6 +38,18 @@ _ISOLATED_ITEM = """gd => {
 }"""
 
 
+
+def _lasso_rectangle(page, x0, y0, x1, y1):
+    """Draw a lasso along the rectangle's edges (8 mouse steps per edge), then wait for the app's run."""
+    corners = [(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)]
+    page.mouse.move(*corners[0])
+    page.mouse.down()
+    for (ax, ay), (bx, by) in zip(corners, corners[1:]):
+        for k in range(1, 9):
+            page.mouse.move(ax + (bx - ax) * k / 8, ay + (by - ay) * k / 8)
+    page.mouse.up()
+    wait_for_app(page)
+
 def test_click_a_map_point_previews_it_and_makes_it_the_query(page, screenshot_dir):
     page.goto("/subspaces", wait_until="domcontentloaded")
     wait_for_app(page)
@@ -118,15 +130,7 @@ def test_lasso_picks_the_points_inside_it_and_the_figure_downloads_self_containe
     x1, y1 = area["x"] + area["width"] * 0.7, area["y"] + area["height"] * 0.7
     expected = gd.evaluate(_IN_RECT, [x0, y0, x1, y1])
     assert expected["inside"], "no points in the middle of the map"
-    # a lasso drawn along the rectangle's edges
-    corners = [(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)]
-    page.mouse.move(*corners[0])
-    page.mouse.down()
-    for (ax, ay), (bx, by) in zip(corners, corners[1:]):
-        for k in range(1, 9):
-            page.mouse.move(ax + (bx - ax) * k / 8, ay + (by - ay) * k / 8)
-    page.mouse.up()
-    wait_for_app(page)
+    _lasso_rectangle(page, x0, y0, x1, y1)
     assert_no_errors(page, "/subspaces after a lasso")
     tags = by_key(page, "picked_points").locator("[data-tag]").evaluate_all(
         "els => els.map(e => e.getAttribute('aria-label'))")
@@ -209,14 +213,7 @@ def test_pictures_on_and_a_lasso_shows_how_many_picked_items_have_each_concept(p
     area = chart.locator(".nsewdrag").first.bounding_box()
     x0, y0 = area["x"] + area["width"] * 0.25, area["y"] + area["height"] * 0.25
     x1, y1 = area["x"] + area["width"] * 0.75, area["y"] + area["height"] * 0.75
-    corners = [(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)]
-    page.mouse.move(*corners[0])
-    page.mouse.down()
-    for (ax, ay), (bx, by) in zip(corners, corners[1:]):
-        for k in range(1, 9):
-            page.mouse.move(ax + (bx - ax) * k / 8, ay + (by - ay) * k / 8)
-    page.mouse.up()
-    wait_for_app(page)
+    _lasso_rectangle(page, x0, y0, x1, y1)
     assert_no_errors(page, "/subspaces after a lasso with pictures on")
     assert gd.evaluate("g => (g._fullLayout.images || []).length") == len(images)  # pictures stay
     tags = by_key(page, "picked_points").locator("[data-tag]").evaluate_all(
