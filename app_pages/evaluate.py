@@ -50,7 +50,7 @@ from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.narration import evaluate_look_at, missing
 from slics_core.explorer.stability_runs import (
     N_ACTIVE_DEFAULT,
-    BackgroundRun,
+    StabilityRun,
     StabilitySettings,
     n_active_frame,
     stability_frame,
@@ -349,7 +349,7 @@ def stability_section():
                 if not st.button("Run stability in the background", key="stab_run"):
                     st.caption(f"Not run yet with these settings ({settings.steps()} fits).")
                     return
-                run = JOBS.start(key, lambda: BackgroundRun(ws, settings))
+                run = JOBS.start(key, lambda: StabilityRun(ws, settings))
             _stability_progress(run)
             return
     summ = result["summary"]

@@ -477,7 +477,7 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
                         st.session_state["query"] = r
                         if not _pages.switch(_pages.RETRIEVE):  # the page run on its own (not through app.py)
                             st.success(f"Item #{r} is the query now: open the Retrieve page.")
-                    if r not in set(np.asarray(ws.index.get("query", [])).tolist()):
+                    if not np.any(np.asarray(ws.index.get("query", [])) == r):
                         st.caption(f"#{r} is from the {split} split, not the query split.")
             shown = sub[sub.row >= 0].head(MAX_SHOWN)
             if len(shown) > 1:

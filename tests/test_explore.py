@@ -9,6 +9,7 @@ from slics_core import SLiCS
 from slics_core.explorer.edits import edit_line, edit_query, edited_gallery, parse_boost_param
 from slics_core.explorer.queries import (
     Gallery,
+    check_query,
     components_of_row,
     concept_galleries,
     concept_scores,
@@ -18,6 +19,8 @@ from slics_core.explorer.queries import (
     generation_rows,
     image_strip,
     likely_concepts,
+    model_dim,
+    n_concepts,
     parse_concept_param,
     rank_pool,
     upload_thresholds,
@@ -389,3 +392,16 @@ def test_parse_boost_param():
                      ("animal:x", "lambda"), ("animal:nan", "lambda"), ("animal,food:1", "not a concept")):
         with pytest.raises(ValueError, match=why):
             parse_boost_param(bad, names)
+
+
+def test_check_query_and_model_facts():
+    x = check_query(np.array([[3.0, 4.0]], dtype=np.float32), 2)
+    assert x.dtype == np.float64 and x.shape == (2,) and np.array_equal(x, [3.0, 4.0])
+    for bad, why in ((np.zeros(2), "zero"), (np.array([1.0, np.nan]), "NaN"), (np.ones((2, 2)), "one embedding"),
+                     (np.ones(3), "3 dimensions, the model 2")):
+        with pytest.raises(ValueError, match=why):
+            check_query(bad, 2)
+    model = SLiCS(n_atoms=1, n_iter=1, random_state=0).fit(
+        np.abs(np.random.RandomState(0).randn(12, 5)) + 0.1, np.eye(3, dtype=bool)[np.arange(12) % 3])
+    assert model_dim(model) == 5 and n_concepts(model) == 3
+    assert model_dim(object()) is None

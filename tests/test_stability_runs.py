@@ -6,7 +6,7 @@ import numpy as np
 from slics_core.explorer.arrival import STORE
 from slics_core.explorer.scoring import eval_view
 from slics_core.explorer.stability_runs import (
-    BackgroundRun,
+    StabilityRun,
     StabilitySettings,
     n_active_frame,
     stability_frame,
@@ -19,7 +19,7 @@ def test_a_background_run_gives_seed_stabilitys_numbers_and_stores_them(ws):
     for old in (Path(ws.path) / STORE).glob("stability-*.npz"):  # what an earlier run of this test stored
         old.unlink()
     settings = StabilitySettings(n_seeds=2, d0=int(ws.default_d0), batch_size=150, n_iter=1, n_active=(2,))
-    run = BackgroundRun(ws, settings).start()
+    run = StabilityRun(ws, settings).start()
     run.join(600)
     snap = run.snapshot()
     assert snap["finished"] and snap["error"] is None
@@ -36,7 +36,7 @@ def test_a_background_run_gives_seed_stabilitys_numbers_and_stores_them(ws):
 
 def test_a_failed_run_reports_one_line(ws):
     settings = StabilitySettings(n_seeds=2, d0=int(ws.default_d0), batch_size=50, n_active=(ws.n_concepts + 1,))
-    run = BackgroundRun(ws, settings).start()
+    run = StabilityRun(ws, settings).start()
     run.join(60)
     snap = run.snapshot()
     assert snap["finished"] and snap["result"] is None

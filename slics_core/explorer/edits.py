@@ -20,10 +20,10 @@ import numpy as np
 
 from slics_core.explorer.queries import (
     Gallery,
-    _check_x,
-    _model_dim,
-    _n_concepts,
+    check_query,
     components_of_row,
+    model_dim,
+    n_concepts,
     parse_concept_param,
     rank_pool,
 )
@@ -78,8 +78,8 @@ def edit_query(model, x, concept, edit, *, strength=1.0, active=None) -> tuple:
         ``v_j`` (remove) or ``tilde v_j`` (boost); zero when the query has nothing along the concept.
     """
     lam = _check_edit(edit, strength)
-    x = _check_x(x, _model_dim(model))
-    S = _n_concepts(model)
+    x = check_query(x, model_dim(model))
+    S = n_concepts(model)
     concept = int(concept)
     if not 0 <= concept < S:
         raise ValueError(f"concept {concept} out of range (0..{S - 1})")
@@ -150,7 +150,7 @@ def edited_gallery(model, x, X, pool_rows, concept, k, *, edit, strength=1.0, ac
         When the query has no component along the concept the edited embedding is the query itself (its
         gallery says so); when nothing is left after a removal its gallery is empty, with a note.
     """
-    lam, x, concept, criterion = _check_edit(edit, strength), _check_x(x, _model_dim(model)), int(concept), \
+    lam, x, concept, criterion = _check_edit(edit, strength), check_query(x, model_dim(model)), int(concept), \
         EDIT_CRITERION.get(edit)
     edited, v = edit_query(model, x, concept, edit, strength=lam, active=active)
     left = np.linalg.norm(edited) > ZERO_NORM

@@ -44,6 +44,9 @@ from slics_core.retrieval import ExactIndex
 from slics_core.rows import TIE_TOL, ZERO_NORM, unit_rows
 
 __all__ = [
+    "check_query",
+    "model_dim",
+    "n_concepts",
     "norms_and_cosine",
     "components_of_row",
     "concept_scores",
@@ -62,7 +65,11 @@ __all__ = [
 ]
 
 
-def _check_x(x, d=None):
+def check_query(x, d=None) -> np.ndarray:
+    """One finite, non-zero query embedding as float64 ``(d,)``; a ``(1, d)`` row is accepted.
+
+    Raises ``ValueError`` naming the shape or the bad values.
+    """
     x = np.asarray(x, dtype=np.float64)
     if x.ndim == 2 and x.shape[0] == 1:
         x = x[0]
@@ -75,11 +82,13 @@ def _check_x(x, d=None):
     return x
 
 
-def _model_dim(model):
+def model_dim(model) -> int | None:
+    """The embedding dimension a fitted model expects (``None`` when it does not say)."""
     return getattr(model, "n_features_in_", None)
 
 
-def _n_concepts(model):
+def n_concepts(model) -> int:
+    """The number of concepts of a fitted model."""
     return int(model.n_concepts_)
 
 
@@ -99,11 +108,11 @@ def components_of_row(model, x, mode="partial", *, active=None) -> np.ndarray:
     active : sequence of int or bool mask of shape (S,), optional
         Active concepts for ``mode="full"`` (required there by models with full components; at least one).
     """
-    x = _check_x(x, _model_dim(model))
+    x = check_query(x, model_dim(model))
     check_mode(mode)
     mask = None
     if mode == "full" and active is not None:
-        S = _n_concepts(model)
+        S = n_concepts(model)
         mask = np.zeros(S, bool)
         a = np.asarray(active)
         if a.dtype == bool:
@@ -140,11 +149,11 @@ def concept_scores(model, X) -> np.ndarray:
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
-        x = _check_x(X, _model_dim(model))
+        x = check_query(X, model_dim(model))
         return _cosines(components_of_row(model, x, "partial"), x)
     if X.ndim != 2:
         raise ValueError(f"X must be (d,) or (n, d), got shape {X.shape}")
-    X = check_embeddings(X, n_features=_model_dim(model), name="queries")
+    X = check_embeddings(X, n_features=model_dim(model), name="queries")
     V = unit_rows(components_of(model, X, "partial"), zero="keep", tol=ZERO_NORM)
     return np.einsum("nsd,nd->ns", V, unit_rows(X, name="queries"))
 
@@ -338,7 +347,7 @@ def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to
         the unfiltered list is the same for all, its marks are per concept.
     """
     V = np.asarray(V, dtype=np.float64)
-    x = _check_x(x, V.shape[1] if V.ndim == 2 else None)
+    x = check_query(x, V.shape[1] if V.ndim == 2 else None)
     if V.ndim != 2:
         raise ValueError(f"V must be (S, d), got shape {V.shape}")
     concepts = [int(j) for j in concepts]
@@ -453,7 +462,7 @@ def upload_thresholds(model, X_val, Y_val) -> np.ndarray:
     X_val = np.asarray(X_val)
     Y_val = np.asarray(Y_val, dtype=bool)
     if X_val.shape[0] == 0:
-        return np.full(Y_val.shape[1] if Y_val.ndim == 2 else _n_concepts(model), 0.5)
+        return np.full(Y_val.shape[1] if Y_val.ndim == 2 else n_concepts(model), 0.5)
     return fit_score_thresholds(concept_scores(model, X_val), Y_val)
 
 
@@ -469,7 +478,7 @@ def generation_rows(x, V, concepts, concept_names=None):
     skipped : list of str
         Picked concepts whose component is zero (nothing to draw).
     """
-    x = _check_x(x)
+    x = check_query(x)
     V = np.asarray(V, dtype=np.float64)
     rows, titles, skipped = [x], ["query"], []
     for j in concepts:

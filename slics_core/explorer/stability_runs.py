@@ -5,7 +5,7 @@ a background thread with progress, and stored in the workspace's store (:mod:`sl
 * :func:`stability_result` - the stored result of some settings, or computes and stores it:
   :func:`slics_core.stability.seed_stability` (the rule lives there) on the workspace's splits
   (:func:`slics_core.explorer.scoring.eval_view`) and :func:`slics_core.stability.evaluate_n_active`.
-* :class:`BackgroundRun` - one such run in a daemon thread (:mod:`slics_core.explorer.background`): progress,
+* :class:`StabilityRun` - one such run in a daemon thread (:mod:`slics_core.explorer.background`): progress,
   error and result, thread-safe, for any number of readers (every tab of the app).
 * :func:`stability_frame` / :func:`n_active_frame` - the result as tables (the page shows them, CSV exports them).
 
@@ -26,7 +26,7 @@ from slics_core.explorer.background import BackgroundRun as _Run
 from slics_core.explorer.scoring import eval_view
 from slics_core.stability import N_ACTIVE_METHOD, check_n_active, evaluate_n_active, seed_stability
 
-__all__ = ["StabilitySettings", "BackgroundRun", "stability_result", "stored_result", "stability_frame",
+__all__ = ["StabilitySettings", "StabilityRun", "stability_result", "stored_result", "stability_frame",
            "n_active_frame", "N_ACTIVE_DEFAULT"]
 
 #: The S~ values the page offers first.
@@ -107,7 +107,7 @@ def stability_result(ws, settings: StabilitySettings, progress=None) -> dict:
     return _decode(stored(ws, _KIND, _description(s), compute, names=_NAMES))
 
 
-class BackgroundRun(_Run):
+class StabilityRun(_Run):
     """:func:`stability_result` of one workspace and settings in a daemon thread
     (:class:`slics_core.explorer.background.BackgroundRun`), read by any number of readers."""
 
