@@ -44,6 +44,10 @@ def test_profile_of_a_concept_matches_a_direct_computation(fitted):
         assert table.concept.tolist() == list(model.concept_names_)
         np.testing.assert_allclose(table.energy, _direct(model, data.X, rows).mean(axis=0), rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(table.p_concept, data.Y[rows].mean(axis=0))
+        every = _direct(model, data.X, np.arange(len(data.X)))
+        np.testing.assert_allclose(table.lift, table.energy / every.mean(axis=0), rtol=1e-9)
+        share = every / every.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(table.share, share[rows].mean(axis=0), rtol=1e-6)
         assert table.p_concept[label] == 1.0
         assert (table.n_items == rows.size).all()
 
@@ -97,3 +101,21 @@ def test_words_and_options_and_bad_labels(fitted):
         label_profile(model, data.X, data.Y, 9)
     empty = label_profile(model, data.X, np.zeros_like(data.Y), 0, Y=data.Y)
     assert empty.n_items.eq(0).all() and empty.energy.isna().all()
+
+
+def test_lift_puts_a_concept_on_top_of_its_own_label_where_a_loud_concept_tops_the_raw_ratio():
+    """Planted: concept 3's atoms are scaled up on every item (a loud concept, as electronic and appliance on
+    the emoji world), so its raw ratio tops every label's profile; the lift (ratio over every item's mean) puts
+    each label's own concept on top again."""
+    data = make_concept_cones(n_samples=600, n_features=D, n_concepts=S, n_atoms=K, noise=0.02, random_state=3)
+    coef = data.coef.copy()
+    coef[:, data.groups == 3] *= 4.0
+    coef[:, data.groups == 3] += 0.5  # every item carries concept 3 loudly
+    X = coef @ data.atoms
+    model = SLiCS(n_atoms=K, n_iter=0).fit(X, data.Y)
+    model.atoms_, model.groups_ = data.atoms.copy(), data.groups.copy()
+    for label in range(3):
+        t = label_profile(model, X, data.Y, label)
+        assert int(np.argmax(t.energy)) == 3, t  # the loud concept tops the raw ratio
+        assert int(np.argmax(t.lift)) == label, t
+        np.testing.assert_allclose(t.share.sum(), 1.0, atol=1e-9)

@@ -25,6 +25,13 @@ Choices (the paper is silent on them)
   ``‖v_j‖² / ‖x̂‖²`` (``x̂ = Σ_j v_j``; an item with ``x̂ = 0`` counts 0; the shares need not sum to 1, the
   components are not orthogonal); beside it ``P(concept j | label)`` from the labels, and the concept's
   words by the caption rule (:func:`slics_core.captions.word_captions`, as the Captions page).
+  Without labels the components of one item can cancel: on the emoji world the ratios of one item sum
+  to between 17 and 700, and concepts whose atoms carry much energy on *every* item (there: electronic,
+  appliance) top every label's profile. So a profile also gives each concept's ``share``
+  ``‖v_j‖² / Σ_k ‖v_k‖²`` (sums to 1 per item) and its ``lift``: the label's mean ratio over the mean ratio
+  of every item given (the workspace's labelled pool), 1 where the label changes nothing. The page's bars
+  show the lift: on the emoji world a concept's own label then tops its profile for 11 or 12 of the 12
+  concepts (S-SLiCS, S-SVD and U-SLiCS at d0 = 5), against 1 to 3 of 12 for the raw ratio.
 * **Co-occurrence coefficients.** As in the paper, non-negative OMP
   (:func:`slics_core.sparse_coding.nn_omp`) without labels on the
   validation split; its sparsity (atoms per item) defaults to ``d0``. On the
@@ -453,8 +460,9 @@ def profile_table(energy, L, label, Y, concept_names, words=None):
     -------
     table : DataFrame
         One row per concept, in the model's order: ``concept``, ``energy`` (mean ``‖v_j‖²/‖x̂‖²`` over the
-        items; NaN when no item carries the label), ``p_concept`` (``P(concept j | label)``), ``n_items``
-        (items carrying the label), then ``words`` when given.
+        items; NaN when no item carries the label), ``share`` (mean ``‖v_j‖²/Σ_k‖v_k‖²``), ``lift``
+        (``energy`` over the mean ratio of every row of ``energy``; NaN where that is 0), ``p_concept``
+        (``P(concept j | label)``), ``n_items`` (items carrying the label), then ``words`` when given.
     """
     E = np.asarray(energy, dtype=np.float64)
     L = np.asarray(L)
@@ -469,11 +477,16 @@ def profile_table(energy, L, label, Y, concept_names, words=None):
         raise ValueError(f"label {label} out of range (0..{L.shape[1] - 1}).")
     rows = L[:, label] > 0
     n = int(rows.sum())
+    total = E.sum(axis=1, keepdims=True)
+    share = np.divide(E, total, out=np.zeros_like(E), where=total > 0)
+    baseline = E.mean(axis=0) if len(E) else np.zeros(S)
     with np.errstate(invalid="ignore"):
         mean_energy = E[rows].mean(axis=0) if n else np.full(S, np.nan)
         p = (Y[rows] > 0).mean(axis=0) if n else np.full(S, np.nan)
-    table = pd.DataFrame({"concept": [str(c) for c in concept_names], "energy": mean_energy, "p_concept": p,
-                          "n_items": n})
+    lift = np.divide(mean_energy, baseline, out=np.full(S, np.nan), where=baseline > 0)
+    table = pd.DataFrame({"concept": [str(c) for c in concept_names], "energy": mean_energy,
+                          "share": share[rows].mean(axis=0) if n else np.full(S, np.nan), "lift": lift,
+                          "p_concept": p, "n_items": n})
     if words is not None:
         if len(words) != S:
             raise ValueError(f"{len(words)} word lists for {S} concepts.")
@@ -511,9 +524,7 @@ def label_profile(model, X, Y_or_Z, label, *, Y=None, concept_names=None, words=
         raise ValueError(f"labels of shape {L.shape} for {X.shape[0]} items.")
     if not 0 <= int(label) < L.shape[1]:
         raise ValueError(f"label {int(label)} out of range (0..{L.shape[1] - 1}).")
-    rows = np.flatnonzero(L[:, int(label)] > 0)
-    energy = concept_energy(model, X[rows]) if rows.size else np.zeros((0, len(names)))
-    return profile_table(energy, L[rows], label, Y[rows], names, words)
+    return profile_table(concept_energy(model, X), L, label, Y, names, words)
 
 
 def concept_words(model, words, word_embeddings, k=5, *, prepared=True):
