@@ -144,10 +144,10 @@ def eval_pool_words(ws) -> str | None:
     if not ws.sharded:
         return None
     n = len(eval_pool(ws))
-    which = ("labelled rows of the cache that are in none of train, val and query (its own candidate pool)"
+    which = ("labelled rows of the cache outside train, val and query (its own candidate pool)"
              if _cache_candidates(ws).size else "training rows (the cache has no other labelled rows)")
-    return (f"Measured on the {n:,} {which} as the pool; the {ws.n_pool:,} shard rows carry no labels, so they "
-            "are searched on Retrieve and Mix, not scored here.")
+    return (f"Measured on the {n:,} {which} as the pool; the {ws.n_pool:,} shard rows carry no labels, so "
+            "Retrieve and Mix search them but nothing here scores them.")
 
 
 def eval_index(ws):
