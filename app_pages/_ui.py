@@ -35,16 +35,6 @@ def require_dictionaries(ws) -> list:
     return methods
 
 
-def require_in_memory_pool(ws) -> None:
-    """A page that scores rankings by labels (Evaluate) stops with one message on a sharded workspace: its pool is
-    clip-retrieval shards without labels (:mod:`slics_core.shards`); Retrieve, Mix and Atoms search them."""
-    if ws.sharded:
-        st.info(f"Workspace {_safe.code(ws.name)} keeps its pool of {ws.n_pool:,} images in shards on disk, which "
-                "carry no labels, so this page has nothing to score: it scores rankings of a labelled pool. "
-                "Retrieve and Mix search the shards; the Atoms page shows the pool images that use each atom most.")
-        state.stop()
-
-
 def method_picker(ws, key: str = "method", methods=None, label: str = "Method"):
     """Method selectbox over the workspace's fitted methods (the registry's order).
 

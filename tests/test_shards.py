@@ -304,11 +304,13 @@ def test_atoms_page_shows_a_sharded_pools_top_images_without_remote_urls(world, 
     assert not any("Remote thumbnails" in c.value for c in at.caption)
 
 
-def test_atoms_page_names_the_hosts_of_remote_thumbnails(world, tmp_path, monkeypatch):
+def test_atoms_page_names_the_hosts_of_remote_thumbnails(world, tmp_path, monkeypatch, capsys):
     out = tmp_path / "remote"
     assert main(["workspace", "--cache", str(world["cache"]), "--out", str(out), "--vocab", "none", "--methods",
                  "S-SLiCS", "--d0", "2", "--n-iter", "1", "--quiet", "--pool-shards", str(world["shards"]),
                  "--remote-thumbnails"]) == 0
+    rec = load_workspace(out).pool_index_recall()  # the command prints the index's recall measured at build
+    assert f"On-disk index: recall@20 {rec['recall']:.3f} against exact search on 20 queries" in capsys.readouterr().out
     at = _atoms_page(monkeypatch, out)
     urls = _image_urls(at)
     assert len(urls) == 12 and all(u.startswith("https://images.example.org/") for u in urls)
@@ -381,6 +383,113 @@ def test_mix_searches_a_sharded_pool_and_shows_its_gallery(world, monkeypatch):
     assert not at.metric and any("no borders and no P@k" in c.value for c in at.caption)
 
 
-def test_evaluate_on_a_sharded_workspace_says_in_one_message_why_it_has_no_tables(world, monkeypatch):
+# ----------------------------------------------------------------------------- Evaluate on a sharded workspace
+def _cache_candidates(ws):
+    """The cache's rows in none of train / val / query (every row of the fixture's cache is labelled)."""
+    used = set(np.concatenate([ws.index[s] for s in ("train", "val", "query")]).tolist())
+    return np.array([i for i in range(len(ws)) if i not in used])
+
+
+def _dense_twin(ws, pool):
+    """``ws`` as an ordinary workspace whose pool is the rows ``pool`` (same X, labels and models)."""
+    import dataclasses
+
+    return dataclasses.replace(ws, pool_shards=None, pool_sample=None, pool_sample_rows=None,
+                               index={**ws.index, "pool": np.asarray(pool)})
+
+
+def test_evaluate_scores_a_sharded_workspace_on_the_caches_labelled_candidate_rows(world):
+    """The sharded workspace's methods table and d0 sweep are those of the ordinary workspace whose pool is the
+    labelled cache's rows outside train / val / query (the protocol's scores, computed on those rows)."""
+    from slics_core.explorer import scoring
+
+    ws = load_workspace(world["out"])
+    rows = _cache_candidates(ws)
+    assert rows.size == len(ws) - sum(len(ws.index[s]) for s in ("train", "val", "query")) > 0
+    np.testing.assert_array_equal(scoring.eval_pool(ws), rows)
+    twin = _dense_twin(ws, rows)
+    for split in ("query", "val"):
+        got = scoring.methods_table(ws, 2, split=split, k=20, methods=["S-SLiCS"])
+        want = scoring.methods_table(twin, 2, split=split, k=20, methods=["S-SLiCS"])
+        assert got == want and all(np.isfinite(r["general"]) and r["n_pairs_general"] > 0 for r in got)
+    words = scoring.eval_pool_words(ws)
+    assert f"{rows.size:,} labelled rows" in words and f"{N_POOL:,} shard rows carry no labels" in words
+    assert scoring.eval_pool_words(twin) is None
+
+
+def test_evaluate_pool_is_the_training_rows_when_the_cache_has_no_other_rows(world):
+    import dataclasses
+
+    from slics_core.explorer import scoring
+
+    ws = load_workspace(world["out"])
+    train = np.sort(np.concatenate([ws.index["train"], _cache_candidates(ws)]))
+    every = dataclasses.replace(ws, index={**ws.index, "train": train})
+    np.testing.assert_array_equal(scoring.eval_pool(every), train)
+    assert "training rows" in scoring.eval_pool_words(every)
+
+
+def _exact_recall(ws, held, rows, found, k=20):
+    """recall@k of ``found`` against a brute-force numpy search of the shards' rows, preprocessed as the pool."""
+    P = ws.preprocess(held).astype(np.float64)
+    P /= np.linalg.norm(P, axis=1, keepdims=True)
+    Q = ws.X[rows].astype(np.float64)
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    truth = np.argsort(-(Q @ P.T), axis=1, kind="stable")[:, :k]
+    return float(np.mean([len(set(a) & set(b)) / k for a, b in zip(found, truth)]))
+
+
+def test_stored_recall_of_the_on_disk_index_equals_an_independent_exact_search(world, tmp_path):
+    """The build's recall@20 (stored beside the index) is the index's top 20 against exact numpy search over the
+    shards, on 20 seeded query rows; with re-ranking off (rerank 0) it measures a planted loss."""
+    ws = load_workspace(world["out"])
+    rec = ws.pool_index_recall()
+    rows = np.asarray(rec["query_rows"])
+    assert rec["k"] == 20 and rec["n_queries"] == rows.size == 20 and set(rows) <= set(ws.index["query"].tolist())
+    index = ws.pool_index()
+    assert rec["rerank"] == index.rerank
+    found = index.search(ws.X[rows], 20)[0]
+    assert rec["recall"] == pytest.approx(_exact_recall(ws, world["pool"], rows, found), abs=1e-12)
+    shutil.copytree(world["out"], tmp_path / "ws", ignore=shutil.ignore_patterns(POOL_INDEX))
+    coarse = load_workspace(tmp_path / "ws")
+    build_pool_index(coarse, **{**SMALL_INDEX, "rerank": 0})
+    rec = coarse.pool_index_recall()
+    rows = np.asarray(rec["query_rows"])
+    found = coarse.pool_index().search(coarse.X[rows], 20)[0]
+    truth = _exact_recall(coarse, world["pool"], rows, found)
+    assert rec["rerank"] == 0 and rec["recall"] == pytest.approx(truth, abs=1e-12) and truth < 0.95
+
+
+def test_pool_index_words_say_exact_or_not_measured_without_a_stored_recall(world, tmp_path):
+    from slics_core.explorer.scoring import pool_index_words
+    from slics_core.explorer.workspace import POOL_RECALL
+
+    shutil.copytree(world["out"], tmp_path / "old")
+    (tmp_path / "old" / POOL_INDEX / POOL_RECALL).unlink()  # a workspace built before the measurement
+    old = load_workspace(tmp_path / "old")
+    assert old.pool_index_recall() is None
+    assert "recall not measured (rebuild with `slics workspace --pool-shards` to measure)" in \
+        pool_index_words(old, old.pool_index())
+    shutil.copytree(world["out"], tmp_path / "bare", ignore=shutil.ignore_patterns(POOL_INDEX))
+    bare = load_workspace(tmp_path / "bare")
+    with pytest.warns(RuntimeWarning, match="searched exactly"):
+        index = bare.pool_index()
+    assert "recall is 1.0 by construction" in pool_index_words(bare, index)
+
+
+def test_evaluate_page_on_a_sharded_workspace_shows_the_table_and_the_index_recall(world, monkeypatch):
+    from slics_core.explorer import scoring
+
     at = _page(monkeypatch, world["out"], "evaluate.py")
-    assert [m.value for m in at.info if "carry no labels" in m.value and "Retrieve and Mix search" in m.value]
+    ws = load_workspace(world["out"])
+    rows = _cache_candidates(ws)
+    assert [m.value for m in at.info if f"Measured on the {rows.size:,} labelled rows" in m.value]
+    rec = ws.pool_index_recall()
+    line = f"On-disk index: recall@20 {rec['recall']:.3f} against exact search on 20 queries, rerank {rec['rerank']}"
+    assert [c.value for c in at.caption if line in c.value]
+    table = at.dataframe[0].value
+    want = scoring.methods_table(_dense_twin(ws, rows), 2, split="query", k=20, methods=["S-SLiCS"])
+    assert table["Method"].tolist() == ["S-SLiCS"]
+    assert float(table["Gen. mAP@20"][0]) == pytest.approx(want[0]["general"], abs=5e-4)
+    assert float(table["Gen. Recall@20"][0]) == pytest.approx(want[0]["recall20_general"], abs=5e-4)
+    assert any("Dictionary health" in m.value for m in at.markdown)

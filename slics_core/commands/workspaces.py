@@ -23,6 +23,7 @@ from slics_core.explorer.emoji_build import open_emoji_workspace
 from slics_core.explorer.emoji_report import contact_sheet, emoji_report
 from slics_core.explorer.generation import DEFAULT_ALIGN_PAIRS, attach_generator, load_workspace_alignment
 from slics_core.explorer.narration import d0_choice
+from slics_core.explorer.scoring import pool_index_words
 from slics_core.explorer.workspace import check_workspace_name, workspaces_root
 from slics_core.explorer.workspace_files import load_workspace, workspace_path
 from slics_core.extras import require
@@ -134,6 +135,7 @@ def cmd_workspace(args) -> int:
         print(f"pool: {info['n_rows']} rows in {len(info['counts'])} shards of {info['folder']} (memory-mapped, not "
               f"copied); {len(ws.pool_sample_rows)} sampled for maps; remote thumbnails "
               + ("on" if info["remote_thumbnails"] else "off"))
+        print(pool_index_words(ws, ws.pool_index()))
     if generator is not None:
         try:
             add_generator(ws, generator, args)

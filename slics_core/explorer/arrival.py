@@ -324,7 +324,7 @@ def prepare_pages(ws, progress=None) -> list:
     if _folder(ws) is None:
         return []
     jobs = []
-    if SWEEP_METHOD in ws.methods and ws.d0_values and sweep_splits(ws) and not ws.sharded:  # needs a labelled pool
+    if SWEEP_METHOD in ws.methods and ws.d0_values and sweep_splits(ws):  # on scoring.eval_pool (labelled rows)
         jobs += scoring.sweep_jobs(ws, SWEEP_METHOD, splits=sweep_splits(ws))
         for split in ("query", "val"):
             if split in sweep_splits(ws):
@@ -342,7 +342,7 @@ def prepare_pages(ws, progress=None) -> list:
         done.append(name)
 
     if jobs:
-        index = ws.pool_index()
+        index = scoring.eval_index(ws)
         depth = scoring.ranking_depth(DEFAULT_K)
         for job in jobs:
             step(f"Evaluate {job.label()}")

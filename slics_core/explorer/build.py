@@ -20,8 +20,10 @@ folder or precomputed embeddings through their cache):
    most frequent English words, or a word list) is embedded with the workspace's encoder when it has
    a text tower; so are, when given, the SpLiCE baselines' own vocabulary (the emoji world's general
    words) and the label names of the oracle row (:data:`slics_core.methods.ORACLE_FSPLICE`);
-6. the workspace is saved (:func:`slics_core.explorer.workspace_files.save_workspace`) and what the pages
-   show on arrival is prepared (:func:`slics_core.explorer.arrival.prepare_pages`).
+6. the workspace is saved (:func:`slics_core.explorer.workspace_files.save_workspace`), a sharded pool's
+   on-disk index is built and its recall against exact search measured (:func:`build_pool_index`,
+   :func:`measure_pool_index`), and what the pages show on arrival is prepared
+   (:func:`slics_core.explorer.arrival.prepare_pages`).
 """
 from __future__ import annotations
 
@@ -36,18 +38,25 @@ from slics_core.data import LabelledEmbeddings, eval_data, fit_inputs, load_cach
 from slics_core.encoders import create_encoder
 from slics_core.evaluation import SWEEP_METHOD, SWEEP_MODE, choose_d0, sweep_d0
 from slics_core.explorer.arrival import prepare_pages
-from slics_core.explorer.workspace import POOL_INDEX, Workspace
+from slics_core.explorer.workspace import POOL_INDEX, POOL_RECALL, Workspace
 from slics_core.explorer.workspace_files import check_target, save_workspace
 from slics_core.extras import MissingExtraError
+from slics_core.formats import atomic_write_json
 from slics_core.methods import absent, fit_method, get_method, method_names, needs_message
 from slics_core.ondisk_index import build_ondisk_index
 from slics_core.preprocessing import load_mean
+from slics_core.retrieval import StreamingIndex
 from slics_core.shards import BLOCK_ROWS, SAMPLE_ROWS, PoolShards, seeded_sample
 from slics_core.splits import Split, make_split
 from slics_core.store import EmbeddingStore
 from slics_core.vocabulary_names import DEFAULT_VOCABULARY, NO_VOCABULARY
 
-__all__ = ["attach_pool_shards", "build_pool_index", "build_workspace", "build_workspace_from_cache", "report_progress"]
+__all__ = ["attach_pool_shards", "build_pool_index", "build_workspace", "build_workspace_from_cache",
+           "measure_pool_index", "report_progress", "RECALL_K", "RECALL_QUERIES"]
+
+#: recall@RECALL_K of a sharded workspace's on-disk index is measured at build on RECALL_QUERIES query rows.
+RECALL_K = 20
+RECALL_QUERIES = 20
 
 
 def report_progress(progress, stage, done=0, total=1):
@@ -240,7 +249,8 @@ def build_pool_index(ws: Workspace, *, progress=None, **settings):
     training sample plus one shard's codes. Without FAISS (the ``[faiss]`` extra) a one-line
     ``RuntimeWarning`` says so and no index is written: the pages then search the shards exactly
     (:func:`slics_core.explorer.workspace.sharded_pool_index`). ``settings`` go to
-    :func:`slics_core.ondisk_index.build_ondisk_index` (its defaults otherwise).
+    :func:`slics_core.ondisk_index.build_ondisk_index` (its defaults otherwise). The built index's recall is
+    then measured and stored beside it (:func:`measure_pool_index`).
     """
     folder = Path(ws.path) / POOL_INDEX
     shutil.rmtree(folder, ignore_errors=True)  # an index of the previous build's pool or preprocessing
@@ -248,12 +258,44 @@ def build_pool_index(ws: Workspace, *, progress=None, **settings):
     stage = f"on-disk index of {ws.n_pool} pool rows"
     report_progress(progress, stage, 0, ws.n_pool)
     try:
-        build_ondisk_index(ws.shards().arrays, folder, transform=ws.preprocess, random_state=0,
-                           progress=lambda done, total: report_progress(progress, stage, done, total), **settings)
+        index = build_ondisk_index(ws.shards().arrays, folder, transform=ws.preprocess, random_state=0,
+                                   progress=lambda done, total: report_progress(progress, stage, done, total),
+                                   **settings)
     except MissingExtraError as exc:
         shutil.rmtree(folder, ignore_errors=True)
         warnings.warn(f"no on-disk pool index: {str(exc).splitlines()[0]}; the pages will search the "
                       f"{ws.n_pool} shard rows exactly (slower)", RuntimeWarning, stacklevel=2)
+        ws._opened["index"] = StreamingIndex(ws.shards(), ws.preprocess)  # what pool_index() opens, said once
+        return
+    ws._opened["index"] = index
+    measure_pool_index(ws, index, progress=progress)
+
+
+def measure_pool_index(ws: Workspace, index, *, k=RECALL_K, n_queries=RECALL_QUERIES, seed=0, progress=None):
+    """recall@``k`` of ``index`` (a sharded workspace's on-disk index) against exact search over the shards, on
+    a seeded sample of ``n_queries`` query-split rows of ``X`` (preprocessed, as the pages' queries are), stored
+    in ``ws.path / POOL_INDEX / POOL_RECALL`` and returned (None, nothing stored, without query rows).
+
+    Exact search is :class:`slics_core.retrieval.StreamingIndex`: one pass over the memory-mapped shards, a block
+    at a time, their pages released as read (the build's memory bound). recall@k is the mean over the queries of
+    |index's top k ∩ exact top k| / k.
+    """
+    rows = np.asarray(ws.index.get("query", []), dtype=np.int64)
+    if rows.size == 0:
+        return None
+    rows = np.sort(np.random.default_rng(seed).choice(rows, size=min(int(n_queries), rows.size), replace=False))
+    k = min(int(k), ws.n_pool)
+    stage = f"recall@{k} of the on-disk index on {rows.size} queries (one exact pass over the shards)"
+    report_progress(progress, stage, 0, 1)
+    Q = ws.X[rows]
+    found = index.search(Q, k)[0]
+    exact = StreamingIndex(ws.shards(), ws.preprocess).search(Q, k)[0]
+    recall = float(np.mean([np.intersect1d(a, b).size / k for a, b in zip(found, exact)]))
+    record = {"k": k, "recall": recall, "n_queries": int(rows.size), "rerank": int(getattr(index, "rerank", 0)),
+              "nprobe": int(getattr(index, "nprobe", 0)), "seed": int(seed), "query_rows": rows.tolist()}
+    atomic_write_json(Path(ws.path) / POOL_INDEX / POOL_RECALL, record)
+    report_progress(progress, stage, 1, 1)
+    return record
 
 
 def build_workspace_from_cache(cache, out, *, encoder=None, mean_file=None, vocabulary=DEFAULT_VOCABULARY,

@@ -34,6 +34,11 @@ of jobs (the latter scores the fitted models of every ``d0``; it never refits).
 ``d0`` is chosen from its validation records by
 :func:`slics_core.evaluation.choose_d0`, the one place that applies the paper's rule.
 
+The pool every label-based score ranks is :func:`eval_pool` (one home): the workspace's pool, or, for a
+sharded workspace (shards carry no labels), the labelled cache's own candidate rows; :func:`eval_index`
+searches it. :func:`eval_pool_words` and :func:`pool_index_words` are the sentences the Evaluate page and
+``slics workspace`` show about what is measured where.
+
 Choices (the paper is silent): the number of zero-shot concepts per query for
 U-SLiCS's full mode is the rounded mean number of labels per training item
 (the ``S~`` used to fit it); UF ranks by the preprocessed embedding (the space
@@ -48,7 +53,9 @@ import numpy as np
 
 from slics_core._validation import check_k
 from slics_core.data import EvalData
+from slics_core.errors import DamagedFileError
 from slics_core.evaluation import RECALL_KS, SWEEP_METHOD, rank_method, recall_keys, score_split
+from slics_core.explorer.safe_text import code
 from slics_core.methods import MODES, check_mode, get_method
 from slics_core.retrieval import build_index
 from slics_core.splits import Split
@@ -56,6 +63,10 @@ from slics_core.splits import Split
 __all__ = [
     "SPLITS",
     "Job",
+    "eval_pool",
+    "eval_pool_words",
+    "eval_index",
+    "pool_index_words",
     "eval_view",
     "rank_split",
     "rank_job",
@@ -104,6 +115,68 @@ class Job:
         return " · ".join(parts)
 
 
+# ---------------------------------------------------------------------- the pool of the scores
+def eval_pool(ws) -> np.ndarray:
+    """Rows of ``ws.X`` that every label-based score ranks (mAP@k, Recall@k, the d0 sweep, stability): the one
+    place that chooses them.
+
+    An ordinary workspace: its pool, ``index["pool"]``. A sharded workspace, whose pool is shards without labels:
+    the labelled cache's own candidate rows, i.e. the labelled rows of ``X`` in none of train, val and query
+    (the rows :func:`slics_core.splits.make_split` made the pool, which the build's d0 sweep ranked); when there
+    are none (a split given by hand that uses every row), the training rows, which are never queries.
+    """
+    if not ws.sharded:
+        return np.asarray(ws.index.get("pool", []), dtype=int)
+    rest = _cache_candidates(ws)
+    return rest if rest.size else np.asarray(ws.index.get("train", []), dtype=int)
+
+
+def _cache_candidates(ws) -> np.ndarray:
+    """The labelled rows of ``ws.X`` in none of train, val and query."""
+    used = np.zeros(len(ws), dtype=bool)
+    for name in ("train", "val", "query"):
+        used[np.asarray(ws.index.get(name, []), dtype=int)] = True
+    return np.flatnonzero(~used & np.asarray(ws.Y).any(axis=1))
+
+
+def eval_pool_words(ws) -> str | None:
+    """One line saying which rows :func:`eval_pool` ranks on a sharded workspace (None on an ordinary one)."""
+    if not ws.sharded:
+        return None
+    n = len(eval_pool(ws))
+    which = ("labelled rows of the cache outside train, val and query (its own candidate pool)"
+             if _cache_candidates(ws).size else "training rows (the cache has no other labelled rows)")
+    return (f"Measured on the {n:,} {which} as the pool; the {ws.n_pool:,} shard rows carry no labels, so "
+            "Retrieve and Mix search them but nothing here scores them.")
+
+
+def eval_index(ws):
+    """The search index over :func:`eval_pool`: ``ws.pool_index()`` for an ordinary workspace (the one every
+    page shares); for a sharded one an index over ``X[eval_pool(ws)]`` (built once, kept on the instance)."""
+    if not ws.sharded:
+        return ws.pool_index()
+    if "eval_index" not in ws._opened:
+        ws._opened["eval_index"] = build_index(ws.X[eval_pool(ws)], "auto")
+    return ws._opened["eval_index"]
+
+
+def pool_index_words(ws, index) -> str:
+    """What is known of the recall of ``index`` (``ws.pool_index()`` of a sharded workspace): measured at build
+    (:func:`slics_core.explorer.build.measure_pool_index`), exact by construction, or not measured."""
+    if getattr(index, "backend", None) != "ondisk":
+        return ("No on-disk index: the shards are searched exactly, block by block, so recall is 1.0 by "
+                "construction (no measurement needed).")
+    try:
+        rec = ws.pool_index_recall()
+    except DamagedFileError as exc:
+        return f"On-disk index: recall not readable: {code(str(exc).splitlines()[0])}."
+    if rec is None:
+        return ("On-disk index: recall not measured (rebuild with `slics workspace --pool-shards` to "
+                "measure).")
+    return (f"On-disk index: recall@{rec['k']} {rec['recall']:.3f} against exact search on {rec['n_queries']} "
+            f"queries, rerank {rec['rerank']}, measured at build.")
+
+
 # ---------------------------------------------------------------------- checks
 def _check_split(ws, split):
     if split not in SPLITS:
@@ -111,7 +184,7 @@ def _check_split(ws, split):
     rows = np.asarray(ws.index.get(split, []), dtype=int)
     if rows.size == 0:
         raise ValueError(f"workspace {ws.name!r} has no {split!r} items to use as queries.")
-    pool = np.asarray(ws.index.get("pool", []), dtype=int)
+    pool = eval_pool(ws)
     if pool.size == 0:
         raise ValueError(f"workspace {ws.name!r} has an empty candidate pool.")
     return rows, pool
@@ -134,11 +207,13 @@ def eval_view(ws):
     -------
     data : slics_core.data.EvalData
     split : slics_core.splits.Split
-        The workspace's ``index`` (no item was dropped: a workspace holds labelled items only).
+        The workspace's ``index`` (no item was dropped: a workspace holds labelled items only), its pool
+        :func:`eval_pool`.
     """
     data = EvalData.of_checked(X=ws.X, labels=ws.labels, X_raw=ws.raw, concept_text=ws.concept_text,
                                vocab_text=ws.vocab_text, vocab_words=ws.vocab_words)
-    rows = {name: np.asarray(ws.index.get(name, []), dtype=int) for name in ("train", "val", "query", "pool")}
+    rows = {name: np.asarray(ws.index.get(name, []), dtype=int) for name in ("train", "val", "query")}
+    rows["pool"] = eval_pool(ws)
     return data, Split(rows["train"], rows["val"], rows["query"], rows["pool"], np.zeros(0, dtype=int))
 
 
@@ -162,7 +237,7 @@ def rank_split(ws, method, d0=None, *, split="query", k=20, mode="partial", back
     Returns
     -------
     indices : ndarray of int64, shape (n_queries, S, k)
-        Positions in ``ws.index["pool"]``, best first.
+        Positions in :func:`eval_pool` (``ws.index["pool"]`` of an ordinary workspace), best first.
     """
     k = check_k(k)
     _check_split(ws, split)
@@ -191,13 +266,13 @@ def rank_job(ws, job, *, depth=RANK_STEP, backend="auto", index=None):
     Returns
     -------
     indices : ndarray of shape (n_queries, S, min(depth, n_pool))
-        Positions in ``ws.index["pool"]``, best first; stored in the smallest unsigned integer
+        Positions in :func:`eval_pool`, best first; stored in the smallest unsigned integer
         type that holds the pool size (uint16 for pools below 65 536 items).
     """
     _check_job(ws, job)
     idx = rank_split(ws, job.method, job.d0, split=job.split, k=depth, mode=job.mode or "partial",
                      backend=backend, index=index)
-    n_pool = len(ws.index["pool"])
+    n_pool = len(eval_pool(ws))
     return idx.astype(np.uint16 if n_pool <= np.iinfo(np.uint16).max else np.uint32 if n_pool <= 2**32 - 1
                       else np.int64)
 
@@ -307,8 +382,8 @@ def sweep_jobs(ws, method=SWEEP_METHOD, *, splits=("val", "query"), modes=MODES)
 
 
 def _run_all(ws, jobs, progress, backend="auto", **kw):
-    # one pool index for every job: the workspace's own (Workspace.pool_index) unless another backend is asked for
-    index = None if not jobs else ws.pool_index() if backend == "auto" else build_index(ws.X[ws.index["pool"]], backend)
+    # one pool index for every job: the workspace's own (eval_index) unless another backend is asked for
+    index = None if not jobs else eval_index(ws) if backend == "auto" else build_index(ws.X[eval_pool(ws)], backend)
     out = []
     for i, job in enumerate(jobs):
         if progress is not None:

@@ -23,10 +23,11 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from slics_core._validation import check_embeddings
-from slics_core.errors import DamagedFileError, FileSystemError
+from slics_core.errors import DamagedFileError, FileSystemError, damaged_file_error
 from slics_core.evaluation import fallback_d0
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
 from slics_core.extras import MissingExtraError
+from slics_core.formats import read_json
 from slics_core.images import ImageLoadError, load_image
 from slics_core.labels import CarriesLabels, Labels
 from slics_core.methods import DEFAULT_METHOD, get_method, method_names
@@ -37,7 +38,7 @@ from slics_core.rows import ZERO_NORM, unit_rows
 from slics_core.shards import PoolShards
 
 __all__ = ["Workspace", "sharded_pool_index", "EMOJI", "workspaces_root", "check_workspace_name", "SPLITS",
-           "PAGE_STORE", "POOL_INDEX"]
+           "PAGE_STORE", "POOL_INDEX", "POOL_RECALL"]
 
 #: ``kind`` of the emoji world's workspace, and the app's name for it (``?ws=`` absent).
 EMOJI = "emoji"
@@ -50,6 +51,10 @@ PAGE_STORE = "pagecache"
 #: (:mod:`slics_core.ondisk_index`; written by :func:`slics_core.explorer.build.build_pool_index`). Saving a
 #: workspace keeps it (it is not one of the files a save writes); a new ``--pool-shards`` build replaces it.
 POOL_INDEX = "pool_index"
+#: The file in :data:`POOL_INDEX` with the index's recall against exact search, measured when it was built
+#: (:func:`slics_core.explorer.build.measure_pool_index`; goes with the index it describes).
+POOL_RECALL = "recall.json"
+_RECALL_KEYS = {"k": int, "recall": float, "n_queries": int, "rerank": int, "seed": int, "query_rows": list}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,99}$")
 
 
@@ -285,6 +290,23 @@ class Workspace(CarriesLabels):
             self._opened["index"] = (sharded_pool_index(self) if self.sharded
                                      else build_index(self.X[self.index["pool"]], "auto"))
         return self._opened["index"]
+
+    def pool_index_recall(self) -> dict | None:
+        """The on-disk pool index's recall measured at build (:data:`POOL_RECALL`: ``k``, ``recall``,
+        ``n_queries``, ``rerank``, ``seed``, ``query_rows``), or None when none was measured (an ordinary
+        workspace, no on-disk index, or one built before the measurement). Raises DamagedFileError when the
+        file is unreadable or lacks a field."""
+        path = None if self.path is None or not self.sharded else Path(self.path) / POOL_INDEX / POOL_RECALL
+        if path is None or not path.is_file():
+            return None
+        fix = "rebuild the workspace with `slics workspace --pool-shards`"
+        rec = read_json(path, fix=fix, max_bytes=1 << 20)
+        bad = [key for key, kind in _RECALL_KEYS.items()
+               if not isinstance(rec, dict) or not isinstance(rec.get(key), (int, float) if kind is float else kind)
+               or isinstance(rec.get(key), bool)]
+        if bad:
+            raise damaged_file_error(path, f"field {bad[0]!r} is missing or of the wrong type", fix)
+        return rec
 
     def summary(self) -> dict:
         """Sizes and settings, JSON-ready (Home page, CLI)."""
