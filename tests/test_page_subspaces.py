@@ -2,6 +2,7 @@
 import base64
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -566,6 +567,11 @@ def test_a_large_layout_runs_in_the_background_and_is_stored(ws, monkeypatch):
     np.testing.assert_allclose([got[p] for p in range(len(P))], stored)
 
 
+def _captions(at):
+    """The captions as read (Markdown escapes of data values removed)."""
+    return [re.sub(r"\\(.)", r"\1", c.value) for c in at.caption]
+
+
 def _placed_trace(spec):
     got = [t for t in spec["data"] if t.get("name") == "query"]
     assert len(got) <= 1
@@ -604,7 +610,7 @@ def test_an_uploaded_query_is_placed_on_a_small_map_by_its_nearest_points(ws, mo
     xy = np.array([before[p] for p in range(len(P))])
     want = place_near(P, xy, upload["x"])[0]
     np.testing.assert_allclose([_values(placed["x"])[0], _values(placed["y"])[0]], want, rtol=1e-9)
-    assert any("upload: cat.png" in c.value and "without recomputing" in c.value for c in at.caption)
+    assert any("upload: cat.png" in c and "without recomputing" in c for c in _captions(at))
 
 
 def test_a_phrase_query_and_its_edit_from_retrieve_are_placed_with_their_labels(ws):
@@ -631,9 +637,44 @@ def test_a_phrase_query_and_its_edit_from_retrieve_are_placed_with_their_labels(
     xy = np.array([before[p] for p in range(len(P))])
     got = np.column_stack([_values(placed["x"]), _values(placed["y"])])
     np.testing.assert_allclose(got, place_near(P, xy, np.vstack([x, edited])), rtol=1e-9)
-    assert any("phrase: a red car without" in c.value for c in at.caption)
+    assert any(f"phrase: a red car without {names[j]}" in c for c in _captions(at))
     # a phrase the picker has not embedded (another phrase kept): nothing to mark
     at = _page(query="text:a blue car", **{KEPT_QUERY: kept})
     assert not at.exception, at.exception
     assert at.checkbox(key="mark_query").disabled
     assert _placed_trace(_spec(at)) is None
+
+
+def test_retrieves_edited_query_is_kept_and_placed_on_the_map(ws, multi_row):
+    """Retrieve keeps the query and its "without j" embedding (the library's x − vⱼ, over the query's labelled
+    concepts); Subspaces, given that session, marks the query item and places the edited query beside it."""
+    from app_pages._query import KEPT_QUERY
+    from slics_core.explorer.current_query import edit_key
+    from slics_core.explorer.edits import edit_query
+    from slics_core.explorer.layouts import place_near
+
+    labels = ws.labels_of(multi_row)["concepts"]
+    rt = AppTest.from_file(str(ROOT / "app_pages" / "retrieve.py"), default_timeout=240)
+    rt.query_params["q"] = str(multi_row)
+    rt.query_params["rm"] = labels[0]
+    rt.run()
+    assert not rt.exception, rt.exception
+    kept = rt.session_state[KEPT_QUERY]
+    assert kept["key"] == f"row:{multi_row}"
+    np.testing.assert_array_equal(kept["x"], ws.X[multi_row])
+    model = ws.model(rt.selectbox(key="method").value, rt.select_slider(key="d0").value)
+    want, _ = edit_query(model, ws.X[multi_row], ws.concept_names.index(labels[0]), "remove",
+                         active=[ws.concept_names.index(n) for n in labels])
+    np.testing.assert_allclose(kept["edits"][edit_key("remove", labels[0])], want)
+
+    at = _page(query=multi_row, **{KEPT_QUERY: kept, "_s_rm": labels[0], "mark_query": True})
+    assert not at.exception, at.exception
+    spec = _spec(at)
+    assert len([t for t in spec["data"] if t.get("name") == "current query"]) == 1  # the item joined the map
+    placed = _placed_trace(spec)
+    assert placed is not None and placed["text"] == [f"query (item {multi_row} without {labels[0]})"]
+    P, _ = _expected_points(ws, at)
+    drawn = _xy_of(spec)
+    xy = np.array([drawn[p] for p in range(len(P))])
+    np.testing.assert_allclose([_values(placed["x"])[0], _values(placed["y"])[0]], place_near(P, xy, want)[0],
+                               rtol=1e-9)
