@@ -44,8 +44,8 @@ def map_figure(table, texts, groups, order, colours, hit, *, component, include=
         Highlighted points (used when ``highlight``).
     include : tuple of int
         Item rows whose points are marked as the current query.
-    placed : tuple, optional
-        ``(row, x, y)`` of a query placed on the map without being one of its points.
+    placed : sequence of (text, x, y), optional
+        The query's points placed on the map without being among its points (one trace, :data:`QUERY_TRACE`).
     pictures : callable, optional
         ``pictures(row) -> data URL``: draw :func:`picture_points` as images.
 
@@ -100,12 +100,12 @@ def map_figure(table, texts, groups, order, colours, hit, *, component, include=
                                  hovertext=[texts[p] for p in marked.point],
                                  marker=dict(symbol="circle-open", size=18, color="black", line=dict(width=2)),
                                  hovertemplate="%{hovertext}<extra>current query</extra>"))
-    if placed is not None:
-        r, qx, qy = placed
-        fig.add_trace(go.Scatter(x=[float(qx)], y=[float(qy)], mode="markers+text", text=[f"query (item {r})"],
-                                 textposition="top center", name=QUERY_TRACE,
+    if placed:
+        shown = [_safe.figure_text(t) for t, _, _ in placed]
+        fig.add_trace(go.Scatter(x=[float(p[1]) for p in placed], y=[float(p[2]) for p in placed],
+                                 mode="markers+text", text=shown, textposition="top center", name=QUERY_TRACE,
                                  marker=dict(symbol="x-thin-open", size=20, color="black", line=dict(width=3)),
-                                 hovertemplate=f"the query, item #{int(r)}, placed on the map<extra></extra>"))
+                                 hovertext=shown, hovertemplate="%{hovertext}, placed on the map<extra></extra>"))
     if pictures is not None:
         shown = picture_points(table, MAX_PICTURES)
         # a picture's size in data units: picture_px of the plot's ~600 px (the axes span the layout)

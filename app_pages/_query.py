@@ -7,7 +7,10 @@ strip), query_use_upload, concepts (concept multiselect).
 State (see :mod:`app_pages._state`): ``st.session_state["query"]`` is a workspace row (int: any
 row, e.g. a gallery image or a map point made the query), ``"text:<phrase>"`` or ``"upload"``;
 ``["upload_query"]`` holds the last good upload (image + embeddings);
-``["picked_concepts"]`` keeps the concept picks across pages. All but uploads are in the URL.
+``["picked_concepts"]`` keeps the concept picks across pages; ``[KEPT_QUERY]`` (``"kept_query"``) is the
+query the picker last resolved as an embedding, and the edited embeddings Retrieve ranked by (:func:`keep_edit`),
+for any page to read (:func:`current_query_vectors`; the rule: :mod:`slics_core.explorer.current_query`).
+All but uploads are in the URL.
 """
 from __future__ import annotations
 
@@ -23,11 +26,14 @@ from app_pages._errors import visitor_text
 from app_pages._images import shared, show_image, thumbnail
 from app_pages._ui import query_rows
 from app_pages._workspace import query_encoder, ws_id
+from slics_core.explorer.current_query import current_query, edit_key, query_key
 from slics_core.explorer.encoding import embed_query, embed_text_query
 from slics_core.explorer.queries import likely_concepts, upload_thresholds
 from slics_core.explorer.uploads import UploadError, load_upload
 from slics_core.images import ImageLoadError
 
+#: Session key of the kept query (its key, workspace, embedding and edited embeddings).
+KEPT_QUERY = "kept_query"
 STRIP = 6  # thumbnails in the strip (each with its "Use" button, whose label must fit the column at 1024 px)
 
 
@@ -118,6 +124,10 @@ def query_picker(ws, required: bool = False) -> Query | None:
     With ``required``, a page without a query shows how to get one and stops instead of returning None.
     """
     q = _query_picker(ws)
+    if q is not None:
+        kept = st.session_state.get(KEPT_QUERY)
+        if kept is None or kept.get("key") != q.key or kept.get("ws") != ws_id(ws):
+            st.session_state[KEPT_QUERY] = {"ws": ws_id(ws), "key": q.key, "x": np.asarray(q.x), "edits": {}}
     if q is None and required:
         st.info("Pick a query from the query set or upload an image to start.")
         state.stop()
@@ -207,7 +217,7 @@ def _query_picker(ws) -> Query | None:
         u = st.session_state.get("upload_query")
         if u is None:
             return None
-        return Query(key=f"upload:{u['sha']}", row=None, image=u["image"], raw=u["raw"], x=u["x"], Y=None,
+        return Query(key=query_key(cur, u), row=None, image=u["image"], raw=u["raw"], x=u["x"], Y=None,
                      Z=None, title=f"Upload “{u['name']}”")
     if isinstance(cur, str):
         phrase = cur[len(state.TEXT_PREFIX):]
@@ -217,7 +227,7 @@ def _query_picker(ws) -> Query | None:
             st.warning(visitor_text(exc, "Text queries cannot be used here",
                                     "Pick a query from the query set or upload an image instead."))
             return None
-        return Query(key=cur, row=None, image=None, raw=raw, x=x, Y=None, Z=None, title=f"Text “{phrase}”",
+        return Query(key=query_key(cur), row=None, image=None, raw=raw, x=x, Y=None, Z=None, title=f"Text “{phrase}”",
                      text=phrase)
     return row_query(ws, int(cur))
 
@@ -228,9 +238,26 @@ def row_query(ws, r: int) -> Query:
         image = ws.image(r)
     except ImageLoadError:
         image = ws.thumbnail(r, 256)  # a grey tile: the file is gone or damaged, its embedding is still there
-    return Query(key=f"row:{r}", row=r, image=image, raw=np.asarray(ws.raw[r]), x=np.asarray(ws.X[r]),
+    return Query(key=query_key(r), row=r, image=image, raw=np.asarray(ws.raw[r]), x=np.asarray(ws.X[r]),
                  Y=np.asarray(ws.Y[r], bool), Z=None if ws.Z is None else np.asarray(ws.Z[r], bool),
                  title=f"Query #{r}" + (f" ({ws.ids[r]})" if ws.ids else ""))
+
+
+def keep_edit(q: Query, edit: str, name: str, strength: float, x) -> None:
+    """Keep the edited embedding ``x`` of ``q`` (Retrieve's "without" / "more of") beside the kept query."""
+    kept = st.session_state.get(KEPT_QUERY)
+    if kept is not None and kept.get("key") == q.key:
+        kept["edits"][edit_key(edit, name, strength)] = np.asarray(x)
+
+
+def current_query_vectors(ws, concept_names) -> list:
+    """The current query's vectors (:func:`slics_core.explorer.current_query.current_query`): the query, then the
+    asked edits Retrieve computed for it."""
+    ss = st.session_state
+    upload, kept = ss.get("upload_query"), ss.get(KEPT_QUERY)
+    return current_query(ss.get("query"), ws.X, edits=state.edits(concept_names),
+                         upload=upload if upload is not None and upload.get("ws") == ws_id(ws) else None,
+                         kept=kept if kept is not None and kept.get("ws") == ws_id(ws) else None)
 
 
 @st.cache_data(show_spinner="Calibrating pre-selection thresholds…", max_entries=16)

@@ -41,6 +41,7 @@ import streamlit as st
 
 from app_pages import _safe
 from slics_core.explorer.arrival import DEFAULT_K
+from slics_core.explorer.current_query import TEXT_PREFIX
 from slics_core.explorer.edits import parse_boost_param
 from slics_core.explorer.maps import parse_colour_param
 from slics_core.explorer.queries import parse_concept_param
@@ -53,7 +54,6 @@ SHARED = ("method", "d0", "mode", "k")
 K_RANGE = (1, 200)
 #: Shared values before a visitor picks them (:func:`get`); the others default per page.
 DEFAULTS = {"k": DEFAULT_K}
-TEXT_PREFIX = "text:"
 LINKED = "<link>"  # concepts_for: picks from a link without a query, kept for the first query shown
 _EXTRA_KEYS = ("q2", "c1", "c2", "colour", "pics")
 #: The query edits (Retrieve, Generate): "without concept j" and "more of j" (:func:`edits`).

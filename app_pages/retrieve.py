@@ -14,7 +14,7 @@ import streamlit as st
 from app_pages import _pages, _safe
 from app_pages import _state as state
 from app_pages._images import image_gallery, remote_hosts_caption
-from app_pages._query import concept_picker, preselection, query_picker, show_query
+from app_pages._query import concept_picker, keep_edit, preselection, query_picker, show_query
 from app_pages._ui import (
     component_picker,
     csv_download,
@@ -220,6 +220,7 @@ def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols
     for edit, name, lam in state.edits(names):
         eq = edited_gallery(model, q.x, ws.X, POOL_ROWS, names.index(name), k, edit=edit, strength=lam,
                             active=active, index=index, **LABELS)
+        keep_edit(q, edit, name, lam, eq.x)  # the edited query, for the other pages (Subspaces' map)
         shown = _safe.text(name)
         st.markdown(f"**Without {shown}** (x − vⱼ)" if edit == "remove" else f"**More of {shown}** (x + {lam:g}·ṽⱼ)")
         a, b = st.columns(2)

@@ -29,9 +29,13 @@ Reading the map
   computed in a background run (:data:`slics_core.explorer.background.JOBS`, the progress in an
   ``st.fragment(run_every=2)`` every tab sees) and stored in the workspace (:mod:`slics_core.explorer.arrival`);
   more than 2 000 points are drawn by :mod:`app_pages._map_figure` as WebGL traces with a compact hover.
-* "Mark the current query": an openTSNE map places the query's embedding into the stored layout
-  (``TSNEEmbedding.transform``, the fitted embedding kept in memory or rebuilt from the stored coordinates),
-  drawn as "✕ query"; a small map adds the query's points and is laid out again.
+* "Mark the current query" (:func:`app_pages._query.current_query_vectors`: a row, an upload, a typed phrase,
+  and Retrieve's edits of it, "without j" / "more of j"): the query's vectors
+  (:func:`slics_core.explorer.current_query.query_points`) are placed into the map without recomputing it, drawn as
+  "✕ query (<label>)": an openTSNE map by ``TSNEEmbedding.transform`` (the fitted embedding kept in memory or
+  rebuilt from the stored coordinates), a small scikit-learn map by its nearest points
+  (:func:`slics_core.explorer.layouts.place_near`). A row query on a small map is the exception: its item and
+  components join the map's points and the layout is computed again (marked "current query").
 * The map, its colour and picture controls, the preview and the selection summary are one ``st.fragment``:
   a toggle, a colour or a pick reruns only them, not the layout's controls. Colour mode and pictures are in
   the URL (``colour=has concept:animal``, ``pics=1``).
@@ -48,6 +52,7 @@ WebGPU/WebGL front end and its own data stack: a second map with its own state, 
 headless Chromium is exactly where WebGPU is missing). The linked panel needs no new dependency,
 renders in any browser, and keeps one map, one state.
 """
+import hashlib
 import time
 
 import numpy as np
@@ -58,6 +63,7 @@ from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text, shared, show_image, thumbnail
 from app_pages._map_figure import GLYPHS, WEBGL_MIN_POINTS, map_figure
+from app_pages._query import current_query_vectors
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, ws_id
 from slics_core.explorer.arrival import (
@@ -69,8 +75,16 @@ from slics_core.explorer.arrival import (
     stored_map_layout,
 )
 from slics_core.explorer.background import JOBS, BackgroundRun
+from slics_core.explorer.current_query import query_points
 from slics_core.explorer.exports import figure_html, with_settings
-from slics_core.explorer.layouts import BACKGROUND_MIN_POINTS, engine_note, max_map_items, place_points, tsne_engine
+from slics_core.explorer.layouts import (
+    BACKGROUND_MIN_POINTS,
+    engine_note,
+    max_map_items,
+    place_near,
+    place_points,
+    tsne_engine,
+)
 from slics_core.explorer.maps import (
     COLOUR_MODES,
     KINDS,
@@ -184,20 +198,22 @@ with c4:
                                     "the workspace (a revisit is instant); above 2,000 points by openTSNE.")
     if engine_note():
         st.caption(engine_note())
-query = st.session_state.get("query")
-query = int(query) if isinstance(query, (int, np.integer)) and 0 <= int(query) < len(ws) else None
+query_vectors = current_query_vectors(ws, list(ws.concept_names))  # the query, then Retrieve's edits of it
+query = query_vectors[0].row if query_vectors else None
 c1, c2, c3 = st.columns([1, 2, 2])
 with c1:
     seed = st.number_input("Seed", min_value=0, max_value=10_000, value=MAP_DEFAULTS["seed"], key="map_seed")
 with c2:
     # off by default: the first view is the map prepared at build time (slics_core.explorer.arrival);
     # on a small map adding the query changes the points, so t-SNE runs again; an openTSNE map places it
-    mark_query = st.checkbox(f"Mark the current query (item {query})" if query is not None
+    mark_query = st.checkbox(f"Mark the current query ({query_vectors[0].label})" if query_vectors
                              else "Mark the current query (pick one on Retrieve)", value=False,
-                             disabled=query is None, key="mark_query",
-                             help="Small maps (scikit-learn's t-SNE): the query's item and its components join the "
-                                  "map's points and the layout is computed again. Maps laid out by openTSNE: the "
-                                  "query is placed into the stored map without recomputing it (marked ✕ query).")
+                             disabled=not query_vectors, key="mark_query",
+                             help="The query (an upload, a typed phrase, an item, and its edits on Retrieve) is "
+                                  "placed into the map without recomputing it (marked ✕ query): by openTSNE on "
+                                  "large maps, by its nearest map points on small ones. A query item on a small "
+                                  "map (scikit-learn's t-SNE) joins the map's points with its components instead, "
+                                  "and the layout is computed again.")
 with c3:
     st.button("Paper's Fig. 5 view", key="fig5", on_click=_fig5_view,
               help="The paper's Fig. 5: the animal components and atoms, coloured by sub-label")
@@ -220,7 +236,7 @@ def _points(key, method, d0, kinds, component, n_points, concepts, split, seed, 
 @st.cache_resource(show_spinner=False)
 def _layouts():
     """Layouts this process has shown, ``(workspace id, layout name) -> (xy, seconds)``, and placed queries,
-    ``(workspace id, layout name, row) -> (x, y)``: a rerun reads no file."""
+    ``(workspace id, layout name, hash of the query vectors) -> ((text, x, y), ...)``: a rerun reads no file."""
     return {"xy": {}, "placed": {}}
 
 
@@ -270,43 +286,69 @@ def _layout(P, seed):
     state.stop()
 
 
-def _placed_query(P, seed, row):
-    """``(row, x, y)``: the query item's embedding placed into the stored openTSNE map of ``P`` (not recomputed).
-    The map's embedding object is this process's, else rebuilt from the stored layout (the points' neighbours:
-    seconds for thousands of points) in a background run, whose progress is shown; None until then."""
-    key = (ws_id(ws), layout_name(P, seed), int(row))
+def _query_vectors_on_map(vectors, model):
+    """``(Q, texts)``: the points that stand for the query vectors on this map (:func:`query_points`) and their
+    labels."""
+    picked = set(st.session_state.get("picked_concepts") or ())
+    Qs, texts = [], []
+    for qv in vectors:
+        active = ws.Y[qv.row] if qv.row is not None else [n in picked for n in ws.concept_names]
+        Q, what = query_points(model, qv.x, active, kinds=kinds, component=component, concepts=list(concepts) or None,
+                               concept_names=ws.concept_names)
+        Qs.append(Q)
+        texts += [f"query ({qv.label})" if w == "embedding" else f"query ({qv.label}) · component of {w}"
+                  for w in what]
+    return (np.vstack(Qs) if Qs else np.zeros((0, ws.X.shape[1]))), texts
+
+
+def _placed_queries(P, xy, seed, Q, texts, open_tsne):
+    """``((text, x, y), ...)``: the query's vectors ``Q`` placed into the map of ``P`` (not recomputed), kept per
+    (map, query vectors). An openTSNE map places them by ``transform`` with its embedding object: this process's,
+    else rebuilt from the stored layout (the points' neighbours: seconds for thousands of points) in a background
+    run, whose progress is shown (None until then); a small map by :func:`place_near`."""
+    if not len(Q):
+        return ()
+    key = (ws_id(ws), layout_name(P, seed), hashlib.sha1(np.ascontiguousarray(Q).tobytes()).hexdigest())
     got = _layouts()["placed"].get(key)
     if got is not None:
         return got
-    embedding = kept_embedding(P, seed)
-    if embedding is None:
-        run = JOBS.start(("embedding",) + key[:2], lambda: BackgroundRun(lambda progress: map_embedding(ws, P, seed),
-                                                                         name="slics-map-embedding"))
-        snap = run.snapshot()
-        if snap["error"]:
-            st.warning(visitor_text(snap["error"], "The query could not be placed on the map"))
-            return None
-        if not snap["finished"]:
-            _layout_progress(run, len(P), "Preparing the stored map to place the query")
-            return None
-        embedding = snap["result"]
-    xy = place_points(embedding, ws.X[int(row)])
-    return _remember(_layouts()["placed"], key, (int(row), float(xy[0, 0]), float(xy[0, 1])))
+    if not open_tsne:
+        where = place_near(P, xy, Q)
+    else:
+        embedding = kept_embedding(P, seed)
+        if embedding is None:
+            run = JOBS.start(("embedding",) + key[:2],
+                             lambda: BackgroundRun(lambda progress: map_embedding(ws, P, seed),
+                                                   name="slics-map-embedding"))
+            snap = run.snapshot()
+            if snap["error"]:
+                st.warning(visitor_text(snap["error"], "The query could not be placed on the map"))
+                return None
+            if not snap["finished"]:
+                _layout_progress(run, len(P), "Preparing the stored map to place the query")
+                return None
+            embedding = snap["result"]
+        where = place_points(embedding, Q)
+    placed = tuple((t, float(x), float(y)) for t, (x, y) in zip(texts, where))
+    return _remember(_layouts()["placed"], key, placed)
 
 
 base = (ws_id(ws), method, int(d0), tuple(kinds), component, int(n_points), tuple(concepts), split, int(seed))
 bar = st.progress(0.0, text="Disentangling the items into components…")
 try:
     P, table = _points(*base, (), ws)
-    # an openTSNE map places the query without recomputing; a small map adds its points and is laid out again
-    placing = bool(mark_query and query is not None and tsne_engine(len(P)) == "openTSNE")
-    include = (query,) if (mark_query and query is not None and not placing) else ()
+    # the query is placed without recomputing the map, except a query item on a small map: it joins the map's
+    # points (with its components) and the map is laid out again
+    open_tsne = tsne_engine(len(P)) == "openTSNE"
+    include = (query,) if (mark_query and query is not None and not open_tsne) else ()
     params = base + (include,)
     if include:
         P, table = _points(*params, ws)
     bar.progress(0.3, text=f"t-SNE of {len(table)} points (about a second per 500 points)…")
     xy, tsne_seconds = _layout(P, int(seed))
-    placed = _placed_query(P, int(seed), query) if placing else None
+    to_place = [qv for qv in query_vectors if not (include and qv.row is not None)] if mark_query else []
+    Q, q_texts = _query_vectors_on_map(to_place, ws.model(method, d0))
+    placed = _placed_queries(P, xy, int(seed), Q, q_texts, open_tsne)
 except ValueError as exc:
     bar.empty()
     st.warning(visitor_text(exc, "No map for these settings", "Try other settings in the sidebar."))
@@ -436,6 +478,10 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
         counts = {g: int((groups == g).sum()) for g in order}
         st.caption(f"{len(order)} colour groups · symbol = kind ({kind_key}) · click a legend entry to hide a group, "
                    "double-click to show it alone.")
+        if placed:
+            st.caption("✕ " + _safe.text("; ".join(t for t, _, _ in placed)) + ": placed on the map without "
+                       "recomputing it (" + ("openTSNE's transform" if open_tsne else
+                                            "the cosine-weighted mean position of its nearest map points") + ").")
         settings = {"method": method, "d0": int(d0), "component_mode": component, "split": split,
                     "concepts": list(concepts) or "all", "kinds": list(kinds), "n_items": int(n_points),
                     "seed": int(seed), "colour_by": color_by if colour_concept is None

@@ -2,6 +2,7 @@
 import base64
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -71,15 +72,21 @@ def _groups(at):
     return dict(zip(df["group"], df["points"]))
 
 
-def _expected_table(ws, at):
+def _expected_points(ws, at):
+    """``(P, table)`` of the map the page shows (a query row is among its items when marked)."""
     s = at.session_state
     concepts = list(s["map_concepts"]) or None
-    include = [s["query"]] if "query" in s and s["mark_query"] else None
+    row = "query" in s and isinstance(s["query"], (int, np.integer))
+    include = [s["query"]] if row and s["mark_query"] else None
     rows = map_sample(ws.Y, ws.index[s["map_split"]], int(s["n_points"]), random_state=int(s["map_seed"]),
                       concepts=concepts, concept_names=ws.concept_names, include=include)
     return map_points(ws.model(s["method"], s["d0"]), ws.X, ws.Y, rows, kinds=s["kinds"],
                       component=s["component"], concepts=concepts, Z=ws.Z, sub_to_concept=ws.sub_to_concept,
-                      concept_names=ws.concept_names, sub_names=ws.sub_names)[1]
+                      concept_names=ws.concept_names, sub_names=ws.sub_names)
+
+
+def _expected_table(ws, at):
+    return _expected_points(ws, at)[1]
 
 
 def test_map_renders_with_readable_hover_texts_and_a_compact_legend(ws):
@@ -558,3 +565,116 @@ def test_a_large_layout_runs_in_the_background_and_is_stored(ws, monkeypatch):
     assert stored is not None
     got = _xy_of(_spec(at))
     np.testing.assert_allclose([got[p] for p in range(len(P))], stored)
+
+
+def _captions(at):
+    """The captions as read (Markdown escapes of data values removed)."""
+    return [re.sub(r"\\(.)", r"\1", c.value) for c in at.caption]
+
+
+def _placed_trace(spec):
+    got = [t for t in spec["data"] if t.get("name") == "query"]
+    assert len(got) <= 1
+    return got[0] if got else None
+
+
+def test_an_uploaded_query_is_placed_on_a_small_map_by_its_nearest_points(ws, monkeypatch):
+    """An upload (not a row of the map) is placed on a scikit-learn map without laying it out again: at the
+    cosine-weighted mean of its nearest map points (layouts.place_near, checked against an independent kNN in
+    tests/test_map_query.py), drawn as the "query" trace with its file name, and named in a caption."""
+    from app_pages._workspace import ws_id
+    from slics_core.explorer import arrival
+    from slics_core.explorer.layouts import place_near
+
+    r = int(ws.index["val"][3])
+    upload = {"sha": "f00d", "name": "cat.png", "image": None, "raw": np.asarray(ws.raw[r]),
+              "x": np.asarray(ws.X[r]) + 0.01, "ws": ws_id(ws)}
+    at = _page(query="upload", upload_query=upload)
+    assert not at.exception, at.exception
+    assert _placed_trace(_spec(at)) is None  # not marked yet
+    assert at.checkbox(key="mark_query").label == "Mark the current query (upload: cat.png)"
+    before = _xy_of(_spec(at))
+
+    def refuse(*a, **k):
+        raise AssertionError("t-SNE ran again")
+
+    monkeypatch.setattr(arrival, "tsne_fit", refuse)
+    at.checkbox(key="mark_query").check().run()
+    assert not at.exception, at.exception
+    spec = _spec(at)
+    assert _xy_of(spec) == before  # the same map
+    assert not [t for t in spec["data"] if t.get("name") == "current query"]
+    placed = _placed_trace(spec)
+    assert placed is not None and placed["text"] == ["query (upload: cat.png)"]
+    P, table = _expected_points(ws, at)
+    xy = np.array([before[p] for p in range(len(P))])
+    want = place_near(P, xy, upload["x"])[0]
+    np.testing.assert_allclose([_values(placed["x"])[0], _values(placed["y"])[0]], want, rtol=1e-9)
+    assert any("upload: cat.png" in c and "without recomputing" in c for c in _captions(at))
+
+
+def test_a_phrase_query_and_its_edit_from_retrieve_are_placed_with_their_labels(ws):
+    """A typed phrase (its embedding kept by the query picker) and its "without j" edit (kept by Retrieve) are
+    both placed; the edit is placed where its own edited embedding goes (not the phrase's)."""
+    from app_pages._query import KEPT_QUERY
+    from app_pages._workspace import ws_id
+    from slics_core.explorer.current_query import edit_key
+    from slics_core.explorer.layouts import place_near
+
+    names = list(ws.concept_names)
+    j = 0
+    x = np.asarray(ws.X[int(ws.index["val"][5])], dtype=np.float64)
+    edited = np.asarray(ws.X[int(ws.index["val"][9])], dtype=np.float64)  # any other vector stands for x - v_j
+    kept = {"ws": ws_id(ws), "key": "text:a red car", "x": x, "edits": {edit_key("remove", names[j]): edited}}
+    at = _page(query="text:a red car", **{KEPT_QUERY: kept, "_s_rm": names[j], "mark_query": True})
+    assert not at.exception, at.exception
+    spec = _spec(at)
+    placed = _placed_trace(spec)
+    assert placed is not None
+    assert placed["text"] == ["query (phrase: a red car)", f"query (phrase: a red car without {names[j]})"]
+    P, _ = _expected_points(ws, at)
+    before = _xy_of(spec)
+    xy = np.array([before[p] for p in range(len(P))])
+    got = np.column_stack([_values(placed["x"]), _values(placed["y"])])
+    np.testing.assert_allclose(got, place_near(P, xy, np.vstack([x, edited])), rtol=1e-9)
+    assert any(f"phrase: a red car without {names[j]}" in c for c in _captions(at))
+    # a phrase the picker has not embedded (another phrase kept): nothing to mark
+    at = _page(query="text:a blue car", **{KEPT_QUERY: kept})
+    assert not at.exception, at.exception
+    assert at.checkbox(key="mark_query").disabled
+    assert _placed_trace(_spec(at)) is None
+
+
+def test_retrieves_edited_query_is_kept_and_placed_on_the_map(ws, multi_row):
+    """Retrieve keeps the query and its "without j" embedding (the library's x − vⱼ, over the query's labelled
+    concepts); Subspaces, given that session, marks the query item and places the edited query beside it."""
+    from app_pages._query import KEPT_QUERY
+    from slics_core.explorer.current_query import edit_key
+    from slics_core.explorer.edits import edit_query
+    from slics_core.explorer.layouts import place_near
+
+    labels = ws.labels_of(multi_row)["concepts"]
+    rt = AppTest.from_file(str(ROOT / "app_pages" / "retrieve.py"), default_timeout=240)
+    rt.query_params["q"] = str(multi_row)
+    rt.query_params["rm"] = labels[0]
+    rt.run()
+    assert not rt.exception, rt.exception
+    kept = rt.session_state[KEPT_QUERY]
+    assert kept["key"] == f"row:{multi_row}"
+    np.testing.assert_array_equal(kept["x"], ws.X[multi_row])
+    model = ws.model(rt.selectbox(key="method").value, rt.select_slider(key="d0").value)
+    want, _ = edit_query(model, ws.X[multi_row], ws.concept_names.index(labels[0]), "remove",
+                         active=[ws.concept_names.index(n) for n in labels])
+    np.testing.assert_allclose(kept["edits"][edit_key("remove", labels[0])], want)
+
+    at = _page(query=multi_row, **{KEPT_QUERY: kept, "_s_rm": labels[0], "mark_query": True})
+    assert not at.exception, at.exception
+    spec = _spec(at)
+    assert len([t for t in spec["data"] if t.get("name") == "current query"]) == 1  # the item joined the map
+    placed = _placed_trace(spec)
+    assert placed is not None and placed["text"] == [f"query (item {multi_row} without {labels[0]})"]
+    P, _ = _expected_points(ws, at)
+    drawn = _xy_of(spec)
+    xy = np.array([drawn[p] for p in range(len(P))])
+    np.testing.assert_allclose([_values(placed["x"])[0], _values(placed["y"])[0]], place_near(P, xy, want)[0],
+                               rtol=1e-9)

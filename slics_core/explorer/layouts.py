@@ -16,6 +16,13 @@ Choices (the paper is silent on them)
   PCA init, 250 early-exaggeration iterations then the rest), chosen by measurement (the constant's
   comment). Without openTSNE, scikit-learn at every size and maps stay at :data:`SKLEARN_MAX_ITEMS` items
   (:func:`engine_note`). An openTSNE map places a new point without being recomputed (:func:`place_points`).
+* **Placing a point on a scikit-learn map** (:func:`place_near`). scikit-learn's t-SNE cannot place a new point
+  (no ``transform``), and laying the map out again would move every point. Rule: the new vector's
+  :data:`PLACE_NEIGHBOURS` nearest map points by cosine (the vectors the map was computed from, unit-normalised as
+  they were), and the mean of their positions weighted by the cosine (clipped at 0; equal weights when none is
+  positive). A vector equal to a map point lands inside that point's neighbourhood; one halfway between two
+  groups lands between them. The caller gives the vector in the map's own space (an item embedding for a map of
+  embeddings, a component taken as the map's components were: :func:`slics_core.explorer.current_query.query_points`).
 """
 from __future__ import annotations
 
@@ -31,7 +38,7 @@ from slics_core.rows import unit_rows
 
 __all__ = ["OPENTSNE_MIN_POINTS", "MAX_MAP_ITEMS", "SKLEARN_MAX_ITEMS", "BACKGROUND_MIN_POINTS", "ENGINES",
            "open_tsne_installed", "tsne_engine", "max_map_items", "engine_note", "tsne_fit", "tsne_layout",
-           "tsne_embedding", "place_points"]
+           "tsne_embedding", "place_points", "PLACE_NEIGHBOURS", "place_near"]
 
 #: Layouts of more points than this use openTSNE's FFT-accelerated t-SNE when it is installed; up to it,
 #: scikit-learn's Barnes-Hut. Measured (docs/performance.md, "t-SNE for large maps", one thread): at 2 000
@@ -46,6 +53,8 @@ SKLEARN_MAX_ITEMS = 3_000
 #: Layouts of more points than this are computed in the background (the page shows their progress): about 2 s
 #: with scikit-learn at the measured ~1 s per 500 points (the 200-item default map, ~650 points: 0.95 s).
 BACKGROUND_MIN_POINTS = 1_000
+#: Map points whose positions place a new point on a scikit-learn map (:func:`place_near`).
+PLACE_NEIGHBOURS = 10
 #: The two t-SNE engines.
 ENGINES = ("scikit-learn", "openTSNE")
 
@@ -177,3 +186,20 @@ def place_points(embedding, Q, n_jobs=1):
     with threadpool_limits(n_jobs):
         placed = np.array(embedding.transform(unit_rows(Q, name="query")), dtype=np.float64)
     return placed + getattr(embedding, "slics_offset", 0.0)
+
+
+def place_near(P, xy, Q, k=PLACE_NEIGHBOURS):
+    """Places new vectors ``Q`` on a computed layout ``xy`` of the points ``P`` without moving them (the rule of
+    the module docstring: the cosine-weighted mean position of each vector's ``k`` nearest map points). Returns
+    their coordinates, shape (len(Q), 2)."""
+    P = check_embeddings(P, name="points")
+    xy = np.asarray(xy, dtype=np.float64)
+    if xy.shape != (P.shape[0], 2):
+        raise ValueError(f"xy must have shape {(P.shape[0], 2)} for {P.shape[0]} points; got {xy.shape}.")
+    Q = check_embeddings(np.atleast_2d(Q), n_features=P.shape[1], name="query")
+    sims = unit_rows(Q, name="query") @ unit_rows(P, name="points").T
+    k = max(1, min(int(k), P.shape[0]))
+    near = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+    w = np.clip(np.take_along_axis(sims, near, axis=1), 0.0, None)
+    w[w.sum(axis=1) <= 0] = 1.0
+    return np.einsum("qk,qkc->qc", w, xy[near]) / w.sum(axis=1, keepdims=True)

@@ -58,6 +58,7 @@ __all__ = [
     "parse_colour_param",
     "picture_points",
     "selection_summary",
+    "shown_components",
 ]
 
 #: Kinds of points in a subspace map.
@@ -155,6 +156,20 @@ def _concept_indices(concepts, n_concepts, concept_names):
         raise ValueError("concepts is empty: pick at least one concept (or None for all).")
     return np.unique(out)
 
+def shown_components(model, X, A, component="partial", *, concepts=None, concept_names=None):
+    """The components a map shows for the rows of ``X`` with active concepts ``A`` (bool, (n, S)): ``(a, j, v)``
+    for each row ``a`` and each of its active concepts ``j`` among ``concepts`` (all if None), ``v`` non-zero
+    (:func:`map_points`' rule; :func:`slics_core.explorer.current_query.query_points` places a query's)."""
+    S = model.n_concepts_
+    names = list(concept_names) if concept_names is not None else [f"concept {j}" for j in range(S)]
+    keep_mask = np.zeros(S, dtype=bool)
+    keep_mask[_concept_indices(concepts, S, names)] = True
+    A = np.asarray(A, dtype=bool)
+    V = components_of(model, X, component, active=A)
+    return [(a, int(j), V[a, j]) for a in range(X.shape[0]) for j in np.flatnonzero(A[a] & keep_mask)
+            if np.linalg.norm(V[a, j]) > ZERO_NORM]
+
+
 def map_points(model, X, Y, rows, *, kinds=KINDS, component="partial", concepts=None, Z=None,
                sub_to_concept=None, concept_names=None, sub_names=None):
     """The points of a subspace map: vectors and a tidy description of each.
@@ -235,16 +250,13 @@ def map_points(model, X, Y, rows, *, kinds=KINDS, component="partial", concepts=
                          ", ".join(subs_of(i, every))))
         vecs.append(X[rows])
     if "component" in kinds and rows.size:
-        V = components_of(model, X[rows], component, active=Y[rows])
-        for a, i in enumerate(rows):
-            for j in np.flatnonzero(Y[i] & keep_mask):
-                v = V[a, j]
-                if np.linalg.norm(v) <= ZERO_NORM:
-                    continue
-                subs = subs_of(i, {int(j)})
-                recs.append(("component", int(i), -1, names[j], _group_name(subs), all_labels[int(i)],
-                             ", ".join(subs)))
-                vecs.append(v[None, :])
+        for a, j, v in shown_components(model, X[rows], Y[rows], component, concepts=concepts,
+                                        concept_names=names):
+            i = rows[a]
+            subs = subs_of(i, {int(j)})
+            recs.append(("component", int(i), -1, names[j], _group_name(subs), all_labels[int(i)],
+                         ", ".join(subs)))
+            vecs.append(v[None, :])
     if "atom" in kinds:
         groups = np.asarray(model.groups_)
         for k in np.flatnonzero(keep_mask[groups]):
