@@ -577,3 +577,13 @@ def test_cli_transfer_option(jpeg_folder, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(base + ["--cache", str(tmp_path / "x"), "--transfer", "png"])
     assert "invalid choice: 'png'" in capsys.readouterr().err
+
+
+def test_ray_backend_refuses_the_jpeg_route(jpeg_folder, tiny_clip, tmp_path):
+    pytest.importorskip("ray", reason="Ray is not installed (the [ray] extra)")
+    from slics_core.ray_embed import embed_dataset_ray
+
+    with pytest.raises(ValueError, match="local backend"):
+        embed_dataset_ray(jpeg_folder, [str(i) for i in range(len(jpeg_folder))], tiny_clip, tmp_path / "r",
+                          transfer="jpeg")
+    assert not (tmp_path / "r").exists()  # refused before any cache or Ray start
