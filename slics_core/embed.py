@@ -10,6 +10,7 @@ import inspect
 import io
 import os
 import sys
+import warnings
 
 import numpy as np
 from PIL import Image
@@ -151,7 +152,8 @@ class _JpegBytes:
 
     Handed over as bytes: a baseline or progressive JPEG (by its content, not its name) in RGB (YCbCr) or grey,
     with no EXIF orientation other than upright, ending in the end-of-image marker, of at most ``max_pixels``
-    (:data:`~slics_core.images.MAX_PIXELS`, from the header). Everything else falls back: PNG, GIF and every other
+    (:data:`~slics_core.images.MAX_PIXELS`, from the header) and of at most ``3 * max_pixels`` bytes (a file is
+    never read whole beyond that). Everything else falls back: PNG, GIF and every other
     format, CMYK/YCCK JPEGs (Pillow converts them differently), EXIF-rotated JPEGs (:func:`load_image` turns
     them upright), truncated JPEGs and unreadable files (:func:`load_image` reports them as every route does).
     A JPEG that the device then cannot decode is decoded by :func:`load_image` in the main process
@@ -170,7 +172,10 @@ class _JpegBytes:
         if not data.startswith(b"\xff\xd8") or not data.rstrip(b"\0").endswith(b"\xff\xd9"):
             return False
         try:
-            with Image.open(io.BytesIO(data)) as im:  # the header only: nothing is decoded
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the pixel limit here speaks
+                im = Image.open(io.BytesIO(data))  # the header only: nothing is decoded
+            with im:
                 w, h = im.size
                 return (im.format == "JPEG" and im.mode in ("RGB", "L") and w * h <= self.max_pixels
                         and im.getexif().get(0x0112, 1) == 1)
@@ -183,9 +188,12 @@ class _JpegBytes:
 
         try:
             with open(path, "rb") as fh:
-                data = fh.read()
+                # more bytes than the largest image's RGB pixels: not read whole here, load_image judges it
+                data = fh.read(3 * self.max_pixels + 1)
         except OSError:
             data = b""  # load_image reports it (missing file, permissions, ...)
+        if len(data) > 3 * self.max_pixels:
+            data = b""
         if self.plain_jpeg(data):
             return torch.frombuffer(bytearray(data), dtype=torch.uint8)
         return self.fallback(loader(path))

@@ -456,7 +456,7 @@ JPEG_BYTES = (0, 1, 2, 3, 10)  # handed over as file bytes; rot4, cmyk5, png6 fa
 JPEG_FAILED = (7, 8, 9)
 
 
-def test_jpeg_route_workers_hand_over_file_bytes_or_fall_back(jpeg_folder, tiny_clip):
+def test_jpeg_route_workers_hand_over_file_bytes_or_fall_back(jpeg_folder, tiny_clip, tmp_path):
     from slics_core.embed import image_route
 
     reader, _, transfer = image_route(tiny_clip, "jpeg")
@@ -473,6 +473,15 @@ def test_jpeg_route_workers_hand_over_file_bytes_or_fall_back(jpeg_folder, tiny_
             assert x.numpy().tobytes() == Path(path).read_bytes()
         else:
             torch.testing.assert_close(x, uint8(load_image(path)), rtol=0, atol=0)
+    # the limits: pixels from the header, bytes before reading a file whole (then load_image judges the file)
+    land2 = jpeg_folder[2]  # 320 x 200 = 64 000 pixels, fewer than 64 000 bytes
+    assert Path(land2).stat().st_size < 64_000
+    assert type(reader)(uint8, max_pixels=64_000).read(land2, load_image).ndim == 1
+    assert type(reader)(uint8, max_pixels=63_999).read(land2, load_image).ndim == 3
+    small = tmp_path / "small-with-big-profile.jpeg"
+    _smooth(np.random.default_rng(8), 16, 16).save(small, quality=90, icc_profile=b"\0" * 5000)  # 256 pixels
+    assert type(reader)(uint8, max_pixels=256).read(small, load_image).ndim == 3  # 5 000+ bytes > 3 x 256
+    assert type(reader)(uint8, max_pixels=2_000).read(small, load_image).ndim == 1
 
 
 def test_jpeg_route_agrees_with_the_uint8_route(jpeg_folder, tiny_clip, tmp_path):
