@@ -152,6 +152,9 @@ def embed_dataset_ray(paths, ids, encoder, cache_dir, *, encoder_factory=None, b
     concurrency = check_k(concurrency, "concurrency")
     if not isinstance(num_gpus_per_actor, (int, float, np.integer, np.floating)) or num_gpus_per_actor < 0:
         raise ValueError(f"num_gpus_per_actor must be a number >= 0; got {num_gpus_per_actor!r}.")
+    if transfer == "jpeg":
+        raise ValueError("the jpeg transfer (decoding on the encoder's device) runs on the local backend only; "
+                         "use transfer='uint8' with Ray.")
     route = image_route(encoder, transfer)
     if route is None:
         raise ValueError(f"encoder {getattr(encoder, 'id', encoder)!r} has no tensor-level API "

@@ -17,7 +17,7 @@ from PIL import Image
 
 from slics_core.embed import default_workers, embed_dataset
 from slics_core.encoders import DINOv2Encoder, OpenCLIPEncoder, TiTokEncoder
-from slics_core.images import load_image
+from slics_core.images import ImageLoadError, load_image
 from slics_core.store import EmbeddingStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -415,3 +415,184 @@ def test_uint8_route_gives_the_float32_routes_embeddings(folder, tiny_clip, tmp_
         embed_dataset(folder, _ids(folder), tiny_clip, tmp_path / "x", transfer="float16")
     with pytest.raises(ValueError, match="uint8"):
         embed_dataset(folder, _ids(folder), CountingImageEncoder(), tmp_path / "y", transfer="uint8")
+
+
+# ------------------------------------------------------------------ the jpeg route: bytes across, decoded on the device
+def _bogus_scan(jpeg_bytes):
+    """A JPEG with an intact header and end marker whose scan header is broken: no decoder reads it."""
+    data = bytearray(jpeg_bytes)
+    sos = data.find(b"\xff\xda")
+    data[sos + 2:sos + 4] = b"\x00\x01"
+    return bytes(data)
+
+
+@pytest.fixture(scope="module")
+def jpeg_folder(tmp_path_factory):
+    """Landscape and portrait JPEGs, a grey one, an EXIF-rotated one, a CMYK one, a PNG, damaged files."""
+    d = tmp_path_factory.mktemp("jpegs")
+    rng = np.random.default_rng(7)
+    made = {}
+    made["land0"] = _smooth(rng, 640, 480)
+    made["port1"] = _smooth(rng, 480, 640)
+    made["land2"] = _smooth(rng, 320, 200)
+    for name, im in made.items():
+        im.save(d / f"{name}.jpg", quality=90)
+    _smooth(rng, 300, 240).convert("L").save(d / "grey3.jpg", quality=90)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored sideways: load_image turns it upright
+    _smooth(rng, 400, 240).save(d / "rot4.jpg", quality=90, exif=exif)
+    _smooth(rng, 200, 260).convert("CMYK").save(d / "cmyk5.jpg", quality=90)
+    _smooth(rng, 150, 100).save(d / "png6.png")
+    (d / "scan7.jpg").write_bytes(_bogus_scan((d / "land0.jpg").read_bytes()))
+    (d / "junk8.jpg").write_bytes(b"not an image")
+    (d / "cut9.jpg").write_bytes((d / "port1.jpg").read_bytes()[:5000])
+    _smooth(rng, 512, 384).save(d / "land10.jpg", quality=85)
+    names = ["land0.jpg", "port1.jpg", "land2.jpg", "grey3.jpg", "rot4.jpg", "cmyk5.jpg", "png6.png", "scan7.jpg",
+             "junk8.jpg", "cut9.jpg", "land10.jpg"]
+    return [str(d / n) for n in names]
+
+
+JPEG_BYTES = (0, 1, 2, 3, 10)  # handed over as file bytes; rot4, cmyk5, png6 fall back; 7, 8, 9 fail
+JPEG_FAILED = (7, 8, 9)
+
+
+def test_jpeg_route_workers_hand_over_file_bytes_or_fall_back(jpeg_folder, tiny_clip, tmp_path):
+    from slics_core.embed import image_route
+
+    reader, _, transfer = image_route(tiny_clip, "jpeg")
+    assert transfer == "jpeg"
+    uint8 = image_route(tiny_clip, "uint8")[0]
+    for k, path in enumerate(jpeg_folder):
+        if k in JPEG_FAILED[1:]:  # junk and cut files: load_image's own report
+            with pytest.raises(ImageLoadError):
+                reader.read(path, load_image)
+            continue
+        x = reader.read(path, load_image)
+        if k in JPEG_BYTES or k == 7:  # scan7's header is intact: the device finds out
+            assert x.dtype == torch.uint8 and x.ndim == 1
+            assert x.numpy().tobytes() == Path(path).read_bytes()
+        else:
+            torch.testing.assert_close(x, uint8(load_image(path)), rtol=0, atol=0)
+    # the limits: pixels from the header, bytes before reading a file whole (then load_image judges the file)
+    land2 = jpeg_folder[2]  # 320 x 200 = 64 000 pixels, fewer than 64 000 bytes
+    assert Path(land2).stat().st_size < 64_000
+    assert type(reader)(uint8, max_pixels=64_000).read(land2, load_image).ndim == 1
+    assert type(reader)(uint8, max_pixels=63_999).read(land2, load_image).ndim == 3
+    small = tmp_path / "small-with-big-profile.jpeg"
+    _smooth(np.random.default_rng(8), 16, 16).save(small, quality=90, icc_profile=b"\0" * 5000)  # 256 pixels
+    assert type(reader)(uint8, max_pixels=256).read(small, load_image).ndim == 3  # 5 000+ bytes > 3 x 256
+    assert type(reader)(uint8, max_pixels=2_000).read(small, load_image).ndim == 1
+
+
+def test_jpeg_route_agrees_with_the_uint8_route(jpeg_folder, tiny_clip, tmp_path):
+    """Decoding and resizing on the device (here the CPU) against PIL in the workers: the same decoder (libjpeg)
+    and the same resize (bicubic, antialiased) in two implementations, pixels within 1 of 255. Measured cosine per
+    row: min 0.9999993 (the tiny model at 32 pixels); the bound sits just below it. Fallback rows are the uint8
+    route's own, equal to rounding."""
+    from slics_core.embed import TRANSFERS, image_route
+
+    assert "jpeg" in TRANSFERS
+    ids = [Path(p).stem for p in jpeg_folder]
+    runs = {}
+    for t, w in (("uint8", 0), ("jpeg", 0), ("jpeg", 2)):
+        store, stats = embed_dataset(jpeg_folder, ids, tiny_clip, tmp_path / f"{t}{w}", batch_size=3, workers=w,
+                                     transfer=t, draft=False, progress=False)
+        runs[t, w] = store.load() + (store.failed(), stats)
+    E8, ids8, meta8, f8, s8 = runs["uint8", 0]
+    Ej, idsj, metaj, fj, sj = runs["jpeg", 2]
+    np.testing.assert_array_equal(runs["jpeg", 0][0], Ej)  # workers change the speed, never the embeddings
+    assert ids8 == idsj == [ids[k] for k in range(len(ids)) if k not in JPEG_FAILED]
+    assert f8 == fj and [f["position"] for f in fj] == list(JPEG_FAILED)
+    assert s8 == sj == {"computed": 4, "reused": 0, "failed": 3}
+    assert meta8["decode"] == {"draft_size": None} and metaj["decode"] == {"draft_size": None, "device_decode": True}
+    cos = np.sum(E8 * Ej, 1) / np.linalg.norm(E8, axis=1) / np.linalg.norm(Ej, axis=1)
+    assert cos.min() >= 0.9999990, cos
+    kept = [k for k in range(len(ids)) if k not in JPEG_FAILED]
+    fell_back = [kept.index(k) for k in (4, 5, 6)]
+    np.testing.assert_allclose(Ej[fell_back], E8[fell_back], rtol=0, atol=1e-6)
+    assert not np.allclose(Ej, E8, rtol=0, atol=1e-6)  # the device route did run on the JPEGs
+    # an independent computation of one plain JPEG: torchvision decode + the encoder's torchvision steps
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    x = decode_jpeg(torch.frombuffer(bytearray(Path(jpeg_folder[1]).read_bytes()), dtype=torch.uint8),
+                    mode=ImageReadMode.RGB)
+    for step in image_route(tiny_clip, "uint8")[0].steps[:2]:  # Resize, CenterCrop
+        x = step(x)
+    np.testing.assert_allclose(Ej[1], tiny_clip.encode_tensors(x[None])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_jpeg_route_resumes_on_its_own_route(jpeg_folder, tiny_clip, tmp_path):
+    from slics_core.embed import default_transfer
+
+    ids = [Path(p).stem for p in jpeg_folder]
+    cache = tmp_path / "c"
+    forward = tiny_clip.encode_tensors
+    calls = []
+
+    def interrupted(x):
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return forward(x)
+
+    tiny_clip.encode_tensors = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            embed_dataset(jpeg_folder, ids, tiny_clip, cache, batch_size=3, workers=2, transfer="jpeg",
+                          progress=False)
+    finally:
+        del tiny_clip.encode_tensors
+    assert EmbeddingStore(cache).finished_batches() == {0}
+    assert default_transfer(tiny_clip, EmbeddingStore(cache).meta()["decode"]) == "jpeg"
+    assert default_transfer(tiny_clip, {"draft_size": 32}) is None and default_transfer(tiny_clip) is None
+    with pytest.raises(ValueError, match="decode"):  # another route would mix pixels of two resizes
+        embed_dataset(jpeg_folder, ids, tiny_clip, cache, batch_size=3, transfer="uint8", progress=False)
+    store, stats = embed_dataset(jpeg_folder, ids, tiny_clip, cache, batch_size=3, workers=2, progress=False)
+    assert stats == {"computed": 3, "reused": 1, "failed": 3}
+    clean, _ = embed_dataset(jpeg_folder, ids, tiny_clip, tmp_path / "clean", batch_size=3, workers=0,
+                             transfer="jpeg", progress=False)
+    np.testing.assert_array_equal(store.load()[0], clean.load()[0])
+    assert store.load()[1] == clean.load()[1] and store.failed() == clean.failed()
+
+
+def test_jpeg_route_refusals(jpeg_folder, tiny_clip, tmp_path):
+    from transformers import Dinov2Config
+
+    ids = [Path(p).stem for p in jpeg_folder]
+    with pytest.raises(ValueError, match="draft"):
+        embed_dataset(jpeg_folder, ids, tiny_clip, tmp_path / "a", transfer="jpeg", draft=True)
+    with pytest.raises(ValueError, match="image_loader"):
+        embed_dataset(jpeg_folder, ids, tiny_clip, tmp_path / "b", transfer="jpeg", image_loader=load_image)
+    with pytest.raises(ValueError, match="jpeg"):
+        embed_dataset(jpeg_folder, ids, CountingImageEncoder(), tmp_path / "c", transfer="jpeg")
+    dino = DINOv2Encoder.random(Dinov2Config(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                             mlp_ratio=2, image_size=28, patch_size=14), device="cpu")
+    with pytest.raises(ValueError, match="uint8"):
+        embed_dataset(jpeg_folder, ids, dino, tmp_path / "d", transfer="jpeg")
+
+
+def test_cli_transfer_option(jpeg_folder, tmp_path, capsys):
+    from slics_core.cli import main
+
+    name = register_tiny_open_clip(tmp_path / "oc")
+    base = ["embed", "--dataset", "folder", "--images", str(Path(jpeg_folder[0]).parent), "--encoder",
+            f"{name}/random", "--device", "cpu", "--batch-size", "4", "--no-progress"]
+    assert main(base + ["--cache", str(tmp_path / "j"), "--transfer", "jpeg"]) == 0
+    assert EmbeddingStore(tmp_path / "j").meta()["decode"] == {"draft_size": None, "device_decode": True}
+    assert "embedded 8 of 11" in capsys.readouterr().out
+    assert main(base + ["--cache", str(tmp_path / "j")]) == 0  # auto: resumed on the jpeg route
+    assert main(base + ["--cache", str(tmp_path / "u")]) == 0  # auto, new cache: uint8 with draft decoding
+    assert EmbeddingStore(tmp_path / "u").meta()["decode"] == {"draft_size": 32}
+    with pytest.raises(SystemExit):
+        main(base + ["--cache", str(tmp_path / "x"), "--transfer", "png"])
+    assert "invalid choice: 'png'" in capsys.readouterr().err
+
+
+def test_ray_backend_refuses_the_jpeg_route(jpeg_folder, tiny_clip, tmp_path):
+    pytest.importorskip("ray", reason="Ray is not installed (the [ray] extra)")
+    from slics_core.ray_embed import embed_dataset_ray
+
+    with pytest.raises(ValueError, match="local backend"):
+        embed_dataset_ray(jpeg_folder, [str(i) for i in range(len(jpeg_folder))], tiny_clip, tmp_path / "r",
+                          transfer="jpeg")
+    assert not (tmp_path / "r").exists()  # refused before any cache or Ray start

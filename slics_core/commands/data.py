@@ -204,7 +204,8 @@ def run_embed(args):
                                "paths": [os.path.abspath(p) if isinstance(p, (str, os.PathLike)) else None
                                          for p in ds.paths]},
               "labels": labels, "overwrite": args.overwrite, "progress": not args.no_progress,
-              "image_loader": getattr(ds, "loader", None), "draft": False if args.no_draft else None}
+              "image_loader": getattr(ds, "loader", None), "draft": False if args.no_draft else None,
+              "transfer": None if args.transfer == "auto" else args.transfer}
     if getattr(args, "backend", "local") == "ray":
         store, stats = embed_dataset_ray(  # imports Ray (only this backend does)
             ds.paths, ds.ids, encoder, args.cache, **common,

@@ -88,6 +88,12 @@ def _add_embed_args(p, reproduce=False):
     p.add_argument("--no-draft", action="store_true",
                    help="decode JPEGs at full size (default: reduced-size JPEG decoding, never below the encoder's "
                         "input size; a cache is always resumed the way it was begun)")
+    transfers = LazyChoices("slics_core.embed", "TRANSFERS", default="auto")
+    p.add_argument("--transfer", type=transfers, default=transfers.default, metavar="ROUTE",
+                   help="what the decoding workers hand to the model: uint8 (decoded, resized pixels), float32 "
+                        "(fully preprocessed), jpeg (the file's bytes, decoded on the encoder's device; other files "
+                        "fall back to uint8; full-size decoding; local backend only) or auto (default: as the cache "
+                        "was begun, else uint8)")
     p.add_argument("--codebook", default=None,
                    help="token codebook (K, token_dim) .npy/.npz of token embeddings (TiTok), stored with the cache so "
                         "that evaluate/reproduce also score the quantized pool (Table 3); a TiTok encoder's own "
