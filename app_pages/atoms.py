@@ -147,9 +147,13 @@ def _heatmap_figure(ids: tuple, title, zmin, zmax, colorscale, _Z, _order, _lay,
     fig.update_layout(shapes=shapes)
     ticks = dict(tickmode="array", tickvals=lay["centres"], ticktext=[names[c] for c in lay["concepts"]],
                  showgrid=False, zeroline=False, constrain="domain", tickfont=dict(size=16))
-    # one matrix per row of the page, square and large enough to read on a projector
+    # one matrix per row of the page, square and large enough to read on a projector; margins wide enough for
+    # the tick labels (16 px, about 10 px a character) and the colour bar, so that plotly's automatic margins
+    # need not grow them and draw the figure a second time (a third of its drawing time in a browser)
+    label_px = 10 * max(len(names[c]) for c in lay["concepts"])
     fig.update_layout(title=dict(text=title, font=dict(size=20)), height=HEATMAP_PX,
-                      margin=dict(l=10, r=10, t=50, b=10), clickmode="event+select", hovermode="closest",
+                      margin=dict(l=20 + label_px, r=120, t=50, b=30 + int(0.72 * label_px)),
+                      clickmode="event+select", hovermode="closest",
                       xaxis=dict(**ticks, tickangle=-45, range=[-0.5, M - 0.5]),
                       yaxis=dict(**ticks, range=[M - 0.5, -0.5], scaleanchor="x"), font=dict(size=15))
     return fig
