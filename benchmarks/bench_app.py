@@ -23,7 +23,8 @@ Retrieve and Atoms in a new server process, picking other queries on Retrieve (t
 and a gallery's "Query this image" pills), the query edits, and clicks on an Atoms heatmap cell. Per interaction
 (medians): wall from the click until the script has finished, every image on the page is decoded and every visible
 chart has its SVG (timestamps taken in the page); idle: from the click until Chromium's CPU went quiet (drawing
-that outlasts the wall, such as a chart's traces, ends there); server CPU (user + system of the streamlit
+that outlasts the wall, such as a chart's traces, ends there; looked for only after the wall's 0.6 s settle wait,
+so never under wall + 0.6 s); server CPU (user + system of the streamlit
 process), browser CPU (Chromium's processes until idle: building and drawing the page) and the bytes the server
 sent over the websocket. On a loaded machine the two CPU columns are the robust ones.
 
