@@ -133,7 +133,7 @@ def _heatmap_figure(ids: tuple, title, zmin, zmax, colorscale, _Z, _order, _lay,
     ii, jj = ii.ravel(), jj.ravel()
     rows = order[ii].astype(np.int16)
     fig.add_trace(go.Scatter(x=jj, y=ii, mode="markers", marker=dict(size=6, opacity=0), customdata=rows,
-                             hovertext=[_labels[int(a)] for a in rows], showlegend=False,
+                             hovertext=[_safe.figure_text(_labels[int(a)]) for a in rows], showlegend=False,
                              hovertemplate="row atom %{customdata}: %{hovertext}<br>click to see it below"
                                            "<extra></extra>",
                              selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0))))

@@ -11,8 +11,9 @@ from streamlit.testing.v1 import AppTest
 
 from slics_core.analysis import HEALTH_FLAGS, dictionary_health
 from slics_core.captions import prepare_text_embeddings
-from slics_core.explorer.atom_tables import atom_top_items, atom_top_words, group_layout, item_codes
+from slics_core.explorer.atom_tables import atom_labels, atom_top_items, atom_top_words, group_layout, item_codes
 from slics_core.explorer.encoding import workspace_vocabulary
+from slics_core.explorer.safe_text import figure_text
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "atoms.py")
@@ -88,6 +89,8 @@ def test_every_heatmap_row_has_click_targets_naming_its_atom(ws):
         assert 1 <= len(cols) <= 10
         assert sorted(zip(row, col)) == sorted((r, c) for r in range(M) for c in cols)  # same columns every row
         np.testing.assert_array_equal(_arr(pick["customdata"]).ravel(), order[row])
+        labels = atom_labels(model.groups_, ws.concept_names)  # the hover names the row's atom, escaped
+        assert pick["hovertext"] == [figure_text(labels[a]) for a in order[row]]
         cell_px = spec["layout"]["height"] / M  # an upper bound of a cell's width in pixels
         farthest = max(min(abs(c - t) for t in cols) for c in range(M))  # cells from a cell to its row's target
         assert farthest * cell_px <= spec["layout"]["hoverdistance"]
