@@ -105,23 +105,40 @@ names = ws.concept_names
 atom_label = dict(enumerate(atom_labels(model.groups_, names)))
 
 
+PICK_COLUMNS = 10  # invisible click targets per heatmap row (below)
+
+
+def pick_columns(M):
+    """Columns of a heatmap's click targets: at most PICK_COLUMNS per row, evenly spaced, the same on every row,
+    and the most cells between a cell and its row's nearest target (``reach``)."""
+    step = -(-M // PICK_COLUMNS)
+    return np.arange(step // 2, M, step, dtype=np.int16), step - step // 2
+
+
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _heatmap_figure(ids: tuple, title, zmin, zmax, colorscale, _Z, _order, _lay, _names):
+def _heatmap_figure(ids: tuple, title, zmin, zmax, colorscale, _Z, _order, _lay, _names, _labels):
     """The figure of one matrix, built once per (workspace, dictionary, codes, matrix) and process: building it
     took ~0.7 s of CPU per heatmap and run (docs/performance.md); st.plotly_chart only reads it."""
     Z, order, lay, names, M = _Z, _order, _lay, _names, _Z.shape[0]
     Zo = Z[np.ix_(order, order)]
     fig = go.Figure(go.Heatmap(z=Zo.astype(np.float32), zmin=zmin, zmax=zmax, colorscale=colorscale,
                                x=np.arange(M), y=np.arange(M), hoverinfo="skip"))
-    # invisible markers over every cell carry the hover text and make cells clickable
-    # (heatmap traces emit no selection events)
-    ii, jj = np.meshgrid(np.arange(M, dtype=np.int16), np.arange(M, dtype=np.int16), indexing="ij")
+    # Heatmap traces emit no selection events, so invisible markers make the cells clickable: on every row the
+    # same few columns (pick_columns), so the marker nearest a click ("closest" hover, within ``hoverdistance``)
+    # is always one of the clicked row's, and a click anywhere on a row picks its atom. A few hundred SVG markers,
+    # not one WebGL marker per cell: in a browser without a GPU the Scattergl overlay of 3 600 cells cost 1-3 s
+    # of CPU per figure drawn (docs/performance.md, "Clicks a presenter does not wait for").
+    cols, reach = pick_columns(M)
+    ii, jj = np.meshgrid(np.arange(M, dtype=np.int16), cols, indexing="ij")
     ii, jj = ii.ravel(), jj.ravel()
-    cells = np.stack([order[ii], order[jj], Zo[ii, jj]], 1).astype(np.float32)  # compact payload
-    fig.add_trace(go.Scattergl(x=jj, y=ii, mode="markers", marker=dict(size=6, opacity=0), customdata=cells,
-                               hovertemplate="row atom %{customdata[0]} · column atom %{customdata[1]}"
-                                             "<br>%{customdata[2]:.3f}<extra></extra>", showlegend=False,
-                               selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0))))
+    rows = order[ii].astype(np.int16)
+    fig.add_trace(go.Scatter(x=jj, y=ii, mode="markers", marker=dict(size=6, opacity=0), customdata=rows,
+                             hovertext=[_safe.figure_text(_labels[int(a)]) for a in rows], showlegend=False,
+                             hovertemplate="row atom %{customdata}: %{hovertext}<br>click to see it below"
+                                           "<extra></extra>",
+                             selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0))))
+    # the nearest target is at most ``reach`` cells away along the row (a cell is about HEATMAP_PX / M px)
+    fig.update_layout(hoverdistance=int(np.ceil((reach + 1) * HEATMAP_PX / M)))
     line = dict(color="black", width=1)
     shapes = []  # group boundaries, in data coordinates so they stop at the matrix edge (set at once: add_shape
     for b in lay["boundaries"]:  # one at a time validates every shape again, quadratic in their number)
@@ -130,9 +147,13 @@ def _heatmap_figure(ids: tuple, title, zmin, zmax, colorscale, _Z, _order, _lay,
     fig.update_layout(shapes=shapes)
     ticks = dict(tickmode="array", tickvals=lay["centres"], ticktext=[names[c] for c in lay["concepts"]],
                  showgrid=False, zeroline=False, constrain="domain", tickfont=dict(size=16))
-    # one matrix per row of the page, square and large enough to read on a projector
+    # one matrix per row of the page, square and large enough to read on a projector; margins wide enough for
+    # the tick labels (16 px, about 10 px a character) and the colour bar, so that plotly's automatic margins
+    # need not grow them and draw the figure a second time (a third of its drawing time in a browser)
+    label_px = 10 * max(len(names[c]) for c in lay["concepts"])
     fig.update_layout(title=dict(text=title, font=dict(size=20)), height=HEATMAP_PX,
-                      margin=dict(l=10, r=10, t=50, b=10), clickmode="event+select", hovermode="closest",
+                      margin=dict(l=20 + label_px, r=120, t=50, b=30 + int(0.72 * label_px)),
+                      clickmode="event+select", hovermode="closest",
                       xaxis=dict(**ticks, tickangle=-45, range=[-0.5, M - 0.5]),
                       yaxis=dict(**ticks, range=[M - 0.5, -0.5], scaleanchor="x"), font=dict(size=15))
     return fig
@@ -140,7 +161,7 @@ def _heatmap_figure(ids: tuple, title, zmin, zmax, colorscale, _Z, _order, _lay,
 
 def heatmap(Z, title, zmin, zmax, colorscale, key):
     ids = (ws_id(ws), method, d0, mats["n_nonzero"], code_split, key)
-    fig = _heatmap_figure(ids, title, zmin, zmax, colorscale, Z, order, lay, names)
+    fig = _heatmap_figure(ids, title, zmin, zmax, colorscale, Z, order, lay, names, atom_label)
     return st.plotly_chart(fig, on_select="rerun", selection_mode=("points",), key=key, width="stretch")
 
 

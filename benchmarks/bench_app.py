@@ -20,10 +20,13 @@ that no first visit on a built world waits over 3 s.
 ``--browser``: the same clicks a presenter makes, in a real browser (``streamlit run`` on loopback, one
 headless Chromium through Playwright, ``$SLICS_CHROMIUM`` or /usr/bin/chromium): the first visits of
 Retrieve and Atoms in a new server process, picking other queries on Retrieve (the strip's "Use" buttons
-and a gallery's "Query this image" pills) and the query edits. Per interaction (medians): wall from the click
-until the script has finished and every image on the page is decoded (timestamps taken in the page), server CPU
-(user + system of the streamlit process), browser CPU (Chromium's processes: building and drawing the page) and
-the bytes the server sent over the websocket. On a loaded machine the two CPU columns are the robust ones.
+and a gallery's "Query this image" pills), the query edits, and clicks on an Atoms heatmap cell. Per interaction
+(medians): wall from the click until the script has finished, every image on the page is decoded and every visible
+chart has its SVG (timestamps taken in the page); idle: from the click until Chromium's CPU went quiet (drawing
+that outlasts the wall, such as a chart's traces, ends there; looked for only after the wall's 0.6 s settle wait,
+so never under wall + 0.6 s); server CPU (user + system of the streamlit
+process), browser CPU (Chromium's processes until idle: building and drawing the page) and the bytes the server
+sent over the websocket. On a loaded machine the two CPU columns are the robust ones.
 
     python -m benchmarks.bench_app --browser [--scale 1.0] [--keep-cache DIR] [--rounds 5]
 """
@@ -155,23 +158,33 @@ _WATCH_JS = """() => {
 _SNAPSHOT_JS = """() => ({now: performance.now(), states: window.__slics.states, loads: window.__slics.loads,
   state: document.querySelector('[data-testid="stApp"]').getAttribute('data-test-script-state'),
   pending: [...document.querySelectorAll('[data-testid="stMain"] img')].filter(i => !i.complete).length,
-  images: document.querySelectorAll('[data-testid="stMain"] img').length})"""
+  images: document.querySelectorAll('[data-testid="stMain"] img').length,
+  undrawn: [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')]
+    .filter(c => c.offsetParent !== null && !c.querySelector('.js-plotly-plot .main-svg')).length})"""
 
 
 async def _timed(page, act, ready=None, timeout_s=120.0, quiet_s=0.6):
     """Wall seconds from ``act()`` until the page is done: the script ran and stopped (its state is
     ``notRunning`` and stays so for ``quiet_s``), every image in the main area is decoded, and ``ready()``
-    holds. The end is the last state change or image load seen in the page, not when the poll noticed it."""
+    holds, and every visible plotly chart in the main area is drawn. The end is the last state change or image
+    load seen in the page (not when the poll noticed it), or the poll that first saw the charts drawn (50 ms
+    polls) when they were drawn last."""
     await page.evaluate("() => { window.__slics.states = []; window.__slics.loads = []; }")
     t0 = await page.evaluate("() => performance.now()")
     await act()
     deadline = time.monotonic() + timeout_s
+    drawn_at, undrawn_seen = t0, False
     while True:
         await page.wait_for_timeout(50)
         snap = await page.evaluate(_SNAPSHOT_JS)
+        if snap["undrawn"]:
+            undrawn_seen = True
+        elif undrawn_seen and drawn_at == t0:
+            drawn_at = snap["now"]
         ran = any(st_ == "running" for _, st_ in snap["states"])
-        last = max([t for t, _ in snap["states"]] + snap["loads"] + [t0])
-        if (snap["state"] == "notRunning" and snap["pending"] == 0 and (ran or snap["now"] - t0 > 3000)
+        last = max([t for t, _ in snap["states"]] + snap["loads"] + [drawn_at])
+        if (snap["state"] == "notRunning" and snap["pending"] == 0 and not snap["undrawn"]
+                and (ran or snap["now"] - t0 > 3000)
                 and snap["now"] - last >= quiet_s * 1000 and (ready is None or await ready())):
             return (last - t0) / 1000, snap["images"]
         if time.monotonic() > deadline:
@@ -193,6 +206,40 @@ def _browser_cpu() -> float:
     return total
 
 
+_CELL_JS = """([key, row, col]) => {
+  // page coordinates of the centre of heatmap cell (row, col) of the chart with widget key ``key``
+  const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`), L = gd._fullLayout;
+  gd.scrollIntoView({block: "start"});
+  const box = gd.getBoundingClientRect();
+  return [box.left + L.xaxis._offset + L.xaxis.l2p(col), box.top + L.yaxis._offset + L.yaxis.l2p(row)];
+}"""
+
+
+async def _click_cell(page, key, row, col):
+    await page.locator(f".st-key-{key} .js-plotly-plot").first.wait_for()
+    x, y = await page.evaluate(_CELL_JS, [key, row, col])
+    await page.mouse.move(x - 3, y - 3)
+    await page.mouse.move(x, y)
+    await page.wait_for_timeout(100)  # plotly's hover (which a click selects) follows the mouse
+    await page.mouse.click(x, y)
+
+
+async def _atom_shown(page):
+    """The value of Atoms' atom picker (widget key ``atom_<method>_d0<d0>``)."""
+    return await page.locator('[class*="st-key-atom_"] [role="combobox"]').first.input_value()
+
+
+async def _browser_idle(page, window_s=0.3, busy_cpu_s=0.03, timeout_s=30.0):
+    """Wait until Chromium uses under ``busy_cpu_s`` CPU seconds in a ``window_s`` window (or ``timeout_s``);
+    return the ``time.monotonic()`` at which that quiet window began."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        c, t = _browser_cpu(), time.monotonic()
+        await page.wait_for_timeout(window_s * 1000)
+        if _browser_cpu() - c < busy_cpu_s or t > deadline:
+            return t  # when the quiet window began
+
+
 async def _browser_tour(base, proc, rounds):
     from playwright.async_api import async_playwright
 
@@ -208,9 +255,12 @@ async def _browser_tour(base, proc, rounds):
         main = page.locator('[data-testid="stMain"]')
 
         async def step(name, act, ready=None):
-            c, b, bc = server_cpu(proc), sent[0], _browser_cpu()
+            c, b, bc, t = server_cpu(proc), sent[0], _browser_cpu(), time.monotonic()
             wall, n_img = await _timed(page, act, ready)
-            rows.append((name, wall, server_cpu(proc) - c, (sent[0] - b) / 1e6, n_img, _browser_cpu() - bc))
+            # the browser's work that outlasts the wall (drawing a chart) counts to this step: "idle" is the seconds
+            # from the click until Chromium's CPU went quiet (a 0.3 s window under 10 % of a core)
+            idle = await _browser_idle(page) - t
+            rows.append((name, wall, server_cpu(proc) - c, (sent[0] - b) / 1e6, n_img, _browser_cpu() - bc, idle))
 
         async def nav(path):
             await page.locator(f'[data-testid="stSidebarNav"] a[href$="/{path}"]').first.click()
@@ -241,6 +291,14 @@ async def _browser_tour(base, proc, rounds):
 
             await step(f"Retrieve: {label.lower()}", choose, galleries)
         await step("Atoms: warm visit", lambda: nav("atoms"))
+        for i in range(rounds):  # a click on a cell of the co-occurrence heatmap picks its row's atom
+            was = await _atom_shown(page)
+
+            async def picked(was=was):  # the atom picker shows another atom
+                return await _atom_shown(page) != was
+
+            await step("Atoms: click a heatmap cell", lambda i=i: _click_cell(page, "cooc_map", 3 + 7 * i, 5 + 3 * i),
+                       picked)
         errors = await page.locator('[data-testid="stException"]').count()
         await browser.close()
     return rows, errors
@@ -264,10 +322,11 @@ def browser_interactions(scale, cache, rounds=5):
     width = max(map(len, names))
     for name in names:
         mine = [r for r in rows if r[0] == name]
-        med = [statistics.median(r[i] for r in mine) for i in (1, 2, 3, 5)]
+        med = [statistics.median(r[i] for r in mine) for i in (1, 2, 3, 5, 6)]
         walls = [r[1] for r in mine]
         spread = f" (of {len(mine)}: {min(walls):.2f}-{max(walls):.2f} s)" if len(mine) > 1 else ""
-        print(f"  {name:<{width}}  wall {med[0]:6.2f} s  server CPU {med[1]:5.2f} s  browser CPU {med[3]:5.2f} s  "
+        print(f"  {name:<{width}}  wall {med[0]:6.2f} s  idle {med[4]:6.2f} s  server CPU {med[1]:5.2f} s  "
+              f"browser CPU {med[3]:5.2f} s  "
               f"sent {med[2]:5.2f} MB  "
               f"images {mine[-1][4]}{spread}")
     return rows

@@ -11,8 +11,9 @@ from streamlit.testing.v1 import AppTest
 
 from slics_core.analysis import HEALTH_FLAGS, dictionary_health
 from slics_core.captions import prepare_text_embeddings
-from slics_core.explorer.atom_tables import atom_top_items, atom_top_words, group_layout, item_codes
+from slics_core.explorer.atom_tables import atom_labels, atom_top_items, atom_top_words, group_layout, item_codes
 from slics_core.explorer.encoding import workspace_vocabulary
+from slics_core.explorer.safe_text import figure_text
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "atoms.py")
@@ -66,6 +67,33 @@ def test_heatmaps_have_group_boundaries_and_concept_ticks(ws):
     after = [m.value for m in at.markdown if "together" in m.value]
     assert before != after
     assert "2 atoms each" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+
+
+def test_every_heatmap_row_has_click_targets_naming_its_atom(ws):
+    """Invisible markers make the cells clickable (heatmaps emit no selection events): every row has them, in the
+    same columns on every row (so the marker nearest a click is its row's), each carrying its row's atom (the page
+    picks it; a click in a real browser: tests/e2e/test_atoms_click.py), and within ``hoverdistance`` of every
+    cell of its row. At most 10 per row: one WebGL marker per cell (3 600) cost 1-3 s of browser CPU per figure
+    without a GPU (docs/performance.md)."""
+    at = AppTest.from_file(PAGE, default_timeout=180).run()
+    assert not at.exception
+    model = ws.model(at.session_state["method"], at.session_state["d0"])
+    order = group_layout(model.groups_)["order"]
+    M = len(order)
+    for ch in at.get("plotly_chart")[:2]:
+        spec = json.loads(ch.proto.spec)
+        pick = spec["data"][1]
+        assert pick["type"] == "scatter" and pick["mode"] == "markers"
+        row, col = _arr(pick["y"]).astype(int), _arr(pick["x"]).astype(int)
+        cols = sorted(set(col))
+        assert 1 <= len(cols) <= 10
+        assert sorted(zip(row, col)) == sorted((r, c) for r in range(M) for c in cols)  # same columns every row
+        np.testing.assert_array_equal(_arr(pick["customdata"]).ravel(), order[row])
+        labels = atom_labels(model.groups_, ws.concept_names)  # the hover names the row's atom, escaped
+        assert pick["hovertext"] == [figure_text(labels[a]) for a in order[row]]
+        cell_px = spec["layout"]["height"] / M  # an upper bound of a cell's width in pixels
+        farthest = max(min(abs(c - t) for t in cols) for c in range(M))  # cells from a cell to its row's target
+        assert farthest * cell_px <= spec["layout"]["hoverdistance"]
 
 
 def test_selecting_an_atom_changes_images_and_words(ws, vocab):

@@ -1,0 +1,64 @@
+"""Atoms in a real browser: a click on a heatmap cell picks the atom of its row (plotly's click selection reaching
+Streamlit through the heatmap's invisible per-cell markers; AppTest cannot click a chart)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from e2e_helpers import assert_no_errors, by_key, selectbox_value, shot, wait_for_app
+
+from slics_core.explorer.atom_tables import group_layout
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+#: page coordinates of the centre of cell (row, col) of the heatmap with widget key ``key`` (scrolled into view)
+CELL_JS = """([key, row, col]) => {
+  const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`), L = gd._fullLayout;
+  gd.scrollIntoView({block: "start"});
+  const box = gd.getBoundingClientRect();
+  return [box.left + L.xaxis._offset + L.xaxis.l2p(col), box.top + L.yaxis._offset + L.yaxis.l2p(row)];
+}"""
+
+
+def _atom_picker(page):
+    return page.locator('[class*="st-key-atom_"] [role="combobox"]').first
+
+
+def _click_cell(page, key, row, col) -> str:
+    """Hover, then click the cell; return the hover label plotly showed for it."""
+    page.locator(f".st-key-{key} .js-plotly-plot").first.wait_for()
+    x, y = page.evaluate(CELL_JS, [key, row, col])
+    page.mouse.move(x - 3, y - 3)
+    page.mouse.move(x, y)
+    label = page.locator(f".st-key-{key} .hoverlayer .hovertext")
+    label.first.wait_for(timeout=10_000)
+    text = label.first.text_content()
+    page.mouse.click(x, y)
+    return text
+
+
+def _wait_for_atom(page, atom: int, timeout_s: float = 60) -> str:
+    deadline = page.evaluate("() => performance.now()") + timeout_s * 1000
+    while True:
+        shown = _atom_picker(page).input_value()
+        if shown.endswith(f"(atom {atom})") or page.evaluate("() => performance.now()") > deadline:
+            return shown
+        page.wait_for_timeout(250)
+
+
+@pytest.mark.parametrize("key", ["cooc_map", "cos_map"])
+def test_a_click_on_a_heatmap_cell_picks_the_atom_of_its_row(page, ws, key, screenshot_dir):
+    page.goto("/atoms", wait_until="domcontentloaded")
+    wait_for_app(page)
+    assert_no_errors(page, "/atoms")
+    method = selectbox_value(by_key(page, "method"))
+    order = group_layout(ws.model(method, ws.default_d0).groups_)["order"]  # rows are atoms in group order
+    M = len(order)
+    for row, col in ((M - 2, 1), (1, M - 2)):  # far from the diagonal, so the row (not the column) must decide
+        want = int(order[row])
+        hover = _click_cell(page, key, row, col)
+        assert re.search(rf"row atom {want}\b", hover), hover
+        wait_for_app(page)
+        assert _wait_for_atom(page, want).endswith(f"(atom {want})")
+        assert_no_errors(page, f"/atoms after a click on {key}")
+    shot(page, screenshot_dir, f"atoms_click_{key}")
