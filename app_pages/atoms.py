@@ -303,10 +303,11 @@ def profile_section():
     split = profile_split(ws)
     pool = ws.index[split]
     st.caption(f"The {split} items that carry the label, decomposed **without** their labels (NNLS over every "
-               "concept's atoms): each bar is a concept's mean share ‖vⱼ‖²/‖x̂‖² of the reconstruction x̂ "
-               "(components are not orthogonal, so shares need not sum to 1). A concept with a tall bar but a "
-               "low P(concept | label) is carried by the items without being labelled: a spurious concept. "
-               f"Words: the concept's top {PROFILE_WORDS} by the caption rule.")
+               "concept's atoms). Each bar is a concept's **lift**: the items' mean ‖vⱼ‖²/‖x̂‖² over the mean of "
+               f"every {split} item (1 = as usual; the raw ratio and the share ‖vⱼ‖²/Σₖ‖vₖ‖² are in the table "
+               "and the hover: components cancel, so a concept loud on every item would top every raw profile). "
+               "A concept lifted well above 1 with a low P(concept | label) is carried by the items without "
+               f"being labelled: a spurious concept. Words: the concept's top {PROFILE_WORDS} by the caption rule.")
     options = label_options(names, ws.sub_names if ws.Z is not None else None, ws.sub_to_concept)
     if st.session_state.get("profile_label") not in range(len(options)):
         st.session_state.pop("profile_label", None)
@@ -329,16 +330,19 @@ def profile_section():
         return
     chart, side = st.columns([3, 2])
     with chart:
-        fig = go.Figure(go.Bar(x=table.concept, y=table.energy, customdata=table.p_concept,
+        fig = go.Figure(go.Bar(x=table.concept, y=table.lift,
+                               customdata=np.column_stack([table.p_concept, table.energy, table.share]),
                                text=table.words if per_concept is not None else None, textposition="outside",
-                               hovertemplate="%{x}: mean ‖v‖²/‖x̂‖² %{y:.3f}<br>P(concept | label) %{customdata:.2f}"
+                               hovertemplate="%{x}: lift %{y:.2f}<br>mean ‖v‖²/‖x̂‖² %{customdata[1]:.3f} · share "
+                                             "%{customdata[2]:.3f}<br>P(concept | label) %{customdata[0]:.2f}"
                                              "<extra></extra>"))
+        fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
         fig.update_layout(title=f"Concepts of {label_name} ({n} {split} items)", height=460, font=dict(size=15),
                           xaxis=dict(tickfont=dict(size=16)), margin=dict(l=10, r=10, t=50, b=10),
-                          yaxis=dict(title="mean ‖vⱼ‖² / ‖x̂‖²", tickfont=dict(size=16)))
+                          yaxis=dict(title=f"lift of ‖vⱼ‖²/‖x̂‖² over every {split} item", tickfont=dict(size=16)))
         st.plotly_chart(fig, key="profile_fig", width="stretch")
     with side:
-        shown = table.drop(columns="n_items").rename(columns={"energy": "‖v‖²/‖x̂‖²",
+        shown = table.drop(columns="n_items").rename(columns={"energy": "‖v‖²/‖x̂‖²", "share": "share",
                                                               "p_concept": "P(concept | label)"})
         st.dataframe(shown, hide_index=True, width="stretch", key="profile_table")
     csv = with_settings(table, workspace=ws.name, method=method, d0=int(d0), split=split,

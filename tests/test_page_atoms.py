@@ -168,8 +168,11 @@ def test_label_profile_tab_bars_table_and_csv(ws, media):
     spec = json.loads(next(c for c in at.get("plotly_chart") if "profile_fig" in c.proto.id).proto.spec)
     bar = spec["data"][0]
     assert bar["x"] == ws.concept_names
-    np.testing.assert_allclose(_arr(bar["y"]), expected.energy, rtol=1e-5)
-    np.testing.assert_allclose(_arr(bar["customdata"]), expected.p_concept, rtol=1e-6)
+    np.testing.assert_allclose(_arr(bar["y"]), expected.lift, rtol=1e-5)
+    custom = np.array([_arr(row) for row in bar["customdata"]]) if isinstance(bar["customdata"], list) \
+        else _arr(bar["customdata"]).reshape(len(ws.concept_names), 3)
+    np.testing.assert_allclose(custom[:, 0], expected.p_concept, rtol=1e-6)
+    np.testing.assert_allclose(custom[:, 1], expected.energy, rtol=1e-5)
     assert f"({int(counts[sub])} pool items)" in spec["layout"]["title"]["text"]
     table = next(d.value for d in at.dataframe if "P(concept | label)" in d.value.columns)
     np.testing.assert_allclose(table["P(concept | label)"], expected.p_concept)
@@ -180,6 +183,8 @@ def test_label_profile_tab_bars_table_and_csv(ws, media):
     assert csv["label"].iloc[0] == f"{ws.sub_names[sub]} ({ws.concept_names[ws.sub_to_concept[sub]]})"
     assert csv["concept"].tolist() == ws.concept_names
     np.testing.assert_allclose(csv["energy"], expected.energy, rtol=1e-9)
+    np.testing.assert_allclose(csv["lift"], expected.lift, rtol=1e-9)
+    np.testing.assert_allclose(csv["share"], expected.share, rtol=1e-9)
     np.testing.assert_allclose(csv["p_concept"], expected.p_concept)
     assert (csv["n_items"] == int(counts[sub])).all()
     # a concept: P(concept | label) is 1 on itself
