@@ -303,9 +303,9 @@ def profile_section():
     split = profile_split(ws)
     pool = ws.index[split]
     st.caption(f"The {split} items that carry the label, decomposed **without** their labels (NNLS over every "
-               "concept's atoms). Each bar is a concept's **lift**: the items' mean ‖vⱼ‖²/‖x̂‖² over the mean of "
-               f"every {split} item (1 = as usual; the raw ratio and the share ‖vⱼ‖²/Σₖ‖vₖ‖² are in the table "
-               "and the hover: components cancel, so a concept loud on every item would top every raw profile). "
+               "concept's atoms). Each bar is a concept's **lift**: the items' mean share ‖vⱼ‖²/Σₖ‖vₖ‖² over the "
+               f"mean share of every {split} item (1 = as usual; the table and the hover add the raw "
+               "‖vⱼ‖²/‖x̂‖²: components cancel, so a concept loud on every item would top every raw profile). "
                "A concept lifted well above 1 with a low P(concept | label) is carried by the items without "
                f"being labelled: a spurious concept. Words: the concept's top {PROFILE_WORDS} by the caption rule.")
     options = label_options(names, ws.sub_names if ws.Z is not None else None, ws.sub_to_concept)
@@ -339,7 +339,8 @@ def profile_section():
         fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
         fig.update_layout(title=f"Concepts of {label_name} ({n} {split} items)", height=460, font=dict(size=15),
                           xaxis=dict(tickfont=dict(size=16)), margin=dict(l=10, r=10, t=50, b=10),
-                          yaxis=dict(title=f"lift of ‖vⱼ‖²/‖x̂‖² over every {split} item", tickfont=dict(size=16)))
+                          yaxis=dict(title=f"lift of the share ‖vⱼ‖²/Σₖ‖vₖ‖² over every {split} item",
+                                     tickfont=dict(size=16)))
         st.plotly_chart(fig, key="profile_fig", width="stretch")
     with side:
         shown = table.drop(columns="n_items").rename(columns={"energy": "‖v‖²/‖x̂‖²", "share": "share",

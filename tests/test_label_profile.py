@@ -45,9 +45,9 @@ def test_profile_of_a_concept_matches_a_direct_computation(fitted):
         np.testing.assert_allclose(table.energy, _direct(model, data.X, rows).mean(axis=0), rtol=1e-6, atol=1e-9)
         np.testing.assert_allclose(table.p_concept, data.Y[rows].mean(axis=0))
         every = _direct(model, data.X, np.arange(len(data.X)))
-        np.testing.assert_allclose(table.lift, table.energy / every.mean(axis=0), rtol=1e-9)
         share = every / every.sum(axis=1, keepdims=True)
         np.testing.assert_allclose(table.share, share[rows].mean(axis=0), rtol=1e-6)
+        np.testing.assert_allclose(table.lift, share[rows].mean(axis=0) / share.mean(axis=0), rtol=1e-6)
         assert table.p_concept[label] == 1.0
         assert (table.n_items == rows.size).all()
 
@@ -105,8 +105,8 @@ def test_words_and_options_and_bad_labels(fitted):
 
 def test_lift_puts_a_concept_on_top_of_its_own_label_where_a_loud_concept_tops_the_raw_ratio():
     """Planted: concept 3's atoms are scaled up on every item (a loud concept, as electronic and appliance on
-    the emoji world), so its raw ratio tops every label's profile; the lift (ratio over every item's mean) puts
-    each label's own concept on top again."""
+    the emoji world), so its raw ratio tops every label's profile; the lift (share over every item's mean share)
+    puts each label's own concept on top again."""
     data = make_concept_cones(n_samples=600, n_features=D, n_concepts=S, n_atoms=K, noise=0.02, random_state=3)
     coef = data.coef.copy()
     coef[:, data.groups == 3] *= 4.0

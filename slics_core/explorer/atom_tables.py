@@ -28,10 +28,11 @@ Choices (the paper is silent on them)
   Without labels the components of one item can cancel: on the emoji world the ratios of one item sum
   to between 17 and 700, and concepts whose atoms carry much energy on *every* item (there: electronic,
   appliance) top every label's profile. So a profile also gives each concept's ``share``
-  ``‖v_j‖² / Σ_k ‖v_k‖²`` (sums to 1 per item) and its ``lift``: the label's mean ratio over the mean ratio
-  of every item given (the workspace's labelled pool), 1 where the label changes nothing. The page's bars
-  show the lift: on the emoji world a concept's own label then tops its profile for 11 or 12 of the 12
-  concepts (S-SLiCS, S-SVD and U-SLiCS at d0 = 5), against 1 to 3 of 12 for the raw ratio.
+  ``‖v_j‖² / Σ_k ‖v_k‖²`` (sums to 1 per item, so how much an item cancels does not matter) and its
+  ``lift``: the label's mean share over the mean share of every item given (the workspace's labelled
+  pool), 1 where the label changes nothing. The page's bars show the lift: on the emoji world a concept's
+  own label then tops its profile for 12, 11 and 12 of the 12 concepts (S-SLiCS, S-SVD, U-SLiCS at
+  d0 = 5), against 2, 1 and 2 of 12 for the raw ratio.
 * **Co-occurrence coefficients.** As in the paper, non-negative OMP
   (:func:`slics_core.sparse_coding.nn_omp`) without labels on the
   validation split; its sparsity (atoms per item) defaults to ``d0``. On the
@@ -461,7 +462,7 @@ def profile_table(energy, L, label, Y, concept_names, words=None):
     table : DataFrame
         One row per concept, in the model's order: ``concept``, ``energy`` (mean ``‖v_j‖²/‖x̂‖²`` over the
         items; NaN when no item carries the label), ``share`` (mean ``‖v_j‖²/Σ_k‖v_k‖²``), ``lift``
-        (``energy`` over the mean ratio of every row of ``energy``; NaN where that is 0), ``p_concept``
+        (``share`` over the mean share of every row of ``energy``; NaN where that is 0), ``p_concept``
         (``P(concept j | label)``), ``n_items`` (items carrying the label), then ``words`` when given.
     """
     E = np.asarray(energy, dtype=np.float64)
@@ -479,13 +480,14 @@ def profile_table(energy, L, label, Y, concept_names, words=None):
     n = int(rows.sum())
     total = E.sum(axis=1, keepdims=True)
     share = np.divide(E, total, out=np.zeros_like(E), where=total > 0)
-    baseline = E.mean(axis=0) if len(E) else np.zeros(S)
+    baseline = share.mean(axis=0) if len(E) else np.zeros(S)
     with np.errstate(invalid="ignore"):
         mean_energy = E[rows].mean(axis=0) if n else np.full(S, np.nan)
+        mean_share = share[rows].mean(axis=0) if n else np.full(S, np.nan)
         p = (Y[rows] > 0).mean(axis=0) if n else np.full(S, np.nan)
-    lift = np.divide(mean_energy, baseline, out=np.full(S, np.nan), where=baseline > 0)
+    lift = np.divide(mean_share, baseline, out=np.full(S, np.nan), where=baseline > 0)
     table = pd.DataFrame({"concept": [str(c) for c in concept_names], "energy": mean_energy,
-                          "share": share[rows].mean(axis=0) if n else np.full(S, np.nan), "lift": lift,
+                          "share": mean_share, "lift": lift,
                           "p_concept": p, "n_items": n})
     if words is not None:
         if len(words) != S:
