@@ -330,12 +330,16 @@ def profile_section():
         return
     chart, side = st.columns([3, 2])
     with chart:
-        fig = go.Figure(go.Bar(x=table.concept, y=table.lift,
-                               customdata=np.column_stack([table.p_concept, table.energy, table.share]),
-                               text=table.words if per_concept is not None else None, textposition="outside",
-                               hovertemplate="%{x}: lift %{y:.2f}<br>mean ‖v‖²/‖x̂‖² %{customdata[1]:.3f} · share "
-                                             "%{customdata[2]:.3f}<br>P(concept | label) %{customdata[0]:.2f}"
-                                             "<extra></extra>"))
+        # bars stand on the line lift = 1 (as usual), up for concepts the label's items carry more than usual
+        fig = go.Figure(go.Bar(x=table.concept, y=table.lift - 1.0, base=1.0,
+                               customdata=np.column_stack([table.p_concept, table.energy, table.share, table.lift]),
+                               hovertext=[_safe.figure_text(w) for w in table.words] if per_concept is not None
+                               else None,
+                               hovertemplate="%{x}: lift %{customdata[3]:.2f}<br>mean ‖v‖²/‖x̂‖² "
+                                             "%{customdata[1]:.3f} · share %{customdata[2]:.3f}"
+                                             "<br>P(concept | label) %{customdata[0]:.2f}"
+                                             + ("<br>words: %{hovertext}" if per_concept is not None else "")
+                                             + "<extra></extra>"))
         fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
         fig.update_layout(title=f"Concepts of {label_name} ({n} {split} items)", height=460, font=dict(size=15),
                           xaxis=dict(tickfont=dict(size=16)), margin=dict(l=10, r=10, t=50, b=10),

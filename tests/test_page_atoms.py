@@ -168,11 +168,12 @@ def test_label_profile_tab_bars_table_and_csv(ws, media):
     spec = json.loads(next(c for c in at.get("plotly_chart") if "profile_fig" in c.proto.id).proto.spec)
     bar = spec["data"][0]
     assert bar["x"] == ws.concept_names
-    np.testing.assert_allclose(_arr(bar["y"]), expected.lift, rtol=1e-5)
+    np.testing.assert_allclose(_arr(bar["y"]) + bar["base"], expected.lift, rtol=1e-5)  # bars stand on lift 1
     custom = np.array([_arr(row) for row in bar["customdata"]]) if isinstance(bar["customdata"], list) \
-        else _arr(bar["customdata"]).reshape(len(ws.concept_names), 3)
+        else _arr(bar["customdata"]).reshape(len(ws.concept_names), 4)
     np.testing.assert_allclose(custom[:, 0], expected.p_concept, rtol=1e-6)
     np.testing.assert_allclose(custom[:, 1], expected.energy, rtol=1e-5)
+    np.testing.assert_allclose(custom[:, 3], expected.lift, rtol=1e-5)
     assert f"({int(counts[sub])} pool items)" in spec["layout"]["title"]["text"]
     table = next(d.value for d in at.dataframe if "P(concept | label)" in d.value.columns)
     np.testing.assert_allclose(table["P(concept | label)"], expected.p_concept)
