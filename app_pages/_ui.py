@@ -89,8 +89,15 @@ def k_picker(key: str = "k", label: str = "Images per gallery (k)", max_k: int =
     return int(st.slider(label, state.K_RANGE[0], max_k, key=key, on_change=state.copy_widget, args=(key, "k")))
 
 
+def csv_bytes(df) -> bytes:
+    """A table as the bytes of its CSV download (no index column)."""
+    return df.to_csv(index=False).encode()
+
+
 def csv_download(df, filename: str, label: str = "Download CSV", key: str | None = None):
-    st.download_button(label, df.to_csv(index=False).encode(), file_name=filename, mime="text/csv", key=key)
+    """A CSV download button of ``df`` (a table, or its :func:`csv_bytes` made once and kept by the caller)."""
+    data = df if isinstance(df, bytes) else csv_bytes(df)
+    st.download_button(label, data, file_name=filename, mime="text/csv", key=key)
 
 
 def query_rows(ws) -> np.ndarray:

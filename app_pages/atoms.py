@@ -165,76 +165,87 @@ def heatmap(Z, title, zmin, zmax, colorscale, key):
     return st.plotly_chart(fig, on_select="rerun", selection_mode=("points",), key=key, width="stretch")
 
 
-# heatmap clicks (from the previous interaction) feed the atom picker: the clicked cell's row atom
-for key in ("cooc_map", "cos_map"):
-    ids = selected_point_ids(st.session_state.get(key))
-    sig = tuple(ids)
-    if sig != st.session_state.get(f"_{key}_last", ()):
-        st.session_state[f"_{key}_last"] = sig
-        if ids and 0 <= ids[0] < M:
-            st.session_state["_atom"] = int(ids[0])
-if st.session_state.get("_atom") not in range(M):
-    st.session_state["_atom"] = int(order[0])
-
 C, cos, summ = mats["cooccurrence"], mats["cosine"], mats["summary"]
 said = atom_sentences(summ)
 with look_at.container():
     page_intro(said["look_at"])
-heatmap(np.nan_to_num(C, nan=0.0), f"Co-occurrence ({len(ws.index[code_split])} {code_split} items, "
-        f"{mats['n_nonzero']} atoms each)", 0.0, 1.0, "Blues", "cooc_map")
-st.markdown(said["cooccurrence"])
-st.caption(f"{int(np.sum(mats['usage'] == 0))} atoms unused by OMP.")
-csv_download(matrix_table(C, [atom_label[a] for a in range(M)]), f"cooccurrence_{method}_d0{d0}.csv",
-             "Download co-occurrence (CSV)", key="cooc_csv")
-heatmap(cos, "Cosine similarity of the atoms", -1.0, 1.0, "RdBu_r", "cos_map")
-st.markdown(said["cosine"])
-csv_download(matrix_table(cos, [atom_label[a] for a in range(M)]), f"atom_cosine_{method}_d0{d0}.csv",
-             "Download cosines (CSV)", key="cos_csv")
 
-# ---------------------------------------------------------------- one atom
-st.subheader("One atom")
-a1, a2 = st.columns([3, 1])
-with a1:
-    atom_key = f"atom_{method}_d0{d0}"
-    st.session_state[atom_key] = st.session_state["_atom"]
-    atom = st.selectbox("Atom", [int(a) for a in order], format_func=lambda a: f"{atom_label[int(a)]} (atom {int(a)})",
-                        key=atom_key, on_change=lambda: st.session_state.update(_atom=st.session_state[atom_key]))
-with a2:
-    k = st.number_input("Images", min_value=1, max_value=60, value=12, key="atom_k")
-atom = int(atom)
-st.caption(f"Concept **{_safe.text(names[model.groups_[atom]])}**; used by {mats['usage'][atom]:.1%} "
-           f"of the {code_split} items in the OMP codes.")
 
-img_col, word_col = st.columns([3, 1])
-with img_col:
-    st.markdown("**Pool images that use it most** (NNLS coefficients on each image's labelled concepts)")
-    if ws.sharded:  # the shards, streamed: the best MAX_TOP_ITEMS per atom on every concept (no pool labels)
-        with st.spinner("Reading the pool's shards…"):
-            top = top_items_table(*_pool_top(ws_id(ws), method, int(d0), ws), atom, k=int(k))
-    else:
-        with st.spinner("Coding the pool…"):
-            codes = _pool_codes(ws_id(ws), method, int(d0), ws)
-        top = atom_top_items(codes, atom, k=int(k), rows=ws.index["pool"])
-    if not len(top):
-        st.info("No pool image uses this atom.")
-    elif ws.sharded:
-        pool_grid(ws, top.row.tolist(), captions=[f"{c:.2f}" for c in top.coefficient])
-    else:
-        image_grid(ws, top.row.tolist(), captions=[f"{c:.2f} · {label_text(ws, r)}" for r, c in
-                                                   zip(top.row, top.coefficient)], n_cols=6, size=112)
-        csv_download(top.assign(labels=[label_text(ws, r) for r in top.row]), f"atom{atom}_images.csv",
-                     "Download images (CSV)", key="atom_items_csv")
-with word_col:
-    st.markdown("**Top words** (cosine with the atom; same order as one-atom NNLS)")
-    try:
-        with st.spinner("Embedding the vocabulary (first time only)…"):
-            words, Wp, _ = workspace_words(ws)
-    except (FileNotFoundError, ImportError, ValueError) as exc:
-        st.warning(visitor_text(exc, "No word vocabulary for this workspace"))
-    else:
-        tw = atom_top_words(model.atoms_[atom], Wp, words, k=10)
-        st.dataframe(tw[["word", "cosine"]], hide_index=True, width="stretch")
-        csv_download(tw, f"atom{atom}_words.csv", "Download words (CSV)", key="atom_words_csv")
+@st.fragment
+def atom_view():
+    """The two heatmaps and the picked atom's images and words: a fragment, so that a click on a heatmap (or
+    another atom in the picker) reruns this only, not the page's controls, matrices, health and label profile
+    (docs/performance.md, "Third pass")."""
+    # heatmap clicks (from the previous interaction) feed the atom picker: the clicked cell's row atom
+    for key in ("cooc_map", "cos_map"):
+        ids = selected_point_ids(st.session_state.get(key))
+        sig = tuple(ids)
+        if sig != st.session_state.get(f"_{key}_last", ()):
+            st.session_state[f"_{key}_last"] = sig
+            if ids and 0 <= ids[0] < M:
+                st.session_state["_atom"] = int(ids[0])
+    if st.session_state.get("_atom") not in range(M):
+        st.session_state["_atom"] = int(order[0])
+
+    heatmap(np.nan_to_num(C, nan=0.0), f"Co-occurrence ({len(ws.index[code_split])} {code_split} items, "
+            f"{mats['n_nonzero']} atoms each)", 0.0, 1.0, "Blues", "cooc_map")
+    st.markdown(said["cooccurrence"])
+    st.caption(f"{int(np.sum(mats['usage'] == 0))} atoms unused by OMP.")
+    csv_download(matrix_table(C, [atom_label[a] for a in range(M)]), f"cooccurrence_{method}_d0{d0}.csv",
+                 "Download co-occurrence (CSV)", key="cooc_csv")
+    heatmap(cos, "Cosine similarity of the atoms", -1.0, 1.0, "RdBu_r", "cos_map")
+    st.markdown(said["cosine"])
+    csv_download(matrix_table(cos, [atom_label[a] for a in range(M)]), f"atom_cosine_{method}_d0{d0}.csv",
+                 "Download cosines (CSV)", key="cos_csv")
+
+    # ---------------------------------------------------------------- one atom
+    st.subheader("One atom")
+    a1, a2 = st.columns([3, 1])
+    with a1:
+        atom_key = f"atom_{method}_d0{d0}"
+        st.session_state[atom_key] = st.session_state["_atom"]
+        atom = st.selectbox("Atom", [int(a) for a in order],
+                            format_func=lambda a: f"{atom_label[int(a)]} (atom {int(a)})", key=atom_key,
+                            on_change=lambda: st.session_state.update(_atom=st.session_state[atom_key]))
+    with a2:
+        k = st.number_input("Images", min_value=1, max_value=60, value=12, key="atom_k")
+    atom = int(atom)
+    st.caption(f"Concept **{_safe.text(names[model.groups_[atom]])}**; used by {mats['usage'][atom]:.1%} "
+               f"of the {code_split} items in the OMP codes.")
+
+    img_col, word_col = st.columns([3, 1])
+    with img_col:
+        st.markdown("**Pool images that use it most** (NNLS coefficients on each image's labelled concepts)")
+        if ws.sharded:  # the shards, streamed: the best MAX_TOP_ITEMS per atom on every concept (no pool labels)
+            with st.spinner("Reading the pool's shards…"):
+                top = top_items_table(*_pool_top(ws_id(ws), method, int(d0), ws), atom, k=int(k))
+        else:
+            with st.spinner("Coding the pool…"):
+                codes = _pool_codes(ws_id(ws), method, int(d0), ws)
+            top = atom_top_items(codes, atom, k=int(k), rows=ws.index["pool"])
+        if not len(top):
+            st.info("No pool image uses this atom.")
+        elif ws.sharded:
+            pool_grid(ws, top.row.tolist(), captions=[f"{c:.2f}" for c in top.coefficient])
+        else:
+            image_grid(ws, top.row.tolist(), captions=[f"{c:.2f} · {label_text(ws, r)}" for r, c in
+                                                       zip(top.row, top.coefficient)], n_cols=6, size=112)
+            csv_download(top.assign(labels=[label_text(ws, r) for r in top.row]), f"atom{atom}_images.csv",
+                         "Download images (CSV)", key="atom_items_csv")
+    with word_col:
+        st.markdown("**Top words** (cosine with the atom; same order as one-atom NNLS)")
+        try:
+            with st.spinner("Embedding the vocabulary (first time only)…"):
+                words, Wp, _ = workspace_words(ws)
+        except (FileNotFoundError, ImportError, ValueError) as exc:
+            st.warning(visitor_text(exc, "No word vocabulary for this workspace"))
+        else:
+            tw = atom_top_words(model.atoms_[atom], Wp, words, k=10)
+            st.dataframe(tw[["word", "cosine"]], hide_index=True, width="stretch")
+            csv_download(tw, f"atom{atom}_words.csv", "Download words (CSV)", key="atom_words_csv")
+
+
+atom_view()
 
 # ---------------------------------------------------------------- health
 def health_section():

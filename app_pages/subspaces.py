@@ -64,7 +64,7 @@ from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text, shared, show_image, thumbnail
 from app_pages._map_figure import GLYPHS, WEBGL_MIN_POINTS, map_figure
 from app_pages._query import current_query_vectors
-from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
+from app_pages._ui import csv_bytes, csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, ws_id
 from slics_core.explorer.arrival import (
     MAP_DEFAULTS,
@@ -368,6 +368,35 @@ def _texts(params, _table, _ws):
 
 texts, plain = _texts(params, table, ws)
 
+
+# what a click on the map does not change, kept once per map (``params``) and colouring: on a 3 000-item map
+# (9 882 points) these were most of a click's server CPU (docs/performance.md, "Third pass")
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _colours(params, color_by, concept, _table, _ws):
+    """:func:`map_colours` of a map's points. Read-only."""
+    return map_colours(_table, color_by, concept=concept, concept_names=_ws.concept_names, Z=_ws.Z,
+                       sub_to_concept=_ws.sub_to_concept, sub_names=_ws.sub_names)
+
+
+@st.cache_resource(show_spinner=False, max_entries=24)
+def _point_labels(params, _table, _plain):
+    """The highlight box's options (every concept and sub-label of the map) and the picked-points box's label of
+    each point id. Read-only."""
+    search = sorted(set(_table.concept) | {s for v in _table.sub_labels for s in v.split(", ") if s})
+    return search, {int(p): f"{p} · {t}" for p, t in zip(_table.point, _plain)}
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _highlighted(params, highlight, _table):
+    """:func:`match_points` of a map's points. Read-only."""
+    return match_points(_table, highlight)
+
+
+@st.cache_resource(show_spinner=False, max_entries=24)
+def _layout_csv(params, color_by, colour_concept, _table, _groups, _plain, _settings):
+    """The layout's CSV download (every point with its colour group, description and the map's settings)."""
+    return csv_bytes(with_settings(_table.assign(colour_group=_groups, description=_plain), **_settings))
+
 # a new layout invalidates the picked point ids
 if st.session_state.get("_tsne_params") != params:
     st.session_state["_tsne_params"] = params
@@ -446,12 +475,10 @@ def _map_view():
         pictures = st.toggle("Pictures", key="pictures", on_change=_pictures_changed,
                              help=f"Draw up to {MAX_PICTURES} items as their {PICTURE_PX}-px images (one per cell "
                                   "of a 20 × 20 grid over the map when there are more); the rest stay dots")
-    groups, order, colours = map_colours(table, color_by, concept=sub_concept or has,
-                                         concept_names=ws.concept_names, Z=ws.Z, sub_to_concept=ws.sub_to_concept,
-                                         sub_names=ws.sub_names)
+    groups, order, colours = _colours(params, color_by, sub_concept or has, table, ws)
+    search, _ = _point_labels(params, table, plain)
     h1, h2 = st.columns([3, 2])
     with h1:
-        search = sorted(set(table.concept) | {s for v in table.sub_labels for s in v.split(", ") if s})
         highlight = st.selectbox("Highlight (a label, any text, or #item)", search, index=None, key="highlight",
                                  accept_new_options=True, placeholder="e.g. horse, food, #12",
                                  help="Points whose concepts or sub-labels contain this text stay bright; "
@@ -461,7 +488,7 @@ def _map_view():
                         help="click · zoom / click · pan: a click picks one point, a drag zooms or pans "
                              "(double-click resets the view); box / lasso: a drag picks the points inside "
                              "(clicks do not pick in these modes). The chart's tool bar switches modes too.")
-    hit = match_points(table, highlight)
+    hit = _highlighted(params, highlight, table)
     fig, kind_key = _figure(params, color_by, sub_concept or has, highlight, drag, bool(pictures), placed, table,
                             texts, groups, order, colours, hit, tsne_seconds, ws)
     _map_and_panel(fig, kind_key, groups, order, color_by, sub_concept or has)
@@ -486,7 +513,7 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
                     "concepts": list(concepts) or "all", "kinds": list(kinds), "n_items": int(n_points),
                     "seed": int(seed), "colour_by": color_by if colour_concept is None
                     else f"{color_by} of {colour_concept}"}
-        export = with_settings(table.assign(colour_group=groups, description=plain), **settings)
+        export = _layout_csv(params, color_by, colour_concept, table, groups, plain, settings)
         e1, e2 = st.columns(2)
         with e1:
             csv_download(export, f"subspace_map_{method}_d0{d0}.csv", "Download layout (CSV)", key="tsne_csv")
@@ -496,7 +523,7 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
                                help="Self-contained: plotly.js is inside the file (opens offline)")
 
     with right:
-        labels = {int(p): f"{p} · {t}" for p, t in zip(table.point, plain)}
+        _, labels = _point_labels(params, table, plain)
         # a large map offers the picked points only (64 000 labelled options would be megabytes a rerun)
         options = list(range(n)) if n <= WEBGL_MIN_POINTS else sorted(st.session_state.get("picked_points", []))
         picked = st.multiselect("Picked points (select on the map, or type ids)", options,

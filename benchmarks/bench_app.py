@@ -224,6 +224,37 @@ async def _click_cell(page, key, row, col):
     await page.mouse.click(x, y)
 
 
+#: JavaScript: page coordinates and point id of the ``k``-th item embedding (a circle) of the map with widget key
+#: ``key``, counted over its traces in drawing order (the map's colour groups, then kinds).
+_POINT_JS = """([key, k]) => {
+  const gd = document.querySelector(`.st-key-${key} .js-plotly-plot`), L = gd._fullLayout;
+  gd.scrollIntoView({block: "center"});
+  const box = gd.getBoundingClientRect(), pts = [];
+  gd._fullData.forEach(t => {
+    if (t.marker.symbol !== 'circle' || t.name === 'current query') return;
+    for (let i = 0; i < t.x.length; i++)
+      pts.push([box.left + L._size.l + L.xaxis.d2p(t.x[i]), box.top + L._size.t + L.yaxis.d2p(t.y[i]),
+                t.customdata[i][0]]);
+  });
+  return pts[k % pts.length];
+}"""
+
+
+async def _click_point(page, key, k):
+    await page.locator(f".st-key-{key} .js-plotly-plot").first.wait_for()
+    x, y, _ = await page.evaluate(_POINT_JS, [key, k])
+    await page.mouse.move(x - 3, y - 3)
+    await page.mouse.move(x, y)
+    await page.wait_for_timeout(100)
+    await page.mouse.click(x, y)
+
+
+async def _preview_shown(page):
+    """The caption of Subspaces' preview image ("#<row>"), or "" when no point is picked."""
+    box = page.locator(".st-key-map_preview")
+    return await box.inner_text() if await box.count() else ""
+
+
 async def _atom_shown(page):
     """The value of Atoms' atom picker (widget key ``atom_<method>_d0<d0>``)."""
     return await page.locator('[class*="st-key-atom_"] [role="combobox"]').first.input_value()
@@ -240,7 +271,7 @@ async def _browser_idle(page, window_s=0.3, busy_cpu_s=0.03, timeout_s=30.0):
             return t  # when the quiet window began
 
 
-async def _browser_tour(base, proc, rounds):
+async def _browser_tour(base, proc, rounds, only=None):
     from playwright.async_api import async_playwright
 
     from benchmarks.bench_load import CHROMIUM_ARGS, browser_path, server_cpu
@@ -268,43 +299,68 @@ async def _browser_tour(base, proc, rounds):
         async def galleries():
             return await page.get_by_text("Unfiltered (whole query)").count() > 0
 
+        async def retrieve_clicks():
+            await step("Retrieve: warm visit", lambda: nav("retrieve"), galleries)
+            # (":visible": Streamlit draws a hidden copy of each button that has a help tooltip)
+            strip = main.locator('[data-testid="stButton"] button:visible')
+            for i in range(rounds):
+                await step("Retrieve: pick a query (strip)", lambda i=i: strip.nth(1 + i % 5).click(), galleries)
+            pills = main.locator('[class*="st-key-pick_"] button')
+            for i in range(rounds):
+                await step("Retrieve: pick a gallery image", lambda i=i: pills.nth(2 + i).click(), galleries)
+            for label, value in (("Without concept", 1), ("More of concept", 2)):
+                box = main.locator(f'[data-testid="stSelectbox"]:has-text("{label}") [role="combobox"]').first
+
+                async def choose(box=box, value=value):
+                    await box.click()
+                    await page.locator('[role="option"]').nth(value).click()
+
+                await step(f"Retrieve: {label.lower()}", choose, galleries)
+
+        async def atoms_clicks():
+            await step("Atoms: warm visit", lambda: nav("atoms"))
+            for i in range(rounds):  # a click on a cell of the co-occurrence heatmap picks its row's atom
+                was = await _atom_shown(page)
+
+                async def picked(was=was):  # the atom picker shows another atom
+                    return await _atom_shown(page) != was
+
+                await step("Atoms: click a heatmap cell",
+                           lambda i=i: _click_cell(page, "cooc_map", 3 + 7 * i, 5 + 3 * i), picked)
+
         await page.goto(base)
         await page.locator('[data-testid="stApp"]').wait_for()
         await page.evaluate(_WATCH_JS)
         await _timed(page, lambda: page.wait_for_timeout(0))
-        await step("Retrieve: first visit", lambda: nav("retrieve"), galleries)
-        await step("Atoms: first visit", lambda: nav("atoms"))
-        await step("Retrieve: warm visit", lambda: nav("retrieve"), galleries)
-        # (":visible": Streamlit draws a hidden copy of each button that has a help tooltip)
-        strip = main.locator('[data-testid="stButton"] button:visible')
-        for i in range(rounds):
-            await step("Retrieve: pick a query (strip)", lambda i=i: strip.nth(1 + i % 5).click(), galleries)
-        pills = main.locator('[class*="st-key-pick_"] button')
-        for i in range(rounds):
-            await step("Retrieve: pick a gallery image", lambda i=i: pills.nth(2 + i).click(), galleries)
-        for label, value in (("Without concept", 1), ("More of concept", 2)):
-            box = main.locator(f'[data-testid="stSelectbox"]:has-text("{label}") [role="combobox"]').first
 
-            async def choose(box=box, value=value):
-                await box.click()
-                await page.locator('[role="option"]').nth(value).click()
+        def want(part):
+            return only is None or part in only
 
-            await step(f"Retrieve: {label.lower()}", choose, galleries)
-        await step("Atoms: warm visit", lambda: nav("atoms"))
-        for i in range(rounds):  # a click on a cell of the co-occurrence heatmap picks its row's atom
-            was = await _atom_shown(page)
+        if want("retrieve"):
+            await step("Retrieve: first visit", lambda: nav("retrieve"), galleries)
+        if want("atoms"):
+            await step("Atoms: first visit", lambda: nav("atoms"))
+        if want("retrieve"):
+            await retrieve_clicks()
+        if want("atoms"):
+            await atoms_clicks()
+        if want("subspaces"):
+            await step("Subspaces: first visit", lambda: nav("subspaces"))
+            for i in range(rounds):  # a click on an item point of the map previews it
+                was = await _preview_shown(page)
 
-            async def picked(was=was):  # the atom picker shows another atom
-                return await _atom_shown(page) != was
+                async def previewed(was=was):
+                    now = await _preview_shown(page)
+                    return bool(now) and now != was
 
-            await step("Atoms: click a heatmap cell", lambda i=i: _click_cell(page, "cooc_map", 3 + 7 * i, 5 + 3 * i),
-                       picked)
+                await step("Subspaces: click a map point", lambda i=i: _click_point(page, "tsne", 17 + 31 * i),
+                           previewed)
         errors = await page.locator('[data-testid="stException"]').count()
         await browser.close()
     return rows, errors
 
 
-def browser_interactions(scale, cache, rounds=5):
+def browser_interactions(scale, cache, rounds=5, only=None):
     """Wall (click to drawn), server CPU and bytes sent of a presenter's clicks in a real browser."""
     import asyncio
     import statistics
@@ -315,7 +371,7 @@ def browser_interactions(scale, cache, rounds=5):
     env = warm_emoji_env(scale, cache)
     log = Path(tempfile.mkdtemp(prefix="slics-bench-app-")) / "streamlit.log"
     with streamlit_server(env, log) as (base, proc):
-        rows, errors = asyncio.run(_browser_tour(base, proc, rounds))
+        rows, errors = asyncio.run(_browser_tour(base, proc, rounds, only))
     print(f"in a real browser, emoji world scale {scale}, new server process ({os.cpu_count()} CPUs, load "
           f"{os.getloadavg()[0]:.1f}){'; ERRORS SHOWN: ' + str(errors) if errors else ''}:")
     names = list(dict.fromkeys(r[0] for r in rows))
@@ -346,9 +402,12 @@ def main():
     ap.add_argument("--browser", action="store_true",
                     help="only a presenter's clicks in a real browser (wall, server CPU, bytes sent; Playwright)")
     ap.add_argument("--rounds", type=int, default=5, help="with --browser: clicks of each kind (medians)")
+    ap.add_argument("--only", default=None,
+                    help="with --browser: the pages to tour, comma-separated (retrieve, atoms, subspaces; default all)")
     args = ap.parse_args()
     if args.browser:
-        browser_interactions(args.scale, args.keep_cache, args.rounds)
+        browser_interactions(args.scale, args.keep_cache, args.rounds,
+                             set(args.only.split(",")) if args.only else None)
         return
     os.environ["SLICS_EMOJI_SCALE"] = str(args.scale)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

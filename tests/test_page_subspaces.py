@@ -678,3 +678,36 @@ def test_retrieves_edited_query_is_kept_and_placed_on_the_map(ws, multi_row):
     xy = np.array([drawn[p] for p in range(len(P))])
     np.testing.assert_allclose([_values(placed["x"])[0], _values(placed["y"])[0]], place_near(P, xy, want)[0],
                                rtol=1e-9)
+
+
+def test_a_click_does_not_colour_or_export_the_map_again(ws, monkeypatch, media):
+    """What a pick does not change (the points' colour groups, the layout's CSV) is made once per map and colouring:
+    across the first view and two picks, once each; the CSV still holds every point and its colour group."""
+    from slics_core.explorer import exports, maps
+
+    calls = {"colours": 0, "export": 0}
+    real_colours, real_settings = maps.map_colours, exports.with_settings
+
+    def colours(*a, **k):
+        calls["colours"] += 1
+        return real_colours(*a, **k)
+
+    def settings(df, **k):
+        calls["export"] += "colour_group" in df.columns
+        return real_settings(df, **k)
+
+    monkeypatch.setattr(maps, "map_colours", colours)
+    monkeypatch.setattr(exports, "with_settings", settings)
+    at = _page(n_points=37, map_seed=977)  # a map no other test draws (the caches live as long as the process)
+    assert not at.exception
+    exp = _expected_table(ws, at)
+    items = exp.point[exp.kind == "embedding"].tolist()
+    for picked in ([items[0]], [items[1], items[2]]):
+        at.multiselect(key="picked_points").set_value(picked).run()
+        assert not at.exception
+        assert at.dataframe[0].value.point.tolist() == picked
+    assert calls == {"colours": 1, "export": 1}
+    df = pd.read_csv(io.BytesIO(_download(at, media, "tsne_csv")), keep_default_na=False)
+    assert df.point.tolist() == exp.point.tolist()
+    groups, _, _ = real_colours(exp, "concept", concept_names=ws.concept_names)
+    assert df.colour_group.tolist() == list(groups)
