@@ -24,7 +24,8 @@ def text(value, limit: int = 500) -> str:
 
 def heading(value) -> str:
     """An ``<h3>`` (st.subheader's level) of the plain text ``value``."""
-    return f'<h3 style="margin:0.5rem 0 0.75rem 0;padding:0">{text(value)}</h3>'
+    return (f'<h3 style="font-size:1.75rem;font-weight:600;line-height:1.2;margin:0;padding:0.5rem 0 0.25rem 0">'
+            f'{text(value)}</h3>')
 
 
 def caption(value) -> str:
