@@ -21,7 +21,7 @@ from collections import OrderedDict
 import streamlit as st
 from PIL import ImageOps
 
-from app_pages import _safe
+from app_pages import _html, _safe
 from app_pages import _state as state
 from app_pages._workspace import ws_id
 
@@ -165,24 +165,29 @@ def gallery_html(urls, captions=None, n_cols: int = 5, borders=None) -> str:
 
 
 def image_gallery(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None,
-                  pick_key: str | None = None, pool: bool = False):
+                  pick_key: str | None = None, pool: bool = False, head: str = ""):
     """:func:`image_grid` drawn as ONE element (``st.html``): the same thumbnails, captions, borders and pills.
 
     A grid of ``st.image`` calls is an element per image and a column block per cell, each a React component the
     browser builds again on every run and a caption it parses as Markdown; a query pick on Retrieve redrew ~130 of
     them. One HTML block per gallery is one element (docs/performance.md). Borders are CSS, so a row's thumbnail
     is the same bytes in every gallery and relevance colour. ``pool``: ``rows`` are positions of a sharded pool
-    (:func:`pool_thumbnail_url`).
+    (:func:`pool_thumbnail_url`). ``head``: HTML drawn above the grid in the same element (a title, built with
+    :mod:`app_pages._html`: its values escaped).
     """
     rows = [int(r) for r in rows]
     if not rows:
-        st.caption("No images.")
+        if head:
+            st.html(head + _html.caption("No images."))
+        else:
+            st.caption("No images.")
         return
     if pool:
-        st.html(gallery_html([pool_thumbnail_url(ws, r, size) for r in rows], captions, n_cols, borders))
+        urls = [pool_thumbnail_url(ws, r, size) for r in rows]
     else:
         store = shared(ws)
-        st.html(gallery_html([store.thumbnail(r, size) for r in rows], captions, n_cols, borders))
+        urls = [store.thumbnail(r, size) for r in rows]
+    st.html(head + gallery_html(urls, captions, n_cols, borders))
     if pick_key is not None:
         _pick_pills(pick_key, rows)
 

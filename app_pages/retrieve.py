@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app_pages import _pages, _safe
+from app_pages import _html, _pages, _safe
 from app_pages import _state as state
 from app_pages._images import image_gallery, remote_hosts_caption
 from app_pages._query import concept_picker, keep_edit, preselection, query_picker, show_query
@@ -55,20 +55,24 @@ def _mark(rel_g, rel_s, r, word="gen"):
     return colour, text
 
 
-def _draw_gallery(ws, g, n_cols, pick_key, word="gen"):
+def _draw_gallery(ws, g, n_cols, pick_key, word="gen", head=""):
+    """A gallery and its pills; ``head``: HTML drawn above it in the same element (:mod:`app_pages._html`)."""
     if not len(g.rows):
-        st.caption(f"Empty: {_safe.text(g.note)}.")
+        if head:
+            st.html(head + _html.caption(f"Empty: {g.note}."))
+        else:
+            st.caption(f"Empty: {_safe.text(g.note)}.")
         return
     if ws.sharded:  # positions in the shards: no labels (no borders), not rows a query can be picked from
         image_gallery(ws, g.rows, captions=[f"#{r + 1} · {g.scores[r]:.2f}" for r in range(len(g.rows))],
-                      n_cols=n_cols, size=96, pool=True)
+                      n_cols=n_cols, size=96, pool=True, head=head)
         return
     borders, caps = [], []
     for r in range(len(g.rows)):
         colour, text = _mark(g.relevant_general, g.relevant_sub, r, word)
         borders.append(colour)
         caps.append(f"#{r + 1} · {g.scores[r]:.2f}" + (f" · {text}" if text else ""))
-    image_gallery(ws, g.rows, captions=caps, n_cols=n_cols, size=96, borders=borders, pick_key=pick_key)
+    image_gallery(ws, g.rows, captions=caps, n_cols=n_cols, size=96, borders=borders, pick_key=pick_key, head=head)
 
 
 def _pct(v):
@@ -79,6 +83,23 @@ def _delta(a, b):
     if a is None or b is None or np.isnan(a) or np.isnan(b):
         return None
     return f"{100 * (a - b):+.0f} pts vs unfiltered"
+
+
+def _precision_boxes(name, k, cg, uf) -> str:
+    """The four P@k boxes of a concept's galleries (each box carries its fraction as ``data-precision``)."""
+    boxes = []
+    for kind, key in (("general", "precision_general"), ("sub-label", "precision_sub")):
+        mine, whole = getattr(cg, key), getattr(uf, key)
+        boxes.append(_html.metric(f"P@{k} {kind} · {name}", _pct(mine), _delta(mine, whole), gallery="concept",
+                                  precision_of=kind, precision=_html.number_attr(mine)))
+        boxes.append(_html.metric(f"P@{k} {kind} · unfiltered", _pct(whole), gallery="unfiltered",
+                                  precision_of=kind, precision=_html.number_attr(whole)))
+    return _html.metric_row(boxes)
+
+
+def _title(bold, rest) -> str:
+    """A gallery's title line: ``bold`` in bold, then ``rest`` (plain text, escaped)."""
+    return f'<p style="margin:0 0 1rem 0"><strong>{_html.text(bold)}</strong> {_html.text(rest)}</p>'
 
 
 st.title("🔎 Retrieve by concept")
@@ -162,23 +183,16 @@ else:
                 f"<span style='color:{ORANGE}'>■ right concept, other sub-label</span> · "
                 f"<span style='color:{RED}'>■ not relevant</span>", unsafe_allow_html=True)
 for cg, uf in pairs:
+    # per concept: its heading and P@k boxes as ONE element, and each gallery (title, grid) as one: a query pick
+    # changes them all, and the browser builds every element again (docs/performance.md, "Third pass")
     name = names[cg.concept]
-    st.subheader(_safe.text(name))
-    m = [] if ws.sharded else st.columns(4)
-    if m:
-        m[0].metric(f"P@{k} general · {_safe.text(name)}", _pct(cg.precision_general),
-                    _delta(cg.precision_general, uf.precision_general))
-        m[1].metric(f"P@{k} general · unfiltered", _pct(uf.precision_general))
-        m[2].metric(f"P@{k} sub-label · {_safe.text(name)}", _pct(cg.precision_sub),
-                    _delta(cg.precision_sub, uf.precision_sub))
-        m[3].metric(f"P@{k} sub-label · unfiltered", _pct(uf.precision_sub))
+    st.html(_html.heading(name) + ("" if ws.sharded else _precision_boxes(name, k, cg, uf)))
     a, b = st.columns(2)
     with a:
-        st.markdown(f"**By the {_safe.text(name)} component** ({component_words(method, mode)})")
-        _draw_gallery(ws, cg, n_cols, pick_key=f"pick_{cg.concept}")
+        _draw_gallery(ws, cg, n_cols, pick_key=f"pick_{cg.concept}",
+                      head=_title(f"By the {name} component", f"({component_words(method, mode)})"))
     with b:
-        st.markdown("**Unfiltered** (whole query)")
-        _draw_gallery(ws, uf, n_cols, pick_key=f"pick_uf_{cg.concept}")
+        _draw_gallery(ws, uf, n_cols, pick_key=f"pick_uf_{cg.concept}", head=_title("Unfiltered", "(whole query)"))
 remote_hosts_caption(ws)
 
 # ---------------------------------------------------------------- removal and boosting

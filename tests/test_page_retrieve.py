@@ -50,9 +50,16 @@ def test_renders_and_widgets_change_galleries(ws, multi_row):
     shown = df[(df.concept == labels[0]) & (df.gallery == "concept")]
     assert shown["row"].tolist() == cg.rows.tolist()
     assert df[(df.concept == labels[0]) & (df.gallery == "unfiltered")]["row"].tolist() == uf.rows.tolist()
-    # precision metrics shown = fraction of relevant rows in the table
-    m = {x.label: x.value for x in at.metric}
-    assert m[f"P@{k} general · {labels[0]}"] == f"{100 * shown['relevant_general'].mean():.0f}%"
+    # precision boxes shown = fraction of relevant rows in the table (the value shown and the one the box carries)
+    boxes = _precision_boxes(at)[labels[0]]
+    unf = df[(df.concept == labels[0]) & (df.gallery == "unfiltered")]
+    for gallery, rows in (("concept", shown), ("unfiltered", unf)):
+        for kind, col in (("general", "relevant_general"), ("sub-label", "relevant_sub")):
+            label, value, precision = boxes[gallery, kind]
+            want = rows[col].astype(float).mean()
+            assert label == f"P@{k} {kind} · {labels[0] if gallery == 'concept' else 'unfiltered'}"
+            assert abs(precision - want) < 1e-12 and value == f"{100 * want:.0f}%", (gallery, kind, value, want)
+    assert len(_precision_boxes(at)) == len(labels)
 
     # concepts
     at.multiselect(key="concepts").set_value([labels[1]])
@@ -215,6 +222,26 @@ def test_bad_edit_links_are_ignored_with_a_note(ws, multi_row):
     assert len(_table(at)) > 0  # the rest of the page is there
 
 
+def _precision_boxes(at) -> dict:
+    """Per concept heading: {(gallery, "general" | "sub-label"): (label, value shown, data-precision)} of the P@k
+    boxes drawn under it (app_pages/_html.metric, one st.html element per concept)."""
+    import html
+    import re
+
+    out = {}
+    for h in at.get("html"):
+        body = h.proto.body
+        if "slics-metric" not in body:
+            continue
+        name = html.unescape(re.search(r"<h3[^>]*>(.*?)</h3>", body).group(1))
+        boxes = re.findall(r'<div class="slics-metric" data-gallery="(\w+)" data-precision-of="([\w-]+)" '
+                           r'data-precision="([^"]*)"[^>]*><div[^>]*>([^<]*)</div><div[^>]*>([^<]*)</div>', body)
+        out[name] = {(g, kind): (html.unescape(label), html.unescape(value), float(p) if p else float("nan"))
+                     for g, kind, p, label, value in boxes}
+        assert len(out[name]) == 4, body
+    return out
+
+
 def _gallery_srcs(at) -> list:
     """The image ``src`` of every gallery drawn as one HTML element (app_pages/_images.image_gallery), in page order."""
     import re
@@ -263,3 +290,31 @@ def test_galleries_are_one_element_each(ws, multi_row):
         counts[k] = len(at.get("image"))
         assert [len(s) for s in _gallery_srcs(at)] == [k] * (2 * len(ws.labels_of(multi_row)["concepts"]))
     assert counts[5] == counts[20] <= 7
+
+
+def test_a_concepts_heading_and_precision_are_one_element(ws, multi_row):
+    """Per picked concept, its heading and four P@k boxes are one HTML element and each gallery's title is in the
+    gallery's element: no st.metric, subheader or title Markdown is left to build again on a query pick (they were
+    ~13 React elements per concept)."""
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    _run(at)
+    labels = ws.labels_of(multi_row)["concepts"]
+    assert not at.metric
+    assert sorted(s.value for s in at.subheader) == ["Retrieval settings", "Without a concept, or more of it"]
+    assert list(_precision_boxes(at)) == labels
+    titles = [t for t in _lines(at) if t.startswith(("**By the", "**Unfiltered"))]
+    assert not titles
+    galleries = [h.proto.body for h in at.get("html") if "slics-gallery" in h.proto.body]
+    assert [("By the" in g, "<strong>Unfiltered</strong> (whole query)" in g) for g in galleries] == \
+        [(True, False), (False, True)] * len(labels)
+
+
+def test_html_parts_escape_what_they_show():
+    from app_pages import _html
+
+    bad = "<img src=x onerror=alert(1)> \" ' & \u202e"
+    for out in (_html.heading(bad), _html.metric(bad, bad, bad, note=bad), _html.caption(bad), _html.text(bad)):
+        assert "<img" not in out and "\u202e" not in out and "&lt;img" in out, out
+    assert 'data-note="&lt;img src=x onerror=alert(1)&gt; &quot;' in _html.metric("a", "b", note=bad)
+    assert _html.number_attr(float("nan")) == "" and _html.number_attr(None) == "" and _html.number_attr(0.25) == "0.25"
