@@ -53,29 +53,39 @@ def _row(query):
     return int(query)
 
 
+def _kind(query, upload=None):
+    """``("row", r)``, ``("upload", upload dict)``, ``("text", phrase)`` or None (an upload without its dict,
+    anything else): the one reading of a shared ``query`` value that :func:`query_key` and :func:`query_label`
+    name."""
+    r = _row(query)
+    if r is not None:
+        return "row", r
+    if query == UPLOAD:
+        return None if upload is None else ("upload", upload)
+    if isinstance(query, str) and query.startswith(TEXT_PREFIX):
+        return "text", query[len(TEXT_PREFIX):]
+    return None
+
+
 def query_key(query, upload=None) -> str | None:
     """The cache key of a query state: ``"row:<r>"``, ``"upload:<sha>"`` (None without ``upload``) or the
     ``"text:<phrase>"`` itself; None for anything else."""
-    r = _row(query)
-    if r is not None:
-        return f"row:{r}"
-    if query == UPLOAD:
-        return None if upload is None else f"upload:{upload['sha']}"
-    if isinstance(query, str) and query.startswith(TEXT_PREFIX):
-        return query
-    return None
+    kind = _kind(query, upload)
+    if kind is None:
+        return None
+    what, value = kind
+    return {"row": lambda: f"row:{value}", "upload": lambda: f"upload:{value['sha']}",
+            "text": lambda: TEXT_PREFIX + value}[what]()
 
 
 def query_label(query, upload=None) -> str | None:
     """What a query is called on a map: ``"item 123"``, ``"upload: cat.png"``, ``"phrase: a red car"``."""
-    r = _row(query)
-    if r is not None:
-        return f"item {r}"
-    if query == UPLOAD:
-        return None if upload is None else f"upload: {upload['name']}"
-    if isinstance(query, str) and query.startswith(TEXT_PREFIX):
-        return f"phrase: {query[len(TEXT_PREFIX):]}"
-    return None
+    kind = _kind(query, upload)
+    if kind is None:
+        return None
+    what, value = kind
+    return {"row": lambda: f"item {value}", "upload": lambda: f"upload: {value['name']}",
+            "text": lambda: f"phrase: {value}"}[what]()
 
 
 def edit_key(edit: str, concept_name: str, strength: float = 1.0) -> str:
