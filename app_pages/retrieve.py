@@ -58,10 +58,7 @@ def _mark(rel_g, rel_s, r, word="gen"):
 def _draw_gallery(ws, g, n_cols, pick_key, word="gen", head=""):
     """A gallery and its pills; ``head``: HTML drawn above it in the same element (:mod:`app_pages._html`)."""
     if not len(g.rows):
-        if head:
-            st.html(head + _html.caption(f"Empty: {g.note}."))
-        else:
-            st.caption(f"Empty: {_safe.text(g.note)}.")
+        st.html(head + _html.caption(f"Empty: {g.note}."))
         return
     if ws.sharded:  # positions in the shards: no labels (no borders), not rows a query can be picked from
         image_gallery(ws, g.rows, captions=[f"#{r + 1} · {g.scores[r]:.2f}" for r in range(len(g.rows))],
