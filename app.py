@@ -10,10 +10,8 @@ import streamlit as st
 
 from app_pages import _pages, _workspace
 from app_pages import _state as state
-from app_pages._images import PILLS_WRAP
 
 st.set_page_config(page_title="SLiCS Explorer", page_icon="🧩", layout="wide")
-st.html(PILLS_WRAP)
 
 entry, page = _pages.navigation()
 state.capture_link()

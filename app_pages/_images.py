@@ -13,12 +13,14 @@ st.image and a column per picture: what the browser builds again on every query 
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
 import threading
 from collections import OrderedDict
 
 import streamlit as st
+import streamlit.components.v2 as components_v2
 from PIL import ImageOps
 
 from app_pages import _html, _safe
@@ -109,23 +111,57 @@ def show_image(url, **kw):
     return st.image(url, **kw)
 
 
-def _pick_from_grid(key: str, rows: list) -> None:
-    """on_change of a grid's "Query this" pills: the picked image becomes the query; the pills are cleared."""
-    i = st.session_state.get(key)
-    st.session_state[key] = None
-    if i is not None:
-        state.set_query(rows[int(i)])
+def picked_row(value, rows: list) -> int | None:
+    """The workspace row a gallery click names: ``value`` is the clicked image's position in ``rows`` (what the
+    browser sends); anything else (a bool, a float, out of range, missing) names none."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(rows):
+        return None
+    return int(rows[value])
 
 
-def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None, pick_key: str | None = None):
-    """Thumbnails of workspace rows in a grid. ``borders``: per-image colour or None (relevance marks).
+def _pick_from_gallery(key: str, rows: list) -> None:
+    """on_picked_change of a clickable gallery: the clicked image becomes the query."""
+    value = st.session_state.get(key)
+    row = picked_row(value.get("picked") if isinstance(value, dict) else None, rows)
+    if row is not None:
+        state.set_query(row)
 
-    With ``pick_key``, one row of pills under the grid, "#1" … "#n" (the images' ranks, in reading order:
-    left to right, then down), makes the picked image the query (key ``pick_key``; its value is the index
-    into ``rows`` until the callback clears it). One widget per grid instead of a button under every image:
-    a button is a widget the server registers, hashes and sends on every run, and the browser reports
-    back, which made Retrieve's ~120 of them a third of the server's CPU per click (benchmarks/bench_load.py).
-    """
+
+#: A clickable gallery (:func:`image_gallery` with ``pick_key``): the browser draws the HTML it is given (the same
+#: :func:`gallery_html` st.html would draw, every value escaped, images only our ``data:`` URLs) once per change and
+#: reports a click on an image as the trigger ``picked`` (the image's position). Images are buttons: keyboard users
+#: reach them with Tab and pick with Enter or Space.
+_GALLERY_JS = """
+export default function (component) {
+  const { data, setTriggerValue, parentElement } = component;
+  let root = parentElement.querySelector(':scope > .slics-gallery-root');
+  if (!root) {
+    root = document.createElement('div');
+    root.className = 'slics-gallery-root';
+    parentElement.appendChild(root);
+    root.addEventListener('click', (event) => {
+      const button = event.target.closest('button[data-i]');
+      if (button && root.contains(button)) setTriggerValue('picked', Number(button.dataset.i));
+    });
+  }
+  if (root.dataset.html !== data.html) {  // the same gallery again draws nothing
+    root.innerHTML = data.html;
+    root.dataset.html = data.html;
+  }
+}
+"""
+_GALLERY_CSS = """
+.slics-gallery-root button[data-i] { all: unset; display: block; width: 100%; cursor: pointer; }
+.slics-gallery-root button[data-i]:hover img { filter: brightness(0.88); }
+.slics-gallery-root button[data-i]:focus-visible { outline: 3px solid var(--st-primary-color); outline-offset: 2px; }
+"""
+_clickable_gallery = components_v2.component("slics_gallery", js=_GALLERY_JS, css=_GALLERY_CSS,
+                                                isolate_styles=False)
+
+
+def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None):
+    """Thumbnails of workspace rows in a grid, an ``st.image`` per cell. ``borders``: per-image colour or None
+    (relevance marks). For a grid whose images can be made the query, see :func:`image_gallery`."""
     rows = [int(r) for r in rows]
     if not rows:
         st.caption("No images.")
@@ -138,27 +174,23 @@ def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, border
                 border = None if borders is None else borders[k]
                 show_image(store.thumbnail(rows[k], size, border), caption=None if captions is None else captions[k],
                            width="stretch")
-    if pick_key is not None:
-        _pick_pills(pick_key, rows)
 
 
-def _pick_pills(pick_key: str, rows: list) -> None:
-    """The "Query this image" pills under a grid (see :func:`image_grid`)."""
-    # (they wrap onto more lines instead of scrolling sideways: PILLS_WRAP, drawn once per run by app.py)
-    st.pills("Query this image (by its number: #1 top left, then left to right)", list(range(len(rows))),
-             format_func=lambda i: f"#{i + 1}", key=pick_key, on_change=_pick_from_grid, args=(pick_key, rows))
-
-
-def gallery_html(urls, captions=None, n_cols: int = 5, borders=None) -> str:
+def gallery_html(urls, captions=None, n_cols: int = 5, borders=None, pickable: bool = False) -> str:
     """One HTML block of a gallery: ``n_cols`` equal columns of images (``data:`` URLs), each with its
-    caption (plain text, escaped) and an optional 4-px border colour."""
+    caption (plain text, escaped) and an optional 4-px border colour. ``pickable``: each image is a button
+    (``data-i``: its position) that makes it the query (see :func:`image_gallery`)."""
     cells = []
     for k, url in enumerate(urls):
         border = None if borders is None else borders[k]
         frame = f"border:4px solid {html.escape(border, quote=True)};" if border else ""
-        cap = "" if captions is None else html.escape(str(captions[k]))
-        cells.append(f'<figure style="margin:0"><img src="{html.escape(url, quote=True)}" alt="{cap}" '
-                     f'style="width:100%;display:block;box-sizing:border-box;{frame}">'
+        cap = "" if captions is None else html.escape(str(captions[k]), quote=True)
+        img = (f'<img src="{html.escape(url, quote=True)}" alt="{cap}" '
+               f'style="width:100%;display:block;box-sizing:border-box;{frame}">')
+        if pickable:
+            img = (f'<button type="button" data-i="{k}" title="Make #{k + 1} the query" '
+                   f'aria-label="Make #{k + 1} the query">{img}</button>')
+        cells.append(f'<figure style="margin:0">{img}'
                      f'<figcaption style="font-size:0.8rem;opacity:0.7;text-align:center">{cap}</figcaption></figure>')
     return (f'<div class="slics-gallery" style="display:grid;grid-template-columns:repeat({int(n_cols)},minmax(0,1fr));'
             f'gap:0.75rem 1rem">{"".join(cells)}</div>')
@@ -166,7 +198,7 @@ def gallery_html(urls, captions=None, n_cols: int = 5, borders=None) -> str:
 
 def image_gallery(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None,
                   pick_key: str | None = None, pool: bool = False, head: str = ""):
-    """:func:`image_grid` drawn as ONE element (``st.html``): the same thumbnails, captions, borders and pills.
+    """:func:`image_grid` drawn as ONE element (``st.html``): the same thumbnails, captions and borders.
 
     A grid of ``st.image`` calls is an element per image and a column block per cell, each a React component the
     browser builds again on every run and a caption it parses as Markdown; a query pick on Retrieve redrew ~130 of
@@ -174,6 +206,11 @@ def image_gallery(ws, rows, captions=None, n_cols: int = 5, size: int = 128, bor
     is the same bytes in every gallery and relevance colour. ``pool``: ``rows`` are positions of a sharded pool
     (:func:`pool_thumbnail_url`). ``head``: HTML drawn above the grid in the same element (a title, built with
     :mod:`app_pages._html`: its values escaped).
+
+    With ``pick_key``, a click on an image makes it the query: the gallery is then one clickable element (a
+    ``st.components.v2`` component, key ``pick_key``, event ``picked``: the image's position in ``rows``) instead
+    of st.html and a row of "#1 … #k" pills under it, which were a sixth of Retrieve's page and of the browser's
+    work per query pick (docs/performance.md, "Clickable galleries").
     """
     rows = [int(r) for r in rows]
     if not rows:
@@ -183,13 +220,20 @@ def image_gallery(ws, rows, captions=None, n_cols: int = 5, size: int = 128, bor
             st.caption("No images.")
         return
     if pool:
+        if pick_key is not None:
+            raise ValueError("a sharded pool's positions are not workspace rows: they cannot be made the query")
         urls = [pool_thumbnail_url(ws, r, size) for r in rows]
     else:
         store = shared(ws)
         urls = [store.thumbnail(r, size) for r in rows]
-    st.html(head + gallery_html(urls, captions, n_cols, borders))
-    if pick_key is not None:
-        _pick_pills(pick_key, rows)
+    if pick_key is None:
+        st.html(head + gallery_html(urls, captions, n_cols, borders))
+        return
+    # the component's HTML is not sanitised: only our own thumbnails (data: URLs) and escaped values go in
+    if not all(u.startswith(JPEG_URL) for u in urls):
+        raise ValueError("a clickable gallery draws only the app's own thumbnails (JPEG data: URLs)")
+    _clickable_gallery(key=pick_key, data={"html": head + gallery_html(urls, captions, n_cols, borders, pickable=True)},
+                       on_picked_change=functools.partial(_pick_from_gallery, pick_key, rows))
 
 
 def pool_thumbnail_url(ws, position: int, size: int) -> str:
@@ -219,12 +263,6 @@ def pool_grid(ws, positions, captions=None, n_cols: int = 6, size: int = 112) ->
                 show_image(pool_thumbnail_url(ws, positions[k], size),
                            caption=None if captions is None else captions[k], width="stretch")
     remote_hosts_caption(ws)
-
-
-#: Page style drawn once per run by the frame (app.py): pills wrap onto more lines instead of scrolling
-#: sideways (a gallery's 20 "Query this image" pills outgrow half a page).
-PILLS_WRAP = ('<style>[data-testid="stButtonGroup"] [role=radiogroup] {flex-wrap: wrap; overflow: visible}'
-              '</style>')
 
 
 def png_bytes(img) -> bytes:

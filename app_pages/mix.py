@@ -2,9 +2,9 @@
 
 Widget keys: query_pick, query_upload, query_text, query_strip_prev, query_strip_next, query_thumb_<i>,
 query_use_upload (app_pages/_query.py); method; d0; component; k; mix_c1 (concept from the query);
-mix_q2 (second query); mix_c2 (concept from the second query); mix_pick_<i> (make a result the query);
-mix_csv (download); mix_draw (button), seed, steps, gen_size (app_pages/_generation.py), mix_png (download)
-when the workspace's generator is a diffusion pipeline.
+mix_q2 (second query); mix_c2 (concept from the second query); mix_pick (the clickable result gallery: a click
+makes that image the query); mix_csv (download); mix_draw (button), seed, steps, gen_size
+(app_pages/_generation.py), mix_png (download) when the workspace's generator is a diffusion pipeline.
 Shared state and URL: ``q`` (first query), ``q2``, ``c1``, ``c2``, method, d0, mode, k (app_pages/_state.py).
 """
 import numpy as np
@@ -15,7 +15,7 @@ from app_pages import _generation as drawing
 from app_pages import _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
-from app_pages._images import image_gallery, image_grid, label_text, png_bytes, remote_hosts_caption, shared
+from app_pages._images import image_gallery, label_text, png_bytes, remote_hosts_caption, shared
 from app_pages._query import query_picker, row_query, show_query
 from app_pages._ui import (
     component_picker,
@@ -194,8 +194,8 @@ if g1 is not None:
 borders = None if g1 is None else ["#2e9d4f" if a and b else ("#e69500" if a or b else "#d0342c")
                                    for a, b in zip(g1, g2)]
 st.caption("Border: green has both concepts, orange one of them, red neither.")
-image_grid(ws, rows, captions=[f"#{i + 1} · {s:.2f}" for i, s in enumerate(sc)], n_cols=5, size=96,
-           borders=borders, pick_key="mix_pick")
+image_gallery(ws, rows, captions=[f"#{i + 1} · {s:.2f}" for i, s in enumerate(sc)], n_cols=5, size=96,
+              borders=borders, pick_key="mix_pick")
 df = pd.DataFrame({"rank": np.arange(1, len(rows) + 1), "row": rows, "score": np.round(sc, 4),
                    "labels": [label_text(ws, int(r)) for r in rows]})
 if ws.ids:

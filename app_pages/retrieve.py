@@ -3,9 +3,9 @@
 Widget keys: query_pick, query_upload, query_text, query_strip_prev, query_strip_next, query_thumb_<i>,
 query_use_upload (app_pages/_query.py); concepts (multiselect); method; d0; component; k; retrieve_cols;
 retrieve_csv (download); retrieve_quantized (toggle, workspaces with a token codebook); pick_<concept> /
-pick_uf_<concept> (the "Query this image" pills under a gallery: #1 … #k make that gallery image the query);
+pick_uf_<concept> (the clickable galleries: a click on an image makes it the query; app_pages/_images.py);
 rm_concept, boost_concept, boost_lambda (the query edits, kept in the URL as ``rm`` / ``boost``); pick_remove,
-pick_boost, pick_uf_remove, pick_uf_boost (pills under the edited galleries).
+pick_boost, pick_uf_remove, pick_uf_boost (the edited galleries, clickable too).
 """
 import numpy as np
 import pandas as pd
@@ -56,7 +56,8 @@ def _mark(rel_g, rel_s, r, word="gen"):
 
 
 def _draw_gallery(ws, g, n_cols, pick_key, word="gen", head=""):
-    """A gallery and its pills; ``head``: HTML drawn above it in the same element (:mod:`app_pages._html`)."""
+    """A gallery whose images a click makes the query; ``head``: HTML drawn above it in the same element
+    (:mod:`app_pages._html`)."""
     if not len(g.rows):
         st.html(head + _html.caption(f"Empty: {g.note}."))
         return
@@ -107,8 +108,8 @@ LABELS = {} if ws.sharded else {"Y": ws.Y}
 page_intro("Look at how each concept's gallery keeps that concept of the query and drops the rest, while "
            "the unfiltered gallery beside it follows the whole scene.",
            "Pick, upload or describe a query. SLiCS splits its embedding into one component per concept; each "
-           "picked concept retrieves the pool images closest to *its* component. Click an image's number under "
-           "its gallery (“Query this image”) to explore from there.")
+           "picked concept retrieves the pool images closest to *its* component. Click any gallery image to make it "
+           "the query and explore from there.")
 
 q = query_picker(ws, required=True)
 
@@ -208,7 +209,7 @@ def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols
     """The "without j" / "more of j" section: its own fragment, so that choosing an edit reruns this section only
     (the query's galleries above are neither recomputed nor sent again); the URL is written here too, since a
     fragment's rerun does not reach app.py's final write. ``query_was``: the query state of the page's run; an
-    image of these galleries made the query (its pills) reruns the whole page."""
+    image of these galleries made the query (a click on it) reruns the whole page."""
     if st.session_state.get("query") != query_was:
         st.rerun()
     st.divider()

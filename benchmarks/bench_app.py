@@ -315,6 +315,10 @@ async def _browser_tour(base, proc, rounds, only=None):
                     await box.click()
                     await page.locator('[role="option"]').nth(value).click()
 
+                # scrolled to and drawn before the clock starts, as a presenter sees the box before clicking it (a
+                # click during the scroll can land before the page settles and only focus the box)
+                await box.scroll_into_view_if_needed()
+                await _browser_idle(page)
                 await step(f"Retrieve: {label.lower()}", choose, galleries)
 
         async def atoms_clicks():

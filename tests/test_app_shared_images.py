@@ -1,6 +1,7 @@
 """The per-process store of what every session draws (app_pages/_images.py): encoded thumbnails and labels."""
 import base64
 import io
+import re
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -80,3 +81,36 @@ def test_gallery_html_escapes_captions_and_lays_out_columns():
     assert "<b " not in body and "&lt;b onmouseover=&quot;x&quot;&gt;cat&lt;/b&gt;" in body
     assert body.count("<img ") == 2 and 'src="data:image/jpeg;base64,AAAA"' in body
     assert "repeat(3," in body and body.count("border:4px solid #2e9d4f") == 1
+
+
+def test_a_pickable_gallery_is_buttons_numbered_by_position():
+    from app_pages._images import gallery_html
+
+    urls = [f"data:image/jpeg;base64,{c}" for c in ("AAAA", "BBBB", "CCCC")]
+    body = gallery_html(urls, captions=['<img src=x onerror="alert(1)">', "#2", "#3"], pickable=True)
+    assert re.findall(r'<button type="button" data-i="(\d+)"[^>]*><img src="([^"]+)"', body) == \
+        [("0", urls[0]), ("1", urls[1]), ("2", urls[2])]
+    assert "<img src=x" not in body and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in body
+    assert "<button" not in gallery_html(urls)  # a gallery nobody picks from has no buttons
+
+
+def test_picked_row_reads_only_a_position_in_the_gallery():
+    from app_pages._images import picked_row
+
+    rows = [40, 7, 13]
+    assert [picked_row(i, rows) for i in range(3)] == rows
+    for bad in (3, -1, 1.0, True, False, "1", None, [1]):
+        assert picked_row(bad, rows) is None, bad
+
+
+def test_a_clickable_gallery_refuses_other_images():
+    """The clickable gallery's HTML is not sanitised by Streamlit: it takes only the app's own thumbnails."""
+    import pytest
+
+    from app_pages import _images
+
+    class _Ws:  # pool thumbnails of a sharded workspace (remote URLs when opted in) are not workspace rows
+        pass
+
+    with pytest.raises(ValueError, match="cannot be made the query"):
+        _images.image_gallery(_Ws(), [1, 2], pool=True, pick_key="pick_x")

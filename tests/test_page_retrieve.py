@@ -1,8 +1,11 @@
 """AppTest of the Retrieve page on the (small) emoji world."""
 import io
+import json
+import re
 from pathlib import Path
 
 import numpy as np
+from gallery_helpers import click_gallery, clickable, gallery_bodies, gallery_srcs
 from streamlit.testing.v1 import AppTest
 
 from slics_core.explorer.edits import edited_gallery
@@ -242,13 +245,6 @@ def _precision_boxes(at) -> dict:
     return out
 
 
-def _gallery_srcs(at) -> list:
-    """The image ``src`` of every gallery drawn as one HTML element (app_pages/_images.image_gallery), in page order."""
-    import re
-
-    return [re.findall(r'<img src="([^"]+)"', h.proto.body) for h in at.get("html") if "slics-gallery" in h.proto.body]
-
-
 def test_query_pick_updates_galleries_and_url(ws, multi_row):
     from app_pages._images import _Shared
 
@@ -256,7 +252,7 @@ def test_query_pick_updates_galleries_and_url(ws, multi_row):
     at.query_params["q"] = str(multi_row)
     at.switch_page("app_pages/retrieve.py")
     _run(at)
-    before = _gallery_srcs(at)
+    before = gallery_srcs(at)
     other = next(int(r) for r in ws.index["query"] if r != multi_row and np.count_nonzero(ws.Y[r]) >= 1)
     at.selectbox(key="query_pick").set_value(other)
     _run(at)
@@ -269,7 +265,7 @@ def test_query_pick_updates_galleries_and_url(ws, multi_row):
     (cg, uf), = concept_galleries(components_of_row(model, ws.X[other]), ws.X[other], ws.X, ws.index["pool"], [j],
                                   k, Y=ws.Y)
     store = _Shared(ws)  # a store of its own: the same encoding, made again
-    shown = _gallery_srcs(at)
+    shown = gallery_srcs(at)
     assert shown[0] == [store.thumbnail(r, 96) for r in cg.rows]
     assert shown[1] == [store.thumbnail(r, 96) for r in uf.rows]
     assert shown != before
@@ -288,7 +284,7 @@ def test_galleries_are_one_element_each(ws, multi_row):
         at.slider(key="k").set_value(k)
         _run(at)
         counts[k] = len(at.get("image"))
-        assert [len(s) for s in _gallery_srcs(at)] == [k] * (2 * len(ws.labels_of(multi_row)["concepts"]))
+        assert [len(s) for s in gallery_srcs(at)] == [k] * (2 * len(ws.labels_of(multi_row)["concepts"]))
     assert counts[5] == counts[20] <= 7
 
 
@@ -305,7 +301,7 @@ def test_a_concepts_heading_and_precision_are_one_element(ws, multi_row):
     assert list(_precision_boxes(at)) == labels
     titles = [t for t in _lines(at) if t.startswith(("**By the", "**Unfiltered"))]
     assert not titles
-    galleries = [h.proto.body for h in at.get("html") if "slics-gallery" in h.proto.body]
+    galleries = gallery_bodies(at)
     assert [("By the" in g, "<strong>Unfiltered</strong> (whole query)" in g) for g in galleries] == \
         [(True, False), (False, True)] * len(labels)
 
@@ -318,3 +314,30 @@ def test_html_parts_escape_what_they_show():
         assert "<img" not in out and "\u202e" not in out and "&lt;img" in out, out
     assert 'data-note="&lt;img src=x onerror=alert(1)&gt; &quot;' in _html.metric("a", "b", note=bad)
     assert _html.number_attr(float("nan")) == "" and _html.number_attr(None) == "" and _html.number_attr(0.25) == "0.25"
+
+
+def test_a_click_on_a_gallery_image_makes_it_the_query(ws, multi_row):
+    """Every gallery of a row query is clickable (its images are buttons, ``data-i`` their positions); a click on
+    the third image of a concept gallery makes that image's row the query; what the browser sends that names no
+    image (out of range, not an integer) changes nothing."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    at.switch_page("app_pages/retrieve.py")
+    _run(at)
+    labels = ws.labels_of(multi_row)["concepts"]
+    keys = [f"pick_{ws.concept_names.index(n)}" for n in labels]
+    for key in keys + [f"pick_uf_{ws.concept_names.index(n)}" for n in labels]:
+        body = json.loads(clickable(at, key).proto.json)["html"]
+        k = at.slider(key="k").value
+        assert re.findall(r'<button type="button" data-i="(\d+)"', body) == [str(i) for i in range(k)]
+    assert not at.get("button_group")  # no "#1 … #k" pills under the galleries any more
+    target = int(_table(at).query("gallery == 'concept' and concept == @labels[0]")["row"].iloc[2])
+    for bad in (99, -1, 1.5, True, "2"):
+        click_gallery(at, keys[0], bad)
+        assert not at.exception, at.exception
+        assert at.session_state["query"] == multi_row, bad
+    click_gallery(at, keys[0], 2)
+    assert not at.exception, at.exception
+    assert at.session_state["query"] == target
+    assert at.query_params["q"] == str(target)
+    assert at.multiselect(key="concepts").value == ws.labels_of(target)["concepts"]

@@ -46,9 +46,9 @@ def test_gallery_image_becomes_the_query(page, screenshot_dir):
     body = main(page)
     wait_for_images(page, body, 4)
     before = url_params(page)["q"]
-    # the third image of the first concept gallery: "#3" of the "Query this image" pills under it
-    pills = page.locator('[class*="st-key-pick_"]:not([class*="st-key-pick_uf"]) [data-testid="stButtonGroup"]:visible')
-    button = pills.first.get_by_role("radio", name="#3", exact=True)
+    # a click on the third image of the first concept gallery (its images are buttons named by their rank)
+    gallery = page.locator('[class*="st-key-pick_"]:not([class*="st-key-pick_uf"])').first
+    button = gallery.get_by_role("button", name="Make #3 the query", exact=True)
     button.click()
     wait_for_app(page)
     assert_no_errors(page, "/retrieve after clicking a gallery image")
@@ -56,6 +56,13 @@ def test_gallery_image_becomes_the_query(page, screenshot_dir):
     assert after != before
     assert selectbox_value(by_key(page, "query_pick")).startswith(f"#{after} ")
     wait_for_images(page, body, 4)
+    # (which row a position names is tests/test_page_retrieve.py's); Enter on a focused image picks it too
+    first = page.locator('[class*="st-key-pick_"]:not([class*="st-key-pick_uf"])').first
+    first.get_by_role("button", name="Make #2 the query", exact=True).focus()
+    page.keyboard.press("Enter")
+    wait_for_app(page)
+    page.wait_for_function("q => new URLSearchParams(window.location.search).get('q') !== q", arg=after)
+    assert_no_errors(page, "/retrieve after picking an image with the keyboard")
     shot(page, screenshot_dir, "loop_gallery_click")
 
 
@@ -85,9 +92,8 @@ def test_concept_mixing_gives_a_gallery(page, screenshot_dir):
     assert p["c1"] in selectbox_value(by_key(page, "mix_c1"))
     images = wait_for_images(page, body, 10)
     assert len(images) >= 10
-    # a mixed result becomes the query ("#1" of the "Query this image" pills under the gallery)
-    pick = by_key(page, "mix_pick").locator('[data-testid="stButtonGroup"]:visible').first
-    pick.get_by_role("radio", name="#1", exact=True).click()
+    # a mixed result becomes the query (a click on the gallery's first image)
+    by_key(page, "mix_pick").get_by_role("button", name="Make #1 the query", exact=True).click()
     wait_for_app(page)
     assert url_params(page)["q"] != p["q"]
     shot(page, screenshot_dir, "loop_mix")
