@@ -144,9 +144,9 @@ export default function (component) {
       if (button && root.contains(button)) setTriggerValue('picked', Number(button.dataset.i));
     });
   }
-  if (root.dataset.html !== data.html) {  // the same gallery again draws nothing
+  if (root.slicsHtml !== data.html) {  // the same gallery again draws nothing
     root.innerHTML = data.html;
-    root.dataset.html = data.html;
+    root.slicsHtml = data.html;
   }
 }
 """

@@ -193,7 +193,7 @@ if g1 is not None:
     m[2].metric(f"has {_safe.text(c2)}", f"{100 * g2.mean():.0f}%")
 borders = None if g1 is None else ["#2e9d4f" if a and b else ("#e69500" if a or b else "#d0342c")
                                    for a, b in zip(g1, g2)]
-st.caption("Border: green has both concepts, orange one of them, red neither.")
+st.caption("Border: green has both concepts, orange one of them, red neither. Click an image to make it the query.")
 image_gallery(ws, rows, captions=[f"#{i + 1} · {s:.2f}" for i, s in enumerate(sc)], n_cols=5, size=96,
               borders=borders, pick_key="mix_pick")
 df = pd.DataFrame({"rank": np.arange(1, len(rows) + 1), "row": rows, "score": np.round(sc, 4),

@@ -296,8 +296,9 @@ async def _browser_tour(base, proc, rounds, only=None):
         async def nav(path):
             await page.locator(f'[data-testid="stSidebarNav"] a[href$="/{path}"]').first.click()
 
-        async def galleries():
-            return await page.get_by_text("Unfiltered (whole query)").count() > 0
+        async def galleries():  # a gallery's title and its images are drawn
+            return (await page.get_by_text("Unfiltered (whole query)").count() > 0
+                    and await main.locator(".slics-gallery img").count() > 0)
 
         async def retrieve_clicks():
             await step("Retrieve: warm visit", lambda: nav("retrieve"), galleries)
