@@ -197,6 +197,12 @@ def test_removal_and_boost_from_the_link(ws, multi_row):
         assert want in lines, (want, lines)
         assert f"Unfiltered · {word} {name}: P@{k} {eq.unfiltered.precision_general:.2f}" in lines
     assert st_state(at, "rm") == labels[0] and st_state(at, "boost") == f"{labels[1]}:1.5"
+    # a click on the "without" gallery's fourth image (its section is a fragment) makes that image the query
+    j = ws.concept_names.index(labels[0])
+    eq = edited_gallery(model, ws.X[multi_row], ws.X, ws.index["pool"], j, k, edit="remove", active=active, Y=ws.Y)
+    click_gallery(at, "pick_remove", 3)
+    assert not at.exception, at.exception
+    assert at.session_state["query"] == int(eq.gallery.rows[3])
 
     # the controls: clearing the removal drops it, a new λ is kept
     at.selectbox(key="rm_concept").set_value("—")
