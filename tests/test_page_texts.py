@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gallery_helpers import gallery_bodies
 from streamlit.testing.v1 import AppTest
 from test_cli_data import toy  # noqa: F401  (fixture)
 from test_shared_state import _ok
@@ -225,8 +226,8 @@ def test_retrieve_names_f_splice_component_without_tilde_v(ws, multi_row):
     at = _page("retrieve", q=multi_row, method="F-SpLiCE")
     import re
 
-    # each gallery's title is drawn in the gallery's HTML element (app_pages/retrieve._title)
-    heads = [m.group(0) for h in at.get("html") for m in [re.search(r"<strong>By the .*?</p>", h.proto.body)] if m]
+    # each gallery's title is drawn in the gallery's HTML (app_pages/retrieve._title)
+    heads = [m.group(0) for b in gallery_bodies(at) for m in [re.search(r"<strong>By the .*?</p>", b)] if m]
     assert heads and all("ṽ" not in h and "F-SpLiCE" in h for h in heads), heads
 
 
