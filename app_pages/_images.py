@@ -209,8 +209,8 @@ def image_gallery(ws, rows, captions=None, n_cols: int = 5, size: int = 128, bor
 
     With ``pick_key``, a click on an image makes it the query: the gallery is then one clickable element (a
     ``st.components.v2`` component, key ``pick_key``, event ``picked``: the image's position in ``rows``) instead
-    of st.html and a row of "#1 … #k" pills under it, which were a sixth of Retrieve's page and of the browser's
-    work per query pick (docs/performance.md, "Clickable galleries").
+    of st.html and a row of "#1 … #k" pills under it, which were a third of Retrieve's page (DOM nodes) and a fifth
+    of the browser's work per query pick (docs/performance.md, "Fourth pass: clickable galleries").
     """
     rows = [int(r) for r in rows]
     if not rows:
