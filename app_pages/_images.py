@@ -226,14 +226,12 @@ def image_gallery(ws, rows, captions=None, n_cols: int = 5, size: int = 128, bor
     else:
         store = shared(ws)
         urls = [store.thumbnail(r, size) for r in rows]
+    body = head + gallery_html(urls, captions, n_cols, borders, pickable=pick_key is not None)
     if pick_key is None:
-        st.html(head + gallery_html(urls, captions, n_cols, borders))
-        return
-    # the component's HTML is not sanitised: only our own thumbnails (data: URLs) and escaped values go in
-    if not all(u.startswith(JPEG_URL) for u in urls):
-        raise ValueError("a clickable gallery draws only the app's own thumbnails (JPEG data: URLs)")
-    _clickable_gallery(key=pick_key, data={"html": head + gallery_html(urls, captions, n_cols, borders, pickable=True)},
-                       on_picked_change=functools.partial(_pick_from_gallery, pick_key, rows))
+        st.html(body)
+    else:  # the component's HTML is not sanitised: only the store's own thumbnails and escaped values are in it
+        _clickable_gallery(key=pick_key, data={"html": body},
+                           on_picked_change=functools.partial(_pick_from_gallery, pick_key, rows))
 
 
 def pool_thumbnail_url(ws, position: int, size: int) -> str:

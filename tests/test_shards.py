@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from gallery_helpers import gallery_srcs
 
 from slics_core.cli import main
 from slics_core.data import LabelledEmbeddings, load_cache
@@ -351,16 +352,10 @@ def _page(monkeypatch, folder, name):
     return at
 
 
-def _gallery_urls(at):
-    import re
-
-    return [re.findall(r'<img src="([^"]+)"', h.proto.body) for h in at.get("html")]
-
-
 def test_retrieve_searches_a_sharded_pool_and_shows_galleries_without_marks(world, monkeypatch):
     at = _page(monkeypatch, world["out"], "retrieve.py")
     assert not any("does not read shards" in m.value for m in at.info)
-    galleries = [g for g in _gallery_urls(at) if g]
+    galleries = [g for g in gallery_srcs(at) if g]
     k = int(at.slider(key="k").value)
     assert galleries and all(len(g) == k and all(u.startswith("data:image/jpeg") for u in g) for g in galleries)
     assert not at.metric  # no P@k: shard rows carry no labels
@@ -378,7 +373,7 @@ def test_mix_searches_a_sharded_pool_and_shows_its_gallery(world, monkeypatch):
     at = _page(monkeypatch, world["out"], "mix.py")
     assert not any("does not read shards" in m.value for m in at.info)
     k = int(at.slider(key="k").value)
-    galleries = [g for g in _gallery_urls(at) if len(g) == k]
+    galleries = [g for g in gallery_srcs(at) if len(g) == k]
     assert galleries and all(u.startswith("data:image/jpeg") for u in galleries[-1])
     assert not at.metric and any("no borders and no P@k" in c.value for c in at.caption)
 

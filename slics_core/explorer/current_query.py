@@ -67,25 +67,22 @@ def _kind(query, upload=None):
     return None
 
 
+#: How :func:`query_key` and :func:`query_label` name each kind of :func:`_kind`.
+_KEYS = {"row": lambda r: f"row:{r}", "upload": lambda u: f"upload:{u['sha']}", "text": lambda p: TEXT_PREFIX + p}
+_LABELS = {"row": lambda r: f"item {r}", "upload": lambda u: f"upload: {u['name']}", "text": lambda p: f"phrase: {p}"}
+
+
 def query_key(query, upload=None) -> str | None:
     """The cache key of a query state: ``"row:<r>"``, ``"upload:<sha>"`` (None without ``upload``) or the
     ``"text:<phrase>"`` itself; None for anything else."""
     kind = _kind(query, upload)
-    if kind is None:
-        return None
-    what, value = kind
-    return {"row": lambda: f"row:{value}", "upload": lambda: f"upload:{value['sha']}",
-            "text": lambda: TEXT_PREFIX + value}[what]()
+    return None if kind is None else _KEYS[kind[0]](kind[1])
 
 
 def query_label(query, upload=None) -> str | None:
     """What a query is called on a map: ``"item 123"``, ``"upload: cat.png"``, ``"phrase: a red car"``."""
     kind = _kind(query, upload)
-    if kind is None:
-        return None
-    what, value = kind
-    return {"row": lambda: f"item {value}", "upload": lambda: f"upload: {value['name']}",
-            "text": lambda: f"phrase: {value}"}[what]()
+    return None if kind is None else _LABELS[kind[0]](kind[1])
 
 
 def edit_key(edit: str, concept_name: str, strength: float = 1.0) -> str:
