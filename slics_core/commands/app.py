@@ -5,13 +5,15 @@ The explorer is the repository's ``app.py`` and ``app_pages/``; a wheel holds th
 ``python -m streamlit run APP.py`` with the app's own settings (its ``.streamlit/config.toml``,
 passed as command-line options because Streamlit reads that file only from the working folder)
 followed by the options given here, which win: ``slics app --server.port 8600 --server.headless
-true``. It works from any folder. The library never imports Streamlit; this command only starts it
-in a child process, whose exit code it returns; SIGTERM, SIGINT and SIGHUP are passed on to it, and it
-never outlives ``slics app``.
+true``. It works from any folder. The library never imports Streamlit. On POSIX systems this command
+*becomes* the server (``os.execv``): there is one process, so every signal, SIGKILL included, reaches the
+server itself and nothing is left serving the port. Elsewhere (Windows) it runs the server as a child whose
+exit code it returns; SIGTERM, SIGINT and SIGHUP are passed on to it, and it never outlives ``slics app``.
 """
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
 import subprocess
 import sys
@@ -81,12 +83,17 @@ def run(args: list[str]) -> int:
 
     SIGTERM, SIGINT and SIGHUP sent to this process (a service manager, ``timeout``, ``kill PID``, a closed
     SSH session) are passed on to the server, and the server never outlives this process: it is ended when
-    this function leaves, however it leaves.
+    this function leaves, however it leaves. On POSIX this process is replaced by the server (``os.execv``)
+    and the function does not return: a SIGKILL then ends the server itself, so no orphan keeps the port.
     """
     command = streamlit_command(list(args))
     if importlib.util.find_spec("open_clip") is None:
         print("slics app: note: the emoji world is built with open_clip, which is not installed; "
               'pip install "slics-explorer[models]" (pages on given embeddings work without it)', file=sys.stderr)
+    if os.name == "posix" and hasattr(os, "execv"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(command[0], command)
     proc = subprocess.Popen(command)
 
     def forward(signum, frame):
