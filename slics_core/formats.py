@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import mmap
 import os
 import tempfile
@@ -191,6 +192,11 @@ def _npy_header(fh):
     return shape, dtype
 
 
+def _declared_bytes(shape, dtype) -> int:
+    """Bytes a ``.npy`` header declares, in exact integers (numpy's int64 product wraps for forged shapes)."""
+    return math.prod(int(n) for n in shape) * dtype.itemsize
+
+
 def check_npy(path, kinds, *, fix=None):
     """Shape and dtype of the ``.npy`` file ``path``, checked without reading its data.
 
@@ -223,7 +229,7 @@ def check_npy(path, kinds, *, fix=None):
     wrong = _dtype_problem("it", dtype, kinds)
     if wrong:
         raise _damaged_file(path, wrong, fix)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = _declared_bytes(shape, dtype)
     if size != offset + nbytes:
         raise _damaged_file(path, f"it declares {nbytes} bytes for shape {shape} but stores {size - offset}", fix)
     return shape, dtype
@@ -274,7 +280,7 @@ def check_archive(archive, members, *, dense=(), optional=None, stored=None, err
         wrong = _dtype_problem(f"array {name!r}", dtype, kinds)
         if wrong:
             raise error(wrong)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = _declared_bytes(shape, dtype)
         if info.file_size != offset + nbytes:
             raise error(f"array {name!r} declares {nbytes} bytes for shape {shape} but stores "
                         f"{info.file_size - offset}")

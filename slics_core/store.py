@@ -61,6 +61,20 @@ def _ids_digest(ids):
     return h.hexdigest()
 
 
+
+#: What each identity field of a cache means, in a mismatch message.
+_MISMATCH_WORDS = {"encoder_id": "encoder", "batch_size": "batch size", "ids_sha256": "item list",
+                   "decode": "image decoding"}
+
+
+def _describe_cache(n_items, dataset, encoder_id) -> str:
+    """``"600 items of emoji (scale 0.2) by emoji-small"``: who made a cache, for a mismatch message."""
+    info = dataset if isinstance(dataset, dict) else {}
+    name = info.get("name") or info.get("dataset") or "an unnamed dataset"
+    details = ", ".join(f"{k} {v}" for k, v in sorted(info.items()) if k not in ("name", "dataset")
+                        and isinstance(v, (int, float, str)) and len(str(v)) <= 40)
+    return f"{n_items} items of {name}{f' ({details})' if details else ''} by {encoder_id}"
+
 class EmbeddingStore:
     """An embedding cache directory (see module docstring).
 
@@ -147,8 +161,10 @@ class EmbeddingStore:
                 if mine != theirs]
             if mismatch:
                 raise ValueError(
-                    f"cache {str(self.path)!r} was made with a different {', '.join(mismatch)}; "
-                    "use another directory or --overwrite.")
+                    f"cache {str(self.path)!r} holds another run's embeddings (different "
+                    f"{', '.join(_MISMATCH_WORDS.get(k, k) for k in mismatch)}): it has "
+                    f"{_describe_cache(meta.get('n_items'), meta.get('dataset'), meta.get('encoder_id'))}, this run "
+                    f"{_describe_cache(len(ids), dataset, encoder_id)}; use another directory or --overwrite.")
             return meta
         with writing(self.path):
             if overwrite and self.path.exists():

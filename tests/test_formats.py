@@ -9,6 +9,7 @@ from slics_core.formats import (
     atomic_save_npy,
     atomic_save_npz,
     atomic_write_json,
+    check_npy,
     check_npz,
     load_npy,
     load_npz,
@@ -52,6 +53,21 @@ def test_npy_is_checked_before_it_is_read(tmp_path):
     p.write_bytes(raw[:-4])  # truncated: declares more than it stores
     with pytest.raises(DamagedFileError, match="declares 24 bytes"):
         load_npy(p, "f")
+
+
+def test_a_forged_huge_npy_header_is_reported_with_its_true_size(tmp_path):
+    """A shape whose byte count overflows int64 is named with its exact size (not a wrapped negative number)."""
+    p = tmp_path / "forged.npy"
+    shape = (2**40, 2**30, 16)
+    with open(p, "wb") as fh:
+        np.lib.format.write_array_header_2_0(fh, {"descr": "<f4", "fortran_order": False, "shape": shape})
+        fh.write(b"\0" * 16)
+    declared = 2**40 * 2**30 * 16 * 4  # 2**76, past int64's 2**63
+    assert np.prod(shape, dtype=np.int64) * 4 <= 0  # what the old check computed
+    with pytest.raises(DamagedFileError, match=f"declares {declared} bytes"):
+        load_npy(p, "f")
+    with pytest.raises(DamagedFileError, match=f"declares {declared} bytes"):
+        check_npy(p, "f")
 
 
 def test_pickles_are_never_loaded(tmp_path):

@@ -93,9 +93,12 @@ def test_cache_refuses_other_encoder_or_items_unless_overwrite(folder, tmp_path)
     embed_dataset(folder, ids, ColourEncoder(), tmp_path / "c", batch_size=5, progress=False)
     other = ColourEncoder()
     other.id = "test:other"
-    with pytest.raises(ValueError, match="encoder_id"):
+    n = len(ids)
+    with pytest.raises(ValueError, match=r"different encoder\): it has .* by test:colour.*, this run .* by test:other"):
         embed_dataset(folder, ids, other, tmp_path / "c", batch_size=5, progress=False)
-    with pytest.raises(ValueError, match="ids"):
+    # a newcomer is told which run the folder holds (its item count) and what to do, not a field name
+    with pytest.raises(ValueError, match=rf"different item list\): it has {n} items .*, this run 5 items .*"
+                                         r"use another directory or --overwrite"):
         embed_dataset(folder[:5], ids[:5], ColourEncoder(), tmp_path / "c", batch_size=5, progress=False)
     store, stats = embed_dataset(folder, ids, other, tmp_path / "c", batch_size=5, progress=False, overwrite=True)
     assert stats["computed"] == 3 and store.meta()["encoder_id"] == "test:other"
