@@ -275,6 +275,15 @@ def test_parse_concept_param():
     assert parse_concept_param(None, names) == [] and parse_concept_param("", names) == []
 
 
+def test_parse_concept_param_never_picks_one_of_two_names_that_differ_in_case():
+    """``cat`` and ``Cat`` are two concepts: each is named by its own spelling, a third spelling names neither."""
+    names = ["Cat", "cat", "dog"]
+    assert parse_concept_param("cat", names) == ["cat"]
+    assert parse_concept_param("Cat", names) == ["Cat"]
+    assert parse_concept_param("CAT,Dog", names) == ["dog"]  # ambiguous part dropped, unique one found
+    assert parse_concept_param("cat,Cat", names) == ["cat", "Cat"]
+
+
 def test_gallery_precision_nan_when_unknown():
     g = Gallery("concept", 0, np.array([1, 2]), np.array([0.5, 0.4]))
     assert np.isnan(g.precision_general) and np.isnan(g.precision_sub)

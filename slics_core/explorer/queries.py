@@ -507,13 +507,26 @@ def image_strip(images, gap: int = 4, background=(255, 255, 255)):
 
 
 def parse_concept_param(value, concept_names) -> list:
-    """Concept names from a ``?c=a,b`` value (case-insensitive; unknown names are dropped)."""
+    """Concept names from a ``?c=a,b`` value; unknown names are dropped.
+
+    A part names the concept spelled exactly so; otherwise the one concept that matches it ignoring case.
+    Where several concepts differ only in case (``cat`` and ``Cat``), only the exact spelling names one.
+    """
     if not value:
         return []
-    lookup = {n.lower(): n for n in concept_names}
+    names = [str(n) for n in concept_names]
+    exact = set(names)
+    folded: dict = {}
+    for n in names:
+        folded.setdefault(n.casefold(), []).append(n)
     out = []
     for part in str(value).split(","):
-        n = lookup.get(part.strip().lower())
+        part = part.strip()
+        if part in exact:
+            n = part
+        else:
+            matches = folded.get(part.casefold(), [])
+            n = matches[0] if len(matches) == 1 else None
         if n is not None and n not in out:
             out.append(n)
     return out
