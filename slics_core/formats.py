@@ -33,6 +33,7 @@ import json
 import math
 import mmap
 import os
+import stat
 import tempfile
 import zipfile
 import zlib
@@ -131,6 +132,26 @@ def _damaged_file(path, problem, fix):
     return damaged_file_error(path, problem, fix)
 
 
+#: File types in words, for a path that is not a regular file.
+_FILE_TYPES = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def check_regular_file(path, fix=None) -> int:
+    """The size of ``path`` when it is a regular file (a link to one counts); else DamagedFileError.
+
+    Every reader here calls it before opening a file: opening a named pipe would wait for a writer forever,
+    and a device has no size to check.
+    """
+    path = os.fspath(path)
+    with reading(path, fix):
+        st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((words for test, words in _FILE_TYPES if test(st.st_mode)), "not a regular file")
+        raise _damaged_file(path, f"it is {kind}, not a file", fix)
+    return int(st.st_size)
+
+
 #: numpy dtype kinds in words, for messages.
 _KIND_WORDS = {"b": "booleans", "i": "integers", "u": "unsigned integers", "f": "floating-point numbers",
                "c": "complex numbers", "U": "text", "S": "bytes", "O": "Python objects", "M": "dates",
@@ -174,6 +195,7 @@ def read_json(path, *, fix=None, max_bytes=MAX_JSON_BYTES):
         The file cannot be read (missing, permissions, ...).
     """
     path = os.fspath(path)
+    check_regular_file(path, fix)
     with reading(path, fix), open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size > max_bytes:
@@ -219,6 +241,7 @@ def check_npy(path, kinds, *, fix=None):
     DamagedFileError, FileSystemError
     """
     path = os.fspath(path)
+    check_regular_file(path, fix)
     with reading(path, fix), open(path, "rb") as fh:
         try:
             shape, dtype = _npy_header(fh)
@@ -329,6 +352,7 @@ def check_npz(path, members, *, dense=(), optional=None, fix=None):
         The file cannot be read (missing, permissions, ...).
     """
     path = os.fspath(path)
+    check_regular_file(path, fix)
     with reading(path, fix), zipfile.ZipFile(path) as archive:
         return check_archive(archive, members, dense=dense, optional=optional, stored=os.path.getsize(path),
                              error=lambda problem: _damaged_file(path, problem, fix))
@@ -408,6 +432,7 @@ def load_user_array(path, kinds, *, what, key=None, preferred=None, fix=None):
     fix = fix or f"give a .npy or .npz file holding the {what} as {_kinds_in_words(kinds)}"
     if not zipfile.is_zipfile(path):
         return load_npy(path, kinds, fix=fix)
+    check_regular_file(path, fix)
     with reading(path, fix), zipfile.ZipFile(path) as archive:
         keys = [n.removesuffix(".npy") for n in archive.namelist()]
     if key is None and preferred in keys:
@@ -500,6 +525,7 @@ class _ModelFile:
         raise self.error(problem)
 
     def load(self, cls):
+        check_regular_file(self.path, "load a file written by SLiCS.save, or re-fit and save the model again")
         try:
             with zipfile.ZipFile(self.path) as archive:
                 return self._load(archive, cls)

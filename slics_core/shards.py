@@ -28,7 +28,7 @@ import numpy as np
 
 from slics_core.errors import damaged_file_error
 from slics_core.extras import require
-from slics_core.formats import load_npy, release_pages
+from slics_core.formats import check_regular_file, load_npy, release_pages
 
 __all__ = ["BLOCK_ROWS", "ID_COLUMNS", "SAMPLE_ROWS", "PoolShards", "clip_retrieval_files", "id_column", "read_pandas",
            "remote_url", "seeded_sample"]
@@ -47,6 +47,21 @@ _FIX = "export the shards again (clip-retrieval's img_emb/ and metadata/ layout)
 def read_pandas():
     """pandas, imported when a metadata table is read (an optional library: one line names its extra)."""
     return require("pandas", "reading metadata tables")
+
+
+def _parquet_rows(path) -> int:
+    """Rows of a Parquet file, from its footer (size and file type checked first)."""
+    check_regular_file(path, _FIX)
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # pandas may read Parquet through another engine
+        pq = None
+    try:
+        if pq is not None:
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        return len(read_pandas().read_parquet(path))
+    except (OSError, ValueError) as exc:
+        raise damaged_file_error(path, exc, _FIX) from None
 
 
 def id_column(df, source):
@@ -174,6 +189,19 @@ class PoolShards:
         self.dim = int(self._maps[0].shape[1])
         self.dtype = self._maps[0].dtype
         self._meta = {}
+        if counts is None:  # a new pool (a build): every metadata table must have its shard's rows
+            self.check_metadata()
+
+    def check_metadata(self) -> None:
+        """Refuse (DamagedFileError, naming the file) a metadata table whose row count is not its shard's.
+
+        Reads only each Parquet file's footer, not its rows. :class:`PoolShards` calls it when a pool is
+        opened for a build (no recorded ``counts``), so a mismatch is refused there, not when an item is shown.
+        """
+        for (ef, mf), n in zip(self.files, self.counts):
+            rows = _parquet_rows(mf)
+            if rows != n:
+                raise damaged_file_error(mf, f"{rows} rows of metadata for the {int(n)} embeddings of {ef.name}", _FIX)
 
     def __len__(self) -> int:
         return int(self.offsets[-1])

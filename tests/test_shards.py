@@ -4,7 +4,9 @@ The fixture writes clip-retrieval's real layout (``img_emb/img_emb_N.npy`` float
 ``metadata/metadata_N.parquet``) from a 50 000-row pool; the labelled cache comes from
 ``slics embed --dataset precomputed``; the sharded workspace from ``slics workspace --pool-shards``.
 """
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -245,6 +247,39 @@ def test_metadata_with_other_row_count_is_named(tmp_path):
     pd.DataFrame({"image_path": ["a"] * 7}).to_parquet(shards / "metadata" / "metadata_0.parquet")
     with pytest.raises(ValueError, match=r"metadata_0\.parquet.*7 rows"):
         PoolShards(shards).item(3)
+
+
+@pytest.mark.parametrize("rows", [150, 250], ids=["fewer", "more"])
+def test_build_refuses_metadata_whose_row_count_is_not_its_shards(world, tmp_path, capsys, rows):
+    """Checked at build, in one line naming the table (it used to pass, and fail when an item was shown)."""
+    rng = np.random.default_rng(5)
+    shards = _write_shards(tmp_path / "s", rng.standard_normal((300, D)), (100, 200))
+    pd.DataFrame({"image_path": [f"x{i}.jpg" for i in range(rows)]}).to_parquet(
+        shards / "metadata" / "metadata_1.parquet")
+    err = _build_err(world, shards, tmp_path, capsys)
+    assert "metadata_1.parquet" in err and f"{rows} rows of metadata for the 200 embeddings" in err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_named_pipe_as_a_shard_is_refused_at_once(world, tmp_path, capsys):
+    """Opening a FIFO for reading waits for a writer forever; the build refuses it by its type instead."""
+    rng = np.random.default_rng(6)
+    shards = _write_shards(tmp_path / "s", rng.standard_normal((300, D)), (100, 200))
+    f = shards / "img_emb" / "img_emb_1.npy"
+    f.unlink()
+    os.mkfifo(f)
+
+    def hung(signum, frame):
+        raise AssertionError("the build waited on the named pipe")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        err = _build_err(world, shards, tmp_path, capsys)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert "img_emb_1.npy" in err and "named pipe" in err
 
 
 # ----------------------------------------------------------------------------- Atoms: streaming top-k per atom
