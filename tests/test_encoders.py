@@ -299,3 +299,18 @@ def test_titok_adapter_computes_normalised_tokens():
         enc.encode_texts(["x"])
     with pytest.raises(ValueError, match="latent_tokens"):
         TiTokEncoder(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("name", ["no-such-encoder", "NoSuch/xyz"])
+def test_unknown_encoder_message_lists_encoders_not_generators(name):
+    """Both routes (a bare unknown name; an ARCH/TAG open_clip does not know) give the encoder message: the
+    shipped emoji encoders are offered, generator presets are not."""
+    from slics_core.encoders.registry import create_encoder, encoder_presets
+
+    with pytest.raises(ValueError) as info:
+        create_encoder(name)
+    message = str(info.value)
+    assert message.startswith(f"unknown encoder {name!r}")
+    assert "emoji-small" in message and "emoji-large" in message and "ViT-B-32/openai" in message
+    assert "sd-1.5" not in message and "unclip" not in message
+    assert set(encoder_presets()) >= {"emoji-small", "emoji-large", "dinov2-base"}

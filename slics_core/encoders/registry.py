@@ -16,7 +16,8 @@ from slics_core import weights as _weights
 from slics_core.encoders.dinov2 import DINOv2Encoder
 from slics_core.encoders.openclip import OpenCLIPEncoder
 
-__all__ = ["EMOJI_ENCODERS", "EncoderSpec", "parse_encoder_spec", "create_encoder", "encoder_spec_of"]
+__all__ = ["EMOJI_ENCODERS", "EncoderSpec", "create_encoder", "encoder_presets", "encoder_spec_of",
+           "parse_encoder_spec", "unknown_encoder_message"]
 
 #: Shipped encoders of the offline emoji world (open_clip ``local-dir`` checkpoints in ``assets/models``).
 EMOJI_ENCODERS = ("emoji-small", "emoji-large")
@@ -106,9 +107,19 @@ def parse_encoder_spec(spec) -> EncoderSpec:
             return EncoderSpec("preset", text, arch=arch, tag=tag)
     if text.lower() in {k.lower() for k in _weights.PRESETS}:
         return EncoderSpec("preset", _weights.get_preset(text).name)
-    raise ValueError(f"unknown encoder {text!r}: use a preset (ViT-B-32/openai, RN50/openai, ViT-L-14/openai, "
-                     "dinov2-base, emoji-small, emoji-large), ARCH/random[@SIZE], local:DIR, ARCH/CHECKPOINT.pt "
-                     "or module:factory")
+    raise ValueError(unknown_encoder_message(text))
+
+
+def encoder_presets() -> list:
+    """The names an encoder may be given by alone: the shipped emoji encoders, then the weights presets that
+    are encoders (generator presets are not)."""
+    return [*EMOJI_ENCODERS, *(name for name, p in _weights.PRESETS.items() if p.kind in ("open_clip", "transformers"))]
+
+
+def unknown_encoder_message(text) -> str:
+    """The one message for a name that is no encoder: the forms an encoder name takes, with the presets."""
+    return (f"unknown encoder {text!r}: use a preset ({', '.join(encoder_presets())}), any open_clip ARCH/TAG, "
+            "ARCH/random[@SIZE], local:DIR, ARCH/CHECKPOINT.pt or module:factory")
 
 
 def create_encoder(spec, *, trusted: bool = True, device=None, half=None, cache_dir=None,
@@ -164,7 +175,10 @@ def create_encoder(spec, *, trusted: bool = True, device=None, half=None, cache_
             raise FileNotFoundError(f"encoder {s.text!r}: checkpoint file {s.path} does not exist")
         enc = OpenCLIPEncoder.from_pretrained(s.arch, s.path, cache_dir=cache_dir, device=device, half=half)
     else:
-        preset = _weights.get_preset(s.text)
+        try:
+            preset = _weights.get_preset(s.text)
+        except ValueError:
+            raise ValueError(unknown_encoder_message(s.text)) from None
         if preset.kind == "open_clip":
             enc = OpenCLIPEncoder.from_pretrained(f"{preset.arch}/{preset.tag}", cache_dir=cache_dir,
                                                   allow_download=allow_download, device=device, half=half)
