@@ -238,7 +238,7 @@ def pool_thumbnail_url(ws, position: int, size: int) -> str:
     """A sharded pool row's thumbnail as an image URL (:meth:`Workspace.pool_thumbnail`): a local file as a
     ``data:`` URL; a remote http(s) URL as it is (only when the workspace opted in; the browser loads it)."""
     im = ws.pool_thumbnail(int(position), size)
-    return im if isinstance(im, str) else jpeg_url(_encoded(im.convert("RGB"), "JPEG", quality=90))
+    return im if isinstance(im, str) else jpeg_url(_encoded(im.convert("RGB"), "JPEG", quality=THUMB_QUALITY))
 
 
 def remote_hosts_caption(ws) -> None:
