@@ -241,7 +241,16 @@ class PoolShards:
         for s in np.unique(shard):
             at = np.flatnonzero(shard == s)
             out[at] = self._maps[s][row[at]]
+            self._check_finite(s, out[at], row[at])
         return out
+
+    def _check_finite(self, shard, block, rows):
+        """Refuse, naming the shard file and its first bad row, rows holding NaN or infinity."""
+        bad = ~np.isfinite(block).all(axis=1)
+        if bad.any():
+            first = int(np.asarray(rows)[np.flatnonzero(bad)[0]])
+            raise damaged_file_error(self.files[shard][0], f"{int(bad.sum())} of the rows read hold NaN or infinity "
+                                                           f"(row {first} of the shard first)", _FIX)
 
     def blocks(self, block_rows: int = BLOCK_ROWS):
         """``(start, raw)`` over the pool in shard order: ``raw`` float32 ``(b, d)`` of positions
@@ -251,6 +260,7 @@ class PoolShards:
             for a in range(0, m.shape[0], block_rows):
                 block = np.array(m[a:a + block_rows], dtype=np.float32)
                 release_pages(m)  # the copy is what the caller holds; the mapped pages leave the resident set
+                self._check_finite(s, block, np.arange(a, a + len(block)))
                 yield int(self.offsets[s] + a), block
 
     # ------------------------------------------------------------------ metadata

@@ -261,6 +261,16 @@ def test_build_refuses_metadata_whose_row_count_is_not_its_shards(world, tmp_pat
     assert not (tmp_path / "bad").exists()
 
 
+def test_nan_rows_in_a_shard_are_named_by_shard_file_and_row(world, tmp_path, capsys):
+    rng = np.random.default_rng(7)
+    E = rng.standard_normal((300, D))
+    E[100 + 37] = np.nan  # shard 1, row 37
+    E[100 + 90, 3] = np.inf
+    shards = _write_shards(tmp_path / "s", E, (100, 200))
+    err = _build_err(world, shards, tmp_path, capsys)
+    assert "img_emb_1.npy" in err and "2 of the rows read hold NaN or infinity (row 37 of the shard first)" in err
+
+
 def test_a_named_pipe_as_a_shard_is_refused_at_once(world, tmp_path, capsys):
     """Opening a FIFO for reading waits for a writer forever; the build refuses it by its type instead."""
     rng = np.random.default_rng(6)
