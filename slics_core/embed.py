@@ -216,6 +216,39 @@ def _device_steps(uint8_transform):
     return steps if steps else None
 
 
+#: Pixels the ``jpeg`` route decodes on the device at once (then resizes and drops): a decoded pixel is 3 bytes,
+#: and the antialiased resize holds a few float copies of it, so 16 MP bounds a chunk to a few hundred MB where a
+#: batch decoded whole held all its full-size images together (four 100-MP JPEGs: 7.9 GB). An image larger than
+#: this is decoded alone.
+DEVICE_DECODE_PIXELS = 16 * 2**20
+
+
+def jpeg_pixels(data) -> int:
+    """Pixels of a JPEG from its header (bytes or a 1-D uint8 tensor; nothing is decoded), 0 when unreadable."""
+    raw = data if isinstance(data, (bytes, bytearray)) else data.numpy().tobytes()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(raw)) as im:
+                return int(im.size[0]) * int(im.size[1])
+    except Exception:  # the decoder reports it
+        return 0
+
+
+def pixel_chunks(pixels, budget) -> list:
+    """Consecutive runs of indices of ``pixels`` whose sums stay within ``budget`` (an item over it alone)."""
+    chunks, current, total = [], [], 0
+    for i, n in enumerate(pixels):
+        if current and total + n > budget:
+            chunks.append(current)
+            current, total = [], 0
+        current.append(i)
+        total += n
+    if current:
+        chunks.append(current)
+    return chunks
+
+
 class _DeviceDecode:
     """The ``jpeg`` route's main-process step: a batch of the workers' tensors (file bytes or fallback pixels)
     -> one uint8 batch ``(n, 3, S, S)`` on the encoder's device.
@@ -253,22 +286,24 @@ class _DeviceDecode:
         for k in range(len(items)):
             if items[k].ndim != 1:
                 out[k] = items[k].to(self.device, non_blocking=True)
-        decoded = self._decode([items[k] for k in raw]) if raw else []
-        by_shape = {}
-        for k, image in zip(raw, decoded):
-            if image is None:
-                try:
-                    out[k] = self.reader.fallback(self.loader(self.paths[pos[k]])).to(self.device)
-                except ImageLoadError as exc:
-                    fpos, freason = fpos + [pos[k]], freason + [str(exc)]
-            else:
-                by_shape.setdefault(tuple(image.shape), []).append((k, image))
-        for group in by_shape.values():
-            x = torch.stack([image for _, image in group])
-            for step in self.steps:
-                x = step(x)
-            for (k, _), image in zip(group, x):
-                out[k] = image
+        # decoded in chunks of at most DEVICE_DECODE_PIXELS full-size pixels, each resized before the next
+        for chunk in pixel_chunks([jpeg_pixels(items[k]) for k in raw], DEVICE_DECODE_PIXELS):
+            ks = [raw[i] for i in chunk]
+            by_shape = {}
+            for k, image in zip(ks, self._decode([items[k] for k in ks])):
+                if image is None:
+                    try:
+                        out[k] = self.reader.fallback(self.loader(self.paths[pos[k]])).to(self.device)
+                    except ImageLoadError as exc:
+                        fpos, freason = fpos + [pos[k]], freason + [str(exc)]
+                else:
+                    by_shape.setdefault(tuple(image.shape), []).append((k, image))
+            for group in by_shape.values():
+                x = torch.stack([image for _, image in group])
+                for step in self.steps:
+                    x = step(x)
+                for (k, _), image in zip(group, x):
+                    out[k] = image
         keep = [k for k in range(len(items)) if out[k] is not None]
         order = sorted(range(len(fpos)), key=lambda i: fpos[i])
         batch = torch.stack([out[k] for k in keep]) if keep else None

@@ -63,17 +63,18 @@ def _ids_digest(ids):
 
 
 #: What each identity field of a cache means, in a mismatch message.
-_MISMATCH_WORDS = {"encoder_id": "encoder", "batch_size": "batch size", "ids_sha256": "item list",
-                   "decode": "image decoding"}
+_MISMATCH_WORDS = {"encoder_id": "encoder", "batch_size": "batch_size", "ids_sha256": "item list:",
+                   "decode": "image decoding (decode)"}
 
 
-def _describe_cache(n_items, dataset, encoder_id) -> str:
-    """``"600 items of emoji (scale 0.2) by emoji-small"``: who made a cache, for a mismatch message."""
+def _describe_items(n_items, dataset) -> str:
+    """``"600 items of emoji (scale 0.2)"``: a cache's item list in words, for a mismatch message."""
     info = dataset if isinstance(dataset, dict) else {}
     name = info.get("name") or info.get("dataset") or "an unnamed dataset"
     details = ", ".join(f"{k} {v}" for k, v in sorted(info.items()) if k not in ("name", "dataset")
                         and isinstance(v, (int, float, str)) and len(str(v)) <= 40)
-    return f"{n_items} items of {name}{f' ({details})' if details else ''} by {encoder_id}"
+    return f"{n_items} items of {name}{f' ({details})' if details else ''}"
+
 
 class EmbeddingStore:
     """An embedding cache directory (see module docstring).
@@ -160,11 +161,15 @@ class EmbeddingStore:
                 ("ids_sha256", digest, meta.get("ids_sha256")), ("decode", decode, meta.get("decode", LEGACY_DECODE)))
                 if mine != theirs]
             if mismatch:
-                raise ValueError(
-                    f"cache {str(self.path)!r} holds another run's embeddings (different "
-                    f"{', '.join(_MISMATCH_WORDS.get(k, k) for k in mismatch)}): it has "
-                    f"{_describe_cache(meta.get('n_items'), meta.get('dataset'), meta.get('encoder_id'))}, this run "
-                    f"{_describe_cache(len(ids), dataset, encoder_id)}; use another directory or --overwrite.")
+                theirs = {"encoder_id": meta.get("encoder_id"), "batch_size": meta.get("batch_size"),
+                          "decode": meta.get("decode", LEGACY_DECODE),
+                          "ids_sha256": _describe_items(meta.get("n_items"), meta.get("dataset"))}
+                mine = {"encoder_id": encoder_id, "batch_size": batch_size, "decode": decode,
+                        "ids_sha256": _describe_items(len(ids), dataset)}
+                differences = "; ".join(f"{_MISMATCH_WORDS[k]} {theirs[k]} there, {mine[k]} in this run"
+                                        for k in mismatch)
+                raise ValueError(f"cache {str(self.path)!r} holds another run's embeddings ({differences}); "
+                                 "use another directory or --overwrite.")
             return meta
         with writing(self.path):
             if overwrite and self.path.exists():

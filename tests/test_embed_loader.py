@@ -3,6 +3,7 @@
 Real encoder classes run on tiny randomly initialised models (no weights are
 downloaded); the fake encoders below count calls and batch shapes.
 """
+import io
 import os
 import signal
 import subprocess
@@ -519,6 +520,53 @@ def test_jpeg_route_agrees_with_the_uint8_route(jpeg_folder, tiny_clip, tmp_path
     for step in image_route(tiny_clip, "uint8")[0].steps[:2]:  # Resize, CenterCrop
         x = step(x)
     np.testing.assert_allclose(Ej[1], tiny_clip.encode_tensors(x[None])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_pixel_chunks_and_jpeg_pixels():
+    from slics_core.embed import jpeg_pixels, pixel_chunks
+
+    assert pixel_chunks([5, 5, 5, 20, 1, 1], 10) == [[0, 1], [2], [3], [4, 5]]
+    assert pixel_chunks([], 10) == []
+    for sizes, budget in (([3, 9, 4, 4, 4, 12, 1], 12), ([1] * 7, 3)):
+        chunks = pixel_chunks(sizes, budget)
+        assert [i for c in chunks for i in c] == list(range(len(sizes)))  # every item once, in order
+        assert all(sum(sizes[i] for i in c) <= budget or len(c) == 1 for c in chunks)
+        assert all(sum(sizes[i] for i in a + b[:1]) > budget for a, b in zip(chunks, chunks[1:]))  # greedy: full
+    buf = io.BytesIO()
+    Image.new("RGB", (37, 23)).save(buf, "JPEG")
+    assert jpeg_pixels(buf.getvalue()) == 37 * 23 == jpeg_pixels(torch.frombuffer(bytearray(buf.getvalue()),
+                                                                                   dtype=torch.uint8))
+    assert jpeg_pixels(b"not a jpeg") == 0
+
+
+def test_jpeg_route_decodes_in_bounded_chunks_with_the_same_embeddings(jpeg_folder, tiny_clip, tmp_path,
+                                                                        monkeypatch):
+    """With a pixel budget below two images, no decode call holds more than one image beyond the budget, and
+    the embeddings are those of decoding each batch whole (a decoded image does not depend on its neighbours)."""
+    import torchvision.io
+
+    from slics_core import embed
+
+    ids = [Path(p).stem for p in jpeg_folder]
+    whole, _ = embed_dataset(jpeg_folder, ids, tiny_clip, tmp_path / "whole", batch_size=6, workers=0,
+                             transfer="jpeg", progress=False)
+    calls = []
+    decode = torchvision.io.decode_jpeg
+
+    def counted(data, **kw):
+        items = data if isinstance(data, list) else [data]
+        calls.append((len(items), sum(int(x.shape[1]) * int(x.shape[2]) for x in [decode(t, **kw) for t in items])))
+        return decode(data, **kw)
+
+    monkeypatch.setattr(torchvision.io, "decode_jpeg", counted)
+    budget = 320 * 200 + 1  # land2 (64 000 pixels) fits; every other JPEG here is larger and is decoded alone
+    monkeypatch.setattr(embed, "DEVICE_DECODE_PIXELS", budget)
+    chunked, _ = embed_dataset(jpeg_folder, ids, tiny_clip, tmp_path / "chunked", batch_size=6, workers=0,
+                               transfer="jpeg", progress=False)
+    assert all(count == 1 or pixels <= budget for count, pixels in calls), calls  # never two large images at once
+    assert sum(count for count, _ in calls) >= len(JPEG_BYTES)  # every plain JPEG was decoded (scan7 fails)
+    np.testing.assert_array_equal(whole.load()[0], chunked.load()[0])
+    assert whole.failed() == chunked.failed()
 
 
 def test_jpeg_route_resumes_on_its_own_route(jpeg_folder, tiny_clip, tmp_path):
