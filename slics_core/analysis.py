@@ -413,12 +413,15 @@ def reconstruction_cosine(X, codes, atoms):
 
 
 # --------------------------------------------------------------------------- matching two dictionaries
-def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None):
+def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None, *, signed=False):
     """Pair every planted (or reference) atom with its own learned atom: the one-to-one matching that maximises the
-    total \\|cosine\\| (Hungarian algorithm, :func:`scipy.optimize.linear_sum_assignment`).
+    total \\|cosine\\| (Hungarian algorithm, :func:`scipy.optimize.linear_sum_assignment`), or the total signed
+    cosine with ``signed=True``.
 
     Learned atoms come in any order and, with an SVD initialisation, with either sign, so a planted-vs-
-    learned cosine matrix shows recovery only once its columns are put in matched order.
+    learned cosine matrix shows recovery only once its columns are put in matched order (\\|cos\\|). Two fits
+    of SLiCS (seeds, methods) use their atoms with non-negative coefficients, so an atom and its negative are
+    opposite, not the same: they are matched on the signed cosine.
 
     Parameters
     ----------
@@ -426,7 +429,9 @@ def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None):
     atoms : ndarray of shape (M, d), M >= P
     planted_groups, groups : ndarray of int, optional
         Concepts of the atoms; when given, an atom is matched within its own concept wherever the numbers
-        allow (a pair across concepts costs more than any pair within one).
+        allow: the matching has the fewest pairs across concepts, and the best total cosine among those.
+    signed : bool, default=False
+        Maximise the total signed cosine instead of the total \\|cosine\\|.
 
     Returns
     -------
@@ -443,9 +448,11 @@ def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None):
     if B.shape[0] < P.shape[0]:
         raise ValueError(f"{B.shape[0]} learned atoms cannot match {P.shape[0]} planted ones one to one")
     cos = unit_rows(P, name="planted_atoms") @ unit_rows(B, name="atoms").T
-    cost = -np.abs(cos)
+    cost = -cos if signed else -np.abs(cos)
     if planted_groups is not None and groups is not None:
-        cost = cost + 2.0 * (np.asarray(planted_groups)[:, None] != np.asarray(groups)[None, :])
+        # a pair across concepts costs more than the whole range of the cosines' total (2 P): fewest such pairs
+        # first, then the best cosine
+        cost = cost + (2.0 * P.shape[0] + 1.0) * (np.asarray(planted_groups)[:, None] != np.asarray(groups)[None, :])
     rows, cols = linear_sum_assignment(cost)
     matched = cols[np.argsort(rows)]
     rest = np.setdiff1d(np.arange(B.shape[0]), matched)
