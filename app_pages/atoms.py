@@ -38,6 +38,7 @@ from slics_core.explorer.atom_tables import (
     health_note,
     label_options,
     matrix_table,
+    misplaced_threshold_words,
     profile_table,
     top_items_table,
 )
@@ -266,7 +267,8 @@ def health_section():
         health = _health(ws_id(ws), method, int(d0), ws)
     counts = health_counts(health)
     st.markdown(" · ".join(f"**{counts[f]}** {f}" for f in HEALTH_FLAGS) + f" (of {M} atoms)")
-    st.caption("; ".join(f"*{f}*: {HEALTH_RULES[f]}" for f in HEALTH_FLAGS) + ".")
+    st.caption("; ".join(f"*{f}*: {HEALTH_RULES[f]}" for f in HEALTH_FLAGS) + ". "
+               + misplaced_threshold_words(model.groups_, model.atoms_.shape[1]))
     note = health_note(counts, M)
     if note:
         st.caption(note)

@@ -1,5 +1,7 @@
-"""Dictionary analysis for the app: atom co-occurrence and cosines (paper Fig. 6), dictionary health, and
-:func:`match_atoms`, which pairs the atoms of two dictionaries (planted and learned, or two seeds' fits) one to one.
+"""Dictionary analysis for the app: atom co-occurrence and cosines (paper Fig. 6), dictionary health with the
+nulls its flags are defined against (:func:`nearest_atoms`, :func:`random_cosine_sf`, :func:`nearest_cosine_p`,
+:func:`nearest_cosine_threshold`, :func:`share_lower_bound`), and :func:`match_atoms`, which pairs the atoms of
+two dictionaries (planted and learned, or two seeds' fits) one to one.
 
 Dictionary health (:func:`dictionary_health`)
 ---------------------------------------------
@@ -28,15 +30,15 @@ Flags (an atom may carry several), each with its null, the input that must not t
   Null: two random directions reach 0.95 with chance 4e-5 in d = 8 dimensions, below 1e-16 from d = 32 on.
 * ``misplaced``: an atom of another concept is nearer (signed cos) than every atom of its own, *and* nearer
   than random directions come: ``nearest_other_p`` < :data:`MISPLACED_LEVEL` (0.01). Null: a dictionary of
-  uniform random directions with the same groups flags each atom with chance below 1 % (an atom alone in
+  uniform random directions with the same groups flags each atom with chance at most 1 % (an atom alone in
   its concept has no own atom to compare: the null part decides). Why not "nearer another concept's atom
   than any of its own" alone: the maximum over the many atoms of the other concepts beats the maximum over
-  a few siblings by chance (a random 12 x 5 dictionary: 56 of 60 atoms); the null part asks the other
-  concepts' nearest atom to be nearer than chance allows for that many atoms.
+  a few siblings by chance (measured in docs/app.md); the null part asks the other concepts' nearest atom to
+  be nearer than chance allows for that many atoms.
 * ``dense``: ``concept_share_low`` > :data:`DENSE_SHARE` (90 %) while its concept has at least
   :data:`DENSE_MIN_ATOMS` (3) atoms (``d0`` >= 3): the concept leans on one atom. Null: an atom firing on
   each of its concept's items with chance 0.9 is flagged with chance at most 5 % (the exact binomial bound),
-  so 0.90 and 0.898 of the items are both unflagged and the bound is shown beside the share.
+  so shares of 0.90 and 0.898 of 1000 items are both unflagged; the bound is shown beside the share.
 """
 from __future__ import annotations
 

@@ -162,7 +162,7 @@ def test_health_note_speaks_when_most_atoms_are_misplaced_or_every_atom_carries_
     assert health_note(none, 10) is None
     assert health_note({**none, "misplaced": 4}, 10) is None  # a few: the flag tells atoms apart
     assert "random directions" in health_note({**none, "misplaced": 9}, 10)  # most: it describes the space
-    assert "9 of 10" in health_note({**none, "misplaced": 9}, 10)
+    assert health_note({**none, "misplaced": 9}, 10) == health_note({**none, "misplaced": 6}, 10)  # Evaluate: one
     assert "*dense*" in health_note({**none, "dense": 4}, 4) and health_note(none, 0) is None
 
 
@@ -271,3 +271,17 @@ def test_dense_has_no_knife_edge_at_ninety_percent():
         lows.append(cols["concept_share_low"][0])
     assert flags == [False, False, True]
     assert lows[0] < lows[1] < DENSE_SHARE < lows[2] < 0.97
+
+
+def test_misplaced_threshold_words_say_the_null_cut_for_this_dictionary():
+    from slics_core.explorer.atom_tables import misplaced_threshold_words
+
+    words = misplaced_threshold_words(APP_GROUPS, 64)
+    t = nearest_cosine_threshold(64, 55, MISPLACED_LEVEL)
+    assert words == (f"Here (60 atoms in 64 dimensions) the nearest of 55 random directions passes cos {t:.2f} "
+                     "in 1% of draws.")
+    assert f"{t:.2f}" == "0.43"
+    uneven = misplaced_threshold_words(UNEVEN_GROUPS, 512)  # 60 atoms, other concepts hold 36 to 59
+    lo, hi = nearest_cosine_threshold(512, [36, 59], MISPLACED_LEVEL)
+    assert f"nearest of 36–59 random directions passes cos {lo:.2f}–{hi:.2f}" in uneven
+    assert misplaced_threshold_words(np.zeros(4, dtype=int), 64) == ""  # one concept: nothing to be misplaced in
