@@ -38,6 +38,7 @@ from slics_core.explorer.atom_tables import (
     health_note,
     label_options,
     matrix_table,
+    misplaced_threshold_words,
     profile_table,
     top_items_table,
 )
@@ -257,13 +258,17 @@ def health_section():
     st.caption(f"Every number here comes from the NNLS codes of the {n_train} training items on their labelled "
                f"concepts (the codes the dictionary is fitted with), not from the label-free OMP codes of the "
                f"matrices above; {FIRE_RULE}. Frequency: share of the training items on which the atom fires; mean "
-               f"coefficient: over those items; nearest own / other: largest |cos| with another atom of its concept "
-               f"/ of any other concept.")
+               f"coefficient: over those items; nearest own / other: largest signed cos with another atom of its "
+               f"concept / of any other concept (atoms are used with non-negative coefficients: an atom and its "
+               f"negative point opposite ways); p (other): chance that the nearest of as many random directions in "
+               f"{ws.X.shape[1]} dimensions comes as near; concept share: share of its concept's items it fires on, "
+               f"with its one-sided 95 % lower bound.")
     with st.spinner("Coding the training items…"):
         health = _health(ws_id(ws), method, int(d0), ws)
     counts = health_counts(health)
     st.markdown(" · ".join(f"**{counts[f]}** {f}" for f in HEALTH_FLAGS) + f" (of {M} atoms)")
-    st.caption("; ".join(f"*{f}*: {HEALTH_RULES[f]}" for f in HEALTH_FLAGS) + ".")
+    st.caption("; ".join(f"*{f}*: {HEALTH_RULES[f]}" for f in HEALTH_FLAGS) + ". "
+               + misplaced_threshold_words(model.groups_, model.atoms_.shape[1]))
     note = health_note(counts, M)
     if note:
         st.caption(note)
@@ -279,12 +284,16 @@ def health_section():
                           margin=dict(l=10, r=10, t=50, b=10), font=dict(size=15))
         st.plotly_chart(fig, key="health_hist", width="stretch")
     shown = health[["label", "frequency", "mean_coefficient", "nearest_own", "nearest_other", "nearest_other_label",
-                    "flags"]].assign(flags=[", ".join(f) for f in health["flags"]])
-    for c in ("mean_coefficient", "nearest_own", "nearest_other"):  # "—" where absent, never a None cell
-        shown[c] = [missing(v) for v in shown[c]]
+                    "nearest_other_p", "concept_share", "concept_share_low", "flags"]].assign(
+        flags=[", ".join(f) for f in health["flags"]])
+    for c in ("mean_coefficient", "nearest_own", "nearest_other", "concept_share", "concept_share_low"):
+        shown[c] = [missing(v) for v in shown[c]]  # "—" where absent, never a None cell
+    shown["nearest_other_p"] = [missing(v, "{:.1e}") for v in shown["nearest_other_p"]]
     st.dataframe(shown, hide_index=True, width="stretch", key="health_table",
                  column_config={"label": "atom", "mean_coefficient": "mean coefficient", "nearest_own": "nearest own",
-                                "nearest_other": "nearest other", "nearest_other_label": "nearest other atom"})
+                                "nearest_other": "nearest other", "nearest_other_label": "nearest other atom",
+                                "nearest_other_p": "p (other)", "concept_share": "concept share",
+                                "concept_share_low": "share ≥ (95 %)"})
     table = with_settings(health.assign(flags=[";".join(f) for f in health["flags"]]), workspace=ws.name,
                           method=method, d0=int(d0), split="train", codes="NNLS on the labelled concepts",
                           fire_rtol=FIRE_RTOL)

@@ -5,7 +5,8 @@ Widget keys: "eval_k" (k of mAP@k), "eval_split" (query split for the table and 
 "eval_csv" / "eval_sweep_csv" (CSV downloads), "eval_sweep_html" / "eval_modes_html" (figure downloads),
 "eval_sweep_fig" / "eval_modes_fig" (charts), "eval_table" (the methods table); stability section: "stab_seeds",
 "stab_batch", "stab_iter", "stab_n_active" (settings), "stab_run" (starts it), "stab_table" / "stab_n_active_table",
-"stab_csv" / "stab_n_active_csv".
+"stab_csv" / "stab_n_active_csv", "stab_atoms_table" / "stab_atoms_csv" (one row per atom across seeds),
+"stab_pairs_table", "stab_methods_table" / "stab_methods_csv" (across methods).
 Stability: slics_core.explorer.stability_runs (seed stability and U-SLiCS at S̃ through slics_core.stability) in a
 background thread per (workspace, settings), held process-wide (slics_core.explorer.background.JOBS) so every tab
 sees its progress, and stored in the workspace's store, so a revisit shows the table at once.
@@ -55,12 +56,14 @@ from slics_core.explorer.stability_runs import (
     N_ACTIVE_DEFAULT,
     StabilityRun,
     StabilitySettings,
+    atom_frame,
     n_active_frame,
+    pairs_frame,
     stability_frame,
     stored_result,
 )
 from slics_core.methods import ORACLE_FSPLICE
-from slics_core.stability import N_ACTIVE_METHOD
+from slics_core.stability import COMPARE_METHODS, N_ACTIVE_METHOD, SHARED_BETWEEN_SEEDS
 
 SPLIT_LABELS = {"query": "Query set (test)", "val": "Validation set"}
 NORM_LABELS = {"retrieved": "relevant retrieved (default)", "min": "min(k, relevant in pool)"}
@@ -334,9 +337,12 @@ def stability_section():
         return
     st.caption(f"Do the atoms come back? {SWEEP_METHOD} is refitted at d0 = {d0} with mini-batches, once per seed; "
                "each seed's atoms are matched one to one to the first seed's within their concept (Hungarian on "
-               f"|cos|) and scored on the query set (mAP@{k} mean ± std over the seeds). {N_ACTIVE_METHOD} is refitted "
-               "once per S̃ (concepts per image of its zero-shot pseudo-labels). Runs in the background; the result "
-               "is kept in the workspace, so the same settings show at once next time.")
+               "the signed cos: atoms are used with non-negative coefficients, so an atom and its negative are "
+               f"opposite) and scored on the query set (mAP@{k} mean ± std over the seeds). What the seeds share: "
+               f"{SHARED_BETWEEN_SEEDS}. {' and '.join(COMPARE_METHODS)} at the same d0 (first seed, same batches) "
+               f"are matched to the first seed's fit the same way. {N_ACTIVE_METHOD} is refitted once per S̃ "
+               "(concepts per image of its zero-shot pseudo-labels). Runs in the background; the result is kept in "
+               "the workspace, so the same settings show at once next time.")
     c1, c2, c3, c4 = st.columns(4)
     n_seeds = c1.number_input("Seeds", min_value=2, max_value=10, value=3, key="stab_seeds")
     batch = c2.number_input("Mini-batch size", min_value=1, max_value=n_train, value=max(1, min(n_train, 256)),
@@ -364,7 +370,7 @@ def stability_section():
             _stability_progress(run)
             return
     summ = result["summary"]
-    st.markdown(f"Mean matched |cos| over every atom: **{missing(summ['matched_cos'])}**; mAP@{summ['k']} over "
+    st.markdown(f"Mean matched cos over every atom: **{missing(summ['matched_cos'])}**; mAP@{summ['k']} over "
                 f"{len(summ['seeds'])} seeds: Gen. {missing(summ['general_mean'])} ± {missing(summ['general_std'])}, "
                 f"Sub. {missing(summ['sub_mean'])} ± {missing(summ['sub_std'])}.")
     frame = stability_frame(result)
@@ -374,6 +380,7 @@ def stability_section():
                          batch_size=int(batch), epochs=int(n_iter), k=int(k), normalization=norm)
     csv_download(with_settings(frame, **settings_cols), f"slics_stability_d0{d0}_seeds{n_seeds}.csv",
                  "Download stability (CSV)", key="stab_csv")
+    _atom_tables(result, settings_cols, d0, n_seeds)
     if result["n_active"]:
         na = n_active_frame(result, k)
         st.dataframe(na.assign(**{c: [missing(v) for v in na[c]] for c in na.columns[2:]}), hide_index=True,
@@ -381,6 +388,37 @@ def stability_section():
         csv_download(with_settings(na, workspace=ws.name, d0=int(d0), epochs=int(n_iter), k=int(k),
                                    normalization=norm), f"slics_n_active_d0{d0}.csv", "Download S̃ rows (CSV)",
                      key="stab_n_active_csv")
+
+
+def _shown(frame):
+    """Cosines as text with three decimals ("—" where absent); other columns as they are."""
+    return frame.assign(**{c: [missing(v) for v in frame[c]] for c in frame.columns if c.endswith("cos")})
+
+
+def _atom_tables(result, settings_cols, d0, n_seeds):
+    """Per atom: its match in every other seed; per pair of dictionaries and per atom: across methods."""
+    seeds = atom_frame(result, "seeds")
+    st.markdown(f"**Atoms across seeds**: one row per atom of seed {result['summary']['seeds'][0]}'s fit, its matched "
+                f"atom (#k: rank in the same concept) and signed cos in every other seed, then the mean and the "
+                f"minimum over the seeds ({len(seeds)} atoms).")
+    st.dataframe(_shown(seeds), hide_index=True, width="stretch", key="stab_atoms_table")
+    csv_download(with_settings(seeds, **settings_cols), f"slics_stability_atoms_d0{d0}_seeds{n_seeds}.csv",
+                 "Download atoms across seeds (CSV)", key="stab_atoms_csv")
+    pairs, methods = pairs_frame(result), atom_frame(result, "methods")
+    skipped = result["summary"].get("skipped", {})
+    if not len(pairs):
+        st.caption("No other method's dictionary to compare: " + "; ".join(f"{m} {why}" for m, why in skipped.items()))
+        return
+    st.markdown(f"**Across methods** (d0 = {d0}, seed {result['summary']['seeds'][0]}, the same batches): mean and "
+                "smallest matched cos of every pair of dictionaries, then one row per atom of the first seed's "
+                f"{result['summary']['method']} fit with its match in each other method's dictionary. S-SVD is "
+                "where every S-SLiCS fit starts, so that pair shows how far the atoms moved.")
+    st.dataframe(_shown(pairs), hide_index=True, width="stretch", key="stab_pairs_table")
+    st.dataframe(_shown(methods), hide_index=True, width="stretch", key="stab_methods_table")
+    csv_download(with_settings(methods, **settings_cols), f"slics_stability_methods_d0{d0}.csv",
+                 "Download atoms across methods (CSV)", key="stab_methods_csv")
+    if skipped:
+        st.caption("Not compared: " + "; ".join(f"{m} {why}" for m, why in skipped.items()))
 
 
 stability_section()

@@ -1,28 +1,44 @@
-"""Dictionary analysis for the app: atom co-occurrence and cosines (paper Fig. 6), dictionary health, and
-:func:`match_atoms`, which pairs the atoms of two dictionaries (planted and learned, or two seeds' fits) one to one.
+"""Dictionary analysis for the app: atom co-occurrence and cosines (paper Fig. 6), dictionary health with the
+nulls its flags are defined against (:func:`nearest_atoms`, :func:`random_cosine_sf`, :func:`nearest_cosine_p`,
+:func:`nearest_cosine_threshold`, :func:`share_lower_bound`), and :func:`match_atoms`, which pairs the atoms of
+two dictionaries (planted and learned, or two seeds' fits) one to one.
 
 Dictionary health (:func:`dictionary_health`)
 ---------------------------------------------
 One row per atom, from the NNLS codes of the items on their *labelled* concepts
-(``model.transform(X, Y)``; the app passes the training split), and from the atoms' absolute cosines:
+(``model.transform(X, Y)``; the app passes the training split), and from the atoms' *signed* cosines (atoms
+are used with non-negative coefficients, so an atom and its negative point opposite ways: never copies):
 
 * **fires**: an atom fires on an item when its coefficient exceeds :data:`FIRE_RTOL` (``1e-6``) times the
   item's largest coefficient (a relative tolerance: it ignores numerical dust, never a real coefficient;
   an item whose coefficients are all zero fires nothing). :func:`firing` is the rule.
 * ``frequency``: fraction of the items on which the atom fires; ``mean_coefficient``: its mean coefficient
   over those items (NaN when it fires on none).
-* ``nearest_own`` / ``nearest_other``: the largest |cos| with another atom of its concept / with an atom
+* ``nearest_own`` / ``nearest_other``: the largest signed cos with another atom of its concept / with an atom
   of any other concept (NaN when there is none).
+* ``nearest_other_p``: the chance that, among as many atoms as the other concepts hold, the nearest of
+  directions drawn uniformly on the sphere of the atoms' dimension d reaches ``nearest_other``
+  (:func:`nearest_cosine_p`; the cos of two uniform unit vectors is ``2 Beta((d-1)/2, (d-1)/2) - 1``).
+* ``concept_share``: share of its concept's items the atom fires on; ``concept_share_low``: its one-sided
+  95 % lower confidence bound (Clopper-Pearson, :func:`share_lower_bound`).
 
-Flags (an atom may carry several):
+Flags (an atom may carry several), each with its null, the input that must not trip it:
 
 * ``dead``: fires on no item.
 * ``rare``: fires on at least one item and fewer than :data:`RARE_ITEMS` (5); a dead atom is not also rare.
-* ``duplicate``: ``nearest_own`` >= :data:`DUPLICATE_COS` (0.95); both atoms of such a pair carry it.
-* ``misplaced``: ``nearest_other`` > ``nearest_own``, strictly: nearer an atom of another concept than any
-  atom of its own (an atom alone in its concept is never misplaced).
-* ``dense``: fires on >= :data:`DENSE_SHARE` (90 %) of the items labelled with its concept while its concept
-  has at least :data:`DENSE_MIN_ATOMS` (3) atoms (``d0`` >= 3): the concept leans on one atom.
+* ``duplicate``: ``nearest_own`` >= :data:`DUPLICATE_COS` (0.95, signed); both atoms of such a pair carry it.
+  Null: two random directions reach 0.95 with chance 4e-5 in d = 8 dimensions, below 1e-16 from d = 32 on.
+* ``misplaced``: an atom of another concept is nearer (signed cos) than every atom of its own, *and* nearer
+  than random directions come: ``nearest_other_p`` < :data:`MISPLACED_LEVEL` (0.01). Null: a dictionary of
+  uniform random directions with the same groups flags each atom with chance at most 1 % (an atom alone in
+  its concept has no own atom to compare: the null part decides). Why not "nearer another concept's atom
+  than any of its own" alone: the maximum over the many atoms of the other concepts beats the maximum over
+  a few siblings by chance (measured in docs/app.md); the null part asks the other concepts' nearest atom to
+  be nearer than chance allows for that many atoms.
+* ``dense``: ``concept_share_low`` > :data:`DENSE_SHARE` (90 %) while its concept has at least
+  :data:`DENSE_MIN_ATOMS` (3) atoms (``d0`` >= 3): the concept leans on one atom. Null: an atom firing on
+  each of its concept's items with chance 0.9 is flagged with chance at most 5 % (the exact binomial bound),
+  so shares of 0.90 and 0.898 of 1000 items are both unflagged; the bound is shown beside the share.
 """
 from __future__ import annotations
 
@@ -37,21 +53,32 @@ from slics_core.rows import unit_rows
 FIRE_RTOL = 1e-6
 #: ``rare``: fires on fewer items than this (and on at least one).
 RARE_ITEMS = 5
-#: ``duplicate``: |cos| with another atom of the same concept at least this.
+#: ``duplicate``: signed cos with another atom of the same concept at least this.
 DUPLICATE_COS = 0.95
-#: ``dense``: fires on at least this share of its concept's items ...
+#: ``misplaced``: the null chance (``nearest_other_p``) below which another concept's nearest atom is nearer
+#: than random directions come.
+MISPLACED_LEVEL = 0.01
+#: ``dense``: the lower confidence bound of the share of its concept's items the atom fires on exceeds this ...
 DENSE_SHARE = 0.9
+#: ... at this level (one-sided: an atom firing with chance exactly DENSE_SHARE is flagged at most this often) ...
+DENSE_LEVEL = 0.05
 #: ... while its concept has at least this many atoms.
 DENSE_MIN_ATOMS = 3
 #: The flags of :func:`dictionary_health`, in the order they are listed.
 HEALTH_FLAGS = ("dead", "rare", "duplicate", "misplaced", "dense")
-#: Each flag's rule in words (for pages and reports).
+#: Each flag's rule in words (for pages and reports): what is compared, and with what.
 HEALTH_RULES = {
     "dead": "fires on no item",
     "rare": f"fires on fewer than {RARE_ITEMS} items",
-    "duplicate": f"|cos| ≥ {DUPLICATE_COS:g} with another atom of its concept (both are flagged)",
-    "misplaced": "nearer (|cos|) an atom of another concept than any atom of its own",
-    "dense": f"fires on ≥ {DENSE_SHARE:.0%} of its concept's items while the concept has ≥ {DENSE_MIN_ATOMS} atoms",
+    "duplicate": f"signed cos ≥ {DUPLICATE_COS:g} with another atom of its concept (both are flagged; an atom and "
+                 "its negative point opposite ways and are not)",
+    "misplaced": "an atom of another concept has a higher signed cos with it than any atom of its own concept, and "
+                 "a higher one than the nearest of as many random directions (uniform on the sphere of the "
+                 f"embedding's dimension) reaches in {1 - MISPLACED_LEVEL:.0%} of draws (p < {MISPLACED_LEVEL:g}); a "
+                 f"random dictionary flags about {MISPLACED_LEVEL:.0%} of its atoms",
+    "dense": f"fires on more than {DENSE_SHARE:.0%} of its concept's items with {1 - DENSE_LEVEL:.0%} confidence "
+             f"(the one-sided lower bound of the share, shown beside it, is above {DENSE_SHARE:.0%}) while the "
+             f"concept has ≥ {DENSE_MIN_ATOMS} atoms",
 }
 #: How "fires" is decided, in words.
 FIRE_RULE = f"an atom fires on an item when its coefficient exceeds {FIRE_RTOL:g} × the item's largest coefficient"
@@ -145,9 +172,11 @@ def health_columns(codes, atoms, groups, Y):
     Returns
     -------
     columns : dict
-        ``concept`` (int), ``atom``, ``frequency``, ``mean_coefficient``, ``nearest_own``, ``nearest_other``,
-        ``nearest_other_atom`` (-1 when none), ``fires`` (items), ``concept_share`` (fraction of its
-        concept's items; NaN when the concept has none), ``flags`` (a list of words per atom).
+        ``concept`` (int), ``atom``, ``frequency``, ``mean_coefficient``, ``nearest_own``, ``nearest_other``
+        (signed cos), ``nearest_other_atom`` (-1 when none), ``nearest_other_p`` (null chance of
+        ``nearest_other``; NaN when there is no other concept), ``fires`` (items), ``concept_share`` (fraction of
+        its concept's items; NaN when the concept has none), ``concept_share_low`` (its one-sided 95 % lower
+        bound), ``flags`` (a list of words per atom). Rules: module docstring.
     """
     codes = np.asarray(codes, dtype=np.float64)
     B = check_embeddings(atoms, name="atoms")
@@ -167,10 +196,58 @@ def health_columns(codes, atoms, groups, Y):
         frequency = fires / n if n else np.full(M, np.nan)
         mean_coef = np.where(fires > 0, np.where(fire, codes, 0.0).sum(axis=0) / np.maximum(fires, 1), np.nan)
         per_concept = Y.sum(axis=0)[g]
-        share = np.where(per_concept > 0, (fire & Y[:, g]).sum(axis=0) / np.maximum(per_concept, 1), np.nan)
+        in_concept = (fire & Y[:, g]).sum(axis=0)
+        share = np.where(per_concept > 0, in_concept / np.maximum(per_concept, 1), np.nan)
 
+    own, other, other_atom = nearest_atoms(B, g)
+    n_atoms_of = np.bincount(g)[g]
+    other_p = np.full(M, np.nan)
+    has_other = np.isfinite(other)
+    if has_other.any() and B.shape[1] >= 2:  # one dimension has no null of random directions: never misplaced
+        other_p[has_other] = nearest_cosine_p(other[has_other], B.shape[1], (M - n_atoms_of)[has_other])
+    share_low = np.full(M, np.nan)
+    counted = per_concept > 0
+    share_low[counted] = share_lower_bound(in_concept[counted], per_concept[counted])
+
+    with np.errstate(invalid="ignore"):  # NaN compares False: no own atom -> the null part decides
+        rules = {
+            "dead": fires == 0,
+            "rare": (fires > 0) & (fires < RARE_ITEMS),
+            "duplicate": own >= DUPLICATE_COS,
+            "misplaced": (other_p < MISPLACED_LEVEL) & ~(own >= other),
+            "dense": (n_atoms_of >= DENSE_MIN_ATOMS) & (share_low > DENSE_SHARE),
+        }
+    flags = [[f for f in HEALTH_FLAGS if rules[f][a]] for a in range(M)]
+    return {"concept": g.astype(int), "atom": np.arange(M), "frequency": frequency, "mean_coefficient": mean_coef,
+            "nearest_own": own, "nearest_other": other, "flags": flags, "fires": fires.astype(int),
+            "concept_share": share, "nearest_other_atom": other_atom.astype(int), "nearest_other_p": other_p,
+            "concept_share_low": share_low}
+
+
+def nearest_atoms(atoms, groups):
+    """Every atom's nearest atoms by *signed* cosine: within its concept and among the other concepts.
+
+    Parameters
+    ----------
+    atoms : array-like of shape (M, d)
+    groups : array-like of int, shape (M,)
+
+    Returns
+    -------
+    own : ndarray of shape (M,)
+        The largest cos with another atom of its concept (NaN for an atom alone in its concept).
+    other : ndarray of shape (M,)
+        The largest cos with an atom of another concept (NaN when there is no other concept).
+    other_atom : ndarray of int, shape (M,)
+        The atom behind ``other`` (-1 when none).
+    """
+    B = check_embeddings(atoms, name="atoms")
+    g = np.asarray(groups).reshape(-1)
+    M = B.shape[0]
+    if g.shape != (M,):
+        raise ValueError(f"groups must have one entry per atom ({M}); got shape {g.shape}.")
     U = unit_rows(B)
-    cos = np.abs(U @ U.T)
+    cos = U @ U.T
     same = g[:, None] == g[None, :]
     own = np.where(same & ~np.eye(M, dtype=bool), cos, -np.inf).max(axis=1, initial=-np.inf)
     other_cos = np.where(~same, cos, -np.inf)
@@ -179,19 +256,112 @@ def health_columns(codes, atoms, groups, Y):
     other_atom = np.where(np.isfinite(other), other_atom, -1)
     own = np.where(np.isfinite(own), own, np.nan)
     other = np.where(np.isfinite(other), other, np.nan)
-    n_atoms_of = np.bincount(g)[g]
+    return own, other, other_atom.astype(int)
 
-    rules = {
-        "dead": fires == 0,
-        "rare": (fires > 0) & (fires < RARE_ITEMS),
-        "duplicate": own >= DUPLICATE_COS,
-        "misplaced": other > own,  # False where either is NaN
-        "dense": (n_atoms_of >= DENSE_MIN_ATOMS) & (share >= DENSE_SHARE),
-    }
-    flags = [[f for f in HEALTH_FLAGS if rules[f][a]] for a in range(M)]
-    return {"concept": g.astype(int), "atom": np.arange(M), "frequency": frequency, "mean_coefficient": mean_coef,
-            "nearest_own": own, "nearest_other": other, "flags": flags, "fires": fires.astype(int),
-            "concept_share": share, "nearest_other_atom": other_atom.astype(int)}
+
+def _cosine_shape(d):
+    d = int(d)
+    if d < 2:
+        raise ValueError(f"the null of random directions needs a dimension of at least 2; got {d}.")
+    return (d - 1) / 2.0
+
+
+def random_cosine_sf(c, d):
+    """``P(cos(u, v) >= c)`` for independent unit vectors ``u``, ``v`` drawn uniformly on the sphere of ``R^d``.
+
+    ``(cos + 1) / 2`` follows ``Beta((d-1)/2, (d-1)/2)`` (:data:`scipy.stats.beta`); in 3 dimensions the cos is
+    uniform on [-1, 1] (Archimedes).
+
+    Parameters
+    ----------
+    c : float or array-like
+    d : int, at least 2
+
+    Returns
+    -------
+    sf : ndarray
+    """
+    from scipy.stats import beta
+
+    a = _cosine_shape(d)
+    return beta.sf((np.clip(np.asarray(c, dtype=np.float64), -1.0, 1.0) + 1.0) / 2.0, a, a)
+
+
+def nearest_cosine_p(c, d, m):
+    """``P(max of m cosines >= c)``: the chance that the nearest of ``m`` independent uniform random directions in
+    ``R^d`` has a cos of at least ``c`` with a given direction (``1 - (1 - sf)^m``, :func:`random_cosine_sf`).
+
+    Parameters
+    ----------
+    c : float or array-like
+        Observed largest cosines.
+    d : int, at least 2
+    m : int or array-like of int, at least 1
+        Candidates the maximum was taken over (broadcast with ``c``).
+
+    Returns
+    -------
+    p : ndarray
+    """
+    m = np.asarray(m, dtype=np.float64)
+    if (m < 1).any():
+        raise ValueError("the nearest of m directions needs m >= 1.")
+    sf = random_cosine_sf(c, d)
+    with np.errstate(divide="ignore"):  # sf = 1 (c = -1): log1p(-1) = -inf, and p = 1
+        return -np.expm1(m * np.log1p(-sf))
+
+
+def nearest_cosine_threshold(d, m, level=MISPLACED_LEVEL):
+    """The cos that the nearest of ``m`` uniform random directions in ``R^d`` reaches with chance ``level``: the
+    ``1 - level`` quantile of the maximum of ``m`` cosines (the inverse of :func:`nearest_cosine_p`).
+
+    Parameters
+    ----------
+    d : int, at least 2
+    m : int or array-like of int, at least 1
+    level : float in (0, 1)
+
+    Returns
+    -------
+    c : ndarray
+    """
+    from scipy.stats import beta
+
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1); got {level}.")
+    m = np.asarray(m, dtype=np.float64)
+    if (m < 1).any():
+        raise ValueError("the nearest of m directions needs m >= 1.")
+    a = _cosine_shape(d)
+    per_direction = -np.expm1(np.log1p(-level) / m)  # sf of one cosine at the threshold
+    return 2.0 * beta.isf(per_direction, a, a) - 1.0
+
+
+def share_lower_bound(k, n, level=DENSE_LEVEL):
+    """One-sided ``1 - level`` lower confidence bound of a share from ``k`` successes in ``n`` trials
+    (Clopper-Pearson: the ``level`` quantile of ``Beta(k, n - k + 1)``; 0 when ``k`` is 0). Exact: when the true
+    share is ``p``, the bound exceeds ``p`` with chance at most ``level``.
+
+    Parameters
+    ----------
+    k, n : int or array-like of int, ``0 <= k <= n``, ``n >= 1``
+    level : float in (0, 1)
+
+    Returns
+    -------
+    low : ndarray
+    """
+    from scipy.stats import beta
+
+    k = np.asarray(k, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    if (n < 1).any() or (k < 0).any() or (k > n).any():
+        raise ValueError("a share needs 0 <= k <= n and n >= 1.")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1); got {level}.")
+    with np.errstate(invalid="ignore"):
+        low = beta.ppf(level, np.maximum(k, 1.0), n - k + 1.0)
+    return np.where(k > 0, low, 0.0)
 
 
 def dictionary_health(model, X, Y):
@@ -210,8 +380,9 @@ def dictionary_health(model, X, Y):
     table : pandas.DataFrame
         ``concept`` (name, from ``concept_names_`` when the model has them), ``atom``, ``frequency``,
         ``mean_coefficient``, ``nearest_own``, ``nearest_other``, ``flags`` (list of words), then
-        ``fires`` (items it fires on), ``concept_share`` (share of its concept's items) and
-        ``nearest_other_atom`` (the atom behind ``nearest_other``, -1 when none).
+        ``fires`` (items it fires on), ``concept_share`` (share of its concept's items),
+        ``nearest_other_atom`` (the atom behind ``nearest_other``, -1 when none), ``nearest_other_p`` (the null
+        chance of ``nearest_other``) and ``concept_share_low`` (the lower bound of ``concept_share``).
     """
     pd = require("pandas", "the dictionary health table")
     cols = health_columns(model.transform(X, Y), model.atoms_, model.groups_, Y)
@@ -244,12 +415,15 @@ def reconstruction_cosine(X, codes, atoms):
 
 
 # --------------------------------------------------------------------------- matching two dictionaries
-def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None):
+def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None, *, signed=False):
     """Pair every planted (or reference) atom with its own learned atom: the one-to-one matching that maximises the
-    total \\|cosine\\| (Hungarian algorithm, :func:`scipy.optimize.linear_sum_assignment`).
+    total \\|cosine\\| (Hungarian algorithm, :func:`scipy.optimize.linear_sum_assignment`), or the total signed
+    cosine with ``signed=True``.
 
     Learned atoms come in any order and, with an SVD initialisation, with either sign, so a planted-vs-
-    learned cosine matrix shows recovery only once its columns are put in matched order.
+    learned cosine matrix shows recovery only once its columns are put in matched order (\\|cos\\|). Two fits
+    of SLiCS (seeds, methods) use their atoms with non-negative coefficients, so an atom and its negative are
+    opposite, not the same: they are matched on the signed cosine.
 
     Parameters
     ----------
@@ -257,7 +431,9 @@ def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None):
     atoms : ndarray of shape (M, d), M >= P
     planted_groups, groups : ndarray of int, optional
         Concepts of the atoms; when given, an atom is matched within its own concept wherever the numbers
-        allow (a pair across concepts costs more than any pair within one).
+        allow: the matching has the fewest pairs across concepts, and the best total cosine among those.
+    signed : bool, default=False
+        Maximise the total signed cosine instead of the total \\|cosine\\|.
 
     Returns
     -------
@@ -274,9 +450,11 @@ def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None):
     if B.shape[0] < P.shape[0]:
         raise ValueError(f"{B.shape[0]} learned atoms cannot match {P.shape[0]} planted ones one to one")
     cos = unit_rows(P, name="planted_atoms") @ unit_rows(B, name="atoms").T
-    cost = -np.abs(cos)
+    cost = -cos if signed else -np.abs(cos)
     if planted_groups is not None and groups is not None:
-        cost = cost + 2.0 * (np.asarray(planted_groups)[:, None] != np.asarray(groups)[None, :])
+        # a pair across concepts costs more than the whole range of the cosines' total (2 P): fewest such pairs
+        # first, then the best cosine
+        cost = cost + (2.0 * P.shape[0] + 1.0) * (np.asarray(planted_groups)[:, None] != np.asarray(groups)[None, :])
     rows, cols = linear_sum_assignment(cost)
     matched = cols[np.argsort(rows)]
     rest = np.setdiff1d(np.arange(B.shape[0]), matched)

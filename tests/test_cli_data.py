@@ -170,7 +170,8 @@ def test_preprocessing_choices():
 
 
 def test_evaluate_stability_and_n_active(toy, capsys):
-    """--stability N: one row per concept with a matched cos in [0, 1] and the mAP spread, written to the out-dir;
+    """--stability N: one row per concept with a matched cos in [-1, 1] and the mAP spread, one row per atom and
+    the pairs of dictionaries, written to the out-dir; N above the bound is refused before any run;
     --n-active: one U-SLiCS row per S~; both beside --methods, --seeds and --batch-size."""
     import csv
 
@@ -190,10 +191,15 @@ def test_evaluate_stability_and_n_active(toy, capsys):
     with open(res / "stability.csv", newline="") as f:
         stab = list(csv.DictReader(f))
     assert [r["concept"] for r in stab] == ["red", "green", "blue"]
-    assert all(0 <= float(r["matched_cos"]) <= 1 + 1e-12 for r in stab)
+    assert all(-1 <= float(r["matched_cos"]) <= 1 + 1e-12 for r in stab)
     summary = json.loads((res / "stability.json").read_text())["summary"]
     assert summary["seeds"] == [0, 1, 2] and summary["d0"] == 2 and summary["general_std"] >= 0
+    with open(res / "stability_atoms.csv", newline="") as f:  # one row per atom of seed 0's fit
+        per_atom = list(csv.DictReader(f))
+    assert len(per_atom) == 6 and {"seed 1 atom", "seed 2 cos", "mean_cos", "min_cos"} <= set(per_atom[0])
+    assert "| S-SLiCS vs S-SVD |" in out
     for bad, what in ((["--stability", "1"], "--stability must be at least 2"),
+                      (["--stability", "1000000000"], "--stability 1000000000 is above the bound of 100 seeds"),
                       (["--n-active", "0"], "--n-active values must be at least 1"),
                       (["--n-active", "4"], "between 1 and the number of concepts (3)")):
         assert main(["evaluate", "--cache", str(cache), "--n-train", "30", "--n-val", "10", "--n-query", "20",

@@ -8,14 +8,22 @@ carries no flag and each planted defect carries exactly its own.
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from scipy.optimize import nnls
 
 from slics_core.analysis import (
     DENSE_SHARE,
     FIRE_RTOL,
     HEALTH_FLAGS,
+    MISPLACED_LEVEL,
     dictionary_health,
     firing,
+    health_columns,
+    nearest_atoms,
+    nearest_cosine_p,
+    nearest_cosine_threshold,
+    random_cosine_sf,
+    share_lower_bound,
 )
 from slics_core.rows import unit_rows
 from slics_core.slics import SLiCS
@@ -131,9 +139,9 @@ def test_frequency_and_mean_coefficient_match_a_direct_computation(planted):
     expected_mean = [codes[fires[:, a], a].mean() for a in range(atoms.shape[0])]
     np.testing.assert_allclose(h.mean_coefficient, expected_mean, rtol=1e-6)
     np.testing.assert_array_equal(firing(codes), fires)
-    # nearest atoms: |cos| straight from the atoms
+    # nearest atoms: signed cos straight from the atoms
     U = atoms / np.linalg.norm(atoms, axis=1, keepdims=True)
-    C = np.abs(U @ U.T)
+    C = U @ U.T
     for a in range(atoms.shape[0]):
         own = [C[a, b] for b in range(atoms.shape[0]) if b != a and groups[b] == groups[a]]
         other = [C[a, b] for b in range(atoms.shape[0]) if groups[b] != groups[a]]
@@ -146,12 +154,134 @@ def test_an_item_without_coefficients_fires_nothing():
     np.testing.assert_array_equal(firing(codes), [[False, False], [True, False], [True, True]])
 
 
-def test_health_note_speaks_only_when_every_atom_carries_a_flag():
+def test_health_note_speaks_when_most_atoms_are_misplaced_or_every_atom_carries_a_flag():
     from slics_core.analysis import HEALTH_FLAGS
     from slics_core.explorer.atom_tables import health_note
 
     none = dict.fromkeys(HEALTH_FLAGS, 0)
     assert health_note(none, 10) is None
-    assert health_note({**none, "misplaced": 9}, 10) is None  # one atom is not: the flag tells atoms apart
-    assert "Fig. 6" in health_note({**none, "misplaced": 10}, 10)
+    assert health_note({**none, "misplaced": 4}, 10) is None  # a few: the flag tells atoms apart
+    assert "random directions" in health_note({**none, "misplaced": 9}, 10)  # most: it describes the space
+    assert health_note({**none, "misplaced": 9}, 10) == health_note({**none, "misplaced": 6}, 10)  # Evaluate: one
     assert "*dense*" in health_note({**none, "dense": 4}, 4) and health_note(none, 0) is None
+
+
+# ---------------------------------------------------------------------- the flags' nulls
+APP_GROUPS = np.repeat(np.arange(12), 5)  # the app's world: 12 concepts x 5 atoms
+UNEVEN_GROUPS = np.repeat(np.arange(7), [1, 2, 3, 5, 9, 16, 24])
+
+
+def _geometry_flags(atoms, groups):
+    """Flags of a dictionary whose items code nothing (only the cosine flags can differ)."""
+    M, S = len(groups), int(groups.max()) + 1
+    return health_columns(np.zeros((3, M)), atoms, groups, np.ones((3, S), dtype=bool))
+
+
+@pytest.mark.parametrize("d", [64, 512])
+@pytest.mark.parametrize("groups", [APP_GROUPS, UNEVEN_GROUPS], ids=["12x5", "uneven"])
+def test_random_dictionaries_are_rarely_misplaced_and_never_duplicate(d, groups):
+    """Atoms drawn uniformly on the sphere with the app's groups: at most 5 % misplaced (the rule's level is 1 %,
+    and the share is near it: the null is computed right), none duplicate. The old rule (nearer another concept's
+    atom than any own) flagged most of them, so this test fails on it."""
+    rng = np.random.default_rng(38)
+    misplaced, duplicate, old_rule = [], [], []
+    for _ in range(200):
+        cols = _geometry_flags(rng.standard_normal((len(groups), d)), groups)
+        misplaced += ["misplaced" in f for f in cols["flags"]]
+        duplicate += ["duplicate" in f for f in cols["flags"]]
+        old_rule += list(cols["nearest_other"] > np.nan_to_num(cols["nearest_own"], nan=np.inf))
+    share = np.mean(misplaced)
+    assert share <= 0.05
+    assert 0.5 * MISPLACED_LEVEL <= share <= 1.5 * MISPLACED_LEVEL
+    assert not any(duplicate)
+    assert np.mean(old_rule) > 0.5
+
+
+@pytest.mark.parametrize("d", [64, 512])
+def test_an_atom_copied_from_another_concept_is_misplaced(d):
+    rng = np.random.default_rng(1)
+    atoms = unit_rows(rng.standard_normal((60, d)))
+    atoms[7] = unit_rows((atoms[30] + 0.1 * rng.standard_normal(d) / np.sqrt(d))[None])[0]  # concept 1 <- 6
+    cols = _geometry_flags(atoms, APP_GROUPS)
+    assert "misplaced" in cols["flags"][7] and "misplaced" in cols["flags"][30]  # each is the other's copy
+    assert cols["nearest_other_atom"][7] == 30 and cols["nearest_other"][7] > 0.99
+    assert cols["nearest_other_p"][7] < 1e-10
+    assert "duplicate" not in cols["flags"][7]  # a copy across concepts is misplaced, not a duplicate
+
+
+def test_an_atom_and_its_negative_are_not_duplicates_an_atom_and_its_near_copy_are():
+    rng = np.random.default_rng(2)
+    atoms = unit_rows(rng.standard_normal((60, 64)))
+    atoms[1] = -atoms[0]
+    cols = _geometry_flags(atoms, APP_GROUPS)
+    assert not any("duplicate" in f for f in cols["flags"])
+    own, _, _ = nearest_atoms(atoms, APP_GROUPS)
+    assert own[0] < 0.95 and own[0] == pytest.approx(cols["nearest_own"][0])  # the signed value is shown
+    atoms[1] = unit_rows((atoms[0] + 0.05 * rng.standard_normal(64) / 8)[None])[0]
+    flagged = {a for a, f in enumerate(_geometry_flags(atoms, APP_GROUPS)["flags"]) if "duplicate" in f}
+    assert flagged == {0, 1}
+
+
+def test_the_null_of_random_cosines_is_the_beta_law():
+    # d = 3: the cos of two uniform unit vectors is uniform on [-1, 1]
+    c = np.linspace(-0.9, 0.9, 7)
+    np.testing.assert_allclose(random_cosine_sf(c, 3), (1 - c) / 2, atol=1e-12)
+    np.testing.assert_allclose(nearest_cosine_p(c, 3, 4), 1 - ((1 + c) / 2) ** 4, atol=1e-12)
+    np.testing.assert_allclose(nearest_cosine_threshold(3, 1, 0.05), 0.9, atol=1e-12)
+    # d = 64: Monte Carlo cosines follow it (Kolmogorov-Smirnov), and the threshold inverts the p-value
+    rng = np.random.default_rng(3)
+    u, v = unit_rows(rng.standard_normal((4000, 64))), unit_rows(rng.standard_normal((4000, 64)))
+    cos = np.einsum("ij,ij->i", u, v)
+    assert stats.kstest(cos, lambda x: 1 - random_cosine_sf(x, 64)).pvalue > 0.01
+    assert stats.kstest(cos + 0.05, lambda x: 1 - random_cosine_sf(x, 64)).pvalue < 1e-6  # the test can fail
+    for m in (1, 4, 55):
+        t = nearest_cosine_threshold(64, m, 0.01)
+        assert nearest_cosine_p(t, 64, m) == pytest.approx(0.01, rel=1e-6)
+        # the nearest of m random directions passes t in about 1 % of 4000 draws
+        nearest = np.array([(unit_rows(rng.standard_normal((m, 64))) @ u[i]).max() for i in range(4000)])
+        assert abs(np.mean(nearest >= t) - 0.01) < 0.006
+    with pytest.raises(ValueError, match="at least 2"):
+        random_cosine_sf(0.5, 1)
+
+
+def test_share_lower_bound_is_clopper_pearson_and_holds_its_level():
+    for k, n in ((0, 10), (3, 10), (10, 10), (897, 1000), (40, 41)):
+        expected = stats.binomtest(k, n).proportion_ci(confidence_level=0.90, method="exact").low
+        assert share_lower_bound(k, n) == pytest.approx(expected, abs=1e-9)
+    # the null: an atom firing with chance exactly DENSE_SHARE is flagged at most 5 % of the time
+    rng = np.random.default_rng(4)
+    for n in (20, 100, 1000):
+        k = rng.binomial(n, DENSE_SHARE, size=4000)
+        assert np.mean(share_lower_bound(k, n) > DENSE_SHARE) <= 0.05
+    k = rng.binomial(1000, 0.95, size=200)  # and a real excess is seen
+    assert np.mean(share_lower_bound(k, 1000) > DENSE_SHARE) > 0.95
+
+
+def test_dense_has_no_knife_edge_at_ninety_percent():
+    """Shares 0.898 and 0.900 of 1000 items: neither dense; 0.97: dense. The bound sits beside the share."""
+    n, M = 1000, 3
+    Y = np.ones((n, 1), dtype=bool)
+    flags, lows = [], []
+    for fired in (898, 900, 970):
+        codes = np.ones((n, M))
+        codes[fired:, 0] = 0.0
+        cols = health_columns(codes, np.eye(M, 8), np.zeros(M, dtype=int), Y)
+        assert cols["concept_share"][0] == pytest.approx(fired / n)
+        flags.append("dense" in cols["flags"][0])
+        lows.append(cols["concept_share_low"][0])
+    assert flags == [False, False, True]
+    assert lows[0] < lows[1] < DENSE_SHARE < lows[2] < 0.97
+
+
+def test_misplaced_threshold_words_say_the_null_cut_for_this_dictionary():
+    from slics_core.explorer.atom_tables import misplaced_threshold_words
+
+    words = misplaced_threshold_words(APP_GROUPS, 64)
+    t = nearest_cosine_threshold(64, 55, MISPLACED_LEVEL)
+    assert words == (f"Here (60 atoms in 64 dimensions) the nearest of 55 random directions passes cos {t:.2f} "
+                     "in 1% of draws.")
+    assert f"{t:.2f}" == "0.43"
+    uneven = misplaced_threshold_words(UNEVEN_GROUPS, 512)  # 60 atoms, other concepts hold 36 to 59
+    lo, hi = nearest_cosine_threshold(512, [36, 59], MISPLACED_LEVEL)
+    assert f"nearest of 36–59 random directions passes cos {lo:.2f}–{hi:.2f}" in uneven
+    assert misplaced_threshold_words(np.zeros(4, dtype=int), 64) == ""  # one concept: nothing to be misplaced in

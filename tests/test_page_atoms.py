@@ -11,7 +11,14 @@ from streamlit.testing.v1 import AppTest
 
 from slics_core.analysis import HEALTH_FLAGS, dictionary_health
 from slics_core.captions import prepare_text_embeddings
-from slics_core.explorer.atom_tables import atom_labels, atom_top_items, atom_top_words, group_layout, item_codes
+from slics_core.explorer.atom_tables import (
+    atom_labels,
+    atom_top_items,
+    atom_top_words,
+    group_layout,
+    item_codes,
+    misplaced_threshold_words,
+)
 from slics_core.explorer.encoding import workspace_vocabulary
 from slics_core.explorer.safe_text import figure_text
 
@@ -130,6 +137,12 @@ def test_health_table_counts_histogram_and_csv(ws, media):
     assert len(table) == model.atoms_.shape[0]
     np.testing.assert_allclose(table["frequency"].to_numpy(float), expected["frequency"].to_numpy(float))
     assert table["flags"].tolist() == [", ".join(f) for f in expected["flags"]]
+    # the signed nearest cosines, the null chance of the nearest other and the share's lower bound are shown
+    assert table["nearest_own"].tolist() == [f"{v:.3f}" for v in expected["nearest_own"]]
+    assert table["nearest_other_p"].tolist() == [f"{v:.1e}" for v in expected["nearest_other_p"]]
+    assert table["concept_share_low"].tolist() == [f"{v:.3f}" for v in expected["concept_share_low"]]
+    assert any("signed cos" in c.value and f"{ws.X.shape[1]} dimensions" in c.value for c in at.caption)
+    assert any(c.value.endswith(misplaced_threshold_words(model.groups_, ws.X.shape[1])) for c in at.caption)
     counts = {f: sum(f in flags for flags in expected["flags"]) for f in HEALTH_FLAGS}
     line = " · ".join(f"**{counts[f]}** {f}" for f in HEALTH_FLAGS)
     assert any(m.value.startswith(line) for m in at.markdown)

@@ -165,8 +165,9 @@ def test_evaluate_shows_one_health_line_per_dictionary(ws):
 
 def test_stability_runs_in_the_background_and_is_stored(ws, media):
     """The Stability section: nothing runs until its button is pressed; the run goes on in the background with a
-    progress bar; its table (matched |cos| per concept from slics_core.stability.seed_stability, one U-SLiCS row
-    per S̃) shows when it is done, and a new session with the same settings reads it from the store at once."""
+    progress bar; its tables (matched cos per concept from slics_core.stability.seed_stability, one row per atom
+    across seeds and across methods, one U-SLiCS row per S̃) show when it is done, and a new session with the same
+    settings reads them from the store at once."""
     import io
     import time
 
@@ -205,7 +206,7 @@ def test_stability_runs_in_the_background_and_is_stored(ws, media):
         assert not at.exception, at.exception
     data, split = eval_view(ws)
     d0 = int(at.session_state["eval_d0"])
-    records, _ = seed_stability(data, split, range(2), n_atoms=d0, n_iter=2, batch_size=batch, k=20)
+    records, _, atoms = seed_stability(data, split, range(2), n_atoms=d0, n_iter=2, batch_size=batch, k=20)
     fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
     fresh.switch_page("app_pages/evaluate.py").run()
     settle(fresh)  # same settings, new session: from the store, no button
@@ -213,6 +214,14 @@ def test_stability_runs_in_the_background_and_is_stored(ws, media):
     table = next(d.value for d in fresh.dataframe if "matched cos" in d.value.columns)
     assert table["concept"].tolist() == ws.concept_names
     np.testing.assert_allclose(table["matched cos"].astype(float), [r["matched_cos"] for r in records], atol=5e-4)
+    per_atom = next(d.value for d in fresh.dataframe if "seed 1 atom" in d.value.columns)
+    assert per_atom["atom"].tolist() == [r["atom"] for r in atoms["seeds"]]
+    assert per_atom["seed 1 cos"].tolist() == [f"{r['seed 1 cos']:.3f}" for r in atoms["seeds"]]
+    methods = next(d.value for d in fresh.dataframe if "S-SVD atom" in d.value.columns)
+    assert methods["U-SLiCS cos"].tolist() == [f"{r['U-SLiCS cos']:.3f}" for r in atoms["methods"]]
+    from slics_core.stability import SHARED_BETWEEN_SEEDS
+
+    assert any(SHARED_BETWEEN_SEEDS in c.value for c in fresh.caption)
     rows = next(d.value for d in fresh.dataframe if "S̃" in d.value.columns)
     assert rows["Method"].tolist() == ["U-SLiCS (S̃=1)", "U-SLiCS (S̃=2)"]
     button = next(b for b in fresh.get("download_button") if "stab_csv" in b.proto.id)

@@ -8,7 +8,9 @@ from slics_core.explorer.scoring import eval_view
 from slics_core.explorer.stability_runs import (
     StabilityRun,
     StabilitySettings,
+    atom_frame,
     n_active_frame,
+    pairs_frame,
     stability_frame,
     stored_result,
 )
@@ -23,10 +25,19 @@ def test_a_background_run_gives_seed_stabilitys_numbers_and_stores_them(ws):
     run.join(600)
     snap = run.snapshot()
     assert snap["finished"] and snap["error"] is None
-    assert (snap["done"], snap["total"]) == (3, 3)  # two seeds and one S~
+    assert (snap["done"], snap["total"]) == (5, 5)  # two seeds, S-SVD and U-SLiCS to compare, one S~
     data, split = eval_view(ws)
-    records, summary = seed_stability(data, split, range(2), n_atoms=settings.d0, n_iter=1, batch_size=150)
+    records, summary, atoms = seed_stability(data, split, range(2), n_atoms=settings.d0, n_iter=1, batch_size=150)
     frame = stability_frame(snap["result"])
+    # one row per atom: its match in seed 1, and in the S-SVD and U-SLiCS dictionaries
+    per_atom = atom_frame(snap["result"])
+    assert len(per_atom) == settings.d0 * ws.n_concepts
+    assert per_atom["seed 1 atom"].tolist() == [r["seed 1 atom"] for r in atoms["seeds"]]
+    np.testing.assert_allclose(per_atom["mean cos"], [r["mean_cos"] for r in atoms["seeds"]])
+    methods = atom_frame(snap["result"], "methods")
+    np.testing.assert_allclose(methods["S-SVD cos"], [r["S-SVD cos"] for r in atoms["methods"]])
+    assert pairs_frame(snap["result"])["dictionaries"].tolist() == ["S-SLiCS vs S-SVD", "S-SLiCS vs U-SLiCS",
+                                                                    "S-SVD vs U-SLiCS"]
     np.testing.assert_allclose(frame["matched cos"], [r["matched_cos"] for r in records])
     np.testing.assert_allclose(frame["Gen. mAP@20 mean"], [r["general_mean"] for r in records])
     assert n_active_frame(snap["result"], 20)["S̃"].tolist() == [2]

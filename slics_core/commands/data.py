@@ -53,7 +53,7 @@ from slics_core.evaluation import (
     table_runs,
 )
 from slics_core.formats import atomic_write_bytes, atomic_write_json
-from slics_core.methods import ORACLE_FSPLICE, absent, fit_method, method_names
+from slics_core.methods import ORACLE_FSPLICE, absent, fit_method, method_names, needs_message
 from slics_core.precomputed import load_precomputed
 from slics_core.preprocessing import load_mean
 from slics_core.ray_embed import embed_dataset_ray
@@ -61,7 +61,15 @@ from slics_core.retrieval import QuantizedPool, token_count
 from slics_core.runs import ResultStore, run_folder
 from slics_core.slics import SLiCS
 from slics_core.splits import make_split
-from slics_core.stability import N_ACTIVE_METHOD, check_n_active, evaluate_n_active, seed_stability, stability_markdown
+from slics_core.stability import (
+    COMPARE_METHODS,
+    N_ACTIVE_METHOD,
+    check_n_active,
+    check_n_seeds,
+    evaluate_n_active,
+    seed_stability,
+    stability_markdown,
+)
 from slics_core.store import EmbeddingStore
 from slics_core.streaming import stream_fit
 
@@ -344,15 +352,20 @@ def _write_table(rows, out_dir, name, title):
     return md
 
 
-def _write_stability(records, summary, out_dir):
-    """``--stability``'s table: printed, and ``stability.csv`` (one row per concept), ``.json`` (with the
-    summary) and ``.md`` in ``out_dir``."""
-    md = stability_markdown(records, summary)
+def _write_stability(records, summary, atoms, out_dir):
+    """``--stability``'s tables: printed, and ``stability.csv`` (one row per concept), ``stability_atoms.csv``
+    (one row per atom of seed 0's fit: its match in every other seed), ``stability_methods.csv`` (the same
+    against the other methods' dictionaries), ``.json`` (with the summary and the pairs of dictionaries) and
+    ``.md`` in ``out_dir``."""
+    md = stability_markdown(records, summary, atoms)
     print(md)
     if out_dir:
         _write_csv(os.path.join(out_dir, "stability.csv"), records)
-        atomic_write_json(os.path.join(out_dir, "stability.json"), {"concepts": records, "summary": summary},
-                          default=_json_default)
+        for name, rows in (("stability_atoms", atoms["seeds"]), ("stability_methods", atoms["methods"])):
+            if rows:
+                _write_csv(os.path.join(out_dir, f"{name}.csv"), rows)
+        atomic_write_json(os.path.join(out_dir, "stability.json"), {"concepts": records, "summary": summary,
+                                                                     "atoms": atoms}, default=_json_default)
         atomic_write_bytes(os.path.join(out_dir, "stability.md"), (md + "\n").encode("utf-8"))
 
 
@@ -396,6 +409,8 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
     d0s = list(range(args.sweep[0], args.sweep[1] + 1)) if args.sweep else []
     seeds = tuple(range(args.seeds))
     n_active = check_n_active(args.n_active or (), ed.Y.shape[1])  # before any run
+    if args.stability:  # before any run too: N seeds are N fits, and every seed's dictionary is kept
+        check_n_seeds(args.stability, ed.Y.shape[1] * max([args.n_atoms, *d0s]), ed.X.shape[1], "--stability")
     seconds, what = (None, "") if args.no_estimate else estimate_cost(
         ed, split, methods, d0_values=d0s, n_atoms=args.n_atoms, n_iter=args.n_iter, seeds=seeds,
         batch_size=args.batch_size, k=args.k, mode=args.mode, results=results, quantized=quantized)
@@ -405,8 +420,10 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
                  if results is not None else ""), file=sys.stderr)
     started = time.perf_counter()
     state = {"done": 0}
+    stability_fits = (args.stability + sum(not needs_message(c, inputs) for c in COMPARE_METHODS)
+                      if args.stability else 0)  # the seeds, then the compared methods
     n_jobs = max(1, len(d0s) + len(table_runs(methods, seeds, args.batch_size))
-                 + len(n_active) * len(table_runs([N_ACTIVE_METHOD], seeds, args.batch_size)) + (args.stability or 0))
+                 + len(n_active) * len(table_runs([N_ACTIVE_METHOD], seeds, args.batch_size)) + stability_fits)
 
     def run_done():
         state["done"] += 1

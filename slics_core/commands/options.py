@@ -155,10 +155,12 @@ def _add_eval_args(p, with_sweep=True):
     p.add_argument("--normalization", choices=("retrieved", "min"), default="retrieved",
                    help="AP@k normaliser: relevant items retrieved (default) or min(k, relevant in pool)")
     p.add_argument("--stability", type=int, default=None, metavar="N",
-                   help="also fit S-SLiCS with N seeds (0..N-1, >= 2) at the table's d0, match each seed's atoms to "
-                        "seed 0's (Hungarian on |cos|, within concept) and print one row per concept: mean matched "
-                        "|cos| and the mAP spread over the seeds (stability.csv/.json in --out-dir); seeds matter "
-                        "with --batch-size")
+                   help="also fit S-SLiCS with N seeds (0..N-1, 2 <= N <= 100) at the table's d0, match each seed's "
+                        "atoms to seed 0's (Hungarian on the signed cos, within concept) and print one row per "
+                        "concept: mean matched cos and the mAP spread over the seeds; S-SVD and U-SLiCS at the same "
+                        "d0 are matched the same way (stability.csv/.json, stability_atoms.csv: one row per atom, "
+                        "stability_methods.csv, in --out-dir); the seeds share the S-SVD start and only reorder "
+                        "the mini-batches, so seeds matter with --batch-size")
     p.add_argument("--n-active", type=int, nargs="+", default=None, metavar="S",
                    help="also score U-SLiCS fitted with each S~ (concepts per image of its zero-shot pseudo-labels), "
                         "one U-SLiCS row per value, e.g. --n-active 1 2 3 4 (default: only the rounded mean labels "

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slics_core.analysis import HEALTH_FLAGS
+from slics_core.analysis import HEALTH_FLAGS, HEALTH_RULES
 from slics_core.evaluation import SWEEP_METHOD
 from slics_core.explorer import scoring
 from slics_core.explorer.atom_tables import (
@@ -279,7 +279,10 @@ def health_numbers(ws, method: str, d0: int, split: str) -> dict:
                 "active_per_item": h["active_per_item"], "mean_cos": h["mean_cos"], "n_eval": h["n_eval"]}
 
     keep = ("counts", "n_atoms", "active_per_item", "mean_cos", "n_eval")
-    got = stored(ws, "health", {"method": method, "d0": int(d0), "split": split}, compute, names=keep)
+    # the rules' words name the entry too: counts stored under other rules are not read back as these
+    rules = hashlib.sha256(json.dumps(HEALTH_RULES, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+    got = stored(ws, "health", {"method": method, "d0": int(d0), "split": split, "rules": rules}, compute,
+                 names=keep)
     return {"counts": dict(zip(HEALTH_FLAGS, (int(c) for c in got["counts"]))), "n_atoms": int(got["n_atoms"]),
             "active_per_item": float(got["active_per_item"]), "mean_cos": float(got["mean_cos"]),
             "n_eval": int(got["n_eval"])}

@@ -50,10 +50,12 @@ import pandas as pd
 from slics_core._validation import check_embeddings
 from slics_core.analysis import (
     HEALTH_FLAGS,
+    MISPLACED_LEVEL,
     atom_cooccurrence,
     atom_cosine,
     dictionary_health,
     firing,
+    nearest_cosine_threshold,
     reconstruction_cosine,
 )
 from slics_core.captions import prepare_text_embeddings, word_captions
@@ -72,6 +74,7 @@ __all__ = [
     "atom_heatmaps",
     "atom_health",
     "health_counts",
+    "misplaced_threshold_words",
     "health_summary",
     "health_histogram",
     "atom_labels",
@@ -277,17 +280,43 @@ def health_counts(table) -> dict:
 
 
 def health_note(counts, n_atoms) -> str | None:
-    """A sentence for a flag that every atom carries (it then says more about the space than about an atom),
-    else None. *misplaced* on every atom is the usual case: the atoms of one concept point apart (the paper's
-    Fig. 6: within-concept cosine about -0.06, between concepts 0 ± 0.13), so some other concept's atom is
-    nearer than any of its own."""
-    everywhere = [f for f in HEALTH_FLAGS if n_atoms and counts.get(f, 0) == n_atoms]
-    if not everywhere:
-        return None
-    if everywhere == ["misplaced"]:
-        return ("Every atom is *misplaced*: the atoms of one concept point apart (as in the paper's Fig. 6), so "
-                "each has a nearer atom in some other concept; here the flag describes the space, not a faulty atom.")
-    return f"Every atom carries {', '.join(f'*{f}*' for f in everywhere)}: the flag describes the whole dictionary."
+    """A sentence for a flag that says more about the space than about an atom, else None: *misplaced* on most
+    atoms (more than half), or any flag on every atom.
+
+    *misplaced* on most atoms is the usual case for real embeddings (docs/app.md): they fill a narrow cone, so
+    atoms of different concepts share directions far more than random directions of the same dimension do (the
+    flag's null).
+    """
+    misplaced = counts.get("misplaced", 0)
+    everywhere = [f for f in HEALTH_FLAGS if n_atoms and counts.get(f, 0) == n_atoms and f != "misplaced"]
+    notes = []
+    if n_atoms and 2 * misplaced > n_atoms:
+        notes.append("Most atoms are *misplaced* (an atom of another concept is nearer, by signed cos, than any "
+                     "of their own and nearer than random directions come): the embeddings fill a narrow cone, so "
+                     "atoms of different concepts share directions; here the flag describes the space more than a "
+                     "faulty atom.")
+    if everywhere:
+        notes.append(f"Every atom carries {', '.join(f'*{f}*' for f in everywhere)}: the flag describes the whole "
+                     "dictionary.")
+    return " ".join(notes) or None
+
+
+def misplaced_threshold_words(groups, dim) -> str:
+    """What *misplaced*'s null means for this dictionary, in one sentence: the cos the nearest of as many random
+    directions as the other concepts hold (in ``dim`` dimensions) passes with chance :data:`MISPLACED_LEVEL`
+    (:func:`slics_core.analysis.nearest_cosine_threshold`); a range when the concepts' sizes differ."""
+    g = np.asarray(groups).reshape(-1)
+    if g.size == 0 or int(dim) < 2:
+        return ""
+    others = np.unique(g.size - np.bincount(g)[g])
+    others = others[others > 0]
+    if not others.size:
+        return ""
+    t = nearest_cosine_threshold(int(dim), others, MISPLACED_LEVEL)
+    many = f"{others.min()}" if others.size == 1 else f"{others.min()}–{others.max()}"
+    cut = f"{t.min():.2f}" if others.size == 1 else f"{t.min():.2f}–{t.max():.2f}"
+    return (f"Here ({g.size} atoms in {int(dim)} dimensions) the nearest of {many} random directions passes cos "
+            f"{cut} in {MISPLACED_LEVEL:.0%} of draws.")
 
 
 def health_histogram(frequency, n_bins=20):

@@ -7,10 +7,13 @@ a background thread with progress, and stored in the workspace's store (:mod:`sl
   (:func:`slics_core.explorer.scoring.eval_view`) and :func:`slics_core.stability.evaluate_n_active`.
 * :class:`StabilityRun` - one such run in a daemon thread (:mod:`slics_core.explorer.background`): progress,
   error and result, thread-safe, for any number of readers (every tab of the app).
-* :func:`stability_frame` / :func:`n_active_frame` - the result as tables (the page shows them, CSV exports them).
+* :func:`stability_frame` / :func:`n_active_frame` / :func:`atom_frame` / :func:`pairs_frame` - the result as
+  tables (the page shows them, CSV exports them): per concept, per S~, per atom (across seeds or methods), per
+  pair of dictionaries.
 
 Choices: the seeds' fits are mini-batch fits (``batch_size``; a full-batch fit may not depend on the seed, and
-then every matched |cos| is 1); the S~ rows are one full-batch fit each (seed 0), as the workspace's own fits.
+then every matched cos is 1); the compared methods (S-SVD, U-SLiCS) are fitted with the first seed and the same
+batches; the S~ rows are one full-batch fit each (seed 0), as the workspace's own fits.
 """
 from __future__ import annotations
 
@@ -24,10 +27,16 @@ from slics_core.evaluation import RECALL_KS, SWEEP_METHOD, SWEEP_MODE, recall_ke
 from slics_core.explorer.arrival import stored, stored_only
 from slics_core.explorer.background import BackgroundRun as _Run
 from slics_core.explorer.scoring import eval_view
-from slics_core.stability import N_ACTIVE_METHOD, check_n_active, evaluate_n_active, seed_stability
+from slics_core.stability import (
+    COMPARE_METHODS,
+    N_ACTIVE_METHOD,
+    check_n_active,
+    evaluate_n_active,
+    seed_stability,
+)
 
 __all__ = ["StabilitySettings", "StabilityRun", "stability_result", "stored_result", "stability_frame",
-           "n_active_frame", "N_ACTIVE_DEFAULT"]
+           "n_active_frame", "atom_frame", "pairs_frame", "N_ACTIVE_DEFAULT"]
 
 #: The S~ values the page offers first.
 N_ACTIVE_DEFAULT = (1, 2, 3, 4)
@@ -49,8 +58,9 @@ class StabilitySettings:
     n_active: tuple = N_ACTIVE_DEFAULT
 
     def steps(self) -> int:
-        """Fits the run makes (its progress counts them)."""
-        return int(self.n_seeds) + len(self.n_active)
+        """Fits the run makes (its progress counts them): the seeds, the compared methods, the S~ rows (a method
+        the workspace cannot fit is skipped, so the count may end one or two early)."""
+        return int(self.n_seeds) + len(COMPARE_METHODS) + len(self.n_active)
 
 
 def _json(obj) -> str:
@@ -58,12 +68,15 @@ def _json(obj) -> str:
 
 
 def _description(settings: StabilitySettings) -> dict:
-    return dict(asdict(settings), n_active=list(settings.n_active), method=SWEEP_METHOD, mode=SWEEP_MODE)
+    # "matching": stored results of the |cos| matching (before per-atom rows) are not read as these
+    return dict(asdict(settings), n_active=list(settings.n_active), method=SWEEP_METHOD, mode=SWEEP_MODE,
+                matching="signed", compare=list(COMPARE_METHODS))
 
 
 def _decode(got) -> dict:
     seeds = json.loads(str(got["seeds"]))
-    return {"records": seeds["records"], "summary": seeds["summary"], "n_active": json.loads(str(got["n_active"]))}
+    return {"records": seeds["records"], "summary": seeds["summary"], "atoms": seeds["atoms"],
+            "n_active": json.loads(str(got["n_active"]))}
 
 
 def stored_result(ws, settings: StabilitySettings) -> dict | None:
@@ -75,7 +88,7 @@ def stored_result(ws, settings: StabilitySettings) -> dict | None:
 def stability_result(ws, settings: StabilitySettings, progress=None) -> dict:
     """Seed stability and the S~ rows of ``ws`` with ``settings``, from the store or computed and stored.
 
-    ``progress(line, done, total)`` is called after every fit. Returns ``records`` and ``summary``
+    ``progress(line, done, total)`` is called after every fit. Returns ``records``, ``summary`` and ``atoms``
     (:func:`slics_core.stability.seed_stability`) and ``n_active`` (rows of
     :func:`slics_core.stability.evaluate_n_active`; empty when U-SLiCS is not in the workspace).
     """
@@ -92,9 +105,9 @@ def stability_result(ws, settings: StabilitySettings, progress=None) -> dict:
             if progress is not None:
                 progress(line, done[0], s.steps())
 
-        records, summary = seed_stability(data, split, range(int(s.n_seeds)), n_atoms=int(s.d0), n_iter=int(s.n_iter),
-                                          batch_size=int(s.batch_size), k=int(s.k), mode=SWEEP_MODE,
-                                          normalization=s.normalization, progress=step)
+        records, summary, atoms = seed_stability(data, split, range(int(s.n_seeds)), n_atoms=int(s.d0),
+                                                 n_iter=int(s.n_iter), batch_size=int(s.batch_size), k=int(s.k),
+                                                 mode=SWEEP_MODE, normalization=s.normalization, progress=step)
         rows = []
         if s.n_active and N_ACTIVE_METHOD in ws.methods:
             rows = evaluate_n_active(data, split, list(s.n_active), n_atoms=int(s.d0), n_iter=int(s.n_iter),
@@ -102,7 +115,7 @@ def stability_result(ws, settings: StabilitySettings, progress=None) -> dict:
                                      on_run=lambda: step(f"{N_ACTIVE_METHOD} fitted"))
             for r in rows:
                 r.pop("runs", None)
-        return {"seeds": _json({"records": records, "summary": summary}), "n_active": _json(rows)}
+        return {"seeds": _json({"records": records, "summary": summary, "atoms": atoms}), "n_active": _json(rows)}
 
     return _decode(stored(ws, _KIND, _description(s), compute, names=_NAMES))
 
@@ -130,6 +143,23 @@ def stability_frame(result) -> pd.DataFrame:
     return pd.DataFrame({"concept": df["concept"], "matched cos": df["matched_cos"], "min cos": df["min_cos"],
                          f"Gen. mAP@{k} mean": df["general_mean"], f"Gen. mAP@{k} std": df["general_std"],
                          f"Sub. mAP@{k} mean": df["sub_mean"], f"Sub. mAP@{k} std": df["sub_std"]})
+
+
+def atom_frame(result, kind="seeds") -> pd.DataFrame:
+    """One row per atom of the first seed's fit (:func:`slics_core.stability.atom_matches`): ``concept``, ``atom``,
+    then its matched atom and signed cos in every later seed (``kind="seeds"``) or every compared method's
+    dictionary (``kind="methods"``), then the mean and the minimum cos. Empty when there is none."""
+    rows = result["atoms"][kind]
+    df = pd.DataFrame(rows)
+    return df.rename(columns={"mean_cos": "mean cos", "min_cos": "min cos"}) if len(df) else df
+
+
+def pairs_frame(result) -> pd.DataFrame:
+    """One row per pair of dictionaries (the first seed's fit and each compared method's): mean and smallest
+    matched cos over the atoms."""
+    pairs = result["atoms"]["pairs"]
+    return pd.DataFrame({"dictionaries": [f"{p['a']} vs {p['b']}" for p in pairs],
+                         "matched cos": [p["matched_cos"] for p in pairs], "min cos": [p["min_cos"] for p in pairs]})
 
 
 def n_active_frame(result, k) -> pd.DataFrame:
