@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slics_core.analysis import HEALTH_FLAGS
+from slics_core.analysis import HEALTH_FLAGS, atom_codes
 from slics_core.evaluation import SWEEP_METHOD
 from slics_core.explorer import scoring
 from slics_core.explorer.atom_tables import (
@@ -46,8 +46,8 @@ from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.methods import preferred_method
 
-__all__ = ["DEFAULT_K", "MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "kept_embedding", "layout_name",
-           "map_embedding", "map_layout", "pool_codes", "pool_top_items", "prepare_pages", "stored",
+__all__ = ["DEFAULT_K", "MAP_DEFAULTS", "STORE", "activity_codes", "atom_matrices", "job_rankings", "kept_embedding",
+           "layout_name", "map_embedding", "map_layout", "pool_codes", "pool_top_items", "prepare_pages", "stored",
            "stored_map_layout", "sweep_splits"]
 
 MAX_ENTRY_BYTES = 256 * 2**20
@@ -269,6 +269,16 @@ def label_energy(ws, method: str, d0: int) -> np.ndarray:
                   lambda: {"energy": concept_energy(ws.model(method, d0), ws.X[rows])}, names=("energy",))["energy"]
 
 
+def activity_codes(ws, method: str, d0: int) -> np.ndarray:
+    """Label-free codes (:func:`slics_core.analysis.atom_codes`, ``mode="full"`` over every concept) of the items of
+    :func:`profile_split`, stored: the firing frequencies and activation statistics of
+    :mod:`slics_core.explorer.inspection` (Retrieve, Subspaces, Atoms)."""
+    split = profile_split(ws)
+    rows = ws.index[split]
+    return stored(ws, "free-codes", {"method": method, "d0": int(d0), "split": split},
+                  lambda: {"codes": atom_codes(ws.model(method, d0), ws.X[rows])}, names=("codes",))["codes"]
+
+
 def health_numbers(ws, method: str, d0: int, split: str) -> dict:
     """:func:`slics_core.explorer.atom_tables.health_summary` of one dictionary (flags on the training split,
     active atoms and cos(x, x̂) on ``split``), stored (Evaluate's health line)."""
@@ -316,8 +326,8 @@ def prepare_pages(ws, progress=None) -> list:
     """Compute and store what the pages show on arrival with their default settings: Evaluate's d0 sweep and
     methods table (rankings at :func:`~slics_core.explorer.scoring.ranking_depth`, deep enough for Recall@100
     and any k up to it) and its health line of every dictionary method, the Subspaces map and the Atoms
-    matrices, pool codes and label-profile energies of the default method and d0. Returns the names of what
-    was prepared.
+    matrices, pool codes, label-profile energies and label-free codes (:func:`activity_codes`) of the default
+    method and d0. Returns the names of what was prepared.
 
     Needs a saved workspace (``ws.path``); does nothing for one being built.
     """
@@ -333,7 +343,7 @@ def prepare_pages(ws, progress=None) -> list:
     method = preferred_method(dicts)
     healthy = dicts if (len(ws.index.get("train", [])) and ws.default_d0 is not None) else []
     has_map = len(ws.index.get(MAP_DEFAULTS["split"], [])) > 0
-    total = len(jobs) + ((3 + has_map) if method else 0) + len(healthy)
+    total = len(jobs) + ((4 + has_map) if method else 0) + len(healthy)
     done = []
 
     def step(name):
@@ -364,6 +374,8 @@ def prepare_pages(ws, progress=None) -> list:
             pool_codes(ws, method, d0)
         step("Atoms label profile")
         label_energy(ws, method, d0)
+        step("Atoms activations")
+        activity_codes(ws, method, d0)
     for m in healthy:
         step(f"Evaluate health of {m}")
         health_numbers(ws, m, int(ws.default_d0), atoms_split(ws))
