@@ -282,8 +282,9 @@ def activation_section(atom, shown_rows):
     fig = go.Figure(go.Bar(x=(e[:-1] + e[1:]) / 2, y=view["counts"], width=np.diff(e),
                            hovertemplate="coefficient %{x:.3f}<br>%{y} items<extra></extra>"))
     fig.update_layout(title=f"Non-zero coefficients of {_safe.figure_text(label)} ({view['fires']} of "
-                            f"{view['n_items']} {split} items)", height=320, bargap=0.05, font=dict(size=15),
-                      xaxis=dict(title="coefficient"), yaxis=dict(title="items"), margin=dict(l=10, r=10, t=50, b=10))
+                            f"{view['n_items']} {split} items)", height=420, bargap=0.05, font=dict(size=15),
+                      xaxis=dict(title="coefficient", tickfont=dict(size=16)),
+                      yaxis=dict(title="items", tickfont=dict(size=16)), margin=dict(l=10, r=10, t=50, b=10))
     st.plotly_chart(fig, key="activation_hist", width="stretch")
     examples = []
     for level, (rows, coefs) in view["examples"].items():
