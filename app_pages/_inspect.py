@@ -11,8 +11,8 @@ import streamlit as st
 
 from app_pages import _pages, _safe
 from app_pages import _state as state
-from app_pages._workspace import workspace_words, ws_id
-from slics_core.explorer.arrival import activity_codes, profile_split
+from app_pages._workspace import ws_id
+from slics_core.explorer.arrival import activity_codes, atom_words, profile_split
 from slics_core.explorer.atom_tables import atom_labels
 from slics_core.explorer.inspection import ACTIVITY_CODES, atom_frequencies, item_atom_table
 
@@ -36,16 +36,21 @@ def _frequencies(key, method, d0, _ws):
     return atom_frequencies(_codes(key, method, d0, _ws))
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _words(key, method, d0, _ws):
+    """Every atom's words, once per dictionary (stored with the workspace); None without a vocabulary."""
+    try:
+        return atom_words(_ws, method, d0)
+    except (FileNotFoundError, ImportError, ValueError):
+        return None
+
+
 @st.cache_data(show_spinner=False, max_entries=512)
 def _item_table(key, method, d0, item_key, _ws, _x):
     """The atoms of one item (keyed by its id: ``row:<r>``, ``upload:<sha1>``, ``text:<phrase>``)."""
     model = _ws.model(method, d0)
-    try:
-        words, Wp, _ = workspace_words(_ws)
-    except (FileNotFoundError, ImportError, ValueError):
-        words = Wp = None
     return item_atom_table(model, _x, atom_labels(model.groups_, _ws.concept_names),
-                           _frequencies(key, method, d0, _ws), words=words, word_embeddings=Wp)
+                           _frequencies(key, method, d0, _ws), _words(key, method, d0, _ws))
 
 
 def _pick(method, d0, atom):

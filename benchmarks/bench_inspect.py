@@ -40,7 +40,6 @@ def library_costs(ws, rounds):
     """Seconds (wall, CPU) of the new views' computation for a new item and a new atom (median over rounds)."""
     from slics_core.explorer import arrival
     from slics_core.explorer.atom_tables import atom_labels
-    from slics_core.explorer.encoding import prepared_vocabulary
     from slics_core.explorer.inspection import atom_activation_view, atom_frequencies, item_atom_table
 
     method, d0 = "S-SLiCS", int(ws.default_d0)
@@ -52,14 +51,16 @@ def library_costs(ws, rounds):
     computed = _timed(lambda: atom_codes(model, ws.X[ws.index[split]]))
     codes = arrival.activity_codes(ws, method, d0)
     freq = atom_frequencies(codes)
-    words, Wp = prepared_vocabulary(ws)
+    words = _timed(lambda: arrival.atom_words(ws, method, d0))
+    every = arrival.atom_words(ws, method, d0)
     labels = atom_labels(model.groups_, ws.concept_names)
     rows = ws.index["query"][:rounds]
-    items = [_timed(lambda r=r: item_atom_table(model, ws.X[int(r)], labels, freq, words, Wp)) for r in rows]
+    items = [_timed(lambda r=r: item_atom_table(model, ws.X[int(r)], labels, freq, every)) for r in rows]
     atoms = [_timed(lambda a=a: atom_activation_view(codes, a, ws.index[split], ws.Y, int(model.groups_[a])))
              for a in range(rounds)]
     return [("label-free codes of the items (read from the store, or computed and stored)", first),
             (f"label-free codes of the {len(ws.index[split])} {split} items, computed", computed),
+            ("every atom's words (read from the store, or computed and stored)", words),
             ("item_atom_table, a new item", tuple(np.median(items, axis=0))),
             ("atom_activation_view, a new atom", tuple(np.median(atoms, axis=0)))]
 

@@ -77,6 +77,7 @@ def test_build_prepares_every_default_job_and_the_pages_use_it(dataset_ws, monke
     monkeypatch.setattr("slics_core.explorer.atom_tables.item_codes", refuse)
     monkeypatch.setattr("slics_core.explorer.arrival.concept_energy", refuse)  # the Atoms page's label profile
     monkeypatch.setattr("slics_core.explorer.arrival.atom_codes", refuse)  # the inspector's label-free codes
+    monkeypatch.setattr("slics_core.explorer.arrival.atom_word_ranking", refuse)  # ... and its atoms' words
     import streamlit as st
 
     st.cache_data.clear()

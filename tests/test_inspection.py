@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 from slics_core.analysis import FIRE_RTOL, item_atoms
+from slics_core.captions import prepare_text_embeddings
 from slics_core.explorer import arrival
-from slics_core.explorer.atom_tables import atom_labels
+from slics_core.explorer.atom_tables import atom_labels, atom_top_words
+from slics_core.explorer.encoding import workspace_vocabulary
 from slics_core.explorer.inspection import (
     LEVEL_WORDS,
     activation_sentence,
@@ -55,16 +57,31 @@ def test_activation_view_maps_examples_to_workspace_rows_and_bins_the_values():
     assert set(LEVEL_WORDS) == set(view["examples"])
 
 
-def test_item_atom_table_adds_labels_and_frequencies(ws):
+def test_item_atom_table_adds_labels_frequencies_and_words(ws):
     model = ws.model("S-SLiCS", ws.default_d0)
     x = ws.X[int(ws.index["query"][0])]
     labels = atom_labels(model.groups_, ws.concept_names)
-    freq = np.linspace(0, 1, model.atoms_.shape[0])
-    table = item_atom_table(model, x, labels, freq)
+    M = model.atoms_.shape[0]
+    freq = np.linspace(0, 1, M)
+    words = [[f"a{a}", f"b{a}"] for a in range(M)]
+    table = item_atom_table(model, x, labels, freq, words)
     base = item_atoms(model, x)  # every concept, no labels
     assert table.atom.tolist() == base.atom.tolist() and len(table)
     assert table.label.tolist() == [labels[a] for a in base.atom]
     np.testing.assert_allclose(table.fires_on, freq[base.atom])
+    assert table.words.tolist() == [f"a{a}, b{a}" for a in base.atom]
+    assert "words" not in item_atom_table(model, x, labels).columns
+
+
+def test_stored_atom_words_are_the_atoms_pages_top_words(ws):
+    method, d0 = "S-SLiCS", ws.default_d0
+    model = ws.model(method, d0)
+    words, W = workspace_vocabulary(ws)
+    Wp = prepare_text_embeddings(W)[0]
+    got = arrival.atom_words(ws, method, d0)
+    assert len(got) == model.atoms_.shape[0]
+    for a in (0, 7, len(got) - 1):
+        assert got[a] == atom_top_words(model.atoms_[a], Wp, words, k=arrival.ATOM_WORDS).word.tolist()
 
 
 def test_activity_codes_are_the_label_free_codes_of_the_profile_items(ws):

@@ -10,7 +10,9 @@ from gallery_helpers import gallery_bodies
 from streamlit.testing.v1 import AppTest
 
 from slics_core.analysis import ACTIVATION_LEVELS, firing, item_atoms
-from slics_core.explorer.atom_tables import atom_labels
+from slics_core.captions import prepare_text_embeddings
+from slics_core.explorer.atom_tables import atom_labels, atom_top_words
+from slics_core.explorer.encoding import workspace_vocabulary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +47,10 @@ def test_retrieve_shows_the_query_atoms_and_a_click_opens_the_atom_on_atoms(ws, 
     np.testing.assert_allclose(table.coefficient, want.coefficient, atol=1e-9)
     freq = firing(_pool_codes(ws, model)).mean(axis=0)
     np.testing.assert_allclose(table.fires_on, freq[want.atom], atol=1e-9)
+    words, W = workspace_vocabulary(ws)  # each atom's 3 closest words, as the Atoms page ranks them
+    Wp = prepare_text_embeddings(W)[0]
+    for a, shown in list(zip(want.atom, table.words))[:5]:
+        assert shown == ", ".join(atom_top_words(model.atoms_[a], Wp, words, k=3).word)
     assert any("The query's atoms" in m.value.replace(chr(92), "") for m in at.markdown)
     buttons = [b for b in at.button if b.key.startswith("open_atom_retrieve_")]
     assert [int(b.key.rsplit("_", 1)[1]) for b in buttons] == sorted(want.atom[:len(buttons)], key=lambda a: (

@@ -28,13 +28,11 @@ import numpy as np
 
 from slics_core.analysis import ACTIVATION_LEVELS, atom_activations, firing, item_atoms
 
-__all__ = ["ACTIVITY_CODES", "HISTOGRAM_BINS", "ITEM_WORDS", "LEVEL_WORDS", "activation_sentence",
+__all__ = ["ACTIVITY_CODES", "HISTOGRAM_BINS", "LEVEL_WORDS", "activation_sentence",
            "atom_activation_view", "atom_frequencies", "item_atom_table"]
 
 #: How the codes of these views are made, in words (for captions and CSV settings).
 ACTIVITY_CODES = "NNLS over every concept's atoms (no labels)"
-#: Words per atom in an item's atoms table.
-ITEM_WORDS = 3
 #: Bins of the activation histogram.
 HISTOGRAM_BINS = 30
 #: Each activation level in words (:data:`slics_core.analysis.ACTIVATION_LEVELS`).
@@ -48,16 +46,18 @@ def atom_frequencies(codes) -> np.ndarray:
     return fire.mean(axis=0) if fire.shape[0] else np.full(fire.shape[1], np.nan)
 
 
-def item_atom_table(model, x, atom_labels, frequency=None, words=None, word_embeddings=None,
-                    n_words: int = ITEM_WORDS):
+def item_atom_table(model, x, atom_labels, frequency=None, atom_words=None):
     """:func:`slics_core.analysis.item_atoms` of one item on every concept (no labels), with the atoms' labels
-    (``label``: "<concept> #<k>") first and, given the atoms' firing frequencies, ``fires_on`` (share of the
-    items of :func:`slics_core.explorer.arrival.activity_codes` on which the atom fires)."""
-    table = item_atoms(model, x, None, "full", words=words, word_embeddings=word_embeddings, n_words=n_words)
+    (``label``: "<concept> #<k>") first; given the atoms' firing frequencies, ``fires_on`` (share of the items of
+    :func:`slics_core.explorer.arrival.activity_codes` on which the atom fires); given every atom's words (a list
+    of words per atom, :func:`slics_core.explorer.arrival.atom_words`), ``words`` (joined by ", ")."""
+    table = item_atoms(model, x, None, "full")
     table.insert(0, "label", [str(atom_labels[a]) for a in table.atom])
     if frequency is not None:
         f = np.asarray(frequency, dtype=np.float64)
         table["fires_on"] = f[table.atom.to_numpy(dtype=int)] if len(table) else np.zeros(0)
+    if atom_words is not None:
+        table["words"] = [", ".join(atom_words[a]) for a in table.atom]
     return table
 
 
