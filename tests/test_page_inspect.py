@@ -137,3 +137,7 @@ def test_subspaces_lists_the_previewed_items_atoms(ws):
     assert _atom_table(at).label.tolist() == [atom_labels(model.groups_, ws.concept_names)[a] for a in want.atom]
     assert {f"open_atom_subspaces_{a}" for a in want.atom[:6]} == {b.key for b in at.button
                                                                    if b.key.startswith("open_atom_subspaces_")}
+    a = int(want.atom.iloc[0])
+    _ok(at.button(key=f"open_atom_subspaces_{a}").click().run())  # the page on its own: no Atoms to switch to
+    assert at.session_state["_s_atom"] == a
+    assert any(f"Atom {a} is picked" in m.value for m in at.success)
