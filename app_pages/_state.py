@@ -21,7 +21,10 @@ session key        URL            value
 ``_s_boost``       ``boost``      ``<concept>:<λ>``, λ from 0 to 2: Retrieve's "more of j" (x + λṽⱼ)
 ``_s_q2``, ...     ``q2``, ...    page extras, in the URL while their page is open (:func:`use_extras`):
                                   Mix's ``q2``, ``c1``, ``c2``; Subspaces' ``colour`` (a colour
-                                  mode, ``has concept:<c>`` / ``sub-label:<c>``) and ``pics`` (``1``)
+                                  mode, ``has concept:<c>`` / ``sub-label:<c>``) and ``pics`` (``1``);
+                                  Atoms' ``atom`` (the picked atom of the shared method and d0;
+                                  Retrieve and Subspaces set it when an atom is opened from an
+                                  item's atoms, :mod:`app_pages._inspect`)
 =================  =============  ==========================================================
 
 Widgets never own these values: each picker seeds its widget from the shared value before
@@ -55,7 +58,7 @@ K_RANGE = (1, 200)
 #: Shared values before a visitor picks them (:func:`get`); the others default per page.
 DEFAULTS = {"k": DEFAULT_K}
 LINKED = "<link>"  # concepts_for: picks from a link without a query, kept for the first query shown
-_EXTRA_KEYS = ("q2", "c1", "c2", "colour", "pics")
+_EXTRA_KEYS = ("q2", "c1", "c2", "colour", "pics", "atom")
 #: The query edits (Retrieve, Generate): "without concept j" and "more of j" (:func:`edits`).
 EDIT_KEYS = ("rm", "boost")
 
@@ -180,6 +183,12 @@ def apply_link(ws, *, preview: bool = False) -> None:
             ss["_s_pics"] = "1"
         else:
             problems.append(f"pics={_safe.code(link['pics'])} is not 1 (pictures on)")
+    if "atom" in link:  # its range depends on the dictionary: the Atoms page picks another atom when it is outside
+        a = _int(link["atom"])
+        if a is not None and a >= 0:
+            ss["_s_atom"] = a
+        else:
+            problems.append(f"atom={_safe.code(link['atom'])} is not an atom number (0, 1, …)")
     if not preview:
         ss["_link_problems"] = problems
 

@@ -1,9 +1,11 @@
 # Widget keys: "method", "d0", "n_nonzero" (OMP atoms per item), "cooc_map", "cos_map" (heatmap selections),
 #   "atom_<method>_d0<d0>" (atom selectbox, one per dictionary so its labels are never those of another
-#   dictionary; fed by clicks on either heatmap through "_atom"), "atom_k" (images shown), "cooc_csv", "cos_csv",
+#   dictionary; fed by clicks on either heatmap and by the other pages through the shared "atom",
+#   app_pages/_state.py), "atom_k" (images shown), "cooc_csv", "cos_csv",
 #   "atom_items_csv", "atom_words_csv" (downloads), "health_hist" (log10-frequency histogram), "health_table",
 #   "health_csv" (dictionary health), "profile_label" (the label of the "Label profile" tab), "profile_fig",
-#   "profile_table", "profile_csv"
+#   "profile_table", "profile_csv", "activation_hist" (the picked atom's coefficients), "atom_item" (whose atoms are
+#   listed), "open_atom_atoms_<atom>" (pick that atom: app_pages/_inspect.py)
 """Atoms: co-occurrence and cosine matrices of the dictionary (paper Fig. 6); what each atom stands for; the
 dictionary's health (one row per atom: how often it fires, its nearest atoms, its flags); the concepts one label
 carries (tab "Label profile": the pool's items decomposed without their labels)."""
@@ -11,9 +13,11 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from app_pages import _safe
+from app_pages import _html, _inspect, _safe
+from app_pages import _state as state
 from app_pages._errors import visitor_text
-from app_pages._images import image_grid, label_text, pool_grid
+from app_pages._images import image_gallery, image_grid, label_text, pool_grid
+from app_pages._inspect import item_atoms_section
 from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, workspace_words, ws_id
 from slics_core.analysis import FIRE_RTOL, FIRE_RULE, HEALTH_FLAGS, HEALTH_RULES
@@ -43,6 +47,7 @@ from slics_core.explorer.atom_tables import (
     top_items_table,
 )
 from slics_core.explorer.exports import with_settings
+from slics_core.explorer.inspection import ACTIVITY_CODES, LEVEL_WORDS, activation_sentence, atom_activation_view
 from slics_core.explorer.maps import selected_point_ids
 from slics_core.explorer.narration import atom_sentences, missing
 
@@ -100,6 +105,7 @@ with st.spinner("Sparse coding the validation items…"):
     mats = _matrices(ws_id(ws), method, int(d0), int(n_nonzero), code_split, ws)
 
 HEATMAP_PX = 820
+ACTIVATION_EXAMPLES = 6  # images per activation level
 lay = group_layout(model.groups_)
 order = lay["order"]
 names = ws.concept_names
@@ -184,9 +190,9 @@ def atom_view():
         if sig != st.session_state.get(f"_{key}_last", ()):
             st.session_state[f"_{key}_last"] = sig
             if ids and 0 <= ids[0] < M:
-                st.session_state["_atom"] = int(ids[0])
-    if st.session_state.get("_atom") not in range(M):
-        st.session_state["_atom"] = int(order[0])
+                state.put("atom", int(ids[0]))
+    if state.get("atom") not in range(M):
+        state.put("atom", int(order[0]))
 
     heatmap(np.nan_to_num(C, nan=0.0), f"Co-occurrence ({len(ws.index[code_split])} {code_split} items, "
             f"{mats['n_nonzero']} atoms each)", 0.0, 1.0, "Blues", "cooc_map")
@@ -204,10 +210,10 @@ def atom_view():
     a1, a2 = st.columns([3, 1])
     with a1:
         atom_key = f"atom_{method}_d0{d0}"
-        st.session_state[atom_key] = st.session_state["_atom"]
+        st.session_state[atom_key] = state.get("atom")
         atom = st.selectbox("Atom", [int(a) for a in order],
                             format_func=lambda a: f"{atom_label[int(a)]} (atom {int(a)})", key=atom_key,
-                            on_change=lambda: st.session_state.update(_atom=st.session_state[atom_key]))
+                            on_change=state.copy_widget, args=(atom_key, "atom"))
     with a2:
         k = st.number_input("Images", min_value=1, max_value=60, value=12, key="atom_k")
     atom = int(atom)
@@ -244,6 +250,59 @@ def atom_view():
             tw = atom_top_words(model.atoms_[atom], Wp, words, k=10)
             st.dataframe(tw[["word", "cosine"]], hide_index=True, width="stretch")
             csv_download(tw, f"atom{atom}_words.csv", "Download words (CSV)", key="atom_words_csv")
+    shown_rows = [] if ws.sharded or not len(top) else [int(r) for r in top.row]
+    activation_section(atom, shown_rows)
+    state.use_extras("atom")
+    state.sync_url()  # a fragment's rerun does not reach app.py's write
+    state.use_extras("atom")
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _activation(key, method, d0, atom, k, _ws):
+    """One atom's activation statistics over the label-free codes of the profile items (computed once per
+    dictionary and stored: app_pages/_inspect.codes); a pick of an atom reads them."""
+    split = profile_split(_ws)
+    model = _ws.model(method, d0)
+    return atom_activation_view(_inspect.codes(_ws, method, d0), atom, _ws.index[split], _ws.Y,
+                                int(model.groups_[atom]), k=k)
+
+
+def activation_section(atom, shown_rows):
+    """The picked atom's activations (histogram, firing with and without its concept, images at three levels)
+    and the atoms of one of the items shown (issue 38's inspector views; drawn inside :func:`atom_view`)."""
+    split = profile_split(ws)
+    label = atom_label[atom]
+    concept = names[model.groups_[atom]]
+    st.markdown(f"**How strongly {_safe.text(label)} fires** ({ACTIVITY_CODES}, the {split} items)")
+    with st.spinner("Coding the items without labels (once per dictionary)…"):
+        view = _activation(ws_id(ws), method, int(d0), atom, ACTIVATION_EXAMPLES, ws)
+    st.markdown(activation_sentence(view, _safe.text(concept), split))
+    if not view["fires"]:
+        return
+    e = view["edges"]
+    fig = go.Figure(go.Bar(x=(e[:-1] + e[1:]) / 2, y=view["counts"], width=np.diff(e),
+                           hovertemplate="coefficient %{x:.3f}<br>%{y} items<extra></extra>"))
+    fig.update_layout(title=f"Non-zero coefficients of {_safe.figure_text(label)} ({view['fires']} of "
+                            f"{view['n_items']} {split} items)", height=420, bargap=0.05, font=dict(size=15),
+                      xaxis=dict(title="coefficient", tickfont=dict(size=16)),
+                      yaxis=dict(title="items", tickfont=dict(size=16)), margin=dict(l=10, r=10, t=50, b=10))
+    st.plotly_chart(fig, key="activation_hist", width="stretch")
+    examples = []
+    for level, (rows, coefs) in view["examples"].items():
+        q = view["quantiles"][level]
+        head = (f'<p style="margin:0 0 0.5rem 0"><strong>{_html.text(level.capitalize())}</strong> '
+                f'{_html.text(f"(nearest {q:.3f}, {LEVEL_WORDS[level]})")}</p>')
+        image_gallery(ws, rows.tolist(), captions=[f"#{int(r)} · {c:.3f}" for r, c in zip(rows, coefs)],
+                      n_cols=ACTIVATION_EXAMPLES, size=96, head=head)
+        examples += [int(r) for r in rows]
+    options = list(dict.fromkeys(shown_rows + examples))
+    if not options:
+        return
+    if st.session_state.get("atom_item") not in options:
+        st.session_state["atom_item"] = options[0]
+    r = st.selectbox("An item's atoms (the images above)", options, key="atom_item",
+                     format_func=lambda i: f"#{int(i)} · {label_text(ws, int(i))}")
+    item_atoms_section(ws, method, int(d0), ws.X[int(r)], f"row:{int(r)}", "atoms", f"Atoms of #{int(r)}")
 
 
 atom_view()

@@ -5,7 +5,8 @@ query_use_upload (app_pages/_query.py); concepts (multiselect); method; d0; comp
 retrieve_csv (download); retrieve_quantized (toggle, workspaces with a token codebook); pick_<concept> /
 pick_uf_<concept> (the clickable galleries: a click on an image makes it the query; app_pages/_images.py);
 rm_concept, boost_concept, boost_lambda (the query edits, kept in the URL as ``rm`` / ``boost``); pick_remove,
-pick_boost, pick_uf_remove, pick_uf_boost (the edited galleries, clickable too).
+pick_boost, pick_uf_remove, pick_uf_boost (the edited galleries, clickable too); open_atom_retrieve_<atom> (the
+query's atoms: a click opens the atom on Atoms, app_pages/_inspect.py).
 """
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ import streamlit as st
 from app_pages import _html, _pages, _safe
 from app_pages import _state as state
 from app_pages._images import image_gallery, remote_hosts_caption
+from app_pages._inspect import item_atoms_section
 from app_pages._query import concept_picker, keep_edit, preselection, query_picker, show_query
 from app_pages._ui import (
     component_picker,
@@ -29,7 +31,7 @@ from slics_core.explorer.exports import with_settings
 from slics_core.explorer.narration import component_words
 from slics_core.explorer.quantized import has_quantized_pool
 from slics_core.explorer.queries import components_of_row, concept_galleries, concept_scores, galleries_table
-from slics_core.methods import get_method, uses_active
+from slics_core.methods import dictionary_method_words, get_method, uses_active
 
 GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"
 NO_EDIT = "—"
@@ -100,6 +102,15 @@ def _title(bold, rest) -> str:
     return f'<p style="margin:0 0 1rem 0"><strong>{_html.text(bold)}</strong> {_html.text(rest)}</p>'
 
 
+@st.fragment
+def _query_atoms(ws, method, d0, q):
+    """The query's atoms, top first, under the query (a fragment: its buttons open an atom on Atoms)."""
+    if not get_method(method).dictionary:
+        st.caption(f"{method} has no atoms: pick {dictionary_method_words()} to see the query's atoms.")
+        return
+    item_atoms_section(ws, method, int(d0), q.x, q.key, "retrieve", "The query's atoms")
+
+
 st.title("🔎 Retrieve by concept")
 ws = get_workspace()
 # a sharded pool (clip-retrieval shards on disk) is searched through its on-disk index; its rows carry no labels
@@ -144,6 +155,7 @@ preselect, rule = preselection(ws, q, model, method, mkey, scores)
 left, right = st.columns([1, 2])
 with left:
     show_query(ws, q)
+    _query_atoms(ws, method, d0, q)
 with right:
     order = np.argsort(-scores, kind="stable")
     table = pd.DataFrame({

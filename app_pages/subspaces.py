@@ -4,7 +4,8 @@
 #   (multiselect of point ids, fed by the chart selection), "map_focus" (which picked item the preview shows),
 #   "map_use_query" (button: the previewed item becomes the query), "tsne_csv", "tsne_html", "picked_csv",
 #   "pictures" (toggle: thumbnails on the map), "has_concept" (concept of the "has concept" colouring),
-#   "pick_summary" (dataframe: "N / M have <concept>" of the picked items)
+#   "pick_summary" (dataframe: "N / M have <concept>" of the picked items), "open_atom_subspaces_<atom>" (the
+#   previewed item's atoms: a click opens the atom on Atoms, app_pages/_inspect.py)
 """Subspaces: t-SNE map of embeddings, their concept components and the atoms (paper Fig. 2b / Fig. 5).
 
 Reading the map
@@ -62,6 +63,7 @@ from app_pages import _pages, _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text, shared, show_image, thumbnail
+from app_pages._inspect import item_atoms_section
 from app_pages._map_figure import GLYPHS, WEBGL_MIN_POINTS, map_figure
 from app_pages._query import current_query_vectors
 from app_pages._ui import csv_bytes, csv_download, d0_picker, method_picker, page_intro, require_dictionaries
@@ -573,6 +575,8 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
                 with st.container(key="pick_summary"):
                     st.markdown(f"**Concepts of the {int(summary['items'].iat[0])} picked items**")
                     st.markdown("  \n".join(_safe.text(t) for t in summary.text))
+            if items:  # the previewed item's atoms (issue 38): a click on one opens it on Atoms
+                item_atoms_section(ws, method, int(d0), ws.X[r], f"row:{r}", "subspaces", f"Atoms of #{r}")
 
     with st.expander(f"Colour groups ({len(order)})"):
         st.dataframe({"group": order, "points": [counts[g] for g in order]}, hide_index=True, width="stretch")

@@ -26,6 +26,20 @@ def _first(indices, limit=5):
     return shown + (", ..." if len(indices) > limit else "")
 
 
+#: Component modes, ``tilde-v_j`` (eq. 3, "partial") or ``v_j`` (eq. 2, "full"): defined here, at the bottom of the
+#: library, so that every layer can check a mode; callers import them from :mod:`slics_core.methods`.
+MODES = ("partial", "full")
+
+
+def check_mode(mode) -> str:
+    """``mode`` if it is one of :data:`MODES`, else a one-line ``ValueError`` naming it."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"component mode must be one of {MODES} (partial: tilde-v_j, the projection on the "
+                         f"concept's cone; full: v_j, the joint decomposition over the active concepts); "
+                         f"got {mode!r}.")
+    return mode
+
+
 def check_embeddings(X, *, n_features=None, name="X", allow_zero_rows=False, dtype=np.float64):
     """Validate an embedding matrix with one sample per row.
 

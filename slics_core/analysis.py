@@ -45,8 +45,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from slics_core._validation import check_embeddings, check_labels
+from slics_core._validation import check_embeddings, check_k, check_labels, check_mode
+from slics_core.captions import atom_word_ranking
 from slics_core.extras import require
+from slics_core.nnls import nnls_shared
 from slics_core.rows import unit_rows
 
 #: An atom fires on an item when its coefficient exceeds this fraction of the item's largest coefficient.
@@ -459,3 +461,175 @@ def match_atoms(planted_atoms, atoms, planted_groups=None, groups=None, *, signe
     matched = cols[np.argsort(rows)]
     rest = np.setdiff1d(np.arange(B.shape[0]), matched)
     return np.concatenate([matched, rest]).astype(int), cos[np.arange(P.shape[0]), matched]
+
+
+# --------------------------------------------------------------------------- one item's atoms, one atom's activations
+def atom_codes(model, X, Y=None, mode: str = "full") -> np.ndarray:
+    """NNLS coefficients ``(n, M)`` of items on a dictionary's atoms, in one of the component modes of
+    :data:`slics_core.methods.MODES` (the codes behind :func:`slics_core.methods.components_of`).
+
+    Parameters
+    ----------
+    model : fitted dictionary model (``atoms_``, ``groups_``, ``transform(X, Y)``; SLiCS)
+    X : array-like of shape (n, d)
+    Y : array-like of shape (n, S), optional
+        ``mode="full"`` only: the concepts each item is decomposed over (its labels, or a query's active
+        concepts); None: every concept (no labels used).
+    mode : {"full", "partial"}
+        One of :data:`slics_core.methods.MODES`. ``"full"``: the joint NNLS of each item over the atoms of its
+        concepts, ``model.transform(X, Y)`` (``v_j = B_j a_j``, eq. 2). ``"partial"``: the NNLS of each item
+        over one concept's atoms at a time (the nearest point of each concept's cone, ``ṽ_j``, eq. 3), the
+        concepts' codes side by side.
+    """
+    check_mode(mode)
+    if mode == "full":
+        return np.asarray(model.transform(X, Y), dtype=np.float64)
+    if Y is not None:
+        raise ValueError("mode='partial' decomposes every concept on its own: it takes no Y (pass Y=None).")
+    X = check_embeddings(X, n_features=int(model.atoms_.shape[1]), name="X", allow_zero_rows=True)
+    B, g = np.asarray(model.atoms_, dtype=np.float64), np.asarray(model.groups_)
+    codes = np.zeros((X.shape[0], B.shape[0]))
+    for j in np.unique(g):
+        sel = g == j
+        codes[:, sel] = nnls_shared(B[sel], X, ridge=float(getattr(model, "ridge", 0.0) or 0.0))
+    return codes
+
+
+def energy_shares(codes, atoms) -> np.ndarray:
+    """Each atom's share of an item's energy: ``c_a² ‖b_a‖² / Σ_b c_b² ‖b_b‖²`` ``(n, M)``.
+
+    The squared length of the atom's term ``c_a b_a`` over the sum of every term's squared length: it sums to
+    1 over the atoms of an item (0 everywhere for an item whose coefficients are all zero) and equals the
+    share of ``‖x̂‖²`` when the atoms used are orthogonal (the cross terms ``2 c_a c_b b_a·b_b`` are left out,
+    so a share is never negative).
+    """
+    C = np.asarray(codes, dtype=np.float64)
+    B = np.asarray(atoms, dtype=np.float64)
+    if C.ndim != 2 or B.ndim != 2 or C.shape[1] != B.shape[0]:
+        raise ValueError(f"codes {C.shape} and atoms {B.shape} must be 2-D with one code column per atom.")
+    E = C ** 2 * np.einsum("md,md->m", B, B)[None, :]
+    total = E.sum(axis=1, keepdims=True)
+    return np.divide(E, total, out=np.zeros_like(E), where=total > 0)
+
+
+def item_atoms(model, x, y=None, mode: str = "full", *, words=None, word_embeddings=None, n_words: int = 3):
+    """The atoms that fire on one item: what the dictionary says the item is made of.
+
+    Parameters
+    ----------
+    model : fitted dictionary model (SLiCS)
+    x : array-like of shape (d,) or (1, d)
+        The item (or query), preprocessed like the model's training data.
+    y : array-like of shape (S,), optional
+        ``mode="full"``: the concepts to decompose it over (its labels); None: every concept.
+    mode : {"full", "partial"}
+        The codes of :func:`atom_codes`: the joint NNLS (``"full"``) or each concept's own cone (``"partial"``).
+    words, word_embeddings : optional
+        A vocabulary and its prepared text embeddings: adds each atom's ``n_words`` closest words
+        (:func:`slics_core.captions.atom_word_ranking`, the Atoms page's rule).
+    n_words : int
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per atom that fires (:func:`firing`), the largest ``share`` first (ties: the larger
+        coefficient, then the atom's index): ``atom``, ``concept`` (name), ``coefficient``, ``share``
+        (:func:`energy_shares`: ``c_a² ‖b_a‖² / Σ_b c_b² ‖b_b‖²``), then ``words`` (joined by ", ") when a
+        vocabulary is given. Empty when no atom fires (a zero item).
+    """
+    pd = require("pandas", "an item's atoms table")
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2 or x.shape[0] != 1:
+        raise ValueError(f"x must be one item, of shape (d,) or (1, d); got shape {x.shape}.")
+    Y = None if y is None else np.asarray(y).reshape(1, -1)
+    codes = atom_codes(model, x, Y, mode)
+    share = energy_shares(codes, model.atoms_)[0]
+    c = codes[0]
+    fired = np.flatnonzero(firing(codes)[0])
+    fired = fired[np.lexsort((fired, -c[fired], -share[fired]))]
+    names = getattr(model, "concept_names_", None)
+    g = np.asarray(model.groups_)
+    table = pd.DataFrame({"atom": fired.astype(int),
+                          "concept": [str(names[g[a]]) if names is not None else str(int(g[a])) for a in fired],
+                          "coefficient": c[fired], "share": share[fired]})
+    if words is not None or word_embeddings is not None:
+        if words is None or word_embeddings is None:
+            raise ValueError("give both words and word_embeddings (the vocabulary and its prepared embeddings).")
+        words = list(words)
+        if len(words) != len(word_embeddings):
+            raise ValueError(f"{len(words)} words for {len(word_embeddings)} word embeddings.")
+        if fired.size:
+            index, _ = atom_word_ranking(np.asarray(model.atoms_)[fired], word_embeddings, n_words)
+            table["words"] = [", ".join(words[i] for i in row) for row in index]
+        else:
+            table["words"] = pd.Series([], dtype=object)
+    return table
+
+
+#: The activation levels of :func:`atom_activations`: the quantile of an atom's non-zero coefficients whose
+#: nearest items are shown (1.0: the largest coefficients).
+ACTIVATION_LEVELS = {"top": 1.0, "median": 0.5, "low": 0.1}
+
+
+def atom_activations(codes, atom, has_concept=None, *, k: int = 6, levels=None) -> dict:
+    """How strongly and how often one atom fires over a set of items (an SAE dashboard's per-feature view).
+
+    Parameters
+    ----------
+    codes : array-like of shape (n, M)
+        Coefficients of the items (:func:`atom_codes`; without labels, so that the atom may fire on items
+        that lack its concept).
+    atom : int
+    has_concept : array-like of bool, shape (n,), optional
+        Whether each item carries the atom's concept: adds the firing frequency with and without it.
+    k : int
+        Items per activation level.
+    levels : dict, optional
+        ``{name: quantile}`` (default :data:`ACTIVATION_LEVELS`).
+
+    Returns
+    -------
+    stats : dict
+        ``values``: its coefficients on the items where it fires (:func:`firing`), in item order;
+        ``n_items``, ``fires`` (items), ``frequency`` (``fires / n_items``; NaN without items);
+        ``with_concept`` / ``without_concept``: ``(fires, items)`` among the items with / without the concept
+        (absent without ``has_concept``); ``examples``: ``{level: (items, coefficients)}``, the ``k`` firing
+        items whose coefficients are nearest the level's quantile of ``values`` (``np.quantile``, linear;
+        nearest first, ties by item order; the top level's are the ``k`` largest), item positions in
+        ``codes``; ``quantiles``: ``{level: value}`` (NaN when it never fires).
+    """
+    C = np.asarray(codes, dtype=np.float64)
+    if C.ndim != 2:
+        raise ValueError(f"codes must be 2-D (n_items, n_atoms); got shape {C.shape}.")
+    atom = int(atom)
+    if not 0 <= atom < C.shape[1]:
+        raise ValueError(f"atom {atom} out of range (0..{C.shape[1] - 1}).")
+    k = check_k(k)
+    levels = dict(ACTIVATION_LEVELS if levels is None else levels)
+    fires = firing(C)[:, atom]
+    items = np.flatnonzero(fires)
+    values = C[items, atom]
+    n = C.shape[0]
+    out = {"values": values, "n_items": int(n), "fires": int(items.size),
+           "frequency": items.size / n if n else float("nan"), "examples": {}, "quantiles": {}}
+    if has_concept is not None:
+        has = np.asarray(has_concept).reshape(-1)
+        if has.shape != (n,):
+            raise ValueError(f"has_concept must have one entry per item ({n}); got shape {has.shape}.")
+        has = has.astype(bool)
+        out["with_concept"] = (int((fires & has).sum()), int(has.sum()))
+        out["without_concept"] = (int((fires & ~has).sum()), int((~has).sum()))
+    for name, q in levels.items():
+        if not 0.0 <= float(q) <= 1.0:
+            raise ValueError(f"activation level {name!r} must be a quantile between 0 and 1; got {q!r}.")
+        if not items.size:
+            out["quantiles"][name] = float("nan")
+            out["examples"][name] = (np.zeros(0, dtype=int), np.zeros(0))
+            continue
+        v = float(np.quantile(values, float(q)))
+        near = np.lexsort((items, np.abs(values - v)))[:k]
+        out["quantiles"][name] = v
+        out["examples"][name] = (items[near].astype(int), values[near])
+    return out

@@ -39,6 +39,7 @@ __all__ = [
     "NSFW_BLOCKLIST",
     "prepare_text_embeddings",
     "word_captions",
+    "atom_word_ranking",
     "load_laion_vocabulary",
     "download_laion_vocabulary",
     "default_vocabulary",
@@ -146,6 +147,41 @@ def word_captions(atoms, groups, word_embeddings, words, top_k=5, *, concepts=No
         captions.append([words[i] for i in order])
         errs.append(err[order])
     return (captions, errs) if return_errors else captions
+
+def atom_word_ranking(atoms, word_embeddings, k=10):
+    """The ``k`` words closest to each atom by cosine, best first (ties by vocabulary order).
+
+    For unit prepared word embeddings ``w`` and an atom ``b`` the one-atom NNLS error of the unit word is
+    ``1 - max(0, cos(w, b))^2``, so this is the caption rule (:func:`word_captions`) applied to one atom, for
+    every word with a positive cosine. A zero word embedding has cosine 0.
+
+    Parameters
+    ----------
+    atoms : array-like of shape (m, d) or (d,)
+    word_embeddings : array-like of shape (V, d)
+        Prepared word embeddings (:func:`prepare_text_embeddings`).
+    k : int
+
+    Returns
+    -------
+    index : ndarray of int, shape (m, min(k, V))
+        Vocabulary positions, best first.
+    cosine : ndarray of shape (m, min(k, V))
+    """
+    B = np.asarray(atoms, dtype=np.float64)
+    B = B.reshape(1, -1) if B.ndim == 1 else B
+    if B.ndim != 2:
+        raise ValueError(f"atoms must be 1-D or 2-D (one atom per row); got shape {B.shape}.")
+    W = check_embeddings(word_embeddings, n_features=B.shape[1], name="word_embeddings", allow_zero_rows=True)
+    nb = np.linalg.norm(B, axis=1)
+    if not np.all(np.isfinite(nb)) or np.any(nb <= 0):
+        raise ValueError("the atom is zero or not finite (every atom must be a non-zero, finite vector).")
+    k = check_k(k)
+    nw = np.linalg.norm(W, axis=1)
+    cos = (B @ W.T) / nb[:, None] / np.where(nw > 0, nw, np.inf)[None, :]
+    index = np.argsort(-cos, axis=1, kind="stable")[:, :k]
+    return index, np.take_along_axis(cos, index, axis=1)
+
 
 def _clean_lines(lines):
     return [w.strip() for w in lines if w.strip()]

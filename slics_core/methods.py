@@ -72,7 +72,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from slics_core._validation import check_concept, check_embeddings, check_targets
+from slics_core._validation import MODES, check_concept, check_embeddings, check_mode, check_targets
 from slics_core.baselines import FSpLiCE, SpLiCE, supervised_svd
 from slics_core.captions import prepare_text_embeddings
 from slics_core.formats import load_baseline_model, save_baseline_model
@@ -108,19 +108,6 @@ __all__ = [
     "dictionary_method_words",
     "uses_active",
 ]
-
-#: Components used for ranking: ``tilde-v_j`` (eq. 3, "partial") or ``v_j`` (eq. 2, "full").
-MODES = ("partial", "full")
-
-
-def check_mode(mode) -> str:
-    """``mode`` if it is one of :data:`MODES`, else a one-line ``ValueError`` naming it."""
-    if not isinstance(mode, str) or mode not in MODES:
-        raise ValueError(f"component mode must be one of {MODES} (partial: tilde-v_j, the projection on the "
-                         f"concept's cone; full: v_j, the joint decomposition over the active concepts); "
-                         f"got {mode!r}.")
-    return mode
-
 
 def components_of(model, X, mode: str = "partial", *, active=None) -> np.ndarray:
     """Concept components of the rows of ``X``: the one place where a component mode is computed.

@@ -76,6 +76,8 @@ def test_build_prepares_every_default_job_and_the_pages_use_it(dataset_ws, monke
     monkeypatch.setattr("slics_core.explorer.atom_tables.atom_heatmaps", refuse)
     monkeypatch.setattr("slics_core.explorer.atom_tables.item_codes", refuse)
     monkeypatch.setattr("slics_core.explorer.arrival.concept_energy", refuse)  # the Atoms page's label profile
+    monkeypatch.setattr("slics_core.explorer.arrival.atom_codes", refuse)  # the inspector's label-free codes
+    monkeypatch.setattr("slics_core.explorer.arrival.atom_word_ranking", refuse)  # ... and its atoms' words
     import streamlit as st
 
     st.cache_data.clear()
@@ -83,7 +85,7 @@ def test_build_prepares_every_default_job_and_the_pages_use_it(dataset_ws, monke
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.query_params["ws"] = ws.path.name
     at.run()
-    for page in ("evaluate", "subspaces", "atoms"):
+    for page in ("evaluate", "subspaces", "atoms", "retrieve"):
         at.switch_page(f"app_pages/{page}.py").run()
         assert not at.exception, (page, [e.value for e in at.exception])
     at.switch_page("app_pages/evaluate.py").run()

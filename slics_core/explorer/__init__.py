@@ -12,6 +12,7 @@
 * :mod:`~slics_core.explorer.queries` - a query's components, concept scores, galleries.
 * :mod:`~slics_core.explorer.maps` - t-SNE maps of items, components and atoms, and reading them.
 * :mod:`~slics_core.explorer.atom_tables` - atom usage, the Fig. 6 heatmaps, caption tables.
+* :mod:`~slics_core.explorer.inspection` - an item's atoms and an atom's activations (Retrieve, Subspaces, Atoms).
 * :mod:`~slics_core.explorer.arrival` - what the pages show on arrival, stored with the workspace.
 * :mod:`~slics_core.explorer.narration`, :mod:`~slics_core.explorer.readings` - sentences and generator
   readings the pages show.

@@ -58,7 +58,7 @@ from slics_core.analysis import (
     nearest_cosine_threshold,
     reconstruction_cosine,
 )
-from slics_core.captions import prepare_text_embeddings, word_captions
+from slics_core.captions import atom_word_ranking, prepare_text_embeddings, word_captions
 from slics_core.labels import check_sub_to_concept
 from slics_core.methods import components_of
 from slics_core.retrieval import merge_top, top_k
@@ -208,15 +208,11 @@ def atom_top_words(atom, word_embeddings, words, k=10):
     words = list(words)
     if len(words) != W.shape[0]:
         raise ValueError(f"{len(words)} words for {W.shape[0]} word embeddings.")
-    nb = np.linalg.norm(b)
-    if not np.isfinite(nb) or nb <= 0:
-        raise ValueError("the atom is zero or not finite.")
-    nw = np.linalg.norm(W, axis=1)
-    cos = np.where(nw > 0, (W @ b) / np.maximum(nw, 1e-300) / nb, 0.0)
-    order = np.lexsort((np.arange(cos.size), -cos))[: int(k)]
-    err = 1.0 - np.maximum(cos[order], 0.0) ** 2
+    index, cos = atom_word_ranking(b, W, k)
+    order, cos = index[0], cos[0]
+    err = 1.0 - np.maximum(cos, 0.0) ** 2
     return pd.DataFrame({"rank": np.arange(1, order.size + 1), "word": [words[i] for i in order],
-                         "cosine": cos[order], "nnls_error": err})
+                         "cosine": cos, "nnls_error": err})
 
 # ---------------------------------------------------------------------- heatmaps
 def atom_heatmaps(model, X, n_nonzero=None):
