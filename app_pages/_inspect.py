@@ -46,11 +46,12 @@ def _words(key, method, d0, _ws):
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
-def _item_table(key, method, d0, item_key, _ws, _x):
-    """The atoms of one item (keyed by its id: ``row:<r>``, ``upload:<sha1>``, ``text:<phrase>``)."""
+def _item_table(key, method, d0, item_key, concepts, _ws, _x):
+    """The atoms of one item (keyed by its id: ``row:<r>``, ``upload:<sha1>``, ``text:<phrase>``), over every
+    concept (``concepts`` None) or over the tuple of concept indices ``concepts``."""
     model = _ws.model(method, d0)
     return item_atom_table(model, _x, atom_labels(model.groups_, _ws.concept_names),
-                           _frequencies(key, method, d0, _ws), _words(key, method, d0, _ws))
+                           _frequencies(key, method, d0, _ws), _words(key, method, d0, _ws), concepts=concepts)
 
 
 def _pick(method, d0, atom):
@@ -60,10 +61,12 @@ def _pick(method, d0, atom):
     state.put("atom", int(atom))
 
 
-def item_atoms_section(ws, method, d0, x, item_key: str, where: str, title: str) -> None:
+def item_atoms_section(ws, method, d0, x, item_key: str, where: str, title: str, concepts=None) -> None:
     """The atoms that fire on one item, top first, with a button per atom (the first :data:`MAX_LINKS`) that opens
-    it on Atoms (on Atoms itself, ``where="atoms"``, the button picks it there)."""
-    table = _item_table(ws_id(ws), method, int(d0), item_key, ws, x)
+    it on Atoms (on Atoms itself, ``where="atoms"``, the button picks it there). ``concepts``: decompose over
+    these concept indices only (default: every concept, no labels)."""
+    concepts = None if concepts is None else tuple(sorted(int(c) for c in concepts))
+    table = _item_table(ws_id(ws), method, int(d0), item_key, concepts, ws, x)
     st.markdown(f"**{_safe.text(title)}**")
     split = profile_split(ws)
     if not len(table):
@@ -75,11 +78,13 @@ def item_atoms_section(ws, method, d0, x, item_key: str, where: str, title: str)
                                 "share": st.column_config.NumberColumn("share of energy", format="percent"),
                                 "fires_on": st.column_config.NumberColumn(f"fires on (% of {split} items)",
                                                                           format="percent")})
-    st.caption(f"{method}, d0={int(d0)}: {ACTIVITY_CODES}. Share of energy: c²‖b‖² of the atom over the sum over "
+    over = ACTIVITY_CODES if concepts is None else (
+        "NNLS over the atoms of " + ", ".join(_safe.text(ws.concept_names[c]) for c in concepts))
+    st.caption(f"{method}, d0={int(d0)}: {over}. Share of energy: c²‖b‖² of the atom over the sum over "
                f"its atoms; fires on: share of the {len(ws.index.get(split, []))} {split} items on which the "
-               "atom fires, from the same codes.")
+               f"atom fires, from the codes over every concept ({ACTIVITY_CODES}).")
     opens = "Pick" if where == "atoms" else "Open on Atoms"
-    cols = st.columns(min(3, len(table)))
+    cols = st.columns(min(MAX_LINKS, len(table)))
     for i, (a, label) in enumerate(zip(table.atom[:MAX_LINKS], table.label[:MAX_LINKS])):
         with cols[i % len(cols)]:
             clicked = st.button(f"🧱 {_safe.text(label)}", key=f"open_atom_{where}_{int(a)}",

@@ -102,13 +102,24 @@ def _title(bold, rest) -> str:
     return f'<p style="margin:0 0 1rem 0"><strong>{_html.text(bold)}</strong> {_html.text(rest)}</p>'
 
 
+#: Retrieve's query atoms: decomposed over every concept (an SAE dashboard's view) or over the picked ones.
+ATOMS_OVER = {"every concept (no labels)": False, "the picked concepts (as the galleries)": True}
+
+
 @st.fragment
-def _query_atoms(ws, method, d0, q):
-    """The query's atoms, top first, under the query (a fragment: its buttons open an atom on Atoms)."""
-    if not get_method(method).dictionary:
-        st.caption(f"{method} has no atoms: pick {dictionary_method_words()} to see the query's atoms.")
-        return
-    item_atoms_section(ws, method, int(d0), q.x, q.key, "retrieve", "The query's atoms")
+def _query_atoms(ws, method, d0, q, picked):
+    """The query's atoms, top first (a fragment: its buttons open an atom on Atoms; its switch reruns it alone)."""
+    with st.expander("The query's atoms", expanded=True):
+        if not get_method(method).dictionary:
+            st.caption(f"{method} has no atoms: pick {dictionary_method_words()} to see the query's atoms.")
+            return
+        over = st.radio("Decompose the query over", list(ATOMS_OVER), horizontal=True, key="retrieve_atoms_over",
+                        help="Every concept: the dictionary's own reading of the image, labels unused (on a "
+                             "dictionary whose concepts share directions, atoms of absent concepts fire too). The "
+                             "picked concepts: the decomposition the concept galleries use.")
+        concepts = sorted(picked) if ATOMS_OVER[over] else None
+        item_atoms_section(ws, method, int(d0), q.x, q.key, "retrieve", "Atoms that fire on the query, top first",
+                           concepts=concepts)
 
 
 st.title("🔎 Retrieve by concept")
@@ -155,7 +166,6 @@ preselect, rule = preselection(ws, q, model, method, mkey, scores)
 left, right = st.columns([1, 2])
 with left:
     show_query(ws, q)
-    _query_atoms(ws, method, d0, q)
 with right:
     order = np.argsort(-scores, kind="stable")
     table = pd.DataFrame({
@@ -175,6 +185,8 @@ picked = concept_picker(ws, q, preselect, label="Concepts to retrieve by")
 if not picked:
     st.info("Pick at least one concept to see its gallery.")
     state.stop()
+
+_query_atoms(ws, method, d0, q, picked)
 
 active = tuple(sorted(picked)) if uses_active(spec, mode) else ()
 V = _components(ws_id(ws), method, mkey, q.key, mode, active, model, q.x)

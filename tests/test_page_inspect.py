@@ -51,10 +51,21 @@ def test_retrieve_shows_the_query_atoms_and_a_click_opens_the_atom_on_atoms(ws, 
     Wp = prepare_text_embeddings(W)[0]
     for a, shown in list(zip(want.atom, table.words))[:5]:
         assert shown == ", ".join(atom_top_words(model.atoms_[a], Wp, words, k=3).word)
-    assert any("The query's atoms" in m.value.replace(chr(92), "") for m in at.markdown)
+    assert any("Atoms that fire on the query" in m.value.replace(chr(92), "") for m in at.markdown)
     buttons = [b for b in at.button if b.key.startswith("open_atom_retrieve_")]
-    assert [int(b.key.rsplit("_", 1)[1]) for b in buttons] == sorted(want.atom[:len(buttons)], key=lambda a: (
-        list(want.atom).index(a) % 3, list(want.atom).index(a)))  # a grid of three columns, top first row by row
+    assert [int(b.key.rsplit("_", 1)[1]) for b in buttons] == list(want.atom[:6])  # one row, top first
+    # over the picked concepts: the decomposition of the galleries (NNLS on those concepts' atoms alone)
+    picked = [ws.concept_names.index(n) for n in at.multiselect(key="concepts").value]
+    _ok(at.radio(key="retrieve_atoms_over").set_value("the picked concepts (as the galleries)").run())
+    y = np.zeros(len(ws.concept_names))
+    y[picked] = 1
+    on_picked = item_atoms(model, ws.X[multi_row], y)
+    shown = _atom_table(at)
+    assert shown.label.tolist() == [labels[a] for a in on_picked.atom]
+    assert set(model.groups_[on_picked.atom]) <= set(picked)
+    np.testing.assert_allclose(shown.coefficient, on_picked.coefficient, atol=1e-9)
+    _ok(at.radio(key="retrieve_atoms_over").set_value("every concept (no labels)").run())
+    buttons = [b for b in at.button if b.key.startswith("open_atom_retrieve_")]
     second = int(want.atom.iloc[1])
     _ok(next(b for b in buttons if b.key == f"open_atom_retrieve_{second}").click().run())
     # Atoms is open, on that atom of that dictionary, and the URL names it

@@ -46,12 +46,18 @@ def atom_frequencies(codes) -> np.ndarray:
     return fire.mean(axis=0) if fire.shape[0] else np.full(fire.shape[1], np.nan)
 
 
-def item_atom_table(model, x, atom_labels, frequency=None, atom_words=None):
-    """:func:`slics_core.analysis.item_atoms` of one item on every concept (no labels), with the atoms' labels
+def item_atom_table(model, x, atom_labels, frequency=None, atom_words=None, concepts=None):
+    """:func:`slics_core.analysis.item_atoms` of one item on every concept (no labels; or, given ``concepts``, a
+    sequence of concept indices, on those concepts' atoms alone, as Retrieve's galleries decompose), with the atoms'
+    labels
     (``label``: "<concept> #<k>") first; given the atoms' firing frequencies, ``fires_on`` (share of the items of
     :func:`slics_core.explorer.arrival.activity_codes` on which the atom fires); given every atom's words (a list
     of words per atom, :func:`slics_core.explorer.arrival.atom_words`), ``words`` (joined by ", ")."""
-    table = item_atoms(model, x, None, "full")
+    y = None
+    if concepts is not None:
+        y = np.zeros(int(model.n_concepts_))
+        y[np.asarray(list(concepts), dtype=int)] = 1
+    table = item_atoms(model, x, y, "full")
     table.insert(0, "label", [str(atom_labels[a]) for a in table.atom])
     if frequency is not None:
         f = np.asarray(frequency, dtype=np.float64)
