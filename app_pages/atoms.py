@@ -280,8 +280,18 @@ def activation_section(atom, shown_rows):
     if not view["fires"]:
         return
     e = view["edges"]
-    fig = go.Figure(go.Bar(x=(e[:-1] + e[1:]) / 2, y=view["counts"], width=np.diff(e),
-                           hovertemplate="coefficient %{x:.3f}<br>%{y} items<extra></extra>"))
+    mid, width = (e[:-1] + e[1:]) / 2, np.diff(e)
+    if "counts_with" in view:  # stacked: items with the atom's concept, then those without it
+        fig = go.Figure([
+            go.Bar(x=mid, y=view["counts_with"], width=width, name=f"with {_safe.figure_text(concept)}",
+                   marker_color="#1f77b4", hovertemplate="coefficient %{x:.3f}<br>%{y} items<extra></extra>"),
+            go.Bar(x=mid, y=view["counts_without"], width=width, name=f"without {_safe.figure_text(concept)}",
+                   marker_color="#ff7f0e", hovertemplate="coefficient %{x:.3f}<br>%{y} items<extra></extra>")])
+        fig.update_layout(barmode="stack", legend=dict(orientation="h", y=1.02, x=1, xanchor="right",
+                                                       yanchor="bottom", font=dict(size=15)))
+    else:
+        fig = go.Figure(go.Bar(x=mid, y=view["counts"], width=width,
+                               hovertemplate="coefficient %{x:.3f}<br>%{y} items<extra></extra>"))
     fig.update_layout(title=f"Non-zero coefficients of {_safe.figure_text(label)} ({view['fires']} of "
                             f"{view['n_items']} {split} items)", height=420, bargap=0.05, font=dict(size=15),
                       xaxis=dict(title="coefficient", tickfont=dict(size=16)),

@@ -594,11 +594,12 @@ def atom_activations(codes, atom, has_concept=None, *, k: int = 6, levels=None) 
     stats : dict
         ``values``: its coefficients on the items where it fires (:func:`firing`), in item order;
         ``n_items``, ``fires`` (items), ``frequency`` (``fires / n_items``; NaN without items);
-        ``with_concept`` / ``without_concept``: ``(fires, items)`` among the items with / without the concept
-        (absent without ``has_concept``); ``examples``: ``{level: (items, coefficients)}``, the ``k`` firing
-        items whose coefficients are nearest the level's quantile of ``values`` (``np.quantile``, linear;
-        nearest first, ties by item order; the top level's are the ``k`` largest), item positions in
-        ``codes``; ``quantiles``: ``{level: value}`` (NaN when it never fires).
+        ``with_concept`` / ``without_concept``: ``(fires, items)`` among the items with / without the concept,
+        and ``mean_with`` / ``mean_without``: its mean coefficient over those items, zeros included (NaN where
+        there are none; all four absent without ``has_concept``); ``examples``: ``{level: (items,
+        coefficients)}``, the ``k`` firing items whose coefficients are nearest the level's quantile of
+        ``values`` (``np.quantile``, linear; nearest first, ties by item order; the top level's are the ``k``
+        largest), item positions in ``codes``; ``quantiles``: ``{level: value}`` (NaN when it never fires).
     """
     C = np.asarray(codes, dtype=np.float64)
     if C.ndim != 2:
@@ -621,6 +622,10 @@ def atom_activations(codes, atom, has_concept=None, *, k: int = 6, levels=None) 
         has = has.astype(bool)
         out["with_concept"] = (int((fires & has).sum()), int(has.sum()))
         out["without_concept"] = (int((fires & ~has).sum()), int((~has).sum()))
+        # mean coefficient over every item with / without the concept (zeros included): on a dictionary whose
+        # label-free codes are dense, where an atom fires nearly everywhere, it is what tells the two apart
+        out["mean_with"] = float(C[has, atom].mean()) if has.any() else float("nan")
+        out["mean_without"] = float(C[~has, atom].mean()) if (~has).any() else float("nan")
     for name, q in levels.items():
         if not 0.0 <= float(q) <= 1.0:
             raise ValueError(f"activation level {name!r} must be a quantile between 0 and 1; got {q!r}.")

@@ -47,7 +47,13 @@ def test_activation_view_maps_examples_to_workspace_rows_and_bins_the_values():
     assert top_rows.tolist() == [int(rows[i]) for i in best]
     with_c = sum(1 for i in fired if i % 2 == 0)
     assert view["with_concept"] == (with_c, 25) and view["without_concept"] == (len(fired) - with_c, 25)
+    for part, wanted in (("counts_with", lambda i: i % 2 == 0), ("counts_without", lambda i: i % 2 == 1)):
+        np.testing.assert_array_equal(view[part], np.histogram([codes[i, 2] for i in fired if wanted(i)],
+                                                               bins=edges)[0])
+    np.testing.assert_array_equal(view["counts_with"] + view["counts_without"], view["counts"])
+    mean_with = codes[::2, 2].mean()
     text = activation_sentence(view, "animal", "pool")
+    assert f"mean coefficient **{mean_with:.3f}** with *animal*" in text
     assert f"{100 * len(fired) / 50:.1f} %" in text and f"{100 * with_c / 25:.1f} %" in text and "*animal*" in text
     with pytest.raises(ValueError, match="one workspace row per line"):
         atom_activation_view(codes, 2, rows[:-1], Y, 1)

@@ -157,6 +157,10 @@ def test_atom_activations_against_loops():
     assert stats["frequency"] == pytest.approx(len(fired) / n)
     assert stats["with_concept"] == (sum(has[i] for i in fired), int(has.sum()))
     assert stats["without_concept"] == (sum(not has[i] for i in fired), int((~has).sum()))
+    with_values = [codes[i, atom] for i in range(n) if has[i]]  # every item with the concept, zeros included
+    without_values = [codes[i, atom] for i in range(n) if not has[i]]
+    assert stats["mean_with"] == pytest.approx(sum(with_values) / len(with_values))
+    assert stats["mean_without"] == pytest.approx(sum(without_values) / len(without_values))
     values = codes[fired, atom]
     for level, q in ACTIVATION_LEVELS.items():
         v = np.quantile(values, q)

@@ -102,7 +102,9 @@ def test_atoms_shows_the_picked_atoms_activations(ws):
     hist = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
                 if "Non-zero coefficients" in json.loads(c.proto.spec)["layout"]["title"]["text"])
     from test_page_atoms import _arr
-    assert _arr(hist["data"][0]["y"]).sum() == fire[:, atom].sum()
+    # two stacked traces over the same bins: the items with the atom's concept, then those without it
+    assert len(hist["data"]) == 2 and hist["layout"]["barmode"] == "stack"
+    assert sum(_arr(t["y"]).sum() for t in hist["data"]) == fire[:, atom].sum()
     has = ws.Y[pool, model.groups_[atom]] > 0
     line = next(m.value for m in at.markdown if m.value.startswith("Fires on"))
     n_with, n_without = int(has.sum()), int((~has).sum())

@@ -76,7 +76,9 @@ def atom_activation_view(codes, atom, rows, Y, concept, *, k: int = 6, n_bins: i
     -------
     view : dict
         :func:`~slics_core.analysis.atom_activations`' keys (``examples`` hold workspace rows), plus ``edges``
-        (``n_bins + 1``) and ``counts`` (``n_bins``) of ``np.histogram`` of ``values`` (empty when it never fires).
+        (``n_bins + 1``) and ``counts`` (``n_bins``) of ``np.histogram`` of ``values`` (empty when it never fires),
+        and, given ``Y``, ``counts_with`` / ``counts_without``: the same bins over the items with / without the
+        concept (they add up to ``counts``).
     """
     rows = np.asarray(rows, dtype=np.int64)
     codes = np.asarray(codes, dtype=np.float64)
@@ -91,6 +93,10 @@ def atom_activation_view(codes, atom, rows, Y, concept, *, k: int = 6, n_bins: i
     else:
         counts, edges = np.zeros(0, dtype=int), np.zeros(0)
     stats["counts"], stats["edges"] = counts, edges
+    if has is not None and stats["fires"]:  # the same bins, split by the concept's label
+        fired = firing(codes)[:, int(atom)]
+        stats["counts_with"] = np.histogram(codes[fired & has, int(atom)], bins=edges)[0]
+        stats["counts_without"] = np.histogram(codes[fired & ~has, int(atom)], bins=edges)[0]
     return stats
 
 
@@ -108,6 +114,11 @@ def activation_sentence(view, concept_name: str, split: str) -> str:
         (fw, nw), (fo, no) = view["with_concept"], view["without_concept"]
         out += (f": **{_pct(fw, nw)}** of the {nw} with *{concept_name}*, **{_pct(fo, no)}** of the {no} "
                 "without it")
+        mw, mo = view["mean_with"], view["mean_without"]
+        if np.isfinite(mw) and np.isfinite(mo):
+            ratio = f" ({mw / mo:.1f}×)" if mo > 0 else ""
+            out += (f"; mean coefficient **{mw:.3f}** with *{concept_name}* against **{mo:.3f}** without"
+                    f"{ratio}")
     q = view["quantiles"]
     return out + ". Coefficient where it fires: " + ", ".join(
         f"{name} {q[name]:.3f}" for name in ACTIVATION_LEVELS if name in q) + "."
