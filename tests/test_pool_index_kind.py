@@ -169,3 +169,25 @@ def test_words_for_a_missing_on_disk_index_say_exact_search_and_why(small, tmp_p
         index = ws.pool_index()
     assert index.exact and pool_index_words(ws, index).startswith("No on-disk index")
     shutil.rmtree(out)
+
+
+def test_without_faiss_a_large_pool_is_searched_exactly_with_one_warning_naming_the_extra(small, tmp_path,
+                                                                                           monkeypatch):
+    from slics_core.explorer import build as build_module
+    from slics_core.extras import MissingExtraError
+
+    out = tmp_path / "ws"
+    assert _build(small, out) == 0
+    ws = load_workspace(out)
+    monkeypatch.setattr(search_index, "EXACT_MAX_ROWS", 5_000)
+
+    def no_faiss(*a, **k):
+        raise MissingExtraError("the on-disk pool index needs faiss: pip install 'slics-explorer[faiss]'",
+                                name="faiss")
+    monkeypatch.setattr(build_module, "build_ondisk_index", no_faiss)
+    monkeypatch.setattr(workspace_module, "require", no_faiss)
+    with pytest.warns(RuntimeWarning) as caught:
+        index = build_pool_index(ws)
+    assert len(caught) == 1 and "needs faiss" in str(caught[0].message) and "searched exactly" in str(caught[0].message)
+    assert isinstance(index, StreamingIndex) and not (out / POOL_INDEX).exists()
+    assert pool_index_words(ws, index).startswith("No on-disk index")
