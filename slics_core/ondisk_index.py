@@ -21,8 +21,9 @@ The pool is a sequence of 2-D shards (``np.memmap`` float16 or float32, e.g. cli
     fault. Adding to an on-disk index is never done either (slow, and it can corrupt the lists,
     faiss #3498): a changed pool means a new build.
 :class:`OnDiskIndex`
-    ``search(Q, k)`` with the conventions of :meth:`slics_core.retrieval.ExactIndex.search`:
-    cosine on unit rows, ``(positions, scores)`` best first, ties by the smaller position.
+    An :class:`slics_core.search_index.Index`: ``search(Q, k)`` with the family's conventions (cosine on
+    unit rows, ``(positions, scores)`` best first, ties by the smaller position; the query check, unit rows
+    and ordering are that module's).
     When the shards are given, the top ``rerank`` candidates of the compressed search are read
     from the shards and ranked by their exact cosine (docs/scale.md measures what it gains).
 
@@ -41,7 +42,7 @@ from slics_core._validation import check_k
 from slics_core.errors import FileSystemError, damaged_file_error
 from slics_core.extras import require
 from slics_core.formats import atomic_write_json, read_json, release_pages
-from slics_core.rows import unit_rows
+from slics_core.search_index import best_first, check_queries, prepared_rows, unit_f32
 
 __all__ = [
     "INDEX_FILE",
@@ -102,16 +103,6 @@ def _check_shards(shards, dim=None):
     if offsets[-1] == 0:
         raise ValueError("the shards hold no rows.")
     return shards, offsets, int(dim)
-
-
-def _unit(X):
-    return unit_rows(np.asarray(X, dtype=np.float32), zero="keep", dtype=np.float32)
-
-
-def _prepared(X, transform):
-    """Raw shard rows as the unit rows the index holds: ``transform`` (e.g. ``Workspace.preprocess``) first."""
-    X = np.asarray(X, dtype=np.float32)
-    return _unit(X if transform is None else transform(X))
 
 
 def _read_rows(shards, offsets, positions):
@@ -200,7 +191,7 @@ def build_ondisk_index(shards, folder, *, dim=None, n_list=None, pq_m=None, trai
 
     rng = np.random.default_rng(random_state)
     sample = np.sort(rng.choice(n, size=train_rows, replace=False))
-    train = np.concatenate([_prepared(_read_rows(shards, offsets, sample[i:i + _CHUNK]), transform)
+    train = np.concatenate([prepared_rows(_read_rows(shards, offsets, sample[i:i + _CHUNK]), transform)
                             for i in range(0, sample.size, _CHUNK)])
     quantizer = faiss.IndexFlatIP(dim)
     index = faiss.IndexIVFPQ(quantizer, dim, n_list, pq_m, 8, faiss.METRIC_INNER_PRODUCT)
@@ -221,7 +212,7 @@ def build_ondisk_index(shards, folder, *, dim=None, n_list=None, pq_m=None, trai
         for s, shard in enumerate(shards):
             block = faiss.deserialize_index(trained)
             for start in range(0, np.shape(shard)[0], _CHUNK):
-                rows = _prepared(shard[start:start + _CHUNK], transform)
+                rows = prepared_rows(shard[start:start + _CHUNK], transform)
                 release_pages(shard)  # one chunk resident at a time, not the whole shard read so far
                 block.add_with_ids(rows, np.arange(start, start + rows.shape[0], dtype=np.int64) + offsets[s])
             names.append(str(blocks / f"block_{s}.index"))
@@ -336,6 +327,7 @@ class OnDiskIndex:
     """
 
     backend = "ondisk"
+    exact = False
 
     def __init__(self, index, folder, *, n, dim, shards=None, nprobe, rerank, transform=None):
         self.index, self.folder, self.n, self.dim = index, Path(folder), int(n), int(dim)
@@ -370,27 +362,19 @@ class OnDiskIndex:
             else the compressed (PQ) estimates.
         """
         k = min(check_k(k), self.n)
-        Q = np.asarray(queries, dtype=np.float32)
-        if Q.ndim == 1:
-            Q = Q.reshape(1, -1)
-        if Q.ndim != 2 or Q.shape[1] != self.dim:
-            raise ValueError(f"queries must have shape (n_queries, {self.dim}); got {Q.shape}.")
-        if not np.isfinite(Q).all():
-            raise ValueError("queries contain NaN or infinite values.")
-        Q = np.ascontiguousarray(_unit(Q))
+        Q = np.ascontiguousarray(unit_f32(check_queries(queries, self.dim)))
         exact = self.shards is not None and self.rerank > 0
         scores, idx = self._search(Q, min(self.n, max(k, self.rerank)) if exact else k)
         if exact:
             scores, idx = self._exact(Q, idx)
-        order = np.lexsort((idx, -scores), axis=1)[:, :k]
-        return (np.take_along_axis(idx, order, axis=1).astype(np.int64),
-                np.take_along_axis(scores, order, axis=1).astype(np.float32))
+        idx, scores = best_first(idx, scores, k)
+        return idx, scores.astype(np.float32)
 
     def _exact(self, Q, idx):
         """Exact cosines of the candidates ``idx`` (read from the shards once for all queries)."""
         flat = idx[idx >= 0]
         uniq, inverse = np.unique(flat, return_inverse=True)
-        rows = _prepared(_read_rows(self.shards, self._offsets, uniq), self.transform)
+        rows = prepared_rows(_read_rows(self.shards, self._offsets, uniq), self.transform)
         scores = np.full(idx.shape, -np.inf, dtype=np.float32)
         where = np.nonzero(idx >= 0)
         scores[where] = np.einsum("ij,ij->i", rows[inverse], Q[where[0]])

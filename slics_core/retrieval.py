@@ -32,18 +32,19 @@ Search back-ends
 ``StreamingIndex``
     exact search over a pool read block by block (a sharded workspace's memory-mapped shards,
     :mod:`slics_core.shards`): each block's top-k merged into the running top-k (:func:`merge_top`),
-    memory bounded by one block; not a ``build_index`` backend (the workspace builds it).
+    memory bounded by one block; not a ``build_index`` backend (a sharded workspace opens it:
+    :func:`slics_core.explorer.workspace.open_pool_index`).
 ``"ondisk"``
     an approximate search whose inverted lists stay on disk (FAISS IVF-PQ, exact
     re-ranking of the best candidates from the pool's shards), for pools larger
     than memory: :mod:`slics_core.ondisk_index` (docs/scale.md). Never chosen by
     ``"auto"``.
 ``"auto"``
-    ``"faiss"`` when the pool has at least ``faiss_min_pool`` rows (default
-    :data:`FAISS_MIN_POOL` = 1 000 000), else ``"exact"``. On the 2-core
-    development machine numpy was faster than FAISS for a 100 000 x 512 pool
-    and a dozen query vectors (``benchmarks/bench_retrieval.py``), hence the
-    high default.
+    the kind :func:`slics_core.search_index.index_kind` chooses for rows in memory:
+    ``"faiss"`` from ``faiss_min_pool`` rows (default :data:`FAISS_MIN_POOL`), else ``"exact"``.
+
+Every index here follows :class:`slics_core.search_index.Index` (``n_pool``, ``dim``,
+``backend``, ``exact``, ``search``) and uses that module's query check, unit rows and merge.
 
 Quantized pools (sec. 4.4.1)
 ----------------------------
@@ -71,7 +72,15 @@ from slics_core._validation import check_embeddings, check_k
 from slics_core.extras import require
 from slics_core.methods import check_mode, components_of
 from slics_core.ondisk_index import build_ondisk_index
-from slics_core.rows import unit_rows
+from slics_core.search_index import (
+    FAISS_MIN_POOL,
+    best_first,
+    check_queries,
+    index_kind,
+    merge_top,
+    prepared_rows,
+    unit_f32,
+)
 
 __all__ = [
     "FAISS_MIN_POOL",
@@ -89,16 +98,8 @@ __all__ = [
     "QuantizedPool",
 ]
 
-#: Pool size from which ``backend="auto"`` switches to FAISS.
-FAISS_MIN_POOL = 1_000_000
-
 # maximum number of float32 scores materialised at once by the exact search
 _SCORE_BLOCK = 16_000_000
-
-
-def _unit(X):
-    """Float32 unit rows; a zero row (a zero component) stays zero and scores 0 (the module's convention)."""
-    return unit_rows(X, zero="keep", dtype=np.float32)
 
 
 def top_k(scores, k):
@@ -151,15 +152,16 @@ class ExactIndex:
     """
 
     backend = "exact"
+    exact = True
 
     def __init__(self, pool):
         pool = check_embeddings(pool, name="pool", dtype=np.float32)
-        self.vectors = _unit(pool)
+        self.vectors = unit_f32(pool)
         self.n_pool, self.dim = self.vectors.shape
 
     def scores(self, queries):
         """Cosine similarity of every query with every pool vector, (q, n_pool)."""
-        Q = _unit(_check_queries(queries, self.dim))
+        Q = unit_f32(check_queries(queries, self.dim))
         return Q @ self.vectors.T
 
     def search(self, queries, k):
@@ -171,7 +173,7 @@ class ExactIndex:
         scores : ndarray of float32, shape (n_queries, k)
         """
         k = min(check_k(k), self.n_pool)
-        Q = _unit(_check_queries(queries, self.dim))
+        Q = unit_f32(check_queries(queries, self.dim))
         block = max(1, _SCORE_BLOCK // max(self.n_pool, 1))
         out_i = np.empty((Q.shape[0], k), dtype=np.int64)
         out_s = np.empty((Q.shape[0], k), dtype=np.float32)
@@ -190,12 +192,13 @@ class FaissIndex:
     """
 
     backend = "faiss"
+    exact = True
 
     def __init__(self, pool):
         faiss = require("faiss", "the 'faiss' search back-end")
 
         pool = check_embeddings(pool, name="pool", dtype=np.float32)
-        vectors = np.ascontiguousarray(_unit(pool))
+        vectors = np.ascontiguousarray(unit_f32(pool))
         self.n_pool, self.dim = vectors.shape
         self.index = faiss.IndexFlatIP(self.dim)
         self.index.add(vectors)
@@ -203,12 +206,9 @@ class FaissIndex:
     def search(self, queries, k):
         """Top-``k`` pool indices and cosines for every query row (see :meth:`ExactIndex.search`)."""
         k = min(check_k(k), self.n_pool)
-        Q = np.ascontiguousarray(_unit(_check_queries(queries, self.dim)))
+        Q = np.ascontiguousarray(unit_f32(check_queries(queries, self.dim)))
         scores, idx = self.index.search(Q, k)
-        # FAISS does not order exact ties by index: re-sort for determinism
-        order = np.lexsort((idx, -scores), axis=1)
-        return (np.take_along_axis(idx, order, axis=1).astype(np.int64),
-                np.take_along_axis(scores, order, axis=1))
+        return best_first(idx, scores)  # FAISS does not order exact ties by index: re-sort for determinism
 
 
 class FaissIVFIndex:
@@ -232,12 +232,13 @@ class FaissIVFIndex:
     """
 
     backend = "ivf"
+    exact = False
 
     def __init__(self, pool, *, nlist=None, nprobe=None, train_size=None, random_state=0):
         faiss = require("faiss", "the 'ivf' search back-end")
 
         pool = check_embeddings(pool, name="pool", dtype=np.float32)
-        vectors = np.ascontiguousarray(_unit(pool))
+        vectors = np.ascontiguousarray(unit_f32(pool))
         self.n_pool, self.dim = vectors.shape
         self.nlist = int(nlist) if nlist is not None else int(min(1024, max(1, round(np.sqrt(self.n_pool)))))
         if self.nlist < 1 or self.nlist > self.n_pool:
@@ -264,7 +265,7 @@ class FaissIVFIndex:
         every cell, so every row has ``k`` real results.
         """
         k = min(check_k(k), self.n_pool)
-        Q = np.ascontiguousarray(_unit(_check_queries(queries, self.dim)))
+        Q = np.ascontiguousarray(unit_f32(check_queries(queries, self.dim)))
         scores, idx = self.index.search(Q, k)
         short = np.flatnonzero((idx < 0).any(axis=1))
         if short.size:  # a query whose cells hold fewer than k items: scan every cell for it
@@ -273,20 +274,7 @@ class FaissIVFIndex:
                 scores[short], idx[short] = self.index.search(Q[short], k)
             finally:
                 self.index.nprobe = self.nprobe
-        order = np.lexsort((idx, -scores), axis=1)
-        return (np.take_along_axis(idx, order, axis=1).astype(np.int64),
-                np.take_along_axis(scores, order, axis=1))
-
-
-def _check_queries(queries, dim):
-    Q = np.asarray(queries, dtype=np.float32)
-    if Q.ndim == 1:
-        Q = Q.reshape(1, -1)
-    if Q.ndim != 2 or Q.shape[1] != dim:
-        raise ValueError(f"queries must have shape (n_queries, {dim}); got {Q.shape}.")
-    if not np.isfinite(Q).all():
-        raise ValueError("queries contain NaN or infinite values.")
-    return Q
+        return best_first(idx, scores)
 
 
 class StreamingIndex:
@@ -302,16 +290,13 @@ class StreamingIndex:
     """
 
     backend = "shards-exact"
+    exact = True
 
     def __init__(self, shards, transform=None, *, block_rows: int = 16_384):
         self.shards = shards
         self.transform = transform
         self.block_rows = int(block_rows)
         self.n_pool, self.dim = len(shards), shards.dim
-
-    def _prepared(self, raw):
-        X = raw if self.transform is None else self.transform(raw)
-        return _unit(np.asarray(X, dtype=np.float32))
 
     def search(self, queries, k):
         """Top-``k`` positions and cosines for every query row (:meth:`slics_core.retrieval.ExactIndex.search`).
@@ -323,25 +308,17 @@ class StreamingIndex:
         scores : ndarray of float32, shape (n_queries, k)
         """
         k = min(check_k(k), self.n_pool)
-        Q = _unit(_check_queries(queries, self.dim))
+        Q = unit_f32(check_queries(queries, self.dim))
         best_i = np.empty((Q.shape[0], 0), dtype=np.int64)
         best_s = np.empty((Q.shape[0], 0), dtype=np.float32)
         for start, raw in self.shards.blocks(self.block_rows):
-            s = Q @ self._prepared(raw).T
+            s = Q @ prepared_rows(raw, self.transform).T
             i, v = top_k(s, min(k, s.shape[1]))
             best_i, best_s = merge_top(best_i, best_s, i + start, v.astype(np.float32), k)
         return best_i, best_s
 
 
-def merge_top(idx_a, val_a, idx_b, val_b, k):
-    """The ``k`` best of two per-row candidate lists (largest value first, ties to the smaller index)."""
-    idx = np.concatenate([idx_a, idx_b], axis=1)
-    val = np.concatenate([val_a, val_b], axis=1)
-    order = np.lexsort((idx, -val), axis=1)[:, :k]
-    return np.take_along_axis(idx, order, axis=1), np.take_along_axis(val, order, axis=1)
-
-
-def build_index(pool, backend="auto", *, faiss_min_pool=FAISS_MIN_POOL, folder=None):
+def build_index(pool, backend="auto", *, faiss_min_pool=None, folder=None):
     """Build a search index over ``pool``.
 
     Parameters
@@ -350,8 +327,8 @@ def build_index(pool, backend="auto", *, faiss_min_pool=FAISS_MIN_POOL, folder=N
     backend : {"auto", "exact", "faiss", "ivf", "ondisk"}
         ``"ivf"`` is approximate (:class:`FaissIVFIndex` with its defaults); ``"ondisk"`` is the
         IVF-PQ index of :func:`slics_core.ondisk_index.build_ondisk_index`, written to ``folder``.
-    faiss_min_pool : int
-        Pool size from which ``"auto"`` uses FAISS.
+    faiss_min_pool : int, optional
+        Pool size from which ``"auto"`` uses FAISS (default :data:`FAISS_MIN_POOL`).
     folder : path-like, optional
         Where ``"ondisk"`` writes its files (required for it).
 
@@ -365,9 +342,9 @@ def build_index(pool, backend="auto", *, faiss_min_pool=FAISS_MIN_POOL, folder=N
         if folder is None:
             raise ValueError("backend='ondisk' writes its index to a folder: give folder=PATH.")
         return build_ondisk_index(pool, folder)
-    if backend == "auto":
+    if backend == "auto":  # the one kind rule (slics_core.search_index.index_kind)
         n = np.shape(pool)[0] if np.ndim(pool) >= 1 else 0
-        backend = "faiss" if n >= faiss_min_pool else "exact"
+        backend = index_kind(n, faiss_min_pool=faiss_min_pool)
     if backend == "ivf":
         return FaissIVFIndex(pool)
     return FaissIndex(pool) if backend == "faiss" else ExactIndex(pool)
@@ -404,8 +381,8 @@ class ConceptRetriever:
         Component used for ranking (see :func:`slics_core.methods.components_of`).
     backend : {"auto", "exact", "faiss"}
         Search back-end (see module docstring).
-    faiss_min_pool : int
-        Pool size from which ``"auto"`` uses FAISS.
+    faiss_min_pool : int, optional
+        Pool size from which ``"auto"`` uses FAISS (default :data:`FAISS_MIN_POOL`).
 
     Examples
     --------
@@ -414,7 +391,7 @@ class ConceptRetriever:
     >>> res.indices[0, j]   # top-20 pool rows for concept j of query 0
     """
 
-    def __init__(self, model, pool, *, mode="partial", backend="auto", faiss_min_pool=FAISS_MIN_POOL):
+    def __init__(self, model, pool, *, mode="partial", backend="auto", faiss_min_pool=None):
         self.model = model
         self.mode = check_mode(mode)
         self.index = build_index(pool, backend, faiss_min_pool=faiss_min_pool)
@@ -553,6 +530,7 @@ class QuantizedPool:
     """
 
     backend = "quantized"
+    exact = True
 
     def __init__(self, codes, codebook):
         C = np.asarray(codebook, dtype=np.float32)
@@ -597,13 +575,13 @@ class QuantizedPool:
 
     def lookup_tables(self, V):
         """Look-up tables ``G[q, t, k] = <v_q^t, c_k>`` for query rows ``V`` (q, dim)."""
-        V = _check_queries(V, self.dim)
+        V = check_queries(V, self.dim)
         Vt = V.reshape(V.shape[0], self.n_tokens, -1)
         return np.einsum("qtd,kd->qtk", Vt, self.codebook)
 
     def scores(self, V):
         """Cosine of every query row with every de-quantized candidate, (q, n_pool)."""
-        V = _check_queries(V, self.dim)
+        V = check_queries(V, self.dim)
         G = self.lookup_tables(V).astype(np.float32)  # (q, n_tokens, K)
         raw = np.zeros((V.shape[0], self.n_pool), dtype=np.float32)
         for t in range(self.n_tokens):  # sum_t G[q, t, k_t]: one gather per token for all query rows
@@ -615,7 +593,7 @@ class QuantizedPool:
     def search(self, V, k=20):
         """Top-``k`` candidates by LUT cosine for every query row."""
         k = min(check_k(k), self.n_pool)
-        V = _check_queries(V, self.dim)
+        V = check_queries(V, self.dim)
         out_i = np.empty((V.shape[0], k), dtype=np.int64)
         out_s = np.empty((V.shape[0], k), dtype=np.float32)
         block = max(1, _SCORE_BLOCK // max(self.n_pool, 1))

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from gallery_helpers import gallery_srcs
 
+from slics_core import search_index
 from slics_core.cli import main
 from slics_core.data import LabelledEmbeddings, load_cache
 from slics_core.explorer import safe_text
@@ -46,6 +47,15 @@ def _write_shards(root: Path, E: np.ndarray, sizes, dtypes=None) -> Path:
                       "caption": ["a photo"] * size}).to_parquet(root / "metadata" / f"metadata_{n}.parquet")
         start += size
     return root
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _on_disk_index_from_1000_rows():
+    """These tests are about the on-disk index and its fallback: the 50 000-row test pool gets it, as a pool from the
+    kind rule's measured threshold does (tests/test_pool_index_kind.py tests the rule with its own threshold)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(search_index, "EXACT_MAX_ROWS", 1_000)
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -310,6 +310,9 @@ def _check_workspace(args):
     check_encoder_spec(args.encoder)
     if args.remote_thumbnails and not args.pool_shards:
         raise CLIError("--remote-thumbnails needs --pool-shards DIR (the shards' metadata holds the 'url' column)")
+    if args.pool_rerank is not None and not args.pool_shards:
+        raise CLIError("--pool-rerank needs --pool-shards DIR (it sets the shards' on-disk index)")
+    check_at_least(args, 0, "--pool-rerank")
     _check_generator(args)
 
 
@@ -362,6 +365,10 @@ def _register_workspaces(subparsers) -> None:
     p.add_argument("--remote-thumbnails", action="store_true",
                    help="with --pool-shards: thumbnails may be the metadata's http(s) 'url' column, loaded by the "
                         "viewer's browser (off by default; the pages name the hosts)")
+    p.add_argument("--pool-rerank", type=int, default=None, metavar="N",
+                   help="with --pool-shards large enough for the on-disk index: candidates re-ranked by their exact "
+                        "cosine per query (default 1000, growing past 10^6 rows); deeper raises the recall the "
+                        "build reports, and each search reads N rows from the shards")
     add_generator_options(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(check=_check_workspace)

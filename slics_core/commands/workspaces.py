@@ -123,7 +123,8 @@ def cmd_workspace(args) -> int:
                                     n_words=args.n_words, d0_values=tuple(args.d0), n_iter=args.n_iter,
                                     n_train=args.n_train, n_val=args.n_val, n_query=args.n_query, seed=args.seed,
                                     methods=args.methods, name=args.name, progress=progress, overwrite=args.overwrite,
-                                    pool_shards=shards, remote_thumbnails=args.remote_thumbnails)
+                                    pool_shards=shards, remote_thumbnails=args.remote_thumbnails,
+                                    pool_rerank=args.pool_rerank)
     progress.close()
     s = ws.summary()
     print(f"workspace {s['name']!r} written to {out}: {s['n_items']} items, splits {s['splits']}, "

@@ -20,9 +20,10 @@ folder or precomputed embeddings through their cache):
    most frequent English words, or a word list) is embedded with the workspace's encoder when it has
    a text tower; so are, when given, the SpLiCE baselines' own vocabulary (the emoji world's general
    words) and the label names of the oracle row (:data:`slics_core.methods.ORACLE_FSPLICE`);
-6. the workspace is saved (:func:`slics_core.explorer.workspace_files.save_workspace`), a sharded pool's
-   on-disk index is built and its recall against exact search measured (:func:`build_pool_index`,
-   :func:`measure_pool_index`), and what the pages show on arrival is prepared
+6. the workspace is saved (:func:`slics_core.explorer.workspace_files.save_workspace`), a sharded pool gets
+   the index of the kind the one rule chooses (exact streamed search for a small pool, else the on-disk index,
+   whose recall against exact search is measured: :func:`build_pool_index`, :func:`measure_pool_index`), and
+   what the pages show on arrival is prepared
    (:func:`slics_core.explorer.arrival.prepare_pages`).
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ from slics_core.data import LabelledEmbeddings, eval_data, fit_inputs, load_cach
 from slics_core.encoders import create_encoder
 from slics_core.evaluation import SWEEP_METHOD, SWEEP_MODE, choose_d0, sweep_d0
 from slics_core.explorer.arrival import prepare_pages
-from slics_core.explorer.workspace import POOL_INDEX, POOL_RECALL, Workspace
+from slics_core.explorer.workspace import POOL_INDEX, POOL_RECALL, Workspace, pool_index_kind
 from slics_core.explorer.workspace_files import check_target, save_workspace
 from slics_core.extras import MissingExtraError
 from slics_core.formats import atomic_write_json
@@ -98,7 +99,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
                     vocabulary=NO_VOCABULARY, encoder=None, store=None, name=None, kind="dataset", generator=None,
                     progress=None, replace=True, codebook=None, source=None, overwrite=False,
                     prepare=True, splice_vocabulary=None, oracle_vocabulary=None, pool_shards=None,
-                    remote_thumbnails=False) -> Workspace:
+                    remote_thumbnails=False, pool_rerank=None) -> Workspace:
     """Build, save and return a workspace from labelled embeddings (see the module docstring).
 
     Parameters
@@ -142,6 +143,8 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         remaining rows still serve the d0 sweep), and ``index["pool"]`` is empty.
     remote_thumbnails : bool
         With ``pool_shards``: thumbnails may be the metadata's ``url`` column (loaded by the browser).
+    pool_rerank : int, optional
+        With ``pool_shards``: the on-disk index's re-ranking depth, when the pool gets one (:func:`build_pool_index`).
 
     Returns
     -------
@@ -215,7 +218,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         save_workspace(ws, out, source=source, overwrite=True, _warn=False)
         report_progress(progress, "save the workspace", 1, 1)
         if pool_shards is not None:
-            build_pool_index(ws, progress=progress)
+            build_pool_index(ws, progress=progress, **({} if pool_rerank is None else {"rerank": int(pool_rerank)}))
         if prepare:  # what the pages show on arrival, stored in the folder for every process (issue 24)
             prepare_pages(ws, progress)
     return ws
@@ -242,33 +245,36 @@ def attach_pool_shards(ws: Workspace, shards: PoolShards, *, remote_thumbnails=F
 
 
 def build_pool_index(ws: Workspace, *, progress=None, **settings):
-    """Build a saved sharded workspace's on-disk pool index in ``ws.path / POOL_INDEX`` (replacing any).
+    """Give a saved sharded workspace the pool index of the kind :func:`~slics_core.explorer.workspace.pool_index_kind`
+    chooses (the one rule, :func:`slics_core.search_index.index_kind`), open it with the one opener
+    (:func:`~slics_core.explorer.workspace.open_pool_index`) and return it.
 
-    The shards are read through their memory maps one at a time; rows are indexed, and re-ranked when
-    searched, as :meth:`Workspace.preprocess` makes them (what exact search over the pool ranks). Memory: the
-    training sample plus one shard's codes. Without FAISS (the ``[faiss]`` extra) a one-line
-    ``RuntimeWarning`` says so and no index is written: the pages then search the shards exactly
-    (:func:`slics_core.explorer.workspace.sharded_pool_index`). ``settings`` go to
-    :func:`slics_core.ondisk_index.build_ondisk_index` (its defaults otherwise). The built index's recall is
-    then measured and stored beside it (:func:`measure_pool_index`).
+    Below :data:`slics_core.search_index.EXACT_MAX_ROWS` rows nothing is built: the pages search the shards
+    exactly, block by block (recall 1.0, fast at that size), and any index folder of a previous build is removed.
+    From there the on-disk IVF-PQ index is built in ``ws.path / POOL_INDEX`` (replacing any): the shards are read
+    through their memory maps one at a time; rows are indexed, and re-ranked when searched, as
+    :meth:`Workspace.preprocess` makes them (what exact search over the pool ranks). Memory: the training sample
+    plus one shard's codes. ``settings`` go to :func:`slics_core.ondisk_index.build_ondisk_index` (its defaults
+    otherwise). Its recall against exact search is then measured and stored beside it
+    (:func:`measure_pool_index`). Without FAISS (the ``[faiss]`` extra) no index is written and the opener says so
+    in one ``RuntimeWarning``: the pages then search the shards exactly.
     """
     folder = Path(ws.path) / POOL_INDEX
     shutil.rmtree(folder, ignore_errors=True)  # an index of the previous build's pool or preprocessing
-    ws._opened.pop("index", None)
-    stage = f"on-disk index of {ws.n_pool} pool rows"
-    report_progress(progress, stage, 0, ws.n_pool)
-    try:
-        index = build_ondisk_index(ws.shards().arrays, folder, transform=ws.preprocess, random_state=0,
-                                   progress=lambda done, total: report_progress(progress, stage, done, total),
-                                   **settings)
-    except MissingExtraError as exc:
-        shutil.rmtree(folder, ignore_errors=True)
-        warnings.warn(f"no on-disk pool index: {str(exc).splitlines()[0]}; the pages will search the "
-                      f"{ws.n_pool} shard rows exactly (slower)", RuntimeWarning, stacklevel=2)
-        ws._opened["index"] = StreamingIndex(ws.shards(), ws.preprocess)  # what pool_index() opens, said once
-        return
-    ws._opened["index"] = index
-    measure_pool_index(ws, index, progress=progress)
+    ws.forget_pool_index()
+    if pool_index_kind(ws) == "ondisk":
+        stage = f"on-disk index of {ws.n_pool} pool rows"
+        report_progress(progress, stage, 0, ws.n_pool)
+        try:
+            build_ondisk_index(ws.shards().arrays, folder, transform=ws.preprocess, random_state=0,
+                               progress=lambda done, total: report_progress(progress, stage, done, total),
+                               **settings)
+        except MissingExtraError:
+            shutil.rmtree(folder, ignore_errors=True)  # the opener below says why there is no index, once
+    index = ws.pool_index()
+    if not index.exact:
+        measure_pool_index(ws, index, progress=progress)
+    return index
 
 
 def measure_pool_index(ws: Workspace, index, *, k=RECALL_K, n_queries=RECALL_QUERIES, seed=0, progress=None):

@@ -51,11 +51,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from slics_core import search_index
 from slics_core._validation import check_k
 from slics_core.data import EvalData
 from slics_core.errors import DamagedFileError
 from slics_core.evaluation import RECALL_KS, SWEEP_METHOD, rank_method, recall_keys, score_split
 from slics_core.explorer.safe_text import code
+from slics_core.explorer.workspace import pool_index_kind
 from slics_core.methods import MODES, check_mode, get_method
 from slics_core.retrieval import build_index
 from slics_core.splits import Split
@@ -161,9 +163,15 @@ def eval_index(ws):
 
 
 def pool_index_words(ws, index) -> str:
-    """What is known of the recall of ``index`` (``ws.pool_index()`` of a sharded workspace): measured at build
-    (:func:`slics_core.explorer.build.measure_pool_index`), exact by construction, or not measured."""
-    if getattr(index, "backend", None) != "ondisk":
+    """What is known of the recall of ``index`` (``ws.pool_index()`` of a sharded workspace): exact by construction
+    (``index.exact``: the kind rule chose exact search, or the on-disk index is missing), measured at build
+    (:func:`slics_core.explorer.build.measure_pool_index`; below :data:`slics_core.search_index.RECALL_FLOOR` with
+    how to raise it), or not measured."""
+    if index.exact:
+        if pool_index_kind(ws) == "exact":
+            limit = search_index.EXACT_MAX_ROWS
+            return (f"Exact search over the {ws.n_pool:,} shard rows, block by block (a pool under {limit:,} rows "
+                    "is searched exactly: fast at that size), so recall is 1.0 by construction.")
         return ("No on-disk index: the shards are searched exactly, block by block, so recall is 1.0 by "
                 "construction (no measurement needed).")
     try:
@@ -173,8 +181,14 @@ def pool_index_words(ws, index) -> str:
     if rec is None:
         return ("On-disk index: recall not measured (rebuild with `slics workspace --pool-shards` to "
                 "measure).")
-    return (f"On-disk index: recall@{rec['k']} {rec['recall']:.3f} against exact search on {rec['n_queries']} "
-            f"queries, rerank {rec['rerank']}, measured at build.")
+    words = (f"On-disk index: recall@{rec['k']} {rec['recall']:.3f} against exact search on {rec['n_queries']} "
+             f"queries, rerank {rec['rerank']}, measured at build.")
+    floor = search_index.RECALL_FLOOR
+    if rec["recall"] < floor:
+        deeper = max(2 * int(rec["rerank"]), 1000)
+        words += (f" Below {floor:.2f}: rebuild with a deeper re-ranking (`slics workspace --pool-shards … "
+                  f"--pool-rerank {deeper}`), which reads more rows per search and raises recall towards 1.0.")
+    return words
 
 
 # ---------------------------------------------------------------------- checks

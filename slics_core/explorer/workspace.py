@@ -26,7 +26,7 @@ from slics_core._validation import check_embeddings
 from slics_core.errors import DamagedFileError, FileSystemError, damaged_file_error
 from slics_core.evaluation import fallback_d0
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
-from slics_core.extras import MissingExtraError
+from slics_core.extras import MissingExtraError, require
 from slics_core.formats import read_json
 from slics_core.images import ImageLoadError, load_image
 from slics_core.labels import CarriesLabels, Labels
@@ -35,10 +35,11 @@ from slics_core.ondisk_index import SETTINGS_FILE, open_ondisk_index
 from slics_core.preprocessing import make_preprocessor
 from slics_core.retrieval import StreamingIndex, build_index
 from slics_core.rows import ZERO_NORM, unit_rows
+from slics_core.search_index import index_kind
 from slics_core.shards import PoolShards
 
-__all__ = ["Workspace", "sharded_pool_index", "EMOJI", "workspaces_root", "check_workspace_name", "SPLITS",
-           "PAGE_STORE", "POOL_INDEX", "POOL_RECALL"]
+__all__ = ["Workspace", "open_pool_index", "pool_index_kind", "EMOJI", "workspaces_root", "check_workspace_name",
+           "SPLITS", "PAGE_STORE", "POOL_INDEX", "POOL_RECALL"]
 
 #: ``kind`` of the emoji world's workspace, and the app's name for it (``?ws=`` absent).
 EMOJI = "emoji"
@@ -279,17 +280,19 @@ class Workspace(CarriesLabels):
         return self.shards().item(position, remote=self.remote_thumbnails)
 
     def pool_index(self):
-        """The one search index over the pool that every page uses (built once, kept on the instance).
+        """The one search index over the pool that every page uses: :func:`open_pool_index`, opened once and kept
+        on the instance (:meth:`forget_pool_index` drops it after a new index is built).
 
         ``search(Q, k)`` returns ``(positions, scores)``: positions in the pool (rows of
         ``X[index["pool"]]``, or positions in shard order for a sharded workspace), best first.
-        An ordinary workspace: :func:`slics_core.retrieval.build_index` of ``X[pool]`` (``"auto"``);
-        a sharded one: :func:`sharded_pool_index`.
         """
         if "index" not in self._opened:
-            self._opened["index"] = (sharded_pool_index(self) if self.sharded
-                                     else build_index(self.X[self.index["pool"]], "auto"))
+            self._opened["index"] = open_pool_index(self)
         return self._opened["index"]
+
+    def forget_pool_index(self) -> None:
+        """Drop the opened pool index (the builder calls it before it builds a new one)."""
+        self._opened.pop("index", None)
 
     def pool_index_recall(self) -> dict | None:
         """The on-disk pool index's recall measured at build (:data:`POOL_RECALL`: ``k``, ``recall``,
@@ -367,8 +370,14 @@ class Workspace(CarriesLabels):
             raw = raw[None, :]
         raw = check_embeddings(raw, n_features=self.X.shape[1], name="query embedding")
         mean = self.mean if self.preprocessing == "clip" else None
-        pre = make_preprocessor(self.preprocessing, mean=mean, n_tokens=self.n_tokens).fit(raw)
-        return pre.transform(raw).astype(np.float32)
+        # the fitted step depends on the settings and the width only (the mean is given): fitted once, kept, so
+        # streaming the shards (exact search) pays for the transform alone
+        key = (self.preprocessing, self.n_tokens, raw.shape[1], None if mean is None else np.asarray(mean).tobytes())
+        kept = self._opened.get("preprocessor")
+        if kept is None or kept[0] != key:
+            kept = (key, make_preprocessor(self.preprocessing, mean=mean, n_tokens=self.n_tokens).fit(raw[:1]))
+            self._opened["preprocessor"] = kept
+        return kept[1].transform(raw).astype(np.float32)
 
     def zero_shot(self, raw) -> np.ndarray | None:
         """Cosines (n, S) between embeddings and the concept prompts (None without prompts)."""
@@ -397,16 +406,30 @@ def _fitted(load, size: int):
     return im
 
 
-def sharded_pool_index(ws: Workspace):
-    """The index kind of a sharded workspace's pool: the one place that chooses it.
+def pool_index_kind(ws: Workspace) -> str:
+    """The kind of index ``ws``'s pool gets: :func:`slics_core.search_index.index_kind` of its size (the one rule;
+    the builder and :func:`open_pool_index` both ask it). ``"exact"``, ``"faiss"`` or ``"ondisk"``."""
+    return index_kind(ws.n_pool, sharded=ws.sharded)
 
-    The on-disk IVF-PQ index the build wrote in ``ws.path / POOL_INDEX``
-    (:func:`slics_core.ondisk_index.open_ondisk_index`, re-ranking read from the shards and preprocessed as
-    :meth:`Workspace.preprocess`, as the index was built). Without one (a workspace built before, FAISS not
-    installed, a damaged index): the exact :class:`slics_core.retrieval.StreamingIndex` (block-wise over the
-    memory-mapped shards; slower), with a one-line ``RuntimeWarning`` saying why. Both return
-    ``(positions, scores)``.
+
+def open_pool_index(ws: Workspace):
+    """The search index over ``ws``'s pool, of the kind :func:`pool_index_kind` chooses: the one opener (used by
+    :meth:`Workspace.pool_index` and by :func:`slics_core.explorer.build.build_pool_index`).
+
+    An ordinary workspace: :func:`slics_core.retrieval.build_index` of ``X[pool]`` (exact; FAISS's flat index for
+    a very large pool). A sharded one below :data:`slics_core.search_index.EXACT_MAX_ROWS` rows: exact search,
+    streamed over the memory-mapped shards (:class:`slics_core.retrieval.StreamingIndex`, preprocessed as
+    :meth:`Workspace.preprocess`; recall 1.0). From there: the on-disk IVF-PQ index the build wrote in
+    ``ws.path / POOL_INDEX`` (:func:`slics_core.ondisk_index.open_ondisk_index`, re-ranking read from the shards
+    and preprocessed as the index was built); without one (a workspace built before, FAISS not installed, a
+    damaged index) the same exact streamed search, with a one-line ``RuntimeWarning`` saying why. Every kind
+    returns ``(positions, scores)``.
     """
+    kind = pool_index_kind(ws)
+    if not ws.sharded:
+        return build_index(ws.X[ws.index["pool"]], kind)
+    if kind == "exact":
+        return StreamingIndex(ws.shards(), ws.preprocess)
     folder = None if ws.path is None else Path(ws.path) / POOL_INDEX
     why = "it has no on-disk pool index"
     if folder is not None and (folder / SETTINGS_FILE).is_file():
@@ -414,6 +437,11 @@ def sharded_pool_index(ws: Workspace):
             return open_ondisk_index(folder, ws.shards().arrays, transform=ws.preprocess)
         except (MissingExtraError, DamagedFileError, FileSystemError, ValueError) as exc:
             why = f"its on-disk pool index cannot be opened ({str(exc).splitlines()[0]})"
+    else:
+        try:
+            require("faiss", "the on-disk pool index")
+        except MissingExtraError as exc:
+            why = f"it has no on-disk pool index ({str(exc).splitlines()[0]})"
     warnings.warn(f"workspace {ws.name!r}: {why}, so the {ws.n_pool} pool rows are searched exactly, block by "
                   "block (slower); rebuild it with `slics workspace --pool-shards` to make one", RuntimeWarning,
                   stacklevel=2)
