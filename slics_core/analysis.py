@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from scipy.stats import beta
 
 from slics_core._validation import check_embeddings, check_k, check_labels, check_mode
 from slics_core.captions import atom_word_ranking
@@ -283,7 +284,6 @@ def random_cosine_sf(c, d):
     -------
     sf : ndarray
     """
-    from scipy.stats import beta
 
     a = _cosine_shape(d)
     return beta.sf((np.clip(np.asarray(c, dtype=np.float64), -1.0, 1.0) + 1.0) / 2.0, a, a)
@@ -327,7 +327,6 @@ def nearest_cosine_threshold(d, m, level=MISPLACED_LEVEL):
     -------
     c : ndarray
     """
-    from scipy.stats import beta
 
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1); got {level}.")
@@ -353,7 +352,6 @@ def share_lower_bound(k, n, level=DENSE_LEVEL):
     -------
     low : ndarray
     """
-    from scipy.stats import beta
 
     k = np.asarray(k, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)

@@ -25,6 +25,8 @@ DEFERRED = {
         "the token normaliser brings scikit-learn, which the instant commands must not load",
     ("generators/registry.py", "slics_core.encoders"):
         "`slics models` / `download` read the generator presets without loading the encoders' scikit-learn",
+    ("shards.py", "pyarrow.parquet"):
+        "pyarrow is pandas' Parquet engine, no dependency of the library: read only when a pool's metadata is checked",
 }
 
 #: Packages whose modules import the work they run only when it runs (`slics CMD --help` is instant).

@@ -41,6 +41,7 @@ from slics_core.explorer.atom_tables import (
     item_codes,
     stream_atom_top_items,
 )
+from slics_core.explorer.encoding import prepared_vocabulary
 from slics_core.explorer.layouts import tsne_embedding, tsne_fit
 from slics_core.explorer.maps import map_points, map_sample
 from slics_core.explorer.workspace import PAGE_STORE as STORE
@@ -294,7 +295,6 @@ def atom_words(ws, method: str, d0: int) -> list:
     FileNotFoundError
         The workspace has no word vocabulary (nothing is stored).
     """
-    from slics_core.explorer.encoding import prepared_vocabulary  # the vocabulary is read only when computed
 
     def compute():
         words, Wp = prepared_vocabulary(ws)
