@@ -53,7 +53,6 @@ headless Chromium is exactly where WebGPU is missing). The linked panel needs no
 renders in any browser, and keeps one map, one state.
 """
 import hashlib
-import time
 
 import numpy as np
 import streamlit as st
@@ -71,7 +70,7 @@ from slics_core.explorer.arrival import (
     kept_embedding,
     layout_name,
     map_embedding,
-    map_layout,
+    map_layout_timed,
     stored_map_layout,
 )
 from slics_core.explorer.background import JOBS, BackgroundRun
@@ -262,22 +261,22 @@ def _layout_progress(run, n_points, what=None):
 
 def _layout(P, seed):
     """``(xy, seconds)`` of the points ``P``: remembered, stored in the workspace, or computed here when small;
-    a large layout is computed in a background run whose progress is shown, and the page stops until it is done."""
+    a large layout is computed in a background run whose progress is shown, and the page stops until it is done.
+    ``seconds``: how long the t-SNE took when it was computed (kept with the layout), None when not known."""
     key = (ws_id(ws), layout_name(P, seed))
     got = _layouts()["xy"].get(key)
     if got is not None:
         return got
-    t0 = time.perf_counter()
     if len(P) <= BACKGROUND_MIN_POINTS:  # about 2 s at most: computed here
-        return _remember(_layouts()["xy"], key, (map_layout(ws, P, seed), time.perf_counter() - t0))
-    xy = stored_map_layout(ws, P, seed)
-    if xy is not None:
-        return _remember(_layouts()["xy"], key, (xy, time.perf_counter() - t0))
-    run = JOBS.start(("map",) + key, lambda: BackgroundRun(lambda progress: map_layout(ws, P, seed, progress),
-                                                           total=20, name="slics-map"))
+        return _remember(_layouts()["xy"], key, map_layout_timed(ws, P, seed))
+    got = stored_map_layout(ws, P, seed, with_seconds=True)
+    if got is not None:
+        return _remember(_layouts()["xy"], key, got)
+    run = JOBS.start(("map",) + key, lambda: BackgroundRun(
+        lambda progress: map_layout_timed(ws, P, seed, progress), total=20, name="slics-map"))
     snap = run.snapshot()
     if snap["finished"] and not snap["error"]:
-        return _remember(_layouts()["xy"], key, (snap["result"], snap["elapsed"]))
+        return _remember(_layouts()["xy"], key, snap["result"])
     bar.empty()
     if snap["error"]:
         st.warning(visitor_text(snap["error"], "The map's layout failed", "Rerun the page to try again."))
@@ -383,7 +382,8 @@ def _point_labels(params, _table, _plain):
     """The highlight box's options (every concept and sub-label of the map) and the picked-points box's label of
     each point id. Read-only."""
     search = sorted(set(_table.concept) | {s for v in _table.sub_labels for s in v.split(", ") if s})
-    return search, {int(p): f"{p} · {t}" for p, t in zip(_table.point, _plain)}
+    # "point N": a map point's id; "#N" is an item's row everywhere in the app, as in the descriptions
+    return search, {int(p): f"point {p} · {t}" for p, t in zip(_table.point, _plain)}
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
@@ -418,7 +418,8 @@ def _figure(params, color_by, sub_concept, highlight, drag, pictures, placed, _t
     store = shared(_ws)
     title = (f"{method}, d0={d0}: {int((table.kind == 'embedding').sum())} items, "
              f"{int((table.kind == 'component').sum())} components, "
-             f"{int((table.kind == 'atom').sum())} atoms (t-SNE {_tsne_seconds:.1f} s)"
+             f"{int((table.kind == 'atom').sum())} atoms"
+             + (f" (t-SNE {_tsne_seconds:.1f} s)" if _tsne_seconds is not None else "")
              + (f" · {n_hit} points match “{_safe.figure_text(highlight)}”" if highlight else ""))
     legend = ((f"sub-labels of {_safe.figure_text(sub_concept)}" if color_by == "sub-label"
                else f"has {_safe.figure_text(sub_concept)}?" if color_by == "has concept" else color_by)
@@ -554,8 +555,8 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
                         st.caption(f"#{r} is from the {split} split, not the query split.")
             shown = sub[sub.row >= 0].head(MAX_SHOWN)
             if len(shown) > 1:
-                caps = [f"#{p} {k}: {lab if c == 'several' and lab else c}"
-                        for p, k, c, lab in zip(shown.index, shown.kind, shown.concept, shown["labels"])]
+                caps = [f"#{int(r)} {k}: {lab if c == 'several' and lab else c}"  # #N: the item's row
+                        for r, k, c, lab in zip(shown.row, shown.kind, shown.concept, shown["labels"])]
                 image_grid(ws, shown.row.tolist(), captions=caps, n_cols=4, size=128)
                 if (sub.row >= 0).sum() > MAX_SHOWN:
                     st.caption(f"First {MAX_SHOWN} of {(sub.row >= 0).sum()} picked items shown.")

@@ -222,6 +222,10 @@ def test_picked_points_show_a_preview_and_their_images(ws):
     # the preview (first picked item) and a grid of the three picked items (the atom has no image)
     assert len(at.get("image")) == 4
     r0 = int(exp.row[emb[0]])
+    # "#N" in the grid's captions is the item's row (as everywhere else), never the map's point id
+    caps = [img.proto.imgs[0].caption for img in at.get("image")[1:]]
+    rows = exp.set_index("point").loc[emb + comp, "row"].tolist()
+    assert [c.split(" ")[0].lstrip("\\") for c in caps] == [f"#{int(r)}" for r in rows]  # "\\#": Markdown-escaped
     assert at.button(key="map_use_query").proto.label == f"Use #{r0} as the query"
     details = at.dataframe[0].value
     assert details.point.tolist() == picked
