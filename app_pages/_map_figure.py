@@ -47,7 +47,8 @@ def map_figure(table, texts, groups, order, colours, hit, *, component, include=
     placed : sequence of (text, x, y), optional
         The query's points placed on the map without being among its points (one trace, :data:`QUERY_TRACE`).
     pictures : callable, optional
-        ``pictures(row) -> data URL``: draw :func:`picture_points` as images.
+        ``pictures(row) -> data URL``: draw :func:`picture_points` as images, each in a frame of its point's
+        colour (a layout shape), so the colouring stays readable under the pictures.
 
     Returns
     -------
@@ -114,6 +115,14 @@ def map_figure(table, texts, groups, order, colours, hit, *, component, include=
         fig.update_layout(images=[
             dict(source=pictures(int(table.row.iat[p])), xref="x", yref="y", x=float(xs[p]), y=float(ys[p]),
                  sizex=sx, sizey=sy, xanchor="center", yanchor="middle", sizing="contain", layer="above",
+                 opacity=1.0 if not highlight or hit[p] else 0.25)
+            for p in shown])
+        # a picture hides its dot: a frame in the dot's colour keeps the colouring (concept, has concept,
+        # sub-label...) readable around it
+        fig.update_layout(shapes=[
+            dict(type="rect", xref="x", yref="y", x0=float(xs[p]) - 0.6 * sx, x1=float(xs[p]) + 0.6 * sx,
+                 y0=float(ys[p]) - 0.6 * sy, y1=float(ys[p]) + 0.6 * sy, layer="above",
+                 line=dict(color=colours[groups[p]], width=3), fillcolor="rgba(0,0,0,0)",
                  opacity=1.0 if not highlight or hit[p] else 0.25)
             for p in shown])
     fig.update_layout(

@@ -95,6 +95,7 @@ from slics_core.explorer.maps import (
     match_points,
     parse_colour_param,
     point_text,
+    sample_words,
     selected_point_ids,
     selection_summary,
 )
@@ -355,6 +356,9 @@ except ValueError as exc:
 bar.empty()
 table = table.assign(x=xy[:, 0], y=xy[:, 1])
 n = len(table)
+shortfall = sample_words(n_points, table.row[table.row >= 0].nunique(), split, concepts)  # fewer items than asked
+if shortfall:
+    st.caption(shortfall)
 
 
 @st.cache_resource(show_spinner=False, max_entries=24)

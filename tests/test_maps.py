@@ -645,3 +645,11 @@ def test_a_stored_layout_says_how_long_its_t_sne_took_not_how_long_reading_it_to
     np.testing.assert_array_equal(again[0], xy)
     assert arrival.stored_map_layout(ws, X, 0, with_seconds=True)[1] == 50.0
     np.testing.assert_array_equal(arrival.map_layout(ws, X, 0), xy)
+
+
+def test_sample_words_say_when_a_map_has_fewer_items_than_asked():
+    from slics_core.explorer.maps import sample_words
+
+    assert sample_words(200, 200, "pool") is None
+    line = sample_words(20_000, 3_000, "pool", ["animal"])
+    assert "3,000 items on the map, not the 20,000 asked for" in line and "pool split" in line and "animal" in line

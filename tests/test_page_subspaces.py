@@ -715,3 +715,35 @@ def test_a_click_does_not_colour_or_export_the_map_again(ws, monkeypatch, media)
     assert df.point.tolist() == exp.point.tolist()
     groups, _, _ = real_colours(exp, "concept", concept_names=ws.concept_names)
     assert df.colour_group.tolist() == list(groups)
+
+
+def test_a_map_asked_for_more_items_than_the_split_has_says_so(ws):
+    """Issue 38: "Items (sample)" accepted more items than the split holds and the map stopped short without a
+    word."""
+    n_pool = len(ws.index["pool"])
+    at = _page(n_points=n_pool + 500, kinds=["embedding"])
+    assert not at.exception, at.exception
+    assert any(f"{n_pool:,} items on the map, not the {n_pool + 500:,} asked for" in c.value for c in at.caption)
+    at = _page(n_points=40)
+    assert not any("asked for" in c.value for c in at.caption)
+
+
+def test_pictures_keep_the_colouring_in_a_frame_of_each_point_colour():
+    """Issue 38: with "Pictures" on, a picture hid its dot and the has-concept / sub-label colours were gone. Each
+    picture now sits in a frame of its point's colour group's colour."""
+    from app_pages._map_figure import map_figure
+    from slics_core.explorer.maps import map_colours, picture_points
+
+    table, names, _ = _synthetic_map(n_items=150)
+    texts = point_text(table, "partial")
+    groups, order, colours = map_colours(table, "has concept", concept="concept03", concept_names=names)
+    assert len(order) == 2
+    fig = map_figure(table, texts, groups, order, colours, np.ones(len(table), bool), component="partial",
+                     pictures=lambda r: "data:image/png;base64,AAAA", title="t", legend_title="l")
+    shown = picture_points(table)
+    assert len(fig.layout.images) == len(shown) == len(fig.layout.shapes)
+    got = [s.line.color for s in fig.layout.shapes]
+    assert got == [colours[groups[p]] for p in shown]
+    assert len(set(got)) == 2  # both groups, not one colour for every picture
+    for s, img in zip(fig.layout.shapes, fig.layout.images):  # the frame is around its picture
+        assert s.x0 < img.x < s.x1 and s.y0 < img.y < s.y1
