@@ -14,7 +14,7 @@ import streamlit as st
 from app_pages import _safe
 from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text, pool_grid
-from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
+from app_pages._ui import csv_download, d0_picker, method_picker, more_rows, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, workspace_words, ws_id
 from slics_core.analysis import FIRE_RTOL, FIRE_RULE, HEALTH_FLAGS, HEALTH_RULES
 from slics_core.explorer.arrival import (
@@ -286,6 +286,7 @@ def health_section():
     st.dataframe(shown, hide_index=True, width="stretch", key="health_table",
                  column_config={"label": "atom", "mean_coefficient": "mean coefficient", "nearest_own": "nearest own",
                                 "nearest_other": "nearest other", "nearest_other_label": "nearest other atom"})
+    more_rows(len(shown), "atoms")
     table = with_settings(health.assign(flags=[";".join(f) for f in health["flags"]]), workspace=ws.name,
                           method=method, d0=int(d0), split="train", codes="NNLS on the labelled concepts",
                           fire_rtol=FIRE_RTOL)

@@ -32,7 +32,7 @@ import streamlit as st
 from app_pages import _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
-from app_pages._ui import csv_download, page_intro
+from app_pages._ui import csv_download, more_rows, page_intro
 from app_pages._workspace import get_workspace, pool_index, ws_id
 from slics_core.analysis import HEALTH_FLAGS
 from slics_core.evaluation import (
@@ -346,6 +346,7 @@ sweep_df = pd.DataFrame(sweep)[["method", "d0", "mode", "split", "k", "normaliza
 with st.expander("Sweep numbers"):
     st.dataframe(sweep_df.assign(**{c: [missing(v) for v in sweep_df[c]] for c in ("general", "sub")}),
                  hide_index=True, width="stretch")
+    more_rows(len(sweep_df))
     csv_download(with_settings(sweep_df, workspace=ws.name), f"slics_d0_sweep_k{k}.csv", key="eval_sweep_csv")
 
 

@@ -21,6 +21,7 @@ from app_pages._ui import (
     d0_picker,
     k_picker,
     method_picker,
+    more_rows,
     page_intro,
 )
 from app_pages._workspace import get_workspace, pool_index, quantized_pool, ws_id
@@ -259,6 +260,7 @@ else:
 df = galleries_table(pairs, ids, names)
 with st.expander("Table of the galleries"):
     st.dataframe(df, hide_index=True, width="stretch")
+    more_rows(len(df))
 # the settings that produced the table travel with it (one column each, the same on every row)
 export = with_settings(df, workspace=ws.name, query=q.key, method=method, d0=d0, component=mode, k=k,
                        pool="shards" if ws.sharded else "quantized" if quantized else "float")

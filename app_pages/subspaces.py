@@ -63,7 +63,15 @@ from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text, shared, show_image, thumbnail
 from app_pages._map_figure import GLYPHS, WEBGL_MIN_POINTS, map_figure
 from app_pages._query import current_query_vectors
-from app_pages._ui import csv_bytes, csv_download, d0_picker, method_picker, page_intro, require_dictionaries
+from app_pages._ui import (
+    csv_bytes,
+    csv_download,
+    d0_picker,
+    method_picker,
+    more_rows,
+    page_intro,
+    require_dictionaries,
+)
 from app_pages._workspace import get_workspace, ws_id
 from slics_core.explorer.arrival import (
     MAP_DEFAULTS,
@@ -571,6 +579,7 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
             details = sub.reset_index()[["point", "kind", "row", "atom", "concept", "sub_label"]]
             details["description"] = [plain[p] for p in details.point]
             st.dataframe(details, hide_index=True, width="stretch")
+            more_rows(len(details), "picked points")
             csv_download(with_settings(details, **settings), "picked_points.csv", "Download picked (CSV)",
                          key="picked_csv")
             summary = selection_summary(table, picked, ws.Y, ws.concept_names)
@@ -581,6 +590,7 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
 
     with st.expander(f"Colour groups ({len(order)})"):
         st.dataframe({"group": order, "points": [counts[g] for g in order]}, hide_index=True, width="stretch")
+        more_rows(len(order), "colour groups")
 
 
 _map_view()
