@@ -206,7 +206,8 @@ with c4:
                                     "the workspace (a revisit is instant); above 2,000 points by openTSNE.")
     if engine_note():
         st.caption(engine_note())
-query_vectors = current_query_vectors(ws, list(ws.concept_names))  # the query, then Retrieve's edits of it
+# the query, then its asked edits (Retrieve's, or computed here for a row query: a link with rm= / boost=)
+query_vectors = current_query_vectors(ws, list(ws.concept_names), ws.model(method, d0))
 query = query_vectors[0].row if query_vectors else None
 c1, c2, c3 = st.columns([1, 2, 2])
 with c1:

@@ -747,3 +747,26 @@ def test_pictures_keep_the_colouring_in_a_frame_of_each_point_colour():
     assert len(set(got)) == 2  # both groups, not one colour for every picture
     for s, img in zip(fig.layout.shapes, fig.layout.images):  # the frame is around its picture
         assert s.x0 < img.x < s.x1 and s.y0 < img.y < s.y1
+
+
+def test_a_link_with_rm_marks_the_edited_query_without_visiting_retrieve(ws, multi_row):
+    """Issue 38: a Subspaces link with ``rm=`` marked nothing unless Retrieve had run in the session (the edited
+    embedding was only Retrieve's). A row query's edit is now computed here, as Retrieve computes it (the library's
+    x − vⱼ over the row's labelled concepts), and placed beside the item."""
+    from slics_core.explorer.edits import edit_query
+    from slics_core.explorer.layouts import place_near
+
+    labels = ws.labels_of(multi_row)["concepts"]
+    at = _page(query=multi_row, _s_rm=labels[0], mark_query=True)  # no kept query: Retrieve never ran
+    assert not at.exception, at.exception
+    spec = _spec(at)
+    placed = _placed_trace(spec)
+    assert placed is not None and placed["text"] == [f"query (item {multi_row} without {labels[0]})"]
+    model = ws.model(at.session_state["method"], at.session_state["d0"])
+    want, _ = edit_query(model, ws.X[multi_row], ws.concept_names.index(labels[0]), "remove",
+                         active=[ws.concept_names.index(n) for n in labels])
+    P, _ = _expected_points(ws, at)
+    drawn = _xy_of(spec)
+    xy = np.array([drawn[p] for p in range(len(P))])
+    np.testing.assert_allclose([_values(placed["x"])[0], _values(placed["y"])[0]], place_near(P, xy, want)[0],
+                               rtol=1e-9)
