@@ -23,6 +23,24 @@ SIZES = {"embedding": 6, "component": 7, "atom": 14}
 QUERY_TRACE = "query"
 
 
+#: How a placed query's component is named after the query (``"query (item 3) · component of animal"``).
+COMPONENT_OF = " · component of "
+
+
+def one_label_each(texts, owners, first=None):
+    """The texts written on the map: one per owner (a query, or one edit of it), the rest ``""`` (in the hover
+    only), so that a query's item and components, drawn close together, do not write labels over each other.
+    The owner's label is its point where ``first`` is true (its item), else its first point."""
+    first = [False] * len(texts) if first is None else list(first)
+    out, seen = [""] * len(texts), set()
+    for pick in (True, False):  # an owner's flagged point first, else its first point
+        for i, (t, o) in enumerate(zip(texts, owners)):
+            if o not in seen and (first[i] or not pick):
+                out[i] = t
+                seen.add(o)
+    return out
+
+
 def _kind_word(kind, component):
     return {"embedding": "item", "component": f"component {'ṽ' if component == 'partial' else 'v'}",
             "atom": "atom"}[kind]
@@ -96,15 +114,20 @@ def map_figure(table, texts, groups, order, colours, hit, *, component, include=
         names = [f"x (item {r})" if k == "embedding"
                  else f"{'ṽ' if component == 'partial' else 'v'}: {_safe.figure_text(c)}"
                  for r, k, c in zip(marked.row, marked.kind, marked.concept)]
-        fig.add_trace(go.Scatter(x=marked.x, y=marked.y, mode="markers+text", text=names, textposition="top center",
+        fig.add_trace(go.Scatter(x=marked.x, y=marked.y, mode="markers+text", text=one_label_each(names, [
+                                     f"item {r}" for r in marked.row], first=[k == "embedding" for k in marked.kind]),
+                                 textposition="top center",
                                  customdata=marked[["point"]].to_numpy().tolist(), name="current query",
                                  hovertext=[texts[p] for p in marked.point],
                                  marker=dict(symbol="circle-open", size=18, color="black", line=dict(width=2)),
                                  hovertemplate="%{hovertext}<extra>current query</extra>"))
     if placed:
         shown = [_safe.figure_text(t) for t, _, _ in placed]
+        whose = [t.split(COMPONENT_OF)[0] for t, _, _ in placed]  # the query (or edit) a vector stands for
+        labels = one_label_each(shown, whose, first=[COMPONENT_OF not in t for t, _, _ in placed])
         fig.add_trace(go.Scatter(x=[float(p[1]) for p in placed], y=[float(p[2]) for p in placed],
-                                 mode="markers+text", text=shown, textposition="top center", name=QUERY_TRACE,
+                                 mode="markers+text", text=labels,
+                                 textposition="top center", name=QUERY_TRACE,
                                  marker=dict(symbol="x-thin-open", size=20, color="black", line=dict(width=3)),
                                  hovertext=shown, hovertemplate="%{hovertext}, placed on the map<extra></extra>"))
     if pictures is not None:

@@ -34,8 +34,9 @@ Reading the map
   (:func:`slics_core.explorer.current_query.query_points`) are placed into the map without recomputing it, drawn as
   "✕ query (<label>)": an openTSNE map by ``TSNEEmbedding.transform`` (the fitted embedding kept in memory or
   rebuilt from the stored coordinates), a small scikit-learn map by its nearest points
-  (:func:`slics_core.explorer.layouts.place_near`). A row query on a small map is the exception: its item and
-  components join the map's points and the layout is computed again (marked "current query").
+  (:func:`slics_core.explorer.layouts.place_near`). A row query that is one of the map's items has its own points
+  marked instead ("current query"); the query never changes the map's points, so it never lays the map out again.
+  Only one label per query is written on the map (its item, or its first component); the others are in the hover.
 * The map, its colour and picture controls, the preview and the selection summary are one ``st.fragment``:
   a toggle, a colour or a pick reruns only them, not the layout's controls. Colour mode and pictures are in
   the URL (``colour=has concept:animal``, ``pics=1``).
@@ -61,7 +62,7 @@ from app_pages import _pages, _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text, shared, show_image, thumbnail
-from app_pages._map_figure import GLYPHS, WEBGL_MIN_POINTS, map_figure
+from app_pages._map_figure import COMPONENT_OF, GLYPHS, WEBGL_MIN_POINTS, map_figure
 from app_pages._query import current_query_vectors
 from app_pages._ui import (
     csv_bytes,
@@ -213,16 +214,15 @@ c1, c2, c3 = st.columns([1, 2, 2])
 with c1:
     seed = st.number_input("Seed", min_value=0, max_value=10_000, value=MAP_DEFAULTS["seed"], key="map_seed")
 with c2:
-    # off by default: the first view is the map prepared at build time (slics_core.explorer.arrival);
-    # on a small map adding the query changes the points, so t-SNE runs again; an openTSNE map places it
+    # off by default: the first view is the map prepared at build time (slics_core.explorer.arrival); marking
+    # never changes the map's points (the query is placed, or its own points marked), so t-SNE never runs again
     mark_query = st.checkbox(f"Mark the current query ({query_vectors[0].label})" if query_vectors
                              else "Mark the current query (pick one on Retrieve)", value=False,
                              disabled=not query_vectors, key="mark_query",
                              help="The query (an upload, a typed phrase, an item, and its edits on Retrieve) is "
                                   "placed into the map without recomputing it (marked ✕ query): by openTSNE on "
-                                  "large maps, by its nearest map points on small ones. A query item on a small "
-                                  "map (scikit-learn's t-SNE) joins the map's points with its components instead, "
-                                  "and the layout is computed again.")
+                                  "large maps, by its nearest map points on small ones. A query item that is on "
+                                  "the map has its own points marked instead (○ current query).")
 with c3:
     st.button("Paper's Fig. 5 view", key="fig5", on_click=_fig5_view,
               help="The paper's Fig. 5: the animal components and atoms, coloured by sub-label")
@@ -234,9 +234,9 @@ if not kinds:
 
 # ---------------------------------------------------------------- layout (cached, two steps with progress)
 @st.cache_data(show_spinner=False, max_entries=24)
-def _points(key, method, d0, kinds, component, n_points, concepts, split, seed, include, _ws):
+def _points(key, method, d0, kinds, component, n_points, concepts, split, seed, _ws):
     rows = map_sample(_ws.Y, _ws.index[split], n_points, random_state=seed, concepts=list(concepts) or None,
-                      concept_names=_ws.concept_names, include=list(include))
+                      concept_names=_ws.concept_names)
     return map_points(_ws.model(method, d0), _ws.X, _ws.Y, rows, kinds=list(kinds), component=component,
                       concepts=list(concepts) or None, Z=_ws.Z, sub_to_concept=_ws.sub_to_concept,
                       concept_names=_ws.concept_names, sub_names=_ws.sub_names)
@@ -305,7 +305,7 @@ def _query_vectors_on_map(vectors, model):
         Q, what = query_points(model, qv.x, active, kinds=kinds, component=component, concepts=list(concepts) or None,
                                concept_names=ws.concept_names)
         Qs.append(Q)
-        texts += [f"query ({qv.label})" if w == "embedding" else f"query ({qv.label}) · component of {w}"
+        texts += [f"query ({qv.label})" if w == "embedding" else f"query ({qv.label}){COMPONENT_OF}{w}"
                   for w in what]
     return (np.vstack(Qs) if Qs else np.zeros((0, ws.X.shape[1]))), texts
 
@@ -345,17 +345,16 @@ def _placed_queries(P, xy, seed, Q, texts, open_tsne):
 base = (ws_id(ws), method, int(d0), tuple(kinds), component, int(n_points), tuple(concepts), split, int(seed))
 bar = st.progress(0.0, text="Disentangling the items into components…")
 try:
-    P, table = _points(*base, (), ws)
-    # the query is placed without recomputing the map, except a query item on a small map: it joins the map's
-    # points (with its components) and the map is laid out again
+    P, table = _points(*base, ws)
+    # the query never changes the map's points (so the layout is never computed again for it): a query item
+    # that is on the map has its own points marked, everything else is placed on the map
     open_tsne = tsne_engine(len(P)) == "openTSNE"
-    include = (query,) if (mark_query and query is not None and not open_tsne) else ()
+    on_map = bool(mark_query and query is not None and (table.row.to_numpy() == query).any())
+    include = (query,) if on_map else ()
     params = base + (include,)
-    if include:
-        P, table = _points(*params, ws)
     bar.progress(0.3, text=f"t-SNE of {len(table)} points (about a second per 500 points)…")
     xy, tsne_seconds = _layout(P, int(seed))
-    to_place = [qv for qv in query_vectors if not (include and qv.row is not None)] if mark_query else []
+    to_place = [qv for qv in query_vectors if not (on_map and qv.row is not None)] if mark_query else []
     Q, q_texts = _query_vectors_on_map(to_place, ws.model(method, d0))
     placed = _placed_queries(P, xy, int(seed), Q, q_texts, open_tsne)
 except ValueError as exc:
