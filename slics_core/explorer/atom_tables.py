@@ -25,14 +25,12 @@ Choices (the paper is silent on them)
   ``‖v_j‖² / ‖x̂‖²`` (``x̂ = Σ_j v_j``; an item with ``x̂ = 0`` counts 0; the shares need not sum to 1, the
   components are not orthogonal); beside it ``P(concept j | label)`` from the labels, and the concept's
   words by the caption rule (:func:`slics_core.captions.word_captions`, as the Captions page).
-  Without labels the components of one item can cancel: on the emoji world the ratios of one item sum
-  to between 17 and 700, and concepts whose atoms carry much energy on *every* item (there: electronic,
-  appliance) top every label's profile. So a profile also gives each concept's ``share``
-  ``‖v_j‖² / Σ_k ‖v_k‖²`` (sums to 1 per item, so how much an item cancels does not matter) and its
-  ``lift``: the label's mean share over the mean share of every item given (the workspace's labelled
-  pool), 1 where the label changes nothing. The page's bars show the lift: on the emoji world a concept's
-  own label then tops its profile for 12, 11 and 12 of the 12 concepts (S-SLiCS, S-SVD, U-SLiCS at
-  d0 = 5), against 2, 1 and 2 of 12 for the raw ratio. A lift is read against a null: the 2.5-97.5 % band of
+  Without labels the components of one item can cancel (their ratios can sum to far more than 1), and
+  concepts whose atoms carry much energy on *every* item top every label's profile. So a profile also gives
+  each concept's ``share`` ``‖v_j‖² / Σ_k ‖v_k‖²`` (sums to 1 per item, so how much an item cancels does
+  not matter) and its ``lift``: the label's mean share over the mean share of every item given (the
+  workspace's labelled pool), 1 where the label changes nothing; the page's bars show the lift (measured on
+  the emoji world: docs/app.md, "Label profile"). A lift is read against a null: the 2.5-97.5 % band of
   the lift of 200 random item subsets of the label's size (seeded; :func:`profile_table`'s ``lift_lo`` /
   ``lift_hi``); a lift inside it is what any subset that size gives (small labels have wide bands).
 * **Co-occurrence coefficients.** As in the paper, non-negative OMP
