@@ -69,7 +69,7 @@ __all__ = [
     "RECALL_KS",
     "ranking_depth",
     "recall_keys",
-    "interval_of",
+    "intervals_of",
 ]
 
 # The paper's rule for d0, read here by every caller (the build, the CLI's sweep, the Evaluate page, the
@@ -196,7 +196,7 @@ def score_split(indices, data, split, queries="query", k=20, normalization="retr
         ``k`` of the Recall@k scores (e.g. :data:`RECALL_KS`).
     per_query : bool
         Also return ``per_query``: ``{score key: (sums, counts)}``, each score's per-query sums and pair
-        counts (:func:`slics_core.uncertainty.query_sums`), for :func:`interval_of`.
+        counts (:func:`slics_core.uncertainty.query_sums`), for :func:`intervals_of`.
 
     Returns
     -------
@@ -230,18 +230,32 @@ def score_split(indices, data, split, queries="query", k=20, normalization="retr
     return out
 
 
-def interval_of(per_query, *, n_resamples=N_RESAMPLES, confidence=CONFIDENCE, seed=0):
-    """The bootstrap interval (over queries) of a score from one or several runs on the same queries.
+def intervals_of(per_query, *, n_resamples=N_RESAMPLES, confidence=CONFIDENCE, seed=0):
+    """The bootstrap intervals (over queries) of scores from one or several runs on the same queries.
 
-    ``per_query``: a list of ``(sums, counts)`` (:func:`score_split`'s ``per_query[key]``), one per run (seed);
-    the runs' sums are averaged query by query, so the interval is that of the mean over runs
-    (:func:`slics_core.uncertainty.bootstrap_mean_interval`, percentile, seeded). ``(nan, nan)`` for no runs.
+    ``per_query``: ``{score key: [(sums, counts), ...]}``, one ``(sums, counts)`` per run (seed) of
+    :func:`score_split`'s ``per_query[key]``; each score's runs are averaged query by query, so its interval is
+    that of the mean over runs. Every score is resampled with the same draws of the queries
+    (:func:`slics_core.uncertainty.bootstrap_mean_interval` with one column per score: percentile, seeded).
+
+    Returns
+    -------
+    intervals : dict
+        ``{score key: (lo, hi)}``; ``(nan, nan)`` for a key without runs.
     """
-    runs = [(np.asarray(s, dtype=np.float64), np.asarray(c, dtype=np.float64)) for s, c in per_query]
-    if not runs:
-        return math.nan, math.nan
-    sums = np.mean([s for s, _ in runs], axis=0)
-    return bootstrap_mean_interval(sums, runs[0][1], n_resamples=n_resamples, confidence=confidence, seed=seed)
+    keys = [key for key, runs in per_query.items() if len(runs)]
+    out = {key: (math.nan, math.nan) for key in per_query}
+    if not keys:
+        return out
+    sums, counts = [], []
+    for key in keys:
+        runs = [(np.asarray(s, dtype=np.float64), np.asarray(c, dtype=np.float64)) for s, c in per_query[key]]
+        sums.append(np.mean([s for s, _ in runs], axis=0))
+        counts.append(runs[0][1])
+    lo, hi = bootstrap_mean_interval(np.column_stack(sums), np.column_stack(counts), n_resamples=n_resamples,
+                                     confidence=confidence, seed=seed)
+    out.update({key: (float(a), float(b)) for key, a, b in zip(keys, lo, hi)})
+    return out
 
 
 def _fit_model(m, inputs, d0, seed, n_iter, batch_size, ridge, results):
@@ -476,10 +490,12 @@ def _table_row(name, runs, skipped, k, normalization, pool, oracle=False):
         v = np.array([r.get(key, math.nan) for r in runs], dtype=float)
         row[f"{key}_mean"] = float(v.mean()) if v.size else math.nan
         row[f"{key}_std"] = float(v.std()) if v.size else math.nan
-        row[f"{key}_lo"], row[f"{key}_hi"] = interval_of(
-            [r["per_query"][key] for r in runs if key in r.get("per_query", {})])
         if key.startswith("recall"):
             row[f"{key}_ceiling"] = runs[0].get(f"{key}_ceiling", math.nan) if runs else math.nan
+    bounds = intervals_of({key: [r["per_query"][key] for r in runs if key in r.get("per_query", {})]
+                           for key in _score_keys()})
+    for key, (lo, hi) in bounds.items():
+        row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
     return dict(row, **{
         "n_runs": len(runs),
         "runs": [{sk: v for sk, v in r.items() if sk != "per_query"} for r in runs],
@@ -528,7 +544,7 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
     -------
     rows : list of dict
         ``method``, ``general_mean``, ``general_std``, ``sub_mean``, ``sub_std`` (mAP@k),
-        ``general_lo``, ``general_hi``, ``sub_lo``, ``sub_hi`` (:func:`interval_of`: the 95 % bootstrap interval
+        ``general_lo``, ``general_hi``, ``sub_lo``, ``sub_hi`` (:func:`intervals_of`: the 95 % bootstrap interval
         over queries of the mean over seeds), the same eight for Recall@20 and Recall@100 with
         ``recall20_general_ceiling``... (the best Recall@k on these queries) (``recall20_general_mean``, ...
         :func:`recall_keys`, :data:`RECALL_KS`; rankings are made :func:`ranking_depth` deep), ``n_runs``,
@@ -637,7 +653,7 @@ def methods_table_rows(rows):
 def methods_table_markdown(rows, title=None):
     """Markdown table: one column per method, rows ``Gen.`` and ``Sub.`` mAP@k, then Gen. and Sub.
     Recall@20 and Recall@100 (:data:`RECALL_KS`; when the rows have them, with their ceiling); best in bold.
-    Each score carries its bootstrap interval over queries, ``0.660 [0.620, 0.700]`` (:func:`interval_of`).
+    Each score carries its bootstrap interval over queries, ``0.660 [0.620, 0.700]`` (:func:`intervals_of`).
 
     With quantized-pool rows (``pool="quantized"``), the best is marked separately
     among the original-pool and among the quantized-pool columns, as in Table 3.

@@ -13,6 +13,8 @@ the same interval for the same numbers.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 __all__ = ["CONFIDENCE", "N_RESAMPLES", "N_SUBSETS", "bootstrap_mean_interval", "query_sums", "subset_mean_band"]
@@ -63,45 +65,86 @@ def bootstrap_mean_interval(sums, counts=None, *, n_resamples=N_RESAMPLES, confi
     The statistic is ``sum(sums) / sum(counts)`` (the mean over every pair, as mAP@k and Recall@k are); each
     resample draws ``n`` queries out of the ``n`` that have pairs (``rng.integers``, ``numpy.random.default_rng(seed)``)
     and recomputes it; the interval is the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles
-    (``numpy.quantile``, linear) of the resampled statistics.
+    (``numpy.quantile``, linear) of the resampled statistics. Several statistics over the same queries (columns
+    of a 2-D ``sums``: mAP and Recall@k, general and sub-label) share the draws, so their intervals cost one
+    resampling; a query is then left out only when it has no pair in any column, and a resample whose queries
+    have no pair in a column has no value there (left out of that column's quantiles).
 
     Parameters
     ----------
-    sums : array-like of float, shape (n_queries,)
+    sums : array-like of float, shape (n_queries,) or (n_queries, m)
         Per query, the sum of its pairs' values (:func:`query_sums`); per-item values when ``counts`` is None.
-    counts : array-like of float, shape (n_queries,), optional
-        Pairs of each query (default 1 each: a plain mean). Queries with count 0 are left out.
+    counts : array-like of float, the shape of ``sums``, optional
+        Pairs of each query (default 1 each: a plain mean). Queries with count 0 (in every column) are left out.
     n_resamples : int
     confidence : float
     seed : int
 
     Returns
     -------
-    lo, hi : float
-        NaN when no query has a pair.
+    lo, hi : float, or ndarray of shape (m,) for a 2-D ``sums``
+        NaN where no query has a pair.
     """
-    s = np.asarray(sums, dtype=np.float64).reshape(-1)
-    c = np.ones_like(s) if counts is None else np.asarray(counts, dtype=np.float64).reshape(-1)
-    if s.shape != c.shape:
-        raise ValueError(f"{s.size} sums for {c.size} counts.")
+    s = np.asarray(sums, dtype=np.float64)
+    one = s.ndim == 1
+    c = np.ones_like(s) if counts is None else np.asarray(counts, dtype=np.float64)
+    if s.shape != c.shape or s.ndim not in (1, 2):
+        raise ValueError(f"sums of shape {s.shape} for counts of shape {c.shape}: one count per sum, 1-D or 2-D.")
+    s, c = s.reshape(len(s), -1), c.reshape(len(c), -1)
     if int(n_resamples) < 1:
         raise ValueError(f"n_resamples must be at least 1; got {n_resamples}.")
     confidence = _check_confidence(confidence)
-    keep = c > 0
+    keep = (c > 0).any(axis=1)
     s, c = s[keep], c[keep]
+    m = s.shape[1]
     if not s.size:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    n = s.size
-    stats = np.empty(int(n_resamples))
-    step = max(1, 2_000_000 // n)  # resamples drawn at once (bounds the (rows, n) index block)
-    for start in range(0, int(n_resamples), step):
-        stop = min(int(n_resamples), start + step)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        stats[start:stop] = s[idx].sum(axis=1) / c[idx].sum(axis=1)
+        nan = np.full(m, np.nan)
+        return (float("nan"), float("nan")) if one else (nan, nan.copy())
+    n = s.shape[0]
+    sc = np.hstack([s, c])
+    stats = np.empty((int(n_resamples), m))
+    for start, weights in _resample_weights(n, int(n_resamples), int(seed)):
+        tot = weights @ sc  # every column's resampled sums at once (one product)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            stats[start:start + len(tot)] = np.where(tot[:, m:] > 0, tot[:, :m] / tot[:, m:], np.nan)
     alpha = 1.0 - confidence
-    lo, hi = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
+    lo, hi = np.full(m, np.nan), np.full(m, np.nan)
+    cols = np.isfinite(stats).any(axis=0)
+    if cols.any():
+        lo[cols], hi[cols] = np.nanquantile(stats[:, cols], [alpha / 2, 1 - alpha / 2], axis=0)
+    return (float(lo[0]), float(hi[0])) if one else (lo, hi)
+
+
+#: Resample weights kept in memory (:func:`_resample_weights`) when they hold at most this many numbers.
+KEEP_WEIGHTS = 4_000_000
+
+
+def _draw_weights(n, n_resamples, seed):
+    """``(start, weights)`` blocks: how often each of ``n`` queries is drawn in each resample (``rng.integers``
+    with ``default_rng(seed)``, 2 000 000 draws a block)."""
+    rng = np.random.default_rng(seed)
+    step = max(1, 2_000_000 // n)
+    for start in range(0, n_resamples, step):
+        rows = min(n_resamples, start + step) - start
+        idx = rng.integers(0, n, size=(rows, n))
+        yield start, np.bincount((idx + n * np.arange(rows)[:, None]).ravel(),
+                                 minlength=rows * n).reshape(rows, n).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=2)
+def _kept_weights(n, n_resamples, seed):
+    out = tuple(_draw_weights(n, n_resamples, seed))
+    for _, w in out:
+        w.setflags(write=False)
+    return out
+
+
+def _resample_weights(n, n_resamples, seed):
+    """:func:`_draw_weights`, kept for the last two ``(n, n_resamples, seed)`` when small: a table's scores
+    (every method, both components) resample the same queries with the same seed, so they share the draws."""
+    if n * n_resamples <= KEEP_WEIGHTS:
+        return _kept_weights(n, n_resamples, seed)
+    return _draw_weights(n, n_resamples, seed)
 
 
 def subset_mean_band(values, size, *, n_subsets=N_SUBSETS, confidence=CONFIDENCE, seed=0):

@@ -224,7 +224,7 @@ def test_stability_runs_in_the_background_and_is_stored(ws, media):
 def test_evaluate_table_shows_bootstrap_intervals_and_recall_ceilings(ws):
     """Every score of the methods table carries the library's bootstrap interval over queries, each Recall@k
     column its ceiling (both independently recomputed), and the CSV has them as numbers."""
-    from slics_core.evaluation import interval_of, score_split
+    from slics_core.evaluation import intervals_of, score_split
     from slics_core.explorer import scoring
     from slics_core.metrics import recall_at_k
 
@@ -236,7 +236,7 @@ def test_evaluate_table_shows_bootstrap_intervals_and_recall_ceilings(ws):
     data, sp = scoring.eval_view(ws)
     idx = scoring.rank_split(ws, "S-SLiCS", d0, k=100)
     r = score_split(idx, data, sp, "query", k=20, recall_k=(20,), per_query=True)
-    lo, hi = interval_of([r["per_query"]["general"]])
+    lo, hi = intervals_of({"s": [r["per_query"]["general"]]})["s"]
     cell = shown[shown["Method"] == "S-SLiCS"].iloc[0]["Gen. mAP@20"]
     assert cell == f"{r['general']:.3f} [{lo:.3f}, {hi:.3f}]"
     ceiling = recall_at_k(idx, ws.Y[sp.query], ws.Y[sp.pool], k=20)["ceiling_general"]

@@ -118,7 +118,7 @@ def test_recall_ceiling_matches_brute_force_and_a_perfect_ranking_reaches_it():
 def test_methods_table_rows_carry_intervals_over_queries_and_the_recall_ceiling():
     from slics_core.evaluation import (
         evaluate_methods,
-        interval_of,
+        intervals_of,
         methods_table_markdown,
         methods_table_rows,
         rank_method,
@@ -137,7 +137,7 @@ def test_methods_table_rows_carry_intervals_over_queries_and_the_recall_ceiling(
     r = score_split(idx, data, split, recall_k=(20, 100), per_query=True)
     for key in ("general", "recall20_general", "recall100_general"):
         assert row[f"{key}_lo"] <= row[f"{key}_mean"] <= row[f"{key}_hi"]
-        assert (row[f"{key}_lo"], row[f"{key}_hi"]) == pytest.approx(interval_of([r["per_query"][key]]))
+        assert (row[f"{key}_lo"], row[f"{key}_hi"]) == pytest.approx(intervals_of({"s": [r["per_query"][key]]})["s"])
     # the per-query sums add up to the score
     s, c = r["per_query"]["general"]
     assert s.sum() / c.sum() == pytest.approx(row["general_mean"])
@@ -150,11 +150,18 @@ def test_methods_table_rows_carry_intervals_over_queries_and_the_recall_ceiling(
     assert "per_query" not in rows[0]["runs"][0]  # the table's JSON keeps no per-query lists
 
 
-def test_interval_of_several_runs_is_that_of_their_query_by_query_mean():
-    from slics_core.evaluation import interval_of
+def test_intervals_of_several_runs_are_those_of_their_query_by_query_mean():
+    from slics_core.evaluation import intervals_of
 
     rng = np.random.default_rng(7)
     c = rng.integers(1, 3, 50).astype(float)
     a, b = rng.random(50) * c, rng.random(50) * c
-    assert interval_of([(a, c), (b, c)]) == bootstrap_mean_interval((a + b) / 2, c)
-    assert np.isnan(interval_of([])).all()
+    got = intervals_of({"x": [(a, c), (b, c)], "none": []})
+    assert got["x"] == pytest.approx(bootstrap_mean_interval((a + b) / 2, c), abs=1e-12)
+    assert np.isnan(got["none"]).all()
+    # several scores share the draws: each column's interval is the one it has alone
+    c2 = np.where(rng.random(50) < 0.3, 0.0, c)  # a score some queries have no pair in
+    both = intervals_of({"x": [(a, c)], "y": [(b * (c2 > 0), c2)]})
+    assert both["x"] == pytest.approx(bootstrap_mean_interval(a, c), abs=1e-12)
+    lo, hi = bootstrap_mean_interval(np.column_stack([a, b * (c2 > 0)]), np.column_stack([c, c2]))
+    assert both["y"] == pytest.approx((lo[1], hi[1]), abs=1e-12)

@@ -54,7 +54,7 @@ import numpy as np
 from slics_core._validation import check_k
 from slics_core.data import EvalData
 from slics_core.errors import DamagedFileError
-from slics_core.evaluation import RECALL_KS, SWEEP_METHOD, interval_of, rank_method, recall_keys, score_split
+from slics_core.evaluation import RECALL_KS, SWEEP_METHOD, intervals_of, rank_method, recall_keys, score_split
 from slics_core.explorer.safe_text import code
 from slics_core.methods import MODES, check_mode, get_method
 from slics_core.retrieval import build_index
@@ -280,7 +280,7 @@ def rank_job(ws, job, *, depth=RANK_STEP, backend="auto", index=None):
 def score_rankings(ws, indices, *, split="query", k=20, normalization="retrieved", intervals=False):
     """mAP@k (general and sub-label) of rankings of the queries of ``split``, and Recall@k for
     :data:`slics_core.evaluation.RECALL_KS` with its ceiling; with ``intervals``, each score's bootstrap
-    interval over queries (:func:`slics_core.evaluation.interval_of`).
+    interval over queries (:func:`slics_core.evaluation.intervals_of`).
 
     Returns
     -------
@@ -305,9 +305,10 @@ def score_rankings(ws, indices, *, split="query", k=20, normalization="retrieved
             out[key] = float(r.get(key, math.nan))
             out[f"{key}_ceiling"] = float(r.get(f"{key}_ceiling", math.nan))
     if intervals:
-        for key in ("general", "sub", *(key for rk in RECALL_KS for key in recall_keys(rk))):
-            pq = r["per_query"].get(key)
-            out[f"{key}_lo"], out[f"{key}_hi"] = interval_of([pq] if pq is not None else [])
+        keys = ("general", "sub", *(key for rk in RECALL_KS for key in recall_keys(rk)))
+        bounds = intervals_of({key: [r["per_query"][key]] if key in r["per_query"] else [] for key in keys})
+        for key, (lo, hi) in bounds.items():
+            out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
     return out
 
 
