@@ -11,6 +11,9 @@ background thread per (workspace, settings), held process-wide (slics_core.explo
 sees its progress, and stored in the workspace's store, so a revisit shows the table at once.
 Dictionary health: one line per dictionary method at the table's d0 (slics_core.explorer.atom_tables.health_summary,
 st.cache_data keyed by ws_id, method and d0).
+Uncertainty: each methods-table score is shown with its 95 % bootstrap interval over queries ("0.990 [0.988, 0.992]",
+scoring.run_job(intervals=True), slics_core.uncertainty) and each Recall@k column names its ceiling; the CSV has the
+bounds and ceilings as columns (<column> lo / hi / ceiling).
 Computation: slics_core.explorer.scoring over every method fitted in the workspace (the registry,
 slics_core.methods). Each job is ranked once (st.cache_resource keyed by ws_id, method, d0, mode,
 split and the ranking depth, shared by every session); mAP@k for any k <= depth is computed from the
