@@ -23,6 +23,24 @@ SIZES = {"embedding": 6, "component": 7, "atom": 14}
 QUERY_TRACE = "query"
 
 
+#: How a placed query's component is named after the query (``"query (item 3) · component of animal"``).
+COMPONENT_OF = " · component of "
+
+
+def one_label_each(texts, owners, first=None):
+    """The texts written on the map: one per owner (a query, or one edit of it), the rest ``""`` (in the hover
+    only), so that a query's item and components, drawn close together, do not write labels over each other.
+    The owner's label is its point where ``first`` is true (its item), else its first point."""
+    first = [False] * len(texts) if first is None else list(first)
+    out, seen = [""] * len(texts), set()
+    for pick in (True, False):  # an owner's flagged point first, else its first point
+        for i, (t, o) in enumerate(zip(texts, owners)):
+            if o not in seen and (first[i] or not pick):
+                out[i] = t
+                seen.add(o)
+    return out
+
+
 def _kind_word(kind, component):
     return {"embedding": "item", "component": f"component {'ṽ' if component == 'partial' else 'v'}",
             "atom": "atom"}[kind]
@@ -47,7 +65,8 @@ def map_figure(table, texts, groups, order, colours, hit, *, component, include=
     placed : sequence of (text, x, y), optional
         The query's points placed on the map without being among its points (one trace, :data:`QUERY_TRACE`).
     pictures : callable, optional
-        ``pictures(row) -> data URL``: draw :func:`picture_points` as images.
+        ``pictures(row) -> data URL``: draw :func:`picture_points` as images, each in a frame of its point's
+        colour (a layout shape), so the colouring stays readable under the pictures.
 
     Returns
     -------
@@ -95,15 +114,20 @@ def map_figure(table, texts, groups, order, colours, hit, *, component, include=
         names = [f"x (item {r})" if k == "embedding"
                  else f"{'ṽ' if component == 'partial' else 'v'}: {_safe.figure_text(c)}"
                  for r, k, c in zip(marked.row, marked.kind, marked.concept)]
-        fig.add_trace(go.Scatter(x=marked.x, y=marked.y, mode="markers+text", text=names, textposition="top center",
+        fig.add_trace(go.Scatter(x=marked.x, y=marked.y, mode="markers+text", text=one_label_each(names, [
+                                     f"item {r}" for r in marked.row], first=[k == "embedding" for k in marked.kind]),
+                                 textposition="top center",
                                  customdata=marked[["point"]].to_numpy().tolist(), name="current query",
                                  hovertext=[texts[p] for p in marked.point],
                                  marker=dict(symbol="circle-open", size=18, color="black", line=dict(width=2)),
                                  hovertemplate="%{hovertext}<extra>current query</extra>"))
     if placed:
         shown = [_safe.figure_text(t) for t, _, _ in placed]
+        whose = [t.split(COMPONENT_OF)[0] for t, _, _ in placed]  # the query (or edit) a vector stands for
+        labels = one_label_each(shown, whose, first=[COMPONENT_OF not in t for t, _, _ in placed])
         fig.add_trace(go.Scatter(x=[float(p[1]) for p in placed], y=[float(p[2]) for p in placed],
-                                 mode="markers+text", text=shown, textposition="top center", name=QUERY_TRACE,
+                                 mode="markers+text", text=labels,
+                                 textposition="top center", name=QUERY_TRACE,
                                  marker=dict(symbol="x-thin-open", size=20, color="black", line=dict(width=3)),
                                  hovertext=shown, hovertemplate="%{hovertext}, placed on the map<extra></extra>"))
     if pictures is not None:
@@ -114,6 +138,14 @@ def map_figure(table, texts, groups, order, colours, hit, *, component, include=
         fig.update_layout(images=[
             dict(source=pictures(int(table.row.iat[p])), xref="x", yref="y", x=float(xs[p]), y=float(ys[p]),
                  sizex=sx, sizey=sy, xanchor="center", yanchor="middle", sizing="contain", layer="above",
+                 opacity=1.0 if not highlight or hit[p] else 0.25)
+            for p in shown])
+        # a picture hides its dot: a frame in the dot's colour keeps the colouring (concept, has concept,
+        # sub-label...) readable around it
+        fig.update_layout(shapes=[
+            dict(type="rect", xref="x", yref="y", x0=float(xs[p]) - 0.6 * sx, x1=float(xs[p]) + 0.6 * sx,
+                 y0=float(ys[p]) - 0.6 * sy, y1=float(ys[p]) + 0.6 * sy, layer="above",
+                 line=dict(color=colours[groups[p]], width=3), fillcolor="rgba(0,0,0,0)",
                  opacity=1.0 if not highlight or hit[p] else 0.25)
             for p in shown])
     fig.update_layout(

@@ -27,6 +27,7 @@ from app_pages._images import shared, show_image, thumbnail
 from app_pages._ui import query_rows
 from app_pages._workspace import query_encoder, ws_id
 from slics_core.explorer.current_query import current_query, edit_key, query_key
+from slics_core.explorer.edits import edit_query
 from slics_core.explorer.encoding import embed_query, embed_text_query
 from slics_core.explorer.queries import likely_concepts, upload_thresholds
 from slics_core.explorer.uploads import UploadError, load_upload
@@ -250,14 +251,23 @@ def keep_edit(q: Query, edit: str, name: str, strength: float, x) -> None:
         kept["edits"][edit_key(edit, name, strength)] = np.asarray(x)
 
 
-def current_query_vectors(ws, concept_names) -> list:
+def current_query_vectors(ws, concept_names, model=None) -> list:
     """The current query's vectors (:func:`slics_core.explorer.current_query.current_query`): the query, then the
-    asked edits Retrieve computed for it."""
+    asked edits Retrieve computed for it; with ``model``, an asked edit of a row query Retrieve has not computed
+    (a link with ``rm=`` / ``boost=`` opened here first) is computed with it, as Retrieve would (the row's labels
+    active: :func:`preselection`'s rule for a row)."""
     ss = st.session_state
     upload, kept = ss.get("upload_query"), ss.get(KEPT_QUERY)
+    names = list(concept_names)
+
+    def edit_fn(edit, name, strength, x, row):
+        return edit_query(model, x, names.index(name), edit, strength=strength,
+                          active=np.flatnonzero(ws.Y[row]).tolist())[0]
+
     return current_query(ss.get("query"), ws.X, edits=state.edits(concept_names),
                          upload=upload if upload is not None and upload.get("ws") == ws_id(ws) else None,
-                         kept=kept if kept is not None and kept.get("ws") == ws_id(ws) else None)
+                         kept=kept if kept is not None and kept.get("ws") == ws_id(ws) else None,
+                         edit_fn=None if model is None else edit_fn)
 
 
 @st.cache_data(show_spinner="Calibrating pre-selection thresholds…", max_entries=16)

@@ -109,3 +109,25 @@ def page_intro(look_at: str, more: str | None = None) -> None:
     st.markdown(f"**What to look at:** {look_at}")
     if more:
         st.caption(more)
+
+
+# ---------------------------------------------------------------------- tables
+#: Rows st.dataframe shows before it scrolls (its default height).
+DATAFRAME_ROWS = 10
+
+
+def rows_note(n_rows: int, what: str = "rows") -> str | None:
+    """The line under a table longer than :data:`DATAFRAME_ROWS` (st.dataframe shows that many and scrolls the
+    rest, which nothing on screen says); None for a table shown whole."""
+    n_rows = int(n_rows)
+    if n_rows <= DATAFRAME_ROWS:
+        return None
+    return (f"{n_rows} {what}: the table shows {DATAFRAME_ROWS} at a time, scroll it for the rest "
+            "(or download the CSV).")
+
+
+def more_rows(n_rows: int, what: str = "rows") -> None:
+    """:func:`rows_note` as a caption, when there is one."""
+    note = rows_note(n_rows, what)
+    if note:
+        st.caption(note)

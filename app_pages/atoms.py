@@ -18,7 +18,7 @@ from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._images import image_gallery, image_grid, label_text, pool_grid
 from app_pages._inspect import item_atoms_section
-from app_pages._ui import csv_download, d0_picker, method_picker, page_intro, require_dictionaries
+from app_pages._ui import csv_download, d0_picker, method_picker, more_rows, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, workspace_words, ws_id
 from slics_core.analysis import FIRE_RTOL, FIRE_RULE, HEALTH_FLAGS, HEALTH_RULES
 from slics_core.explorer.arrival import (
@@ -50,6 +50,7 @@ from slics_core.explorer.exports import with_settings
 from slics_core.explorer.inspection import ACTIVITY_CODES, LEVEL_WORDS, activation_sentence, atom_activation_view
 from slics_core.explorer.maps import selected_point_ids
 from slics_core.explorer.narration import atom_sentences, missing
+from slics_core.uncertainty import N_SUBSETS
 
 st.title("Atoms")
 look_at = st.empty()  # the page's one sentence, written from the matrices' own numbers (below)
@@ -363,6 +364,7 @@ def health_section():
                                 "nearest_other": "nearest other", "nearest_other_label": "nearest other atom",
                                 "nearest_other_p": "p (other)", "concept_share": "concept share",
                                 "concept_share_low": "share ≥ (95 %)"})
+    more_rows(len(shown), "atoms")
     table = with_settings(health.assign(flags=[";".join(f) for f in health["flags"]]), workspace=ws.name,
                           method=method, d0=int(d0), split="train", codes="NNLS on the labelled concepts",
                           fire_rtol=FIRE_RTOL)
@@ -371,6 +373,7 @@ def health_section():
 
 # ---------------------------------------------------------------- label profile
 PROFILE_WORDS = 3  # words per concept under each bar (the caption rule, as the Captions page)
+PROFILE_BLUE, PROFILE_GREY = "#1f77b4", "#b0b0b0"  # a lift outside / inside the random subsets' band
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -396,7 +399,9 @@ def profile_section():
                f"mean share of every {split} item (1 = as usual; the table and the hover add the raw "
                "‖vⱼ‖²/‖x̂‖²: components cancel, so a concept loud on every item would top every raw profile). "
                "A concept lifted well above 1 with a low P(concept | label) is carried by the items without "
-               f"being labelled: a spurious concept. Words: the concept's top {PROFILE_WORDS} by the caption rule.")
+               f"being labelled: a spurious concept. Words: the concept's top {PROFILE_WORDS} by the caption rule. "
+               f"The light band: the lift of {N_SUBSETS} random {split} subsets of the label's size (2.5–97.5 %, "
+               "seed 0); a bar inside it is drawn grey: a random subset that size lifts the concept as much.")
     options = label_options(names, ws.sub_names if ws.Z is not None else None, ws.sub_to_concept)
     if st.session_state.get("profile_label") not in range(len(options)):
         st.session_state.pop("profile_label", None)
@@ -420,24 +425,34 @@ def profile_section():
     chart, side = st.columns([3, 2])
     with chart:
         # bars stand on the line lift = 1 (as usual), up for concepts the label's items carry more than usual
-        fig = go.Figure(go.Bar(x=table.concept, y=table.lift - 1.0, base=1.0,
-                               customdata=np.column_stack([table.p_concept, table.energy, table.share, table.lift]),
+        colours = [PROFILE_GREY if inside else PROFILE_BLUE for inside in table.in_band]
+        fig = go.Figure(go.Bar(x=table.concept, y=table.lift - 1.0, base=1.0, marker_color=colours,
+                               name="lift", showlegend=False,
+                               customdata=np.column_stack([table.p_concept, table.energy, table.share, table.lift,
+                                                           table.lift_lo, table.lift_hi]),
                                hovertext=[_safe.figure_text(w) for w in table.words] if per_concept is not None
                                else None,
-                               hovertemplate="%{x}: lift %{customdata[3]:.2f}<br>mean ‖v‖²/‖x̂‖² "
+                               hovertemplate="%{x}: lift %{customdata[3]:.2f} (random subsets "
+                                             "%{customdata[4]:.2f}–%{customdata[5]:.2f})<br>mean ‖v‖²/‖x̂‖² "
                                              "%{customdata[1]:.3f} · share %{customdata[2]:.3f}"
                                              "<br>P(concept | label) %{customdata[0]:.2f}"
                                              + ("<br>words: %{hovertext}" if per_concept is not None else "")
                                              + "<extra></extra>"))
+        fig.add_trace(go.Bar(x=table.concept, y=table.lift_hi - table.lift_lo, base=table.lift_lo, width=0.9,
+                             marker=dict(color="rgba(120,120,120,0.22)", line=dict(width=0)), hoverinfo="skip",
+                             name=f"lift of random subsets of {n} items (95 %)"))
         fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
         fig.update_layout(title=f"Concepts of {label_name} ({n} {split} items)", height=460, font=dict(size=15),
+                          barmode="overlay", legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0,
+                                                         xanchor="right", font=dict(size=12)),
                           xaxis=dict(tickfont=dict(size=16)), margin=dict(l=10, r=10, t=50, b=10),
                           yaxis=dict(title=f"lift of the share ‖vⱼ‖²/Σₖ‖vₖ‖² over every {split} item",
                                      tickfont=dict(size=16)))
         st.plotly_chart(fig, key="profile_fig", width="stretch")
     with side:
-        shown = table.drop(columns="n_items").rename(columns={"energy": "‖v‖²/‖x̂‖²", "share": "share",
-                                                              "p_concept": "P(concept | label)"})
+        shown = table.drop(columns=["n_items", "in_band"]).rename(columns={
+            "energy": "‖v‖²/‖x̂‖²", "share": "share", "p_concept": "P(concept | label)",
+            "lift_lo": "random lift 2.5 %", "lift_hi": "random lift 97.5 %"})
         st.dataframe(shown, hide_index=True, width="stretch", key="profile_table")
     csv = with_settings(table, workspace=ws.name, method=method, d0=int(d0), split=split,
                         label_kind="concept" if kind == "concept" else "sub-label", label=label_name,

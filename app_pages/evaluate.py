@@ -12,6 +12,9 @@ background thread per (workspace, settings), held process-wide (slics_core.explo
 sees its progress, and stored in the workspace's store, so a revisit shows the table at once.
 Dictionary health: one line per dictionary method at the table's d0 (slics_core.explorer.atom_tables.health_summary,
 st.cache_data keyed by ws_id, method and d0).
+Uncertainty: each methods-table score is shown with its 95 % bootstrap interval over queries ("0.990 [0.988, 0.992]",
+scoring.run_job(intervals=True), slics_core.uncertainty) and each Recall@k column names its ceiling; the CSV has the
+bounds and ceilings as columns (<column> lo / hi / ceiling).
 Computation: slics_core.explorer.scoring over every method fitted in the workspace (the registry,
 slics_core.methods). Each job is ranked once (st.cache_resource keyed by ws_id, method, d0, mode,
 split and the ranking depth, shared by every session); mAP@k for any k <= depth is computed from the
@@ -33,7 +36,7 @@ import streamlit as st
 from app_pages import _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
-from app_pages._ui import csv_download, page_intro
+from app_pages._ui import csv_download, more_rows, page_intro
 from app_pages._workspace import get_workspace, pool_index, ws_id
 from slics_core.analysis import HEALTH_FLAGS
 from slics_core.evaluation import (
@@ -51,7 +54,7 @@ from slics_core.explorer.arrival import atoms_split, health_numbers, job_ranking
 from slics_core.explorer.atom_tables import health_note
 from slics_core.explorer.background import JOBS
 from slics_core.explorer.exports import figure_html, with_settings
-from slics_core.explorer.narration import evaluate_look_at, missing
+from slics_core.explorer.narration import MISSING, evaluate_look_at, missing
 from slics_core.explorer.stability_runs import (
     N_ACTIVE_DEFAULT,
     StabilityRun,
@@ -64,6 +67,7 @@ from slics_core.explorer.stability_runs import (
 )
 from slics_core.methods import ORACLE_FSPLICE
 from slics_core.stability import COMPARE_METHODS, N_ACTIVE_METHOD, SHARED_BETWEEN_SEEDS
+from slics_core.uncertainty import CONFIDENCE, N_RESAMPLES
 
 SPLIT_LABELS = {"query": "Query set (test)", "val": "Validation set"}
 NORM_LABELS = {"retrieved": "relevant retrieved (default)", "min": "min(k, relevant in pool)"}
@@ -86,19 +90,20 @@ def _rankings(key: str, method: str, d0, mode, split: str, depth: int, _ws):
 
 
 @st.cache_data(show_spinner=False, max_entries=2048)
-def _job(key: str, method: str, d0, mode, split: str, k: int, normalization: str, _ws):
+def _job(key: str, method: str, d0, mode, split: str, k: int, normalization: str, _ws, intervals: bool = False):
     depth = scoring.ranking_depth(k)
     return scoring.run_job(_ws, scoring.Job(method, d0, mode, split), k=k, normalization=normalization,
-                           rankings=_rankings(key, method, d0, mode, split, depth, _ws))
+                           rankings=_rankings(key, method, d0, mode, split, depth, _ws), intervals=intervals)
 
 
-def _run(ws, jobs, k, norm, title):
-    """Run (or fetch from the cache) every job, with a progress bar."""
+def _run(ws, jobs, k, norm, title, intervals=False):
+    """Run (or fetch from the cache) every job, with a progress bar; ``intervals``: with each score's bootstrap
+    interval over queries (the methods table; the sweep's curves go without)."""
     bar = st.progress(0.0, text=title)
     out = []
     for i, job in enumerate(jobs):
         bar.progress(i / max(1, len(jobs)), text=f"{title}: {job.label()}")
-        out.append(_job(ws_id(ws), job.method, job.d0, job.mode, job.split, k, norm, ws))
+        out.append(_job(ws_id(ws), job.method, job.d0, job.mode, job.split, k, norm, ws, intervals))
     bar.empty()
     return out
 
@@ -164,29 +169,58 @@ def health_line(method, d0, h, split):
             f"on the {'validation' if split == 'val' else 'training'} split.")
 
 
+#: Suffixes of a score's bootstrap interval columns in the table frame (and the CSV).
+LO, HI = " lo", " hi"
+
+
 def _table_frame(rows, k):
+    """The methods table as numbers: a column per score, its interval's bounds (``<column> lo`` / ``hi``) and
+    each Recall@k's ceiling (``<column> ceiling``), as the CSV carries them."""
     df = pd.DataFrame(rows)
-    recall = {}
+    scores = {"general": f"Gen. mAP@{k}", "sub": f"Sub. mAP@{k}", "general_full": f"Gen. mAP@{k} (v_j)",
+              "sub_full": f"Sub. mAP@{k} (v_j)"}
     for rk in RECALL_KS:  # Recall@20 and Recall@100 beside mAP@k (of the same ranking as Gen./Sub.)
         gkey, skey = recall_keys(rk)
-        recall.update({gkey: f"Gen. Recall@{rk}", skey: f"Sub. Recall@{rk}"})
-    df = df.rename(columns={"method": "Method", "general": f"Gen. mAP@{k}", "sub": f"Sub. mAP@{k}",
-                            "general_full": f"Gen. mAP@{k} (v_j)", "sub_full": f"Sub. mAP@{k} (v_j)",
-                            "split": "Queries", **recall})
+        scores.update({gkey: f"Gen. Recall@{rk}", skey: f"Sub. Recall@{rk}"})
+    names = {"method": "Method", "split": "Queries", **scores}
+    order = ["Method", "d0"]
+    for key, col in scores.items():
+        order.append(col)
+        for b, suffix in (("lo", LO), ("hi", HI)):
+            names[f"{key}_{b}"] = col + suffix
+            if f"{key}_{b}" not in df:
+                df[f"{key}_{b}"] = math.nan
+            order.append(col + suffix)
+        if key.startswith("recall"):
+            names[f"{key}_ceiling"] = col + " ceiling"
+            order.append(col + " ceiling")
+    df = df.rename(columns=names)
     df["d0"] = df["d0"].astype("Int64")
-    return df[["Method", "d0", f"Gen. mAP@{k}", f"Sub. mAP@{k}", f"Gen. mAP@{k} (v_j)", f"Sub. mAP@{k} (v_j)",
-               *recall.values(), "Queries", "k"]]
+    return df[[*order, "Queries", "k"]]
+
+
+def _ceiling(df, col):
+    """The ceiling of a Recall@k column (the same for every row: it depends on the queries' labels only)."""
+    c = df.get(col + " ceiling")
+    vals = [] if c is None else [v for v in c if v == v]
+    return vals[0] if vals else math.nan
 
 
 def _shown(df):
-    """The table as displayed: "—" where a method has no d0 or no full component (never None / <NA>: a
+    """The table as displayed: each score with its interval, ``0.660 [0.620, 0.700]``, a Recall@k column's
+    header with its ceiling; "—" where a method has no d0 or no full component (never None / <NA>: a
     Styler's ``na_rep`` is not honoured by st.dataframe, which prints None)."""
     out = df.copy()
-    for c in out.columns:
-        if c.startswith(("Gen.", "Sub.")):
-            out[c] = [missing(v) for v in out[c]]
+    rename = {}
+    for c in df.columns:
+        if c.startswith(("Gen.", "Sub.")) and not c.endswith((LO, HI, " ceiling")):
+            out[c] = [missing(v) if missing(lo) == MISSING else f"{missing(v)} [{lo:.3f}, {hi:.3f}]"
+                      for v, lo, hi in zip(df[c], df[c + LO], df[c + HI])]
+            if "Recall@" in c and missing(_ceiling(df, c)) != MISSING:
+                rename[c] = f"{c} (ceiling {_ceiling(df, c):.3f})"
+    out = out.drop(columns=[c for c in df.columns if c.endswith((LO, HI, " ceiling"))])
     out["d0"] = [missing(v, "{:d}") for v in out["d0"]]
-    return out
+    return out.rename(columns=rename)
 
 
 def _csv_frame(df, ws, split, k, norm, d0):
@@ -258,7 +292,7 @@ d0 = st.select_slider("d0 of the dictionary methods in the table", options=d0_op
                       else str(v),
                       help=f"The paper uses the d0 with {d0_rule_words(True)}.")
 
-table_records = _run(ws, scoring.table_jobs(ws, d0, split=split), k, norm, "Methods table")
+table_records = _run(ws, scoring.table_jobs(ws, d0, split=split), k, norm, "Methods table", intervals=True)
 
 st.subheader(f"Methods (mAP@{k}, {SPLIT_LABELS[split].lower()}, d0 = {d0})")
 summary = scoring.summary_rows(table_records)
@@ -270,7 +304,11 @@ st.caption("Gen./Sub.: ranked by the partial component ṽ_j (eq. 3) for the dic
            "query for UF, by the word-group component for F-SpLiCE. (v_j): ranked by the full component "
            "(eq. 2; U-SLiCS uses the query's zero-shot concepts). "
            f"{table_records[0]['n_pairs_general']} (query, concept) pairs. —: methods without atoms have no d0, "
-           "and methods with one kind of component have no separate v_j column.")
+           "and methods with one kind of component have no separate v_j column. "
+           f"[lo, hi]: the {CONFIDENCE:.0%} bootstrap interval over queries ({N_RESAMPLES} resamples of the "
+           "queries, seed 0, percentile): two methods whose intervals overlap much are not told apart by these "
+           "queries. Recall@k's ceiling: the best Recall@k any ranking reaches on these queries (a query with R "
+           "relevant items recalls at most min(k, R)/R), so read a Recall@k against it.")
 for m, why in ws.skipped.items():
     st.caption(f"{_safe.text(m)} is not in this workspace: {_safe.text(why)}.")
 if ORACLE_FSPLICE in ws.methods:
@@ -314,6 +352,7 @@ sweep_df = pd.DataFrame(sweep)[["method", "d0", "mode", "split", "k", "normaliza
 with st.expander("Sweep numbers"):
     st.dataframe(sweep_df.assign(**{c: [missing(v) for v in sweep_df[c]] for c in ("general", "sub")}),
                  hide_index=True, width="stretch")
+    more_rows(len(sweep_df))
     csv_download(with_settings(sweep_df, workspace=ws.name), f"slics_d0_sweep_k{k}.csv", key="eval_sweep_csv")
 
 

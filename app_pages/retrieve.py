@@ -23,10 +23,11 @@ from app_pages._ui import (
     d0_picker,
     k_picker,
     method_picker,
+    more_rows,
     page_intro,
 )
 from app_pages._workspace import get_workspace, pool_index, quantized_pool, ws_id
-from slics_core.explorer.edits import BOOST_RANGE, edit_line, edited_gallery
+from slics_core.explorer.edits import BOOST_RANGE, edit_line, edit_title, edited_gallery
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.narration import component_words
 from slics_core.explorer.quantized import has_quantized_pool
@@ -229,11 +230,12 @@ def _copy_boost():
 
 
 @st.fragment
-def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols, index):
+def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols, index, export):
     """The "without j" / "more of j" section: its own fragment, so that choosing an edit reruns this section only
     (the query's galleries above are neither recomputed nor sent again); the URL is written here too, since a
     fragment's rerun does not reach app.py's final write. ``query_was``: the query state of the page's run; an
-    image of these galleries made the query (a click on it) reruns the whole page."""
+    image of these galleries made the query (a click on it) reruns the whole page. ``export(edited)``: the table
+    and CSV of every gallery, drawn at the end of this fragment so that they hold the edited galleries shown."""
     if st.session_state.get("query") != query_was:
         st.rerun()
     st.divider()
@@ -253,10 +255,12 @@ def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols
     e3.slider("λ (more of)", *BOOST_RANGE, step=0.1, key="boost_lambda", on_change=_copy_boost,
               disabled="boost" not in asked)
     active = [names.index(n) for n in preselect if n in names]
+    edited = []
     for edit, name, lam in state.edits(names):
         eq = edited_gallery(model, q.x, ws.X, POOL_ROWS, names.index(name), k, edit=edit, strength=lam,
                             active=active, index=index, **LABELS)
         keep_edit(q, edit, name, lam, eq.x)  # the edited query, for the other pages (Subspaces' map)
+        edited.append((edit_title(edit, name, lam), eq))
         shown = _safe.text(name)
         st.markdown(f"**Without {shown}** (x − vⱼ)" if edit == "remove" else f"**More of {shown}** (x + {lam:g}·ṽⱼ)")
         a, b = st.columns(2)
@@ -270,23 +274,33 @@ def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols
             st.markdown("Unfiltered" + ("" if ws.sharded else
                                         " · " + edit_line(eq.criterion, shown, k, eq.unfiltered.precision_general)))
             _draw_gallery(ws, eq.unfiltered, n_cols, pick_key=f"pick_uf_{edit}", word=eq.criterion)
+    export(edited)
     state.sync_url()
 
 
-_edited_galleries(ws, model, q, st.session_state.get("query"), names, preselect, rule, k, n_cols,
-                  qindex if quantized else pool_index(ws))
+def _galleries_export(edited):
+    """The table of every gallery shown (the concept galleries, then the edited ones) and its CSV, with the
+    settings that produced it, "rm" and "boost" included (one column each, the same on every row)."""
+    shown = pairs + [(eq.gallery, eq.unfiltered) for _, eq in edited]
+    if ws.sharded:  # the shown positions' ids, from their shards' metadata
+        ids = {int(r): ws.pool_item(int(r))["id"] for pair in shown for g in pair for r in g.rows}
+    else:
+        ids = ws.ids
+    df = galleries_table(pairs, ids, names, edited=edited)
+    with st.expander("Table of the galleries"):
+        st.dataframe(df, hide_index=True, width="stretch")
+        more_rows(len(df))
+    asked = {e: (n, lam) for e, n, lam in state.edits(names)}
+    export = with_settings(df, workspace=ws.name, query=q.key, method=method, d0=d0, component=mode, k=k,
+                           pool="shards" if ws.sharded else "quantized" if quantized else "float",
+                           rm=asked["remove"][0] if "remove" in asked else "",
+                           boost=state.boost_value(*asked["boost"]) if "boost" in asked else "")
+    safe_key = "".join(ch if ch.isalnum() else "-" for ch in q.key)[:60]
+    csv_download(export, f"galleries-{safe_key}-{method}-d0{d0 or 'none'}-{mode}-k{k}.csv",
+                 label="Download the galleries (CSV)", key="retrieve_csv")
 
-if ws.sharded:  # the shown positions' ids, from their shards' metadata
-    ids = {int(r): ws.pool_item(int(r))["id"] for pair in pairs for g in pair for r in g.rows}
-else:
-    ids = ws.ids
-df = galleries_table(pairs, ids, names)
-with st.expander("Table of the galleries"):
-    st.dataframe(df, hide_index=True, width="stretch")
-# the settings that produced the table travel with it (one column each, the same on every row)
-export = with_settings(df, workspace=ws.name, query=q.key, method=method, d0=d0, component=mode, k=k,
-                       pool="shards" if ws.sharded else "quantized" if quantized else "float")
-safe_key = "".join(ch if ch.isalnum() else "-" for ch in q.key)[:60]
-csv_download(export, f"galleries-{safe_key}-{method}-d0{d0 or 'none'}-{mode}-k{k}.csv",
-             label="Download the galleries (CSV)", key="retrieve_csv")
+
+_edited_galleries(ws, model, q, st.session_state.get("query"), names, preselect, rule, k, n_cols,
+                  qindex if quantized else pool_index(ws), _galleries_export)
+
 _pages.link(_pages.MIX, label="Mix this query's concepts with another query's →", icon="🧪")

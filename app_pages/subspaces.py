@@ -35,8 +35,9 @@ Reading the map
   (:func:`slics_core.explorer.current_query.query_points`) are placed into the map without recomputing it, drawn as
   "✕ query (<label>)": an openTSNE map by ``TSNEEmbedding.transform`` (the fitted embedding kept in memory or
   rebuilt from the stored coordinates), a small scikit-learn map by its nearest points
-  (:func:`slics_core.explorer.layouts.place_near`). A row query on a small map is the exception: its item and
-  components join the map's points and the layout is computed again (marked "current query").
+  (:func:`slics_core.explorer.layouts.place_near`). A row query that is one of the map's items has its own points
+  marked instead ("current query"); the query never changes the map's points, so it never lays the map out again.
+  Only one label per query is written on the map (its item, or its first component); the others are in the hover.
 * The map, its colour and picture controls, the preview and the selection summary are one ``st.fragment``:
   a toggle, a colour or a pick reruns only them, not the layout's controls. Colour mode and pictures are in
   the URL (``colour=has concept:animal``, ``pics=1``).
@@ -54,7 +55,6 @@ headless Chromium is exactly where WebGPU is missing). The linked panel needs no
 renders in any browser, and keeps one map, one state.
 """
 import hashlib
-import time
 
 import numpy as np
 import streamlit as st
@@ -64,16 +64,24 @@ from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._images import image_grid, label_text, shared, show_image, thumbnail
 from app_pages._inspect import item_atoms_section
-from app_pages._map_figure import GLYPHS, WEBGL_MIN_POINTS, map_figure
+from app_pages._map_figure import COMPONENT_OF, GLYPHS, WEBGL_MIN_POINTS, map_figure
 from app_pages._query import current_query_vectors
-from app_pages._ui import csv_bytes, csv_download, d0_picker, method_picker, page_intro, require_dictionaries
+from app_pages._ui import (
+    csv_bytes,
+    csv_download,
+    d0_picker,
+    method_picker,
+    more_rows,
+    page_intro,
+    require_dictionaries,
+)
 from app_pages._workspace import get_workspace, ws_id
 from slics_core.explorer.arrival import (
     MAP_DEFAULTS,
     kept_embedding,
     layout_name,
     map_embedding,
-    map_layout,
+    map_layout_timed,
     stored_map_layout,
 )
 from slics_core.explorer.background import JOBS, BackgroundRun
@@ -98,6 +106,7 @@ from slics_core.explorer.maps import (
     match_points,
     parse_colour_param,
     point_text,
+    sample_words,
     selected_point_ids,
     selection_summary,
 )
@@ -200,22 +209,22 @@ with c4:
                                     "the workspace (a revisit is instant); above 2,000 points by openTSNE.")
     if engine_note():
         st.caption(engine_note())
-query_vectors = current_query_vectors(ws, list(ws.concept_names))  # the query, then Retrieve's edits of it
+# the query, then its asked edits (Retrieve's, or computed here for a row query: a link with rm= / boost=)
+query_vectors = current_query_vectors(ws, list(ws.concept_names), ws.model(method, d0))
 query = query_vectors[0].row if query_vectors else None
 c1, c2, c3 = st.columns([1, 2, 2])
 with c1:
     seed = st.number_input("Seed", min_value=0, max_value=10_000, value=MAP_DEFAULTS["seed"], key="map_seed")
 with c2:
-    # off by default: the first view is the map prepared at build time (slics_core.explorer.arrival);
-    # on a small map adding the query changes the points, so t-SNE runs again; an openTSNE map places it
+    # off by default: the first view is the map prepared at build time (slics_core.explorer.arrival); marking
+    # never changes the map's points (the query is placed, or its own points marked), so t-SNE never runs again
     mark_query = st.checkbox(f"Mark the current query ({query_vectors[0].label})" if query_vectors
                              else "Mark the current query (pick one on Retrieve)", value=False,
                              disabled=not query_vectors, key="mark_query",
                              help="The query (an upload, a typed phrase, an item, and its edits on Retrieve) is "
                                   "placed into the map without recomputing it (marked ✕ query): by openTSNE on "
-                                  "large maps, by its nearest map points on small ones. A query item on a small "
-                                  "map (scikit-learn's t-SNE) joins the map's points with its components instead, "
-                                  "and the layout is computed again.")
+                                  "large maps, by its nearest map points on small ones. A query item that is on "
+                                  "the map has its own points marked instead (○ current query).")
 with c3:
     st.button("Paper's Fig. 5 view", key="fig5", on_click=_fig5_view,
               help="The paper's Fig. 5: the animal components and atoms, coloured by sub-label")
@@ -227,9 +236,9 @@ if not kinds:
 
 # ---------------------------------------------------------------- layout (cached, two steps with progress)
 @st.cache_data(show_spinner=False, max_entries=24)
-def _points(key, method, d0, kinds, component, n_points, concepts, split, seed, include, _ws):
+def _points(key, method, d0, kinds, component, n_points, concepts, split, seed, _ws):
     rows = map_sample(_ws.Y, _ws.index[split], n_points, random_state=seed, concepts=list(concepts) or None,
-                      concept_names=_ws.concept_names, include=list(include))
+                      concept_names=_ws.concept_names)
     return map_points(_ws.model(method, d0), _ws.X, _ws.Y, rows, kinds=list(kinds), component=component,
                       concepts=list(concepts) or None, Z=_ws.Z, sub_to_concept=_ws.sub_to_concept,
                       concept_names=_ws.concept_names, sub_names=_ws.sub_names)
@@ -264,22 +273,22 @@ def _layout_progress(run, n_points, what=None):
 
 def _layout(P, seed):
     """``(xy, seconds)`` of the points ``P``: remembered, stored in the workspace, or computed here when small;
-    a large layout is computed in a background run whose progress is shown, and the page stops until it is done."""
+    a large layout is computed in a background run whose progress is shown, and the page stops until it is done.
+    ``seconds``: how long the t-SNE took when it was computed (kept with the layout), None when not known."""
     key = (ws_id(ws), layout_name(P, seed))
     got = _layouts()["xy"].get(key)
     if got is not None:
         return got
-    t0 = time.perf_counter()
     if len(P) <= BACKGROUND_MIN_POINTS:  # about 2 s at most: computed here
-        return _remember(_layouts()["xy"], key, (map_layout(ws, P, seed), time.perf_counter() - t0))
-    xy = stored_map_layout(ws, P, seed)
-    if xy is not None:
-        return _remember(_layouts()["xy"], key, (xy, time.perf_counter() - t0))
-    run = JOBS.start(("map",) + key, lambda: BackgroundRun(lambda progress: map_layout(ws, P, seed, progress),
-                                                           total=20, name="slics-map"))
+        return _remember(_layouts()["xy"], key, map_layout_timed(ws, P, seed))
+    got = stored_map_layout(ws, P, seed, with_seconds=True)
+    if got is not None:
+        return _remember(_layouts()["xy"], key, got)
+    run = JOBS.start(("map",) + key, lambda: BackgroundRun(
+        lambda progress: map_layout_timed(ws, P, seed, progress), total=20, name="slics-map"))
     snap = run.snapshot()
     if snap["finished"] and not snap["error"]:
-        return _remember(_layouts()["xy"], key, (snap["result"], snap["elapsed"]))
+        return _remember(_layouts()["xy"], key, snap["result"])
     bar.empty()
     if snap["error"]:
         st.warning(visitor_text(snap["error"], "The map's layout failed", "Rerun the page to try again."))
@@ -298,7 +307,7 @@ def _query_vectors_on_map(vectors, model):
         Q, what = query_points(model, qv.x, active, kinds=kinds, component=component, concepts=list(concepts) or None,
                                concept_names=ws.concept_names)
         Qs.append(Q)
-        texts += [f"query ({qv.label})" if w == "embedding" else f"query ({qv.label}) · component of {w}"
+        texts += [f"query ({qv.label})" if w == "embedding" else f"query ({qv.label}){COMPONENT_OF}{w}"
                   for w in what]
     return (np.vstack(Qs) if Qs else np.zeros((0, ws.X.shape[1]))), texts
 
@@ -338,17 +347,16 @@ def _placed_queries(P, xy, seed, Q, texts, open_tsne):
 base = (ws_id(ws), method, int(d0), tuple(kinds), component, int(n_points), tuple(concepts), split, int(seed))
 bar = st.progress(0.0, text="Disentangling the items into components…")
 try:
-    P, table = _points(*base, (), ws)
-    # the query is placed without recomputing the map, except a query item on a small map: it joins the map's
-    # points (with its components) and the map is laid out again
+    P, table = _points(*base, ws)
+    # the query never changes the map's points (so the layout is never computed again for it): a query item
+    # that is on the map has its own points marked, everything else is placed on the map
     open_tsne = tsne_engine(len(P)) == "openTSNE"
-    include = (query,) if (mark_query and query is not None and not open_tsne) else ()
+    on_map = bool(mark_query and query is not None and (table.row.to_numpy() == query).any())
+    include = (query,) if on_map else ()
     params = base + (include,)
-    if include:
-        P, table = _points(*params, ws)
     bar.progress(0.3, text=f"t-SNE of {len(table)} points (about a second per 500 points)…")
     xy, tsne_seconds = _layout(P, int(seed))
-    to_place = [qv for qv in query_vectors if not (include and qv.row is not None)] if mark_query else []
+    to_place = [qv for qv in query_vectors if not (on_map and qv.row is not None)] if mark_query else []
     Q, q_texts = _query_vectors_on_map(to_place, ws.model(method, d0))
     placed = _placed_queries(P, xy, int(seed), Q, q_texts, open_tsne)
 except ValueError as exc:
@@ -358,6 +366,9 @@ except ValueError as exc:
 bar.empty()
 table = table.assign(x=xy[:, 0], y=xy[:, 1])
 n = len(table)
+shortfall = sample_words(n_points, table.row[table.row >= 0].nunique(), split, concepts)  # fewer items than asked
+if shortfall:
+    st.caption(shortfall)
 
 
 @st.cache_resource(show_spinner=False, max_entries=24)
@@ -385,7 +396,8 @@ def _point_labels(params, _table, _plain):
     """The highlight box's options (every concept and sub-label of the map) and the picked-points box's label of
     each point id. Read-only."""
     search = sorted(set(_table.concept) | {s for v in _table.sub_labels for s in v.split(", ") if s})
-    return search, {int(p): f"{p} · {t}" for p, t in zip(_table.point, _plain)}
+    # "point N": a map point's id; "#N" is an item's row everywhere in the app, as in the descriptions
+    return search, {int(p): f"point {p} · {t}" for p, t in zip(_table.point, _plain)}
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
@@ -420,7 +432,8 @@ def _figure(params, color_by, sub_concept, highlight, drag, pictures, placed, _t
     store = shared(_ws)
     title = (f"{method}, d0={d0}: {int((table.kind == 'embedding').sum())} items, "
              f"{int((table.kind == 'component').sum())} components, "
-             f"{int((table.kind == 'atom').sum())} atoms (t-SNE {_tsne_seconds:.1f} s)"
+             f"{int((table.kind == 'atom').sum())} atoms"
+             + (f" (t-SNE {_tsne_seconds:.1f} s)" if _tsne_seconds is not None else "")
              + (f" · {n_hit} points match “{_safe.figure_text(highlight)}”" if highlight else ""))
     legend = ((f"sub-labels of {_safe.figure_text(sub_concept)}" if color_by == "sub-label"
                else f"has {_safe.figure_text(sub_concept)}?" if color_by == "has concept" else color_by)
@@ -556,8 +569,8 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
                         st.caption(f"#{r} is from the {split} split, not the query split.")
             shown = sub[sub.row >= 0].head(MAX_SHOWN)
             if len(shown) > 1:
-                caps = [f"#{p} {k}: {lab if c == 'several' and lab else c}"
-                        for p, k, c, lab in zip(shown.index, shown.kind, shown.concept, shown["labels"])]
+                caps = [f"#{int(r)} {k}: {lab if c == 'several' and lab else c}"  # #N: the item's row
+                        for r, k, c, lab in zip(shown.row, shown.kind, shown.concept, shown["labels"])]
                 image_grid(ws, shown.row.tolist(), captions=caps, n_cols=4, size=128)
                 if (sub.row >= 0).sum() > MAX_SHOWN:
                     st.caption(f"First {MAX_SHOWN} of {(sub.row >= 0).sum()} picked items shown.")
@@ -568,6 +581,7 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
             details = sub.reset_index()[["point", "kind", "row", "atom", "concept", "sub_label"]]
             details["description"] = [plain[p] for p in details.point]
             st.dataframe(details, hide_index=True, width="stretch")
+            more_rows(len(details), "picked points")
             csv_download(with_settings(details, **settings), "picked_points.csv", "Download picked (CSV)",
                          key="picked_csv")
             summary = selection_summary(table, picked, ws.Y, ws.concept_names)
@@ -580,6 +594,7 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
 
     with st.expander(f"Colour groups ({len(order)})"):
         st.dataframe({"group": order, "points": [counts[g] for g in order]}, hide_index=True, width="stretch")
+        more_rows(len(order), "colour groups")
 
 
 _map_view()

@@ -47,6 +47,7 @@ from slics_core.methods import (
 from slics_core.metrics import evaluate_rankings, recall_at_k
 from slics_core.retrieval import build_index
 from slics_core.runs import sweep_key, table_key
+from slics_core.uncertainty import CONFIDENCE, N_RESAMPLES, bootstrap_mean_interval, query_sums
 
 __all__ = [
     "rank_queries",
@@ -68,6 +69,7 @@ __all__ = [
     "RECALL_KS",
     "ranking_depth",
     "recall_keys",
+    "intervals_of",
 ]
 
 # The paper's rule for d0, read here by every caller (the build, the CLI's sweep, the Evaluate page, the
@@ -179,9 +181,10 @@ def rank_method(method, data, split, *, queries="query", n_atoms=10, n_iter=10, 
     return rank_queries(model, m, data.X[q_idx], index, k, mode=mode, Y_active=Y_active), model
 
 
-def score_split(indices, data, split, queries="query", k=20, normalization="retrieved", recall_k=()):
+def score_split(indices, data, split, queries="query", k=20, normalization="retrieved", recall_k=(),
+                per_query=False):
     """mAP@k of rankings of the queries of ``split`` (``queries``: ``"query"`` or ``"val"``) over its pool,
-    and Recall@``rk`` for every ``rk`` in ``recall_k``.
+    and Recall@``rk`` for every ``rk`` in ``recall_k`` with its ceiling (the best any ranking reaches).
 
     Parameters
     ----------
@@ -191,22 +194,67 @@ def score_split(indices, data, split, queries="query", k=20, normalization="retr
     split : Split
     recall_k : iterable of int
         ``k`` of the Recall@k scores (e.g. :data:`RECALL_KS`).
+    per_query : bool
+        Also return ``per_query``: ``{score key: (sums, counts)}``, each score's per-query sums and pair
+        counts (:func:`slics_core.uncertainty.query_sums`), for :func:`intervals_of`.
 
     Returns
     -------
     result : dict
         See :func:`slics_core.metrics.evaluate_rankings`; with ``recall_k``, also the keys
-        :func:`recall_keys` names (:func:`slics_core.metrics.recall_at_k`'s ``general`` and ``sub``).
+        :func:`recall_keys` names (:func:`slics_core.metrics.recall_at_k`'s ``general`` and ``sub``) and the
+        same keys with ``_ceiling`` appended (its ``ceiling_general`` and ``ceiling_sub``).
     """
     q_idx = getattr(split, queries)
     Zq = None if data.Z is None else data.Z[q_idx]
     Zp = None if data.Z is None else data.Z[split.pool]
     out = evaluate_rankings(indices, data.Y[q_idx], data.Y[split.pool], Zq, Zp, data.sub_to_concept, check_k(k),
                             normalization)
+    nq = len(q_idx)
+    sums = {}
+    if per_query:
+        for lab in ("general", "sub"):
+            if f"ap_{lab}" in out:
+                sums[lab] = query_sums(out[f"ap_{lab}"], out[f"query_{lab}"], nq)
     for rk in recall_k:
         r = recall_at_k(indices, data.Y[q_idx], data.Y[split.pool], Zq, Zp, data.sub_to_concept, rk)
         gkey, skey = recall_keys(rk)
         out[gkey], out[skey] = r["general"], r["sub"]
+        out[f"{gkey}_ceiling"], out[f"{skey}_ceiling"] = r["ceiling_general"], r["ceiling_sub"]
+        if per_query:
+            for lab, key in (("general", gkey), ("sub", skey)):
+                if r[f"n_pairs_{lab}"]:
+                    sums[key] = query_sums(r[f"recall_{lab}"], r[f"query_{lab}"], nq)
+    if per_query:
+        out["per_query"] = sums
+    return out
+
+
+def intervals_of(per_query, *, n_resamples=N_RESAMPLES, confidence=CONFIDENCE, seed=0):
+    """The bootstrap intervals (over queries) of scores from one or several runs on the same queries.
+
+    ``per_query``: ``{score key: [(sums, counts), ...]}``, one ``(sums, counts)`` per run (seed) of
+    :func:`score_split`'s ``per_query[key]``; each score's runs are averaged query by query, so its interval is
+    that of the mean over runs. Every score is resampled with the same draws of the queries
+    (:func:`slics_core.uncertainty.bootstrap_mean_interval` with one column per score: percentile, seeded).
+
+    Returns
+    -------
+    intervals : dict
+        ``{score key: (lo, hi)}``; ``(nan, nan)`` for a key without runs.
+    """
+    keys = [key for key, runs in per_query.items() if len(runs)]
+    out = {key: (math.nan, math.nan) for key in per_query}
+    if not keys:
+        return out
+    sums, counts = [], []
+    for key in keys:
+        runs = [(np.asarray(s, dtype=np.float64), np.asarray(c, dtype=np.float64)) for s, c in per_query[key]]
+        sums.append(np.mean([s for s, _ in runs], axis=0))
+        counts.append(runs[0][1])
+    lo, hi = bootstrap_mean_interval(np.column_stack(sums), np.column_stack(counts), n_resamples=n_resamples,
+                                     confidence=confidence, seed=seed)
+    out.update({key: (float(a), float(b)) for key, a, b in zip(keys, lo, hi)})
     return out
 
 
@@ -431,15 +479,26 @@ def _score_keys():
     return ("general", "sub") + tuple(key for rk in RECALL_KS for key in recall_keys(rk))
 
 
+def _kept_keys():
+    """What a kept run holds: the scores, Recall@k's ceilings and the per-query sums of the intervals."""
+    return _score_keys() + tuple(f"{key}_ceiling" for rk in RECALL_KS for key in recall_keys(rk)) + ("per_query",)
+
+
 def _table_row(name, runs, skipped, k, normalization, pool, oracle=False):
     row = {"method": name}
     for key in _score_keys():
         v = np.array([r.get(key, math.nan) for r in runs], dtype=float)
         row[f"{key}_mean"] = float(v.mean()) if v.size else math.nan
         row[f"{key}_std"] = float(v.std()) if v.size else math.nan
+        if key.startswith("recall"):
+            row[f"{key}_ceiling"] = runs[0].get(f"{key}_ceiling", math.nan) if runs else math.nan
+    bounds = intervals_of({key: [r["per_query"][key] for r in runs if key in r.get("per_query", {})]
+                           for key in _score_keys()})
+    for key, (lo, hi) in bounds.items():
+        row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
     return dict(row, **{
         "n_runs": len(runs),
-        "runs": runs,
+        "runs": [{sk: v for sk, v in r.items() if sk != "per_query"} for r in runs],
         "skipped": skipped,
         "k": int(k),
         "normalization": normalization,
@@ -485,9 +544,11 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
     -------
     rows : list of dict
         ``method``, ``general_mean``, ``general_std``, ``sub_mean``, ``sub_std`` (mAP@k),
-        the same four for Recall@20 and Recall@100 (``recall20_general_mean``, ... :func:`recall_keys`,
-        :data:`RECALL_KS`; rankings are made :func:`ranking_depth` deep), ``n_runs``, ``runs`` (per-seed
-        scores), ``skipped`` (reason or None), ``k``,
+        ``general_lo``, ``general_hi``, ``sub_lo``, ``sub_hi`` (:func:`intervals_of`: the 95 % bootstrap interval
+        over queries of the mean over seeds), the same eight for Recall@20 and Recall@100 with
+        ``recall20_general_ceiling``... (the best Recall@k on these queries) (``recall20_general_mean``, ...
+        :func:`recall_keys`, :data:`RECALL_KS`; rankings are made :func:`ranking_depth` deep), ``n_runs``,
+        ``runs`` (per-seed scores), ``skipped`` (reason or None), ``k``,
         ``normalization``, ``pool`` (``"original"`` or ``"quantized"``).
     """
     methods = method_names() if methods is None else list(methods)
@@ -519,8 +580,8 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
             for seed in run_seeds:
                 key = table_key(m.name, n_atoms, seed, mode, n_active, pools)
                 done = None if results is None else results.get(key)
-                if done is not None and any(sk not in done[p] for p in pools for sk in _score_keys()):
-                    done = None  # a run kept before Recall@k was scored: scored again (its model is kept)
+                if done is not None and any(sk not in done[p] for p in pools for sk in _kept_keys()):
+                    done = None  # a run kept before Recall@k / intervals: scored again (its model is kept)
                 if done is None:
                     clock = (time.perf_counter(), time.process_time())
                     # a U-SLiCS fitted at another S~ is another model: not read from (or kept in) the store
@@ -531,8 +592,9 @@ def evaluate_methods(data, split, methods=None, *, n_atoms=10, n_iter=10, batch_
                     for p in pools:
                         idx, _ = rank_method(m.name, data, split, n_atoms=n_atoms, seed=seed, k=ranking_depth(k),
                                              mode=mode, n_active=n_active, model=model, index=index_of(p))
-                        r = score_split(idx, data, split, "query", k, normalization, RECALL_KS)
-                        done[p] = dict({sk: r[sk] for sk in _score_keys()}, seed=seed)
+                        r = score_split(idx, data, split, "query", k, normalization, RECALL_KS, per_query=True)
+                        done[p] = dict({sk: r[sk] for sk in _kept_keys() if sk != "per_query"}, seed=seed,
+                                       per_query={sk: [a.tolist() for a in v] for sk, v in r["per_query"].items()})
                     if results is not None:
                         results.put(key, dict(done, wall_s=time.perf_counter() - clock[0],
                                               cpu_s=time.process_time() - clock[1], fit_cpu_s=fit_cpu))
@@ -561,7 +623,15 @@ def _fmt(row, key):
         return "n/a"
     if m is None or math.isnan(m):
         return "-"
-    return f"{m:.3f} ± {s:.3f}" if row["n_runs"] > 1 else f"{m:.3f}"
+    text = f"{m:.3f} ± {s:.3f}" if row["n_runs"] > 1 else f"{m:.3f}"
+    lo, hi = row.get(f"{key}_lo", math.nan), row.get(f"{key}_hi", math.nan)
+    return text if lo is None or math.isnan(lo) else f"{text} [{lo:.3f}, {hi:.3f}]"
+
+
+def _ceiling_words(rows, key):
+    """`` (ceiling 0.035)``: the best Recall@k of ``key`` on the table's queries (the same for every row)."""
+    c = next((r[f"{key}_ceiling"] for r in rows if not math.isnan(r.get(f"{key}_ceiling", math.nan))), math.nan)
+    return "" if math.isnan(c) else f" (ceiling {c:.3f})"
 
 
 def methods_table_rows(rows):
@@ -570,7 +640,9 @@ def methods_table_rows(rows):
     for r in rows:
         rec = {"method": r["method"]}
         rec.update({f"{key}_{stat}": r.get(f"{key}_{stat}", math.nan) for key in _score_keys()
-                    for stat in ("mean", "std")})
+                    for stat in ("mean", "std", "lo", "hi")})
+        rec.update({f"{key}_ceiling": r.get(f"{key}_ceiling", math.nan) for key in _score_keys()
+                    if key.startswith("recall")})
         rec.update({key: r[key] for key in ("n_runs", "k", "normalization", "skipped")})
         rec["pool"] = r.get("pool", "original")
         rec["oracle"] = bool(r.get("oracle", False))
@@ -580,7 +652,8 @@ def methods_table_rows(rows):
 
 def methods_table_markdown(rows, title=None):
     """Markdown table: one column per method, rows ``Gen.`` and ``Sub.`` mAP@k, then Gen. and Sub.
-    Recall@20 and Recall@100 (:data:`RECALL_KS`; when the rows have them); best in bold.
+    Recall@20 and Recall@100 (:data:`RECALL_KS`; when the rows have them, with their ceiling); best in bold.
+    Each score carries its bootstrap interval over queries, ``0.660 [0.620, 0.700]`` (:func:`intervals_of`).
 
     With quantized-pool rows (``pool="quantized"``), the best is marked separately
     among the original-pool and among the quantized-pool columns, as in Table 3.
@@ -597,7 +670,8 @@ def methods_table_markdown(rows, title=None):
     for rk in RECALL_KS:
         gkey, skey = recall_keys(rk)
         if any(f"{gkey}_mean" in r for r in rows):  # rows scored without Recall@k (older runs) have none
-            lines_for += [(gkey, f"Gen. Recall@{rk}"), (skey, f"Sub. Recall@{rk}")]
+            lines_for += [(gkey, f"Gen. Recall@{rk}{_ceiling_words(rows, gkey)}"),
+                          (skey, f"Sub. Recall@{rk}{_ceiling_words(rows, skey)}")]
     for key, label in lines_for:
         vals = [r.get(f"{key}_mean", math.nan) if not r.get("skipped") else math.nan for r in rows]
         best = {}
@@ -615,4 +689,7 @@ def methods_table_markdown(rows, title=None):
     oracles = [r["method"] for r in rows if id(r) not in ranked]
     if oracles:
         lines += ["", f"Oracle, shown but not ranked (never bold): {', '.join(oracles)}."]
+    if any(not math.isnan(r.get("general_lo", math.nan)) for r in rows):
+        lines += ["", f"[lo, hi]: {CONFIDENCE:.0%} bootstrap interval over queries ({N_RESAMPLES} resamples, "
+                      "seed 0, percentile). Ceiling: the best Recall@k any ranking reaches on these queries."]
     return "\n".join(lines)

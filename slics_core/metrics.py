@@ -2,7 +2,8 @@
 
 * :func:`average_precision_at_k` / :func:`evaluate_rankings` - AP@k and mAP@k
   over every (query, concept present in the query) pair, for general labels and for sub-labels;
-* :func:`recall_at_k` - Recall@k over the same pairs (share of the query's relevant pool items in the top ``k``);
+* :func:`recall_at_k` - Recall@k over the same pairs (share of the query's relevant pool items in the top ``k``)
+  and its ceiling (the best any ranking reaches on those pairs);
 * :func:`relevance_matrix` - which ranked candidates share a label with the query;
 * :class:`RetrievalScorer` - mAP@k as a scikit-learn scorer (``GridSearchCV(scoring=RetrievalScorer())``):
   every held-out item queries the other held-out items.
@@ -130,8 +131,9 @@ def _as_bool(Z, n, name):
 def _pair_lists(indices, Y_query, Y_pool, Z_query, Z_pool, sub_to_concept, k, sub_n_relevant=False):
     """The (query, concept) pairs of :func:`evaluate_rankings` and :func:`recall_at_k` (one home for their
     checks and relevance): ``{"general": block, "sub": [block per concept] or None}``, each block a dict of
-    ``rel`` (bool, (n_pairs, <=k): relevance of the top ``k``), ``n_rel`` (relevant items in the pool per pair)
-    and ``concept`` (the concept of each pair). Sub-label ``n_rel`` is computed only when ``sub_n_relevant``."""
+    ``rel`` (bool, (n_pairs, <=k): relevance of the top ``k``), ``n_rel`` (relevant items in the pool per pair),
+    ``concept`` (the concept of each pair) and ``query`` (its query's row). Sub-label ``n_rel`` is computed only
+    when ``sub_n_relevant``."""
     Yq = np.asarray(Y_query)
     Yq = _as_bool(Yq, Yq.shape[0] if Yq.ndim == 2 else -1, "Y_query")
     Yp = np.asarray(Y_pool)
@@ -150,7 +152,7 @@ def _pair_lists(indices, Y_query, Y_pool, Z_query, Z_pool, sub_to_concept, k, su
         raise ValueError(f"rankings have {indices.shape[2]} entries but k={k}.")
     qi, cj = np.nonzero(Yq)
     ranked = indices[qi, cj, :k]
-    general = {"rel": Yp[ranked, cj[:, None]], "n_rel": Yp.sum(axis=0)[cj], "concept": cj}
+    general = {"rel": Yp[ranked, cj[:, None]], "n_rel": Yp.sum(axis=0)[cj], "concept": cj, "query": qi}
     if Z_query is None or Z_pool is None or sub_to_concept is None:
         return {"general": general, "sub": None}
     Zq = _as_bool(Z_query, nq, "Z_query")
@@ -171,7 +173,7 @@ def _pair_lists(indices, Y_query, Y_pool, Z_query, Z_pool, sub_to_concept, k, su
         n_rel = None
         if sub_n_relevant:
             n_rel = (Zp[:, L].astype(np.int64) @ qsub.T.astype(np.int64) > 0).sum(axis=0)
-        blocks.append({"rel": rel, "n_rel": n_rel, "concept": np.full(rows.size, j)})
+        blocks.append({"rel": rel, "n_rel": n_rel, "concept": np.full(rows.size, j), "query": rows})
     return {"general": general, "sub": blocks}
 
 
@@ -197,9 +199,9 @@ def evaluate_rankings(indices, Y_query, Y_pool, Z_query=None, Z_pool=None, sub_t
     -------
     result : dict
         ``general`` and ``sub`` mAP@k (``nan`` without sub-labels),
-        ``n_pairs_general``, ``n_pairs_sub``, ``ap_general`` (per pair) and
-        ``concept_general`` (its concept; ``ap_sub`` and ``concept_sub`` likewise
-        when there are sub-label pairs), ``k`` and ``normalization``.
+        ``n_pairs_general``, ``n_pairs_sub``, ``ap_general`` (per pair),
+        ``concept_general`` (its concept) and ``query_general`` (its query's row; ``ap_sub``, ``concept_sub``
+        and ``query_sub`` likewise when there are sub-label pairs), ``n_queries``, ``k`` and ``normalization``.
     """
     k = check_k(k)
     if normalization not in NORMALIZATIONS:
@@ -213,6 +215,8 @@ def evaluate_rankings(indices, Y_query, Y_pool, Z_query=None, Z_pool=None, sub_t
         "n_pairs_general": int(ap_gen.size),
         "ap_general": ap_gen,
         "concept_general": g["concept"],
+        "query_general": g["query"],
+        "n_queries": int(np.shape(Y_query)[0]),
         "sub": math.nan,
         "n_pairs_sub": 0,
         "k": int(k),
@@ -222,7 +226,8 @@ def evaluate_rankings(indices, Y_query, Y_pool, Z_query=None, Z_pool=None, sub_t
         ap_sub = np.concatenate([average_precision_at_k(b["rel"], k, b["n_rel"], normalization)
                                  for b in pairs["sub"]])
         out.update(sub=float(ap_sub.mean()), n_pairs_sub=int(ap_sub.size), ap_sub=ap_sub,
-                   concept_sub=np.concatenate([b["concept"] for b in pairs["sub"]]))
+                   concept_sub=np.concatenate([b["concept"] for b in pairs["sub"]]),
+                   query_sub=np.concatenate([b["query"] for b in pairs["sub"]]))
     return out
 
 
@@ -253,24 +258,41 @@ def recall_at_k(indices, Y_query, Y_pool, Z_query=None, Z_pool=None, sub_to_conc
     result : dict
         ``general`` and ``sub`` Recall@k (``nan`` without pairs), ``n_pairs_general``, ``n_pairs_sub``
         (pairs scored), ``n_skipped_general``, ``n_skipped_sub``, ``recall_general`` / ``recall_sub`` (per
-        scored pair) and ``k``.
+        scored pair), ``query_general`` / ``query_sub`` (the query row of each scored pair), ``n_queries``,
+        ``ceiling_general`` / ``ceiling_sub`` and ``k``.
+
+    Notes
+    -----
+    The *ceiling* is the best Recall@k any ranking can reach on these pairs: a pair with ``|R|`` relevant
+    items recalls at most ``min(k, |R|) / |R|`` (every one of the top ``k`` relevant), averaged like the
+    score. With hundreds of relevant items per query Recall@20 cannot exceed a few per cent, so a score is
+    read against its ceiling.
     """
     k = check_k(k)
     pairs = _pair_lists(indices, Y_query, Y_pool, Z_query, Z_pool, sub_to_concept, k, sub_n_relevant=True)
 
     def recall(blocks):
         if not blocks:
-            return np.zeros(0), 0
+            return np.zeros(0), 0, np.zeros(0, dtype=int), np.zeros(0)
         hits = np.concatenate([b["rel"].sum(axis=1) for b in blocks]).astype(np.float64)
         n_rel = np.concatenate([np.asarray(b["n_rel"]) for b in blocks]).astype(np.float64)
+        query = np.concatenate([b["query"] for b in blocks])
         keep = n_rel > 0
-        return hits[keep] / n_rel[keep], int((~keep).sum())
+        best = np.minimum(min(k, n_pool), n_rel[keep]) / n_rel[keep]  # every top-k slot relevant
+        return hits[keep] / n_rel[keep], int((~keep).sum()), query[keep], best
 
-    rg, skip_g = recall([pairs["general"]])
-    rs, skip_s = recall(pairs["sub"])
-    return {"general": float(rg.mean()) if rg.size else math.nan, "sub": float(rs.mean()) if rs.size else math.nan,
+    n_pool = np.shape(Y_pool)[0]
+    rg, skip_g, qg, cg = recall([pairs["general"]])
+    rs, skip_s, qs, cs = recall(pairs["sub"])
+
+    def mean(v):
+        return float(v.mean()) if v.size else math.nan
+
+    return {"general": mean(rg), "sub": mean(rs),
             "n_pairs_general": int(rg.size), "n_pairs_sub": int(rs.size), "n_skipped_general": skip_g,
-            "n_skipped_sub": skip_s, "recall_general": rg, "recall_sub": rs, "k": int(k)}
+            "n_skipped_sub": skip_s, "recall_general": rg, "recall_sub": rs, "query_general": qg, "query_sub": qs,
+            "ceiling_general": mean(cg), "ceiling_sub": mean(cs), "n_queries": int(np.shape(Y_query)[0]),
+            "k": int(k)}
 
 
 class RetrievalScorer:

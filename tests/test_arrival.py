@@ -92,8 +92,8 @@ def test_build_prepares_every_default_job_and_the_pages_use_it(dataset_ws, monke
     shown = at.dataframe[0].value
     r = shown[shown.Method == "S-SLiCS"].iloc[0]
     monkeypatch.undo()
-    expected = scoring.run_job(ws, scoring.Job("S-SLiCS", int(r["d0"]), "partial", "query"), k=20)
-    assert r["Gen. mAP@20"] == f"{expected['general']:.3f}"
+    expected = scoring.run_job(ws, scoring.Job("S-SLiCS", int(r["d0"]), "partial", "query"), k=20, intervals=True)
+    assert r["Gen. mAP@20"] == f"{expected['general']:.3f} [{expected['general_lo']:.3f}, {expected['general_hi']:.3f}]"
 
 
 def test_prepare_pages_skips_a_workspace_being_built(dataset_ws):  # noqa: F811

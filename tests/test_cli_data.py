@@ -184,10 +184,14 @@ def test_evaluate_stability_and_n_active(toy, capsys):
                  "--k", "5", "--stability", "3", "--n-active", "1", "2", "--no-estimate", "--out-dir", str(res)]) == 0
     out = capsys.readouterr().out
     assert "| Type | S-SLiCS | UF | U-SLiCS (S̃=1) | U-SLiCS (S̃=2) |" in out
-    assert "| Gen. Recall@100 |" in out and "| Concept | matched cos |" in out
+    assert "| Gen. Recall@100 (ceiling " in out and "| Concept | matched cos |" in out
+    assert "bootstrap interval over queries" in out
     rows = {r["method"]: r for r in json.loads((res / "methods.json").read_text())}
     assert rows["U-SLiCS (S̃=1)"]["n_active"] == 1 and rows["U-SLiCS (S̃=2)"]["n_runs"] == 2  # mini-batch seeds
     assert 0 <= rows["S-SLiCS"]["recall100_general_mean"] <= 1
+    assert rows["S-SLiCS"]["general_lo"] <= rows["S-SLiCS"]["general_mean"] <= rows["S-SLiCS"]["general_hi"]
+    with open(res / "methods.csv", newline="") as f:
+        assert {"general_lo", "general_hi", "recall20_general_ceiling"} <= set(next(csv.DictReader(f)))
     with open(res / "stability.csv", newline="") as f:
         stab = list(csv.DictReader(f))
     assert [r["concept"] for r in stab] == ["red", "green", "blue"]

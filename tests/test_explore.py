@@ -215,12 +215,35 @@ def test_galleries_table(world):
     df = galleries_table(pairs, ids, ["a", "b", "c", "d"])
     n_rows = sum(len(g.rows) for p in pairs for g in p)
     assert len(df) == n_rows
-    assert list(df.columns) == ["concept", "gallery", "rank", "item_id", "row", "score", "relevant_general",
-                                "relevant_sub"]
+    assert list(df.columns) == ["concept", "gallery", "edit", "rank", "item_id", "row", "score", "relevant_general",
+                                "relevant_sub", "precision_general", "precision_sub"]
     first = df[(df.concept == "a") & (df.gallery == "concept")].iloc[0]
     assert first["item_id"] == ids[pairs[0][0].rows[0]] and first["rank"] == 1
     assert first["relevant_general"] == bool(world["Y"][pairs[0][0].rows[0], 0])
     assert df["relevant_sub"].isna().all()
+    # each row carries its gallery's P@k: the share of that gallery's relevant items
+    got = df.groupby(["concept", "gallery"]).agg(p=("precision_general", "first"), m=("relevant_general", "mean"))
+    np.testing.assert_allclose(got.p, got.m)
+
+
+def test_galleries_table_holds_the_edited_galleries_with_their_p_at_k(world):
+    """Issue 38: Retrieve's CSV left out the edited galleries ("without j", "more of j") and their P@k."""
+    from slics_core.explorer.edits import edit_title, edited_gallery
+
+    X, pool, Y = world["X"], world["pool"], world["Y"]
+    V = components_of_row(world["model"], X[201])
+    pairs = concept_galleries(V, X[201], X, pool, [0], 4, Y=Y)
+    eq = edited_gallery(world["model"], X[201], X, pool, 1, 4, edit="remove", active=[0, 1], Y=Y)
+    title = edit_title("remove", "b")
+    df = galleries_table(pairs, None, ["a", "b", "c", "d"], edited=[(title, eq)])
+    rows = df[df.edit == title]
+    assert rows.gallery.tolist() == ["edited"] * len(eq.gallery.rows) + ["unfiltered"] * len(eq.unfiltered.rows)
+    assert rows.row.tolist() == eq.gallery.rows.tolist() + eq.unfiltered.rows.tolist()
+    assert (rows.concept == "b").all()
+    edited = rows[rows.gallery == "edited"]
+    assert edited.relevant_general.tolist() == (~Y[eq.gallery.rows, 1]).tolist()  # "lacks b"
+    assert edited.precision_general.iloc[0] == eq.gallery.precision_general == np.mean(~Y[eq.gallery.rows, 1])
+    assert (df[df.gallery == "concept"].edit == "").all()
 
 
 def test_fsplice_groups_words_by_concept_prompts():

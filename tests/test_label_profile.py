@@ -119,3 +119,29 @@ def test_lift_puts_a_concept_on_top_of_its_own_label_where_a_loud_concept_tops_t
         assert int(np.argmax(t.energy)) == 3, t  # the loud concept tops the raw ratio
         assert int(np.argmax(t.lift)) == label, t
         np.testing.assert_allclose(t.share.sum(), 1.0, atol=1e-9)
+
+
+def test_lift_band_holds_random_labels_about_95_percent_and_flags_a_planted_one():
+    """The lift's null band: labels given to random items of the same size lie inside it ~95 % of the time
+    (each concept's 2.5-97.5 % band), a label given to the items richest in one concept lies above it."""
+    rng = np.random.default_rng(8)
+    E = rng.gamma(2.0, 1.0, (1500, 5)) * np.array([1.0, 2.0, 0.5, 1.0, 3.0])
+    Y = rng.random((1500, 5)) < 0.3
+    names = list("abcde")
+    inside = []
+    for t in range(150):
+        L = np.zeros((1500, 1), dtype=bool)
+        L[rng.choice(1500, 60, replace=False), 0] = True
+        table = profile_table(E, L, 0, Y, names, seed=t)
+        assert (table.lift_lo <= table.lift_hi).all()
+        inside.append(table.in_band.to_numpy())
+    assert 0.91 <= np.mean(inside) <= 0.98
+    share = E / E.sum(axis=1, keepdims=True)
+    L = np.zeros((1500, 1), dtype=bool)
+    L[np.argsort(share[:, 2])[-60:], 0] = True  # planted: the items where concept c is loudest
+    table = profile_table(E, L, 0, Y, names)
+    assert not table.in_band[2] and table.lift[2] > table.lift_hi[2]
+    # the same seed gives the same band; no band when asked for none
+    again = profile_table(E, L, 0, Y, names)
+    np.testing.assert_array_equal(again.lift_lo, table.lift_lo)
+    assert profile_table(E, L, 0, Y, names, n_null=0).lift_lo.isna().all()

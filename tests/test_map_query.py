@@ -145,3 +145,25 @@ def test_current_query_reads_rows_uploads_phrases_and_kept_edits(planted):
     assert len(current_query(8, X, kept=kept, edits=asked)) == 1
     assert query_key(3) == "row:3" and query_key("upload") is None and query_key("nonsense") is None
     assert query_label("text:x") == "phrase: x"
+
+
+def test_current_query_computes_a_row_querys_edit_the_kept_query_lacks(planted):
+    """A row query's asked edit that Retrieve never computed comes from ``edit_fn`` (called with the edit, the
+    concept, the strength, the row's embedding and the row); a phrase's does not (its labels are unknown)."""
+    from slics_core.explorer.current_query import current_query
+
+    X = planted[0].X
+    calls = []
+
+    def edit_fn(edit, name, strength, x, row):
+        calls.append((edit, name, strength, row))
+        return x * 2
+
+    got = current_query(3, X, edits=[("remove", "c1", 1.0)], edit_fn=edit_fn)
+    assert [q.label for q in got] == ["item 3", "item 3 without c1"]
+    np.testing.assert_allclose(got[1].x, 2 * np.asarray(X[3], dtype=float))
+    assert calls == [("remove", "c1", 1.0, 3)]
+    assert len(current_query(3, X, edits=[("remove", "c1", 1.0)])) == 1  # without edit_fn: as before
+    phrase = "text:a red car"
+    assert len(current_query(phrase, X, kept={"key": phrase, "x": X[1], "edits": {}},
+                             edits=[("remove", "c1", 1.0)], edit_fn=edit_fn)) == 1

@@ -619,3 +619,37 @@ def test_large_layouts_use_open_tsne_stored_with_their_embedding(tmp_path, monke
     got = layouts.place_points(emb, X[7])
     assert np.linalg.norm(got[0] - xy[7]) < 0.05 * np.ptp(xy, axis=0).max()
     assert arrival.map_embedding(ws, X[:-1], 0) is None  # no layout stored for these points
+
+
+def test_a_stored_layout_says_how_long_its_t_sne_took_not_how_long_reading_it_took(tmp_path, monkeypatch):
+    """Issue 38: the Subspaces title said "t-SNE 0.0 s" for a 50-s layout read back from the store. The layout's
+    seconds are kept with it: a fake t-SNE that takes 50 s of a fake clock reads back as 50 s, twice."""
+    from types import SimpleNamespace
+
+    from slics_core.explorer import arrival
+
+    clock = [100.0]
+    monkeypatch.setattr(arrival.time, "perf_counter", lambda: clock[0])
+
+    def slow_tsne(P, random_state=0, progress=None):
+        clock[0] += 50.0
+        return np.zeros((len(P), 2)) + random_state, None
+
+    monkeypatch.setattr(arrival, "tsne_fit", slow_tsne)
+    ws = SimpleNamespace(path=tmp_path, building=None)
+    X = np.random.default_rng(0).standard_normal((30, 5))
+    xy, seconds = arrival.map_layout_timed(ws, X, 0)
+    assert seconds == 50.0
+    again = arrival.map_layout_timed(ws, X, 0)  # read from the store: no t-SNE, the same seconds
+    assert clock[0] == 150.0 and again[1] == 50.0
+    np.testing.assert_array_equal(again[0], xy)
+    assert arrival.stored_map_layout(ws, X, 0, with_seconds=True)[1] == 50.0
+    np.testing.assert_array_equal(arrival.map_layout(ws, X, 0), xy)
+
+
+def test_sample_words_say_when_a_map_has_fewer_items_than_asked():
+    from slics_core.explorer.maps import sample_words
+
+    assert sample_words(200, 200, "pool") is None
+    line = sample_words(20_000, 3_000, "pool", ["animal"])
+    assert "3,000 items on the map, not the 20,000 asked for" in line and "pool split" in line and "animal" in line

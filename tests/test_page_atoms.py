@@ -184,10 +184,16 @@ def test_label_profile_tab_bars_table_and_csv(ws, media):
     assert bar["x"] == ws.concept_names
     np.testing.assert_allclose(_arr(bar["y"]) + bar["base"], expected.lift, rtol=1e-5)  # bars stand on lift 1
     custom = np.array([_arr(row) for row in bar["customdata"]]) if isinstance(bar["customdata"], list) \
-        else _arr(bar["customdata"]).reshape(len(ws.concept_names), 4)
+        else _arr(bar["customdata"]).reshape(len(ws.concept_names), 6)
     np.testing.assert_allclose(custom[:, 0], expected.p_concept, rtol=1e-6)
     np.testing.assert_allclose(custom[:, 1], expected.energy, rtol=1e-5)
     np.testing.assert_allclose(custom[:, 3], expected.lift, rtol=1e-5)
+    # the random subsets' band (trace 1) and the bars inside it drawn grey
+    np.testing.assert_allclose(custom[:, 4], expected.lift_lo, rtol=1e-5)
+    band = spec["data"][1]
+    np.testing.assert_allclose(_arr(band["base"]) + _arr(band["y"]), expected.lift_hi, rtol=1e-5)
+    grey = [c == "#b0b0b0" for c in bar["marker"]["color"]]
+    assert grey == expected.in_band.tolist()
     assert f"({int(counts[sub])} pool items)" in spec["layout"]["title"]["text"]
     table = next(d.value for d in at.dataframe if "P(concept | label)" in d.value.columns)
     np.testing.assert_allclose(table["P(concept | label)"], expected.p_concept)

@@ -28,9 +28,9 @@ def row(at, method):
     df = at.dataframe[0].value
     r = df[df["Method"] == method].iloc[0].copy()
     for c in r.index:
-        if c.startswith(("Gen.", "Sub.")) or c == "d0":
-            r[c] = float("nan") if r[c] == "—" else float(r[c])
-    return r
+        if c.startswith(("Gen.", "Sub.")) or c == "d0":  # "0.660 [0.620, 0.700]": the score, then its interval
+            r[c] = float("nan") if r[c] == "—" else float(str(r[c]).split(" [")[0])
+    return r.rename(lambda c: c.split(" (ceiling")[0])
 
 
 def test_evaluate_page_table_sweep_and_widgets(ws):
@@ -121,7 +121,7 @@ def test_evaluate_exports_and_no_missing_cells(ws):
     uf = shown[raw["Method"].to_numpy() == "UF"].iloc[0]
     assert uf["d0"] == "—" and uf[[c for c in shown.columns if c.endswith("(v_j)")][0]] == "—"
     s_row = shown[raw["Method"].to_numpy() == "S-SLiCS"].iloc[0]
-    assert s_row["Gen. mAP@20"] == f"{row(at, 'S-SLiCS')['Gen. mAP@20']:.3f}"
+    assert s_row["Gen. mAP@20"].startswith(f"{row(at, 'S-SLiCS')['Gen. mAP@20']:.3f} [")
     html = figure_html(go.Figure(go.Scatter(x=[1, 2], y=[3, 4])))
     import re
 
@@ -228,3 +228,26 @@ def test_stability_runs_in_the_background_and_is_stored(ws, media):
     csv = pd.read_csv(io.BytesIO(media[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content))
     assert (csv["seeds"] == 2).all() and (csv["batch_size"] == batch).all() and (csv["d0"] == d0).all()
     np.testing.assert_allclose(csv["matched cos"], [r["matched_cos"] for r in records], atol=1e-9)
+
+
+def test_evaluate_table_shows_bootstrap_intervals_and_recall_ceilings(ws):
+    """Every score of the methods table carries the library's bootstrap interval over queries, each Recall@k
+    column its ceiling (both independently recomputed), and the CSV has them as numbers."""
+    from slics_core.evaluation import intervals_of, score_split
+    from slics_core.explorer import scoring
+    from slics_core.metrics import recall_at_k
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
+    at.switch_page("app_pages/evaluate.py").run()
+    assert not at.exception, at.exception
+    shown = at.dataframe[0].value
+    d0 = int(at.session_state["eval_d0"])
+    data, sp = scoring.eval_view(ws)
+    idx = scoring.rank_split(ws, "S-SLiCS", d0, k=100)
+    r = score_split(idx, data, sp, "query", k=20, recall_k=(20,), per_query=True)
+    lo, hi = intervals_of({"s": [r["per_query"]["general"]]})["s"]
+    cell = shown[shown["Method"] == "S-SLiCS"].iloc[0]["Gen. mAP@20"]
+    assert cell == f"{r['general']:.3f} [{lo:.3f}, {hi:.3f}]"
+    ceiling = recall_at_k(idx, ws.Y[sp.query], ws.Y[sp.pool], k=20)["ceiling_general"]
+    assert f"Gen. Recall@20 (ceiling {ceiling:.3f})" in shown.columns
+    assert any("bootstrap interval over queries" in c.value for c in at.caption)

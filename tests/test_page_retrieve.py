@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from gallery_helpers import click_gallery, clickable, gallery_bodies, gallery_srcs
 from streamlit.testing.v1 import AppTest
 
@@ -348,3 +349,33 @@ def test_a_click_on_a_gallery_image_makes_it_the_query(ws, multi_row):
     assert at.session_state["query"] == target
     assert at.query_params["q"] == str(target)
     assert at.multiselect(key="concepts").value == ws.labels_of(target)["concepts"]
+
+
+def test_the_galleries_csv_holds_the_edited_galleries_their_p_at_k_and_the_edits(ws, multi_row, media):
+    """Issue 38: Retrieve's CSV left out the edited galleries, their P@k and the rm / boost settings."""
+    import pandas as pd
+
+    labels = ws.labels_of(multi_row)["concepts"]
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    at.query_params["rm"] = labels[0]
+    at.query_params["boost"] = f"{labels[1]}:1.5"
+    _run(at)
+    k = at.slider(key="k").value
+    model = ws.model(at.selectbox(key="method").value, at.select_slider(key="d0").value)
+    active = [ws.concept_names.index(n) for n in labels]
+    button = next(b for b in at.get("download_button") if "retrieve_csv" in b.proto.id)
+    csv = pd.read_csv(io.BytesIO(media[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content),
+                      keep_default_na=False)
+    assert (csv["rm"] == labels[0]).all() and (csv["boost"] == f"{labels[1]}:1.5").all()
+    for edit, name, lam, title in (("remove", labels[0], 1.0, f"without {labels[0]}"),
+                                   ("boost", labels[1], 1.5, f"more of {labels[1]} (λ=1.5)")):
+        eq = edited_gallery(model, ws.X[multi_row], ws.X, ws.index["pool"], ws.concept_names.index(name), k,
+                            edit=edit, strength=lam, active=active, Y=ws.Y)
+        rows = csv[(csv["edit"] == title) & (csv["gallery"] == "edited")]
+        assert rows["row"].tolist() == eq.gallery.rows.tolist()
+        assert rows["precision_general"].iloc[0] == pytest.approx(eq.gallery.precision_general)
+        uf = csv[(csv["edit"] == title) & (csv["gallery"] == "unfiltered")]
+        assert uf["precision_general"].iloc[0] == pytest.approx(eq.unfiltered.precision_general)
+    concept_rows = csv[csv["gallery"] == "concept"]
+    assert len(concept_rows) and (concept_rows["edit"] == "").all()

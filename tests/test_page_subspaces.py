@@ -73,13 +73,11 @@ def _groups(at):
 
 
 def _expected_points(ws, at):
-    """``(P, table)`` of the map the page shows (a query row is among its items when marked)."""
+    """``(P, table)`` of the map the page shows (a marked query never changes its points)."""
     s = at.session_state
     concepts = list(s["map_concepts"]) or None
-    row = "query" in s and isinstance(s["query"], (int, np.integer))
-    include = [s["query"]] if row and s["mark_query"] else None
     rows = map_sample(ws.Y, ws.index[s["map_split"]], int(s["n_points"]), random_state=int(s["map_seed"]),
-                      concepts=concepts, concept_names=ws.concept_names, include=include)
+                      concepts=concepts, concept_names=ws.concept_names)
     return map_points(ws.model(s["method"], s["d0"]), ws.X, ws.Y, rows, kinds=s["kinds"],
                       component=s["component"], concepts=concepts, Z=ws.Z, sub_to_concept=ws.sub_to_concept,
                       concept_names=ws.concept_names, sub_names=ws.sub_names)
@@ -222,6 +220,10 @@ def test_picked_points_show_a_preview_and_their_images(ws):
     # the preview (first picked item) and a grid of the three picked items (the atom has no image)
     assert len(at.get("image")) == 4
     r0 = int(exp.row[emb[0]])
+    # "#N" in the grid's captions is the item's row (as everywhere else), never the map's point id
+    caps = [img.proto.imgs[0].caption for img in at.get("image")[1:]]
+    rows = exp.set_index("point").loc[emb + comp, "row"].tolist()
+    assert [c.split(" ")[0].lstrip("\\") for c in caps] == [f"#{int(r)}" for r in rows]  # "\\#": Markdown-escaped
     assert at.button(key="map_use_query").proto.label == f"Use #{r0} as the query"
     details = at.dataframe[0].value
     assert details.point.tolist() == picked
@@ -286,22 +288,38 @@ def test_d0_kinds_and_fig5_view_change_the_map(ws):
     assert not at.exception and at.info
 
 
-def test_current_query_is_marked_with_its_components(ws):
-    q = int(ws.index["query"][np.flatnonzero(ws.Y[ws.index["query"]].sum(1) >= 2)[0]])
-    at = _page(query=q)
+def test_current_query_is_marked_with_its_components(ws, monkeypatch):
+    """A query item that is on the map: its own points (embedding and components) are marked, the map is not laid
+    out again (issue 38: it was, and its labels overlapped), and one label is written (the rest in the hover)."""
+    from slics_core.explorer import arrival
+
+    at = _page()
+    exp = _expected_table(ws, at)
+    on_map = exp.row[(exp.kind == "embedding")].tolist()
+    q = int(next(r for r in on_map if ws.Y[r].sum() >= 2))
+    before = _xy_of(_spec(at))
+    at.session_state["query"] = q
+    at.run()
     assert not at.exception
-    # off at first (the first view is the map prepared at build time): no query among the pool's points
+    # off at first (the first view is the map prepared at build time)
     assert not at.checkbox(key="mark_query").value
     assert not [t for t in _spec(at)["data"] if t.get("name") == "current query"]
+
+    def refuse(*a, **k):
+        raise AssertionError("t-SNE ran again")
+
+    monkeypatch.setattr(arrival, "tsne_fit", refuse)
     at.checkbox(key="mark_query").check().run()
-    assert not at.exception
-    exp = _expected_table(ws, at)
+    assert not at.exception, at.exception
     spec = _spec(at)
+    assert _xy_of(spec) == before  # the same map
     marked = [t for t in spec["data"] if t.get("name") == "current query"]
     assert len(marked) == 1
     ids = _ids(marked[0]["customdata"])
     assert ids == exp.point[exp.row == q].tolist()
     assert len(ids) == 1 + ws.Y[q].sum()  # the embedding and one component per labelled concept
+    assert [t for t in marked[0]["text"] if t] == [f"x (item {q})"]  # one label on the map
+    assert _placed_trace(spec) is None
     at.checkbox(key="mark_query").uncheck().run()
     assert not at.exception
     assert not [t for t in _spec(at)["data"] if t.get("name") == "current query"]
@@ -503,7 +521,12 @@ def test_query_is_placed_on_an_open_tsne_map_without_recomputing_it(ws, monkeypa
         raise AssertionError("t-SNE ran again")
 
     monkeypatch.setattr(arrival, "tsne_fit", refuse)
-    at.session_state["query"] = q
+    # an upload whose embedding is item q's (a map item itself would have its own points marked)
+    from app_pages._workspace import ws_id
+
+    at.session_state["upload_query"] = {"sha": "f00d", "name": "same.png", "image": None,
+                                        "raw": np.asarray(ws.raw[q]), "x": np.asarray(ws.X[q]), "ws": ws_id(ws)}
+    at.session_state["query"] = "upload"
     at.run()
     at.checkbox(key="mark_query").check().run()
     assert not at.exception, at.exception
@@ -511,7 +534,7 @@ def test_query_is_placed_on_an_open_tsne_map_without_recomputing_it(ws, monkeypa
     assert _xy_of(spec) == before  # the same map
     assert not [t for t in spec["data"] if t.get("name") == "current query"]
     placed = [t for t in spec["data"] if t.get("name") == "query"]
-    assert len(placed) == 1 and placed[0]["text"] == [f"query (item {q})"]
+    assert len(placed) == 1 and placed[0]["text"] == ["query (upload: same.png)"]
     qx, qy = _values(placed[0]["x"])[0], _values(placed[0]["y"])[0]
     xy = np.array(list(before.values()))
     span = np.ptp(xy, axis=0).max()
@@ -670,14 +693,18 @@ def test_retrieves_edited_query_is_kept_and_placed_on_the_map(ws, multi_row):
     at = _page(query=multi_row, **{KEPT_QUERY: kept, "_s_rm": labels[0], "mark_query": True})
     assert not at.exception, at.exception
     spec = _spec(at)
-    assert len([t for t in spec["data"] if t.get("name") == "current query"]) == 1  # the item joined the map
+    P, table = _expected_points(ws, at)
+    assert multi_row not in set(table.row)  # not one of the map's items: placed, with its edit
+    assert not [t for t in spec["data"] if t.get("name") == "current query"]
     placed = _placed_trace(spec)
-    assert placed is not None and placed["text"] == [f"query (item {multi_row} without {labels[0]})"]
-    P, _ = _expected_points(ws, at)
+    assert placed is not None
+    assert [t for t in placed["text"] if t] == [f"query (item {multi_row})",
+                                                f"query (item {multi_row} without {labels[0]})"]
     drawn = _xy_of(spec)
     xy = np.array([drawn[p] for p in range(len(P))])
-    np.testing.assert_allclose([_values(placed["x"])[0], _values(placed["y"])[0]], place_near(P, xy, want)[0],
-                               rtol=1e-9)
+    got = np.column_stack([_values(placed["x"]), _values(placed["y"])])
+    # the query's own vectors first (its embedding), then the edit: the edit is the last placed point
+    np.testing.assert_allclose(got[-1], place_near(P, xy, want)[0], rtol=1e-9)
 
 
 def test_a_click_does_not_colour_or_export_the_map_again(ws, monkeypatch, media):
@@ -711,3 +738,68 @@ def test_a_click_does_not_colour_or_export_the_map_again(ws, monkeypatch, media)
     assert df.point.tolist() == exp.point.tolist()
     groups, _, _ = real_colours(exp, "concept", concept_names=ws.concept_names)
     assert df.colour_group.tolist() == list(groups)
+
+
+def test_a_map_asked_for_more_items_than_the_split_has_says_so(ws):
+    """Issue 38: "Items (sample)" accepted more items than the split holds and the map stopped short without a
+    word."""
+    n_pool = len(ws.index["pool"])
+    at = _page(n_points=n_pool + 500, kinds=["embedding"])
+    assert not at.exception, at.exception
+    assert any(f"{n_pool:,} items on the map, not the {n_pool + 500:,} asked for" in c.value for c in at.caption)
+    at = _page(n_points=40)
+    assert not any("asked for" in c.value for c in at.caption)
+
+
+def test_pictures_keep_the_colouring_in_a_frame_of_each_point_colour():
+    """Issue 38: with "Pictures" on, a picture hid its dot and the has-concept / sub-label colours were gone. Each
+    picture now sits in a frame of its point's colour group's colour."""
+    from app_pages._map_figure import map_figure
+    from slics_core.explorer.maps import map_colours, picture_points
+
+    table, names, _ = _synthetic_map(n_items=150)
+    texts = point_text(table, "partial")
+    groups, order, colours = map_colours(table, "has concept", concept="concept03", concept_names=names)
+    assert len(order) == 2
+    fig = map_figure(table, texts, groups, order, colours, np.ones(len(table), bool), component="partial",
+                     pictures=lambda r: "data:image/png;base64,AAAA", title="t", legend_title="l")
+    shown = picture_points(table)
+    assert len(fig.layout.images) == len(shown) == len(fig.layout.shapes)
+    got = [s.line.color for s in fig.layout.shapes]
+    assert got == [colours[groups[p]] for p in shown]
+    assert len(set(got)) == 2  # both groups, not one colour for every picture
+    for s, img in zip(fig.layout.shapes, fig.layout.images):  # the frame is around its picture
+        assert s.x0 < img.x < s.x1 and s.y0 < img.y < s.y1
+
+
+def test_a_link_with_rm_marks_the_edited_query_without_visiting_retrieve(ws, multi_row):
+    """Issue 38: a Subspaces link with ``rm=`` marked nothing unless Retrieve had run in the session (the edited
+    embedding was only Retrieve's). A row query's edit is now computed here, as Retrieve computes it (the library's
+    x − vⱼ over the row's labelled concepts), and placed beside the item."""
+    from slics_core.explorer.edits import edit_query
+    from slics_core.explorer.layouts import place_near
+
+    labels = ws.labels_of(multi_row)["concepts"]
+    at = _page(query=multi_row, _s_rm=labels[0], mark_query=True)  # no kept query: Retrieve never ran
+    assert not at.exception, at.exception
+    spec = _spec(at)
+    placed = _placed_trace(spec)
+    assert placed is not None and f"query (item {multi_row} without {labels[0]})" in placed["text"]
+    model = ws.model(at.session_state["method"], at.session_state["d0"])
+    want, _ = edit_query(model, ws.X[multi_row], ws.concept_names.index(labels[0]), "remove",
+                         active=[ws.concept_names.index(n) for n in labels])
+    P, _ = _expected_points(ws, at)
+    drawn = _xy_of(spec)
+    xy = np.array([drawn[p] for p in range(len(P))])
+    np.testing.assert_allclose([_values(placed["x"])[-1], _values(placed["y"])[-1]], place_near(P, xy, want)[0],
+                               rtol=1e-9)
+
+
+def test_one_label_each_writes_one_label_per_query():
+    from app_pages._map_figure import one_label_each
+
+    texts = ["q · c1", "q", "q · c2", "e · c1", "e · c2"]
+    owners = ["q", "q", "q", "e", "e"]
+    # the owner's flagged point (its item) carries the label, else its first point; the rest are blank
+    assert one_label_each(texts, owners, first=[False, True, False, False, False]) == ["", "q", "", "e · c1", ""]
+    assert one_label_each(["a", "b"], ["x", "y"]) == ["a", "b"]

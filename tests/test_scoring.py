@@ -174,6 +174,22 @@ def test_methods_table_and_summary_rows(ws):
             assert row["general"] == by[(row["method"], "partial")]["general"]
             assert row["sub_full"] == by[(row["method"], "full")]["sub"]
             assert row["d0"] == 3
+            assert row["general_full_lo"] <= row["general_full"] <= row["general_full_hi"]
+        for key in ("general", "sub", "recall20_general", "recall100_sub"):
+            assert row[f"{key}_lo"] <= row[key] <= row[f"{key}_hi"]
+    # the interval is the library's bootstrap over the job's queries, the ceiling is recall_at_k's
+    from slics_core.evaluation import intervals_of, score_split
+    from slics_core.metrics import recall_at_k
+
+    data, sp = scoring.eval_view(ws)
+    idx = scoring.rank_split(ws, "S-SLiCS", 3, k=100)
+    r = score_split(idx, data, sp, "query", k=10, recall_k=(20,), per_query=True)
+    row = rows[1]
+    want = intervals_of({"s": [r["per_query"]["general"]]})["s"]
+    assert (row["general_lo"], row["general_hi"]) == pytest.approx(want)
+    ceiling = recall_at_k(idx, ws.Y[sp.query], ws.Y[sp.pool], k=20)["ceiling_general"]
+    assert row["recall20_general_ceiling"] == pytest.approx(ceiling)
+    assert "general_lo" not in scoring.run_job(ws, scoring.Job("UF", None, None, "query"), k=10)  # asked for only
 
 
 def test_fsplice_row_matches_brute_force(ws):

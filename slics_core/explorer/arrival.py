@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 import zipfile
 from collections import OrderedDict
 from pathlib import Path
@@ -49,7 +50,7 @@ from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.methods import preferred_method
 
 __all__ = ["ATOM_WORDS", "DEFAULT_K", "MAP_DEFAULTS", "STORE", "activity_codes", "atom_matrices", "atom_words",
-           "job_rankings", "kept_embedding", "layout_name", "map_embedding", "map_layout", "pool_codes",
+           "job_rankings", "kept_embedding", "layout_name", "map_embedding", "map_layout", "map_layout_timed", "pool_codes",
            "pool_top_items", "prepare_pages", "stored", "stored_map_layout", "sweep_splits"]
 
 MAX_ENTRY_BYTES = 256 * 2**20
@@ -179,23 +180,34 @@ def map_layout(ws, P, seed: int, progress=None) -> np.ndarray:
     :func:`~slics_core.explorer.layouts.tsne_engine`), stored (Subspaces). An openTSNE layout's embedding object is
     kept in this process (:func:`map_embedding`). ``progress(line, done, total)`` as in
     :func:`~slics_core.explorer.layouts.tsne_fit`."""
+    return map_layout_timed(ws, P, seed, progress)[0]
+
+
+def map_layout_timed(ws, P, seed: int, progress=None):
+    """``(xy, seconds)``: :func:`map_layout` and the wall seconds its t-SNE took when it was computed (kept with the
+    layout, so a layout read back says how long it took, not how long reading it took); ``seconds`` is None for a
+    layout stored before the time was kept."""
     P = np.ascontiguousarray(P, dtype=np.float64)
 
     def compute():
+        t0 = time.perf_counter()
         xy, embedding = tsne_fit(P, random_state=int(seed), progress=progress)
         if embedding is not None:
             _keep_embedding(layout_name(P, seed), embedding)
-        return {"xy": xy}
+        return {"xy": xy, "seconds": np.float64(time.perf_counter() - t0)}
 
-    return stored(ws, "tsne", _layout_description(P, seed), compute, names=("xy",))["xy"]
+    got = stored(ws, "tsne", _layout_description(P, seed), compute, names=("xy",))
+    return got["xy"], (float(got["seconds"]) if "seconds" in got else None)
 
 
-def stored_map_layout(ws, P, seed: int) -> np.ndarray | None:
+def stored_map_layout(ws, P, seed: int, with_seconds: bool = False):
     """The stored layout of :func:`map_layout`, or None when none is stored (the page then computes it in the
-    background)."""
+    background); ``with_seconds``: ``(xy, seconds)`` as :func:`map_layout_timed` gives them."""
     P = np.ascontiguousarray(P, dtype=np.float64)
     got = stored_only(ws, "tsne", _layout_description(P, seed), ("xy",))
-    return None if got is None else got["xy"]
+    if not with_seconds:
+        return None if got is None else got["xy"]
+    return None if got is None else (got["xy"], float(got["seconds"]) if "seconds" in got else None)
 
 
 def kept_embedding(P, seed: int):

@@ -25,14 +25,14 @@ Choices (the paper is silent on them)
   ``‖v_j‖² / ‖x̂‖²`` (``x̂ = Σ_j v_j``; an item with ``x̂ = 0`` counts 0; the shares need not sum to 1, the
   components are not orthogonal); beside it ``P(concept j | label)`` from the labels, and the concept's
   words by the caption rule (:func:`slics_core.captions.word_captions`, as the Captions page).
-  Without labels the components of one item can cancel: on the emoji world the ratios of one item sum
-  to between 17 and 700, and concepts whose atoms carry much energy on *every* item (there: electronic,
-  appliance) top every label's profile. So a profile also gives each concept's ``share``
-  ``‖v_j‖² / Σ_k ‖v_k‖²`` (sums to 1 per item, so how much an item cancels does not matter) and its
-  ``lift``: the label's mean share over the mean share of every item given (the workspace's labelled
-  pool), 1 where the label changes nothing. The page's bars show the lift: on the emoji world a concept's
-  own label then tops its profile for 12, 11 and 12 of the 12 concepts (S-SLiCS, S-SVD, U-SLiCS at
-  d0 = 5), against 2, 1 and 2 of 12 for the raw ratio.
+  Without labels the components of one item can cancel (their ratios can sum to far more than 1), and
+  concepts whose atoms carry much energy on *every* item top every label's profile. So a profile also gives
+  each concept's ``share`` ``‖v_j‖² / Σ_k ‖v_k‖²`` (sums to 1 per item, so how much an item cancels does
+  not matter) and its ``lift``: the label's mean share over the mean share of every item given (the
+  workspace's labelled pool), 1 where the label changes nothing; the page's bars show the lift (measured on
+  the emoji world: docs/app.md, "Label profile"). A lift is read against a null: the 2.5-97.5 % band of
+  the lift of 200 random item subsets of the label's size (seeded; :func:`profile_table`'s ``lift_lo`` /
+  ``lift_hi``); a lift inside it is what any subset that size gives (small labels have wide bands).
 * **Co-occurrence coefficients.** As in the paper, non-negative OMP
   (:func:`slics_core.sparse_coding.nn_omp`) without labels on the
   validation split; its sparsity (atoms per item) defaults to ``d0``. On the
@@ -63,6 +63,7 @@ from slics_core.labels import check_sub_to_concept
 from slics_core.methods import components_of
 from slics_core.retrieval import merge_top, top_k
 from slics_core.sparse_coding import nn_omp
+from slics_core.uncertainty import N_SUBSETS, subset_mean_band
 
 __all__ = [
     "item_codes",
@@ -466,7 +467,7 @@ def label_options(concept_names, sub_names=None, sub_to_concept=None):
     return out
 
 
-def profile_table(energy, L, label, Y, concept_names, words=None):
+def profile_table(energy, L, label, Y, concept_names, words=None, *, n_null=N_SUBSETS, seed=0):
     """The profile of column ``label`` of the label matrix ``L`` (``Y`` or ``Z``) from items' energies.
 
     Parameters
@@ -481,14 +482,21 @@ def profile_table(energy, L, label, Y, concept_names, words=None):
     concept_names : sequence of str, length S
     words : list of list of str, optional
         Words of each concept (joined by ", " into a ``words`` column).
+    n_null : int
+        Random item subsets of the label's size for the lift's null band (0: no band, NaN columns).
+    seed : int
+        Seed of those subsets.
 
     Returns
     -------
     table : DataFrame
         One row per concept, in the model's order: ``concept``, ``energy`` (mean ``‖v_j‖²/‖x̂‖²`` over the
         items; NaN when no item carries the label), ``share`` (mean ``‖v_j‖²/Σ_k‖v_k‖²``), ``lift``
-        (``share`` over the mean share of every row of ``energy``; NaN where that is 0), ``p_concept``
-        (``P(concept j | label)``), ``n_items`` (items carrying the label), then ``words`` when given.
+        (``share`` over the mean share of every row of ``energy``; NaN where that is 0), ``lift_lo`` and
+        ``lift_hi`` (the band of the lift of ``n_null`` random subsets of the rows with the label's size:
+        :func:`slics_core.uncertainty.subset_mean_band`, 2.5-97.5 %), ``in_band`` (the lift lies inside it:
+        what a random subset of that size gives), ``p_concept`` (``P(concept j | label)``), ``n_items``
+        (items carrying the label), then ``words`` when given.
     """
     E = np.asarray(energy, dtype=np.float64)
     L = np.asarray(L)
@@ -511,9 +519,14 @@ def profile_table(energy, L, label, Y, concept_names, words=None):
         mean_share = share[rows].mean(axis=0) if n else np.full(S, np.nan)
         p = (Y[rows] > 0).mean(axis=0) if n else np.full(S, np.nan)
     lift = np.divide(mean_share, baseline, out=np.full(S, np.nan), where=baseline > 0)
+    lo = hi = np.full(S, np.nan)
+    if n and int(n_null) > 0:
+        lo, hi = subset_mean_band(share, n, n_subsets=int(n_null), seed=seed)
+        lo = np.divide(lo, baseline, out=np.full(S, np.nan), where=baseline > 0)
+        hi = np.divide(hi, baseline, out=np.full(S, np.nan), where=baseline > 0)
     table = pd.DataFrame({"concept": [str(c) for c in concept_names], "energy": mean_energy,
-                          "share": mean_share, "lift": lift,
-                          "p_concept": p, "n_items": n})
+                          "share": mean_share, "lift": lift, "lift_lo": lo, "lift_hi": hi,
+                          "in_band": (lift >= lo) & (lift <= hi), "p_concept": p, "n_items": n})
     if words is not None:
         if len(words) != S:
             raise ValueError(f"{len(words)} word lists for {S} concepts.")

@@ -90,8 +90,9 @@ def edit_key(edit: str, concept_name: str, strength: float = 1.0) -> str:
     return f"{edit}:{concept_name}:{float(strength):g}"
 
 
-def current_query(query, X, *, upload=None, kept=None, edits=()) -> list:
-    """The current query's vectors: the query itself, then each asked edit the kept query holds.
+def current_query(query, X, *, upload=None, kept=None, edits=(), edit_fn=None) -> list:
+    """The current query's vectors: the query itself, then each asked edit the kept query holds (or, for a row
+    query, that ``edit_fn`` computes: a link with ``rm=`` / ``boost=`` opened on a page other than Retrieve).
 
     Parameters
     ----------
@@ -105,12 +106,17 @@ def current_query(query, X, *, upload=None, kept=None, edits=()) -> list:
         The kept query (``key``, ``x``, ``edits``; see the module docstring).
     edits : sequence of (edit, concept name, strength)
         The edits asked for (the shared ``rm`` / ``boost``).
+    edit_fn : callable, optional
+        ``edit_fn(edit, concept name, strength, x, row) -> edited x``: an asked edit of a row query that the kept
+        query does not hold (Retrieve has not run on it this session) is computed with it
+        (:func:`slics_core.explorer.edits.edit_query` with the page's model and the row's labels).
 
     Returns
     -------
     list of QueryVector
         Empty when there is no query or its vector is not known here (a row out of range, no upload, a phrase
-        the picker has not embedded); an edit Retrieve has not computed for this query is left out.
+        the picker has not embedded); an edit Retrieve has not computed for this query is left out, unless
+        ``edit_fn`` computes it.
     """
     key, label = query_key(query, upload), query_label(query, upload)
     if key is None:
@@ -131,8 +137,13 @@ def current_query(query, X, *, upload=None, kept=None, edits=()) -> list:
     for edit, name, strength in edits:
         ek = edit_key(edit, name, strength)
         if kept is not None and ek in kept.get("edits", {}):
-            out.append(QueryVector(f"{key}|{ek}", f"{label} {edit_title(edit, name, strength)}",
-                                   np.asarray(kept["edits"][ek], dtype=np.float64).reshape(-1)))
+            xe = kept["edits"][ek]
+        elif edit_fn is not None and r is not None:
+            xe = edit_fn(edit, name, strength, x, r)
+        else:
+            continue
+        out.append(QueryVector(f"{key}|{ek}", f"{label} {edit_title(edit, name, strength)}",
+                               np.asarray(xe, dtype=np.float64).reshape(-1)))
     return out
 
 

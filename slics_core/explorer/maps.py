@@ -46,6 +46,7 @@ __all__ = [
     "KINDS",
     "sample_rows",
     "map_sample",
+    "sample_words",
     "map_points",
     "subspace_map",
     "selected_point_ids",
@@ -132,6 +133,17 @@ def map_sample(Y, rows, n_points, random_state=0, concepts=None, concept_names=N
     if n_points <= inc.size or not rest.size:
         return inc
     return np.union1d(inc, sample_rows(rest, n_points - inc.size, random_state))
+
+def sample_words(asked, got, split, concepts=()) -> str | None:
+    """One line when a map has fewer items than asked for (``got < asked``): the split (with the chosen
+    concepts) has no more, so every one of them is on the map; None when the map has what was asked."""
+    asked, got = int(asked), int(got)
+    if got >= asked:
+        return None
+    which = f" with {', '.join(str(c) for c in concepts)}" if len(concepts) else ""
+    return (f"{got:,} items on the map, not the {asked:,} asked for: the {split} split has no more items{which} "
+            "(every one of them is shown).")
+
 
 def _group_name(names):
     if len(names) == 1:

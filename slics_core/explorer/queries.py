@@ -425,8 +425,9 @@ def mix_components(model, parts, *, mode="partial"):
     return comps.sum(axis=0), comps
 
 
-def galleries_table(pairs, ids=None, concept_names=None):
-    """One row per shown item: concept, gallery, rank, item_id, row, score, relevant_general, relevant_sub.
+def galleries_table(pairs, ids=None, concept_names=None, edited=()):
+    """One row per shown item: concept, gallery, edit, rank, item_id, row, score, relevant_general, relevant_sub,
+    and its gallery's P@k (``precision_general``, ``precision_sub``: the share of the gallery's items marked).
 
     Parameters
     ----------
@@ -434,24 +435,42 @@ def galleries_table(pairs, ids=None, concept_names=None):
     ids : sequence of str, optional
         Item ids by workspace row (default: the row number).
     concept_names : sequence of str, optional
+    edited : sequence of (str, :class:`slics_core.explorer.edits.EditedQuery`), optional
+        Retrieve's "without j" / "more of j" galleries with their titles
+        (:func:`slics_core.explorer.edits.edit_title`): each adds its edited gallery and the unfiltered one
+        judged the same way, with ``edit`` the title (``"without animal"``, ``"more of animal (λ=1.5)"``;
+        empty for the concept galleries) and ``relevant_general`` marking the items that meet its criterion
+        (lack the concept for a removal, have it for a boost), as the page's borders and P@k do.
 
     Returns
     -------
     pandas.DataFrame
     """
+    def name_of(j):
+        return concept_names[j] if concept_names is not None else j
+
     recs = []
+
+    def add(g, edit=""):
+        p_gen, p_sub = g.precision_general, g.precision_sub
+        for r in range(len(g.rows)):
+            row = int(g.rows[r])
+            recs.append({
+                "concept": name_of(g.concept), "gallery": g.kind, "edit": edit, "rank": r + 1,
+                "item_id": ids[row] if ids else str(row), "row": row, "score": float(g.scores[r]),
+                "relevant_general": None if g.relevant_general is None else bool(g.relevant_general[r]),
+                "relevant_sub": None if g.relevant_sub is None else bool(g.relevant_sub[r]),
+                "precision_general": p_gen, "precision_sub": p_sub,
+            })
+
     for pair in pairs:
         for g in pair:
-            name = concept_names[g.concept] if concept_names is not None else g.concept
-            for r in range(len(g.rows)):
-                row = int(g.rows[r])
-                recs.append({
-                    "concept": name, "gallery": g.kind, "rank": r + 1,
-                    "item_id": ids[row] if ids else str(row), "row": row, "score": float(g.scores[r]),
-                    "relevant_general": None if g.relevant_general is None else bool(g.relevant_general[r]),
-                    "relevant_sub": None if g.relevant_sub is None else bool(g.relevant_sub[r]),
-                })
-    cols = ["concept", "gallery", "rank", "item_id", "row", "score", "relevant_general", "relevant_sub"]
+            add(g)
+    for title, eq in edited:
+        add(eq.gallery, title)
+        add(eq.unfiltered, title)
+    cols = ["concept", "gallery", "edit", "rank", "item_id", "row", "score", "relevant_general", "relevant_sub",
+            "precision_general", "precision_sub"]
     return pd.DataFrame.from_records(recs, columns=cols)
 
 

@@ -55,7 +55,7 @@ from slics_core import search_index
 from slics_core._validation import check_k
 from slics_core.data import EvalData
 from slics_core.errors import DamagedFileError
-from slics_core.evaluation import RECALL_KS, SWEEP_METHOD, rank_method, recall_keys, score_split
+from slics_core.evaluation import RECALL_KS, SWEEP_METHOD, intervals_of, rank_method, recall_keys, score_split
 from slics_core.explorer.safe_text import code
 from slics_core.explorer.workspace import pool_index_kind
 from slics_core.methods import MODES, check_mode, get_method
@@ -291,9 +291,10 @@ def rank_job(ws, job, *, depth=RANK_STEP, backend="auto", index=None):
                       else np.int64)
 
 
-def score_rankings(ws, indices, *, split="query", k=20, normalization="retrieved"):
+def score_rankings(ws, indices, *, split="query", k=20, normalization="retrieved", intervals=False):
     """mAP@k (general and sub-label) of rankings of the queries of ``split``, and Recall@k for
-    :data:`slics_core.evaluation.RECALL_KS`.
+    :data:`slics_core.evaluation.RECALL_KS` with its ceiling; with ``intervals``, each score's bootstrap
+    interval over queries (:func:`slics_core.evaluation.intervals_of`).
 
     Returns
     -------
@@ -302,22 +303,31 @@ def score_rankings(ws, indices, *, split="query", k=20, normalization="retrieved
         ``n_pairs_sub`` (see :func:`slics_core.metrics.evaluate_rankings`), and ``recall20_general``,
         ``recall20_sub``, ``recall100_general``, ``recall100_sub``
         (:func:`slics_core.evaluation.recall_keys`; NaN where the rankings are not that deep and the pool is
-        deeper).
+        deeper), each Recall@k key with ``_ceiling`` appended (the best Recall@k on these queries); with
+        ``intervals`` also ``<score>_lo`` and ``<score>_hi`` for mAP and Recall@k (NaN without pairs).
     """
     _, pool = _check_split(ws, split)
     data, sp = eval_view(ws)
     depth = np.shape(indices)[-1]
     deep_enough = tuple(rk for rk in RECALL_KS if depth >= min(rk, len(pool)))
-    r = score_split(indices, data, sp, split, k=check_k(k), normalization=normalization, recall_k=deep_enough)
+    r = score_split(indices, data, sp, split, k=check_k(k), normalization=normalization, recall_k=deep_enough,
+                    per_query=intervals)
     out = {"general": float(r["general"]), "sub": float(r["sub"]),
            "n_pairs_general": int(r["n_pairs_general"]), "n_pairs_sub": int(r["n_pairs_sub"])}
     for rk in RECALL_KS:
         for key in recall_keys(rk):
             out[key] = float(r.get(key, math.nan))
+            out[f"{key}_ceiling"] = float(r.get(f"{key}_ceiling", math.nan))
+    if intervals:
+        keys = ("general", "sub", *(key for rk in RECALL_KS for key in recall_keys(rk)))
+        bounds = intervals_of({key: [r["per_query"][key]] if key in r["per_query"] else [] for key in keys})
+        for key, (lo, hi) in bounds.items():
+            out[f"{key}_lo"], out[f"{key}_hi"] = lo, hi
     return out
 
 
-def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=None, rankings=None):
+def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=None, rankings=None,
+            intervals=False):
     """Score one :class:`Job`: rank its split's queries and compute mAP@k.
 
     Parameters
@@ -325,13 +335,15 @@ def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=N
     rankings : ndarray, optional
         The job's rankings from :func:`rank_job` at a depth ``>= k`` (or the whole pool); then
         nothing is ranked again and the result equals ranking at ``k``.
+    intervals : bool
+        Add each score's bootstrap interval over queries (:func:`score_rankings`).
 
     Returns
     -------
     record : dict
         The job's fields (``method``, ``d0``, ``mode``, ``split``) with ``k``,
         ``normalization``, ``general``, ``sub``, ``n_pairs_general``, ``n_pairs_sub`` and the Recall@k
-        keys of :func:`score_rankings`.
+        keys of :func:`score_rankings` (their ceilings, and with ``intervals`` their ``_lo`` / ``_hi``).
     """
     _check_job(ws, job)
     k = check_k(k)
@@ -349,7 +361,7 @@ def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=N
         idx = idx.astype(np.int64)
     rec = asdict(job)
     rec.update(k=int(k), normalization=normalization)
-    rec.update(score_rankings(ws, idx, split=job.split, k=k, normalization=normalization))
+    rec.update(score_rankings(ws, idx, split=job.split, k=k, normalization=normalization, intervals=intervals))
     return rec
 
 
@@ -409,7 +421,7 @@ def _run_all(ws, jobs, progress, backend="auto", **kw):
 
 
 def methods_table(ws, d0=None, *, split="query", k=20, modes=MODES, methods=None, normalization="retrieved",
-                  backend="auto", progress=None):
+                  backend="auto", progress=None, intervals=True):
     """The methods table (Table 2 of the paper) from the workspace's fitted models.
 
     Parameters
@@ -424,6 +436,8 @@ def methods_table(ws, d0=None, *, split="query", k=20, modes=MODES, methods=None
     methods : sequence of str, optional
     normalization : {"retrieved", "min"}
     progress : callable(str, done, total), optional
+    intervals : bool
+        Each score's bootstrap interval over queries (:func:`score_rankings`).
 
     Returns
     -------
@@ -431,7 +445,7 @@ def methods_table(ws, d0=None, *, split="query", k=20, modes=MODES, methods=None
         One per job (see :func:`run_job`).
     """
     jobs = table_jobs(ws, d0, split=split, modes=modes, methods=methods)
-    return _run_all(ws, jobs, progress, k=k, normalization=normalization, backend=backend)
+    return _run_all(ws, jobs, progress, k=k, normalization=normalization, backend=backend, intervals=intervals)
 
 
 def score_d0_sweep(ws, method=SWEEP_METHOD, *, splits=("val", "query"), modes=MODES, k=20, normalization="retrieved",
@@ -454,9 +468,14 @@ def summary_rows(records):
     Columns: ``method``, ``d0``, ``general``, ``sub`` (partial components or
     the baseline's ranking) and ``general_full``, ``sub_full`` (full
     components ``v_j``; NaN for baselines or when not computed), the Recall@k keys of
-    :func:`score_rankings` (of the partial components or the baseline's ranking), ``split``, ``k``.
+    :func:`score_rankings` (of the partial components or the baseline's ranking) with their ``_ceiling``,
+    ``split``, ``k``; and, where the records have intervals, ``<score>_lo`` / ``<score>_hi`` of every score
+    (``general_full_lo``... for the full components).
     """
     recall = [key for rk in RECALL_KS for key in recall_keys(rk)]
+    recall += [f"{key}_ceiling" for key in list(recall)]
+    bounds = [f"{key}_{b}" for key in ("general", "sub", *(key for rk in RECALL_KS for key in recall_keys(rk)))
+              for b in ("lo", "hi")]
     rows, order = {}, []
     for r in records:
         m = r["method"]
@@ -467,6 +486,9 @@ def summary_rows(records):
                        "split": r["split"], "k": r["k"]}
         if r["mode"] == "full":
             rows[m].update(general_full=r["general"], sub_full=r["sub"])
+            rows[m].update({f"{lab}_full_{b}": r[f"{lab}_{b}"] for lab in ("general", "sub") for b in ("lo", "hi")
+                            if f"{lab}_{b}" in r})
         else:
             rows[m].update(general=r["general"], sub=r["sub"], **{key: r.get(key, math.nan) for key in recall})
+            rows[m].update({key: r[key] for key in bounds if key in r})
     return [rows[m] for m in order]

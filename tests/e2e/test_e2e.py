@@ -7,6 +7,7 @@ are written to ``$SLICS_E2E_SCREENSHOTS`` (default ``<tmp>/slics-e2e-screenshots
 """
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -198,12 +199,13 @@ def test_selecting_tsne_points_shows_their_images(page, screenshot_dir):
     assert_no_errors(page, "/subspaces after a selection")
     tags = multiselect_values(picked)
     assert tags, "the box selection picked no points"
-    picked_ids = {t.split(" ")[0] for t in tags}
+    # a tag is "point <id> · <description with item #<row>>"; "#N" is an item's row everywhere (issue 38)
+    picked_rows = {m.group(1) for t in tags if (m := re.search(r"item #(\d+)", t))}
     srcs = wait_for_images(page, panel, 1)
     captions = panel.locator('[data-testid="stImageCaption"]').all_inner_texts()
     assert len(captions) == len(srcs)
-    for cap in captions:  # "#<point> <kind>: <concept>": every image is one of the picked points
-        assert cap.startswith("#") and cap[1:].split(" ")[0] in picked_ids, (cap, sorted(picked_ids)[:10])
+    for cap in captions:  # "#<row> <kind>: <concept>": every image is one of the picked points' items
+        assert cap.startswith("#") and cap[1:].split(" ")[0] in picked_rows, (cap, sorted(picked_rows)[:10])
     shot(page, screenshot_dir, "flow_subspaces_selection")
 
     # A smaller box picks fewer points (the selection, not a fixed list, drives the panel).

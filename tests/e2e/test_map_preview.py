@@ -84,7 +84,7 @@ def test_click_a_map_point_previews_it_and_makes_it_the_query(page, screenshot_d
     # the picked-points box holds exactly the clicked point
     tags = by_key(page, "picked_points").locator("[data-tag]").evaluate_all(
         "els => els.map(e => e.getAttribute('aria-label'))")
-    assert len(tags) == 1 and tags[0].startswith(f"{target['id']} "), (tags, target)
+    assert len(tags) == 1 and tags[0].startswith(f"point {target['id']} "), (tags, target)
     shot(page, screenshot_dir, "map_click_preview")
 
     button = preview.get_by_role("button", name=f"Use #{row} as the query")
@@ -134,7 +134,7 @@ def test_lasso_picks_the_points_inside_it_and_the_figure_downloads_self_containe
     assert_no_errors(page, "/subspaces after a lasso")
     tags = by_key(page, "picked_points").locator("[data-tag]").evaluate_all(
         "els => els.map(e => e.getAttribute('aria-label'))")
-    picked = {int(t.split(" ")[0]) for t in tags}
+    picked = {int(t.split(" ")[1]) for t in tags}
     inside, near = set(expected["inside"]), set(expected["near"])
     assert inside <= picked <= inside | near, (sorted(inside - picked), sorted(picked - inside - near))
     shot(page, screenshot_dir, "map_lasso")
@@ -218,7 +218,7 @@ def test_pictures_on_and_a_lasso_shows_how_many_picked_items_have_each_concept(p
     assert gd.evaluate("g => (g._fullLayout.images || []).length") == len(images)  # pictures stay
     tags = by_key(page, "picked_points").locator("[data-tag]").evaluate_all(
         "els => els.map(e => e.getAttribute('aria-label'))")
-    picked = [int(t.split(" ")[0]) for t in tags]
+    picked = [int(t.split(" ")[1]) for t in tags]
     assert picked, "the lasso picked nothing"
     # expected counts from the map's own hover texts: an item's concepts are in its embedding's text
     texts = {int(k): _strip_tags(v) for k, v in got["texts"].items()}
