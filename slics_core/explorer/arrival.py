@@ -50,8 +50,8 @@ from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.methods import preferred_method
 
 __all__ = ["ATOM_WORDS", "DEFAULT_K", "MAP_DEFAULTS", "STORE", "activity_codes", "atom_matrices", "atom_words",
-           "job_rankings", "kept_embedding", "layout_name", "map_embedding", "map_layout", "map_layout_timed", "pool_codes",
-           "pool_top_items", "prepare_pages", "stored", "stored_map_layout", "sweep_splits"]
+           "job_rankings", "kept_embedding", "layout_name", "map_embedding", "map_layout", "map_layout_timed",
+           "pool_codes", "pool_top_items", "prepare_pages", "stored", "stored_map_layout", "sweep_splits"]
 
 MAX_ENTRY_BYTES = 256 * 2**20
 MAX_ENTRIES = 512
