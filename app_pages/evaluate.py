@@ -50,7 +50,7 @@ from slics_core.evaluation import (
     recall_keys,
 )
 from slics_core.explorer import scoring
-from slics_core.explorer.arrival import atoms_split, health_numbers, job_rankings, sweep_splits
+from slics_core.explorer.arrival import atoms_split, health_numbers, job_rankings, job_scores, sweep_splits
 from slics_core.explorer.atom_tables import health_note
 from slics_core.explorer.background import JOBS
 from slics_core.explorer.exports import figure_html, with_settings
@@ -91,9 +91,12 @@ def _rankings(key: str, method: str, d0, mode, split: str, depth: int, _ws):
 
 @st.cache_data(show_spinner=False, max_entries=2048)
 def _job(key: str, method: str, d0, mode, split: str, k: int, normalization: str, _ws, intervals: bool = False):
+    """One job's scores: from the workspace's store (the build prepares the first view's), else computed on its
+    rankings (``_rankings``, shared) and stored (slics_core.explorer.arrival.job_scores)."""
+    job = scoring.Job(method, d0, mode, split)
     depth = scoring.ranking_depth(k)
-    return scoring.run_job(_ws, scoring.Job(method, d0, mode, split), k=k, normalization=normalization,
-                           rankings=_rankings(key, method, d0, mode, split, depth, _ws), intervals=intervals)
+    return job_scores(_ws, job, k, normalization, intervals=intervals,
+                      rankings=lambda: _rankings(key, method, d0, mode, split, depth, _ws))
 
 
 def _run(ws, jobs, k, norm, title, intervals=False):

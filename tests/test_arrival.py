@@ -71,6 +71,7 @@ def test_build_prepares_every_default_job_and_the_pages_use_it(dataset_ws, monke
         raise AssertionError("computed on arrival")
 
     monkeypatch.setattr(scoring, "rank_job", refuse)
+    monkeypatch.setattr(scoring, "score_rankings", refuse)  # Evaluate's first view: scores and intervals stored
     monkeypatch.setattr("slics_core.explorer.layouts.tsne_layout", refuse)
     monkeypatch.setattr("slics_core.explorer.arrival.tsne_fit", refuse)
     monkeypatch.setattr("slics_core.explorer.atom_tables.atom_heatmaps", refuse)
@@ -94,6 +95,20 @@ def test_build_prepares_every_default_job_and_the_pages_use_it(dataset_ws, monke
     monkeypatch.undo()
     expected = scoring.run_job(ws, scoring.Job("S-SLiCS", int(r["d0"]), "partial", "query"), k=20, intervals=True)
     assert r["Gen. mAP@20"] == f"{expected['general']:.3f} [{expected['general_lo']:.3f}, {expected['general_hi']:.3f}]"
+
+
+def test_stored_job_scores_are_run_job_and_follow_their_settings(dataset_ws):  # noqa: F811
+    """A stored job's record is run_job's own, for each k / normalisation / intervals asked; another setting is
+    another entry (never the first one's numbers)."""
+    ws = load_workspace(dataset_ws[1])
+    job = scoring.Job("S-SLiCS", ws.default_d0, "partial", "query")
+    for k, norm, intervals in ((20, "retrieved", True), (10, "min", False), (20, "retrieved", False)):
+        got = arrival.job_scores(ws, job, k, norm, intervals=intervals)
+        want = scoring.run_job(ws, job, k=k, normalization=norm, intervals=intervals)
+        assert got.keys() == want.keys()
+        for key, value in want.items():
+            assert (got[key] == value) or (isinstance(value, float) and np.isnan(value) and np.isnan(got[key])), key
+    assert arrival.job_scores(ws, job, 20, "retrieved", intervals=True) != arrival.job_scores(ws, job, 10, "min")
 
 
 def test_prepare_pages_skips_a_workspace_being_built(dataset_ws):  # noqa: F811

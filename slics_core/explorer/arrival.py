@@ -48,10 +48,12 @@ from slics_core.explorer.maps import map_points, map_sample
 from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.methods import preferred_method
+from slics_core.metrics import NORMALIZATIONS
 
-__all__ = ["ATOM_WORDS", "DEFAULT_K", "MAP_DEFAULTS", "STORE", "activity_codes", "atom_matrices", "atom_words",
-           "job_rankings", "kept_embedding", "layout_name", "map_embedding", "map_layout", "map_layout_timed",
-           "pool_codes", "pool_top_items", "prepare_pages", "stored", "stored_map_layout", "sweep_splits"]
+__all__ = ["ATOM_WORDS", "DEFAULT_K", "MAP_DEFAULTS", "SCORES_VERSION", "STORE", "activity_codes", "atom_matrices",
+           "atom_words", "job_rankings", "job_scores", "kept_embedding", "layout_name", "map_embedding", "map_layout",
+           "map_layout_timed", "pool_codes", "pool_top_items", "prepare_pages", "stored", "stored_map_layout",
+           "sweep_splits"]
 
 MAX_ENTRY_BYTES = 256 * 2**20
 MAX_ENTRIES = 512
@@ -363,6 +365,29 @@ def sweep_splits(ws) -> tuple:
     return tuple(s for s in ("val", "query") if len(ws.index.get(s, [])))
 
 
+#: The version of the stored job scores: raise it when what :func:`slics_core.explorer.scoring.run_job` computes
+#: changes, so that scores stored by an older release are computed again instead of shown.
+SCORES_VERSION = 1
+
+
+def job_scores(ws, job, k: int, normalization: str, *, intervals: bool = False, index=None, rankings=None) -> dict:
+    """:func:`slics_core.explorer.scoring.run_job` of ``job`` on its stored rankings (:func:`job_rankings` at
+    :func:`~slics_core.explorer.scoring.ranking_depth`; or ``rankings()``, a callable giving them, e.g. a page's
+    shared copy), stored: the build prepares Evaluate's first view at :data:`DEFAULT_K`, so a first visit reads
+    its scores (and their bootstrap intervals) instead of computing them.
+    """
+    depth = scoring.ranking_depth(k)
+    desc = {"method": job.method, "d0": job.d0, "mode": job.mode, "split": job.split, "k": int(k),
+            "normalization": normalization, "intervals": bool(intervals), "version": SCORES_VERSION}
+
+    def compute():
+        idx = rankings() if rankings is not None else job_rankings(ws, job, depth, index)
+        rec = scoring.run_job(ws, job, k=k, normalization=normalization, rankings=idx, intervals=intervals)
+        return {"record": np.array(json.dumps(rec))}
+
+    return json.loads(str(stored(ws, "scores", desc, compute, names=("record",))["record"]))
+
+
 def prepare_pages(ws, progress=None) -> list:
     """Compute and store what the pages show on arrival with their default settings: Evaluate's d0 sweep and
     methods table (rankings at :func:`~slics_core.explorer.scoring.ranking_depth`, deep enough for Recall@100
@@ -374,9 +399,10 @@ def prepare_pages(ws, progress=None) -> list:
     """
     if _folder(ws) is None:
         return []
-    jobs = []
+    jobs, sweep = [], set()
     if SWEEP_METHOD in ws.methods and ws.d0_values and sweep_splits(ws):  # on scoring.eval_pool (labelled rows)
         jobs += scoring.sweep_jobs(ws, SWEEP_METHOD, splits=sweep_splits(ws))
+        sweep = set(jobs)
         for split in ("query", "val"):
             if split in sweep_splits(ws):
                 jobs += [j for j in scoring.table_jobs(ws, ws.default_d0, split=split) if j not in jobs]
@@ -394,10 +420,12 @@ def prepare_pages(ws, progress=None) -> list:
 
     if jobs:
         index = scoring.eval_index(ws)
-        depth = scoring.ranking_depth(DEFAULT_K)
-        for job in jobs:
+        table = {j for split in ("query", "val") if split in sweep_splits(ws)
+                 for j in scoring.table_jobs(ws, ws.default_d0, split=split)}
+        for job in jobs:  # rankings, then the scores the first view shows (the methods table's with intervals)
             step(f"Evaluate {job.label()}")
-            job_rankings(ws, job, depth, index)
+            for intervals in ((True,) if job in table else ()) + ((False,) if job in sweep or job not in table else ()):
+                job_scores(ws, job, DEFAULT_K, NORMALIZATIONS[0], intervals=intervals, index=index)
     if method is not None and ws.default_d0 is not None:
         d0 = int(ws.default_d0)
 
