@@ -83,8 +83,9 @@ HEALTH_RULES = {
     "duplicate": f"signed cos ≥ {DUPLICATE_COS:g} with another atom of its concept (both are flagged; an atom and "
                  "its negative point opposite ways and are not)",
     "misplaced": "an atom of another concept has a higher signed cos with it than any atom of its own concept, and "
-                 f"a higher one than {1 - MISPLACED_LEVEL:.0%} of the same nearest-other cosines in random "
-                 "dictionaries of the same size drawn from a Gaussian fitted to this dictionary's atoms (same mean "
+                 f"a higher one than {1 - MISPLACED_LEVEL:.0%} of {MISPLACED_NULL_SAMPLES} nearest-other cosines in "
+                 "random dictionaries of the same size and groups drawn from a Gaussian fitted to this dictionary's "
+                 "atoms (same mean "
                  f"direction and spread; p < {MISPLACED_LEVEL:g}): it sits with another concept's atoms more than "
                  f"the dictionary's geometry explains (about {MISPLACED_LEVEL:.0%} of the atoms of a random "
                  "dictionary, or of one crowded into a narrow cone, are flagged)",
