@@ -432,7 +432,8 @@ def dictionary_health(model, X, Y):
         ``mean_coefficient``, ``nearest_own``, ``nearest_other``, ``flags`` (list of words), then
         ``fires`` (items it fires on), ``concept_share`` (share of its concept's items),
         ``nearest_other_atom`` (the atom behind ``nearest_other``, -1 when none), ``nearest_other_p`` (the null
-        chance of ``nearest_other``) and ``concept_share_low`` (the lower bound of ``concept_share``).
+        chance of ``nearest_other``), ``concept_share_low`` (the lower bound of ``concept_share``) and
+        ``nearest_other_cut`` (the cos the null's nearest other passes with chance :data:`MISPLACED_LEVEL`).
     """
     pd = require("pandas", "the dictionary health table")
     cols = health_columns(model.transform(X, Y), model.atoms_, model.groups_, Y)
