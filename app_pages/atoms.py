@@ -330,15 +330,16 @@ def health_section():
                f"matrices above; {FIRE_RULE}. Frequency: share of the training items on which the atom fires; mean "
                f"coefficient: over those items; nearest own / other: largest signed cos with another atom of its "
                f"concept / of any other concept (atoms are used with non-negative coefficients: an atom and its "
-               f"negative point opposite ways); p (other): chance that the nearest of as many random directions in "
-               f"{ws.X.shape[1]} dimensions comes as near; concept share: share of its concept's items it fires on, "
+               f"negative point opposite ways); p (other): chance that, in random dictionaries drawn from a "
+               f"Gaussian fitted to these {M} atoms ({ws.X.shape[1]} dimensions), an atom's nearest of as many "
+               f"others comes as near; concept share: share of its concept's items it fires on, "
                f"with its one-sided 95 % lower bound.")
     with st.spinner("Coding the training items…"):
         health = _health(ws_id(ws), method, int(d0), ws)
     counts = health_counts(health)
     st.markdown(" · ".join(f"**{counts[f]}** {f}" for f in HEALTH_FLAGS) + f" (of {M} atoms)")
     st.caption("; ".join(f"*{f}*: {HEALTH_RULES[f]}" for f in HEALTH_FLAGS) + ". "
-               + misplaced_threshold_words(model.groups_, model.atoms_.shape[1]))
+               + misplaced_threshold_words(model.groups_, health["nearest_other_cut"]))
     note = health_note(counts, M)
     if note:
         st.caption(note)

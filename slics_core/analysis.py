@@ -1,6 +1,6 @@
 """Dictionary analysis for the app: atom co-occurrence and cosines (paper Fig. 6), dictionary health with the
-nulls its flags are defined against (:func:`nearest_atoms`, :func:`random_cosine_sf`, :func:`nearest_cosine_p`,
-:func:`nearest_cosine_threshold`, :func:`share_lower_bound`), and :func:`match_atoms`, which pairs the atoms of
+nulls its flags are defined against (:func:`nearest_atoms`, :func:`nearest_other_null`, :func:`nearest_other_p`,
+:func:`nearest_other_cut`, :func:`share_lower_bound`), and :func:`match_atoms`, which pairs the atoms of
 two dictionaries (planted and learned, or two seeds' fits) one to one.
 
 Dictionary health (:func:`dictionary_health`)
@@ -16,9 +16,10 @@ are used with non-negative coefficients, so an atom and its negative point oppos
   over those items (NaN when it fires on none).
 * ``nearest_own`` / ``nearest_other``: the largest signed cos with another atom of its concept / with an atom
   of any other concept (NaN when there is none).
-* ``nearest_other_p``: the chance that, among as many atoms as the other concepts hold, the nearest of
-  directions drawn uniformly on the sphere of the atoms' dimension d reaches ``nearest_other``
-  (:func:`nearest_cosine_p`; the cos of two uniform unit vectors is ``2 Beta((d-1)/2, (d-1)/2) - 1``).
+* ``nearest_other_p``: the chance that, in a random dictionary of the same size drawn from a Gaussian fitted to
+  this dictionary's atoms, an atom's nearest of as many other atoms as the other concepts hold reaches
+  ``nearest_other`` (:func:`nearest_other_null`, :func:`nearest_other_p`); ``nearest_other_cut``: the cos that
+  null passes with chance :data:`MISPLACED_LEVEL` (:func:`nearest_other_cut`).
 * ``concept_share``: share of its concept's items the atom fires on; ``concept_share_low``: its one-sided
   95 % lower confidence bound (Clopper-Pearson, :func:`share_lower_bound`).
 
@@ -28,13 +29,17 @@ Flags (an atom may carry several), each with its null, the input that must not t
 * ``rare``: fires on at least one item and fewer than :data:`RARE_ITEMS` (5); a dead atom is not also rare.
 * ``duplicate``: ``nearest_own`` >= :data:`DUPLICATE_COS` (0.95, signed); both atoms of such a pair carry it.
   Null: two random directions reach 0.95 with chance 4e-5 in d = 8 dimensions, below 1e-16 from d = 32 on.
-* ``misplaced``: an atom of another concept is nearer (signed cos) than every atom of its own, *and* nearer
-  than random directions come: ``nearest_other_p`` < :data:`MISPLACED_LEVEL` (0.01). Null: a dictionary of
-  uniform random directions with the same groups flags each atom with chance at most 1 % (an atom alone in
-  its concept has no own atom to compare: the null part decides). Why not "nearer another concept's atom
-  than any of its own" alone: the maximum over the many atoms of the other concepts beats the maximum over
-  a few siblings by chance (measured in docs/app.md); the null part asks the other concepts' nearest atom to
-  be nearer than chance allows for that many atoms.
+* ``misplaced``: an atom of another concept is nearer (signed cos) than every atom of its own, *and* nearer than
+  this dictionary's geometry explains: ``nearest_other_p`` < :data:`MISPLACED_LEVEL` (0.01). The null is shaped
+  like the dictionary (a parametric bootstrap, seeded, :func:`nearest_other_null`): atoms drawn independently
+  from a Gaussian with the mean and covariance of its unit atoms (both shrunk: James-Stein, Ledoit-Wolf). Null:
+  a dictionary of uniform random directions with the same groups flags each atom with chance about 1 %, and so
+  does one whose atoms all crowd into a narrow cone (random groups); an atom alone in its concept has no own atom
+  to compare: the null part decides. Why not "nearer another concept's atom than any of its own" alone: the
+  maximum over the many atoms of the other concepts beats the maximum over a few siblings by chance. Why not
+  uniform random directions as the null: learned atoms of embeddings share a few directions, so nearly every
+  atom is nearer another concept's atom than uniform directions come, and a flag on nearly every atom tells
+  none apart (docs/app.md).
 * ``dense``: ``concept_share_low`` > :data:`DENSE_SHARE` (90 %) while its concept has at least
   :data:`DENSE_MIN_ATOMS` (3) atoms (``d0`` >= 3): the concept leans on one atom. Null: an atom firing on
   each of its concept's items with chance 0.9 is flagged with chance at most 5 % (the exact binomial bound),
@@ -45,6 +50,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from scipy.stats import beta
+from sklearn.covariance import ledoit_wolf_shrinkage
+from threadpoolctl import threadpool_limits
 
 from slics_core._validation import check_embeddings, check_k, check_labels, check_mode
 from slics_core.captions import atom_word_ranking
@@ -59,8 +66,12 @@ RARE_ITEMS = 5
 #: ``duplicate``: signed cos with another atom of the same concept at least this.
 DUPLICATE_COS = 0.95
 #: ``misplaced``: the null chance (``nearest_other_p``) below which another concept's nearest atom is nearer
-#: than random directions come.
+#: than the dictionary's own geometry explains (:func:`nearest_other_null`) ...
 MISPLACED_LEVEL = 0.01
+#: ... from this many null samples per number of other-concept atoms ...
+MISPLACED_NULL_SAMPLES = 5000
+#: ... drawn with this seed (the same dictionary always gets the same flags).
+MISPLACED_NULL_SEED = 0
 #: ``dense``: the lower confidence bound of the share of its concept's items the atom fires on exceeds this ...
 DENSE_SHARE = 0.9
 #: ... at this level (one-sided: an atom firing with chance exactly DENSE_SHARE is flagged at most this often) ...
@@ -76,9 +87,12 @@ HEALTH_RULES = {
     "duplicate": f"signed cos ≥ {DUPLICATE_COS:g} with another atom of its concept (both are flagged; an atom and "
                  "its negative point opposite ways and are not)",
     "misplaced": "an atom of another concept has a higher signed cos with it than any atom of its own concept, and "
-                 "a higher one than the nearest of as many random directions (uniform on the sphere of the "
-                 f"embedding's dimension) reaches in {1 - MISPLACED_LEVEL:.0%} of draws (p < {MISPLACED_LEVEL:g}); a "
-                 f"random dictionary flags about {MISPLACED_LEVEL:.0%} of its atoms",
+                 f"a higher one than {1 - MISPLACED_LEVEL:.0%} of {MISPLACED_NULL_SAMPLES} nearest-other cosines in "
+                 "random dictionaries of the same size and groups drawn from a Gaussian fitted to this dictionary's "
+                 "atoms (same mean "
+                 f"direction and spread; p < {MISPLACED_LEVEL:g}): it sits with another concept's atoms more than "
+                 f"the dictionary's geometry explains (about {MISPLACED_LEVEL:.0%} of the atoms of a random "
+                 "dictionary, or of one crowded into a narrow cone, are flagged)",
     "dense": f"fires on more than {DENSE_SHARE:.0%} of its concept's items with {1 - DENSE_LEVEL:.0%} confidence "
              f"(the one-sided lower bound of the share, shown beside it, is above {DENSE_SHARE:.0%}) while the "
              f"concept has ≥ {DENSE_MIN_ATOMS} atoms",
@@ -179,7 +193,8 @@ def health_columns(codes, atoms, groups, Y):
         (signed cos), ``nearest_other_atom`` (-1 when none), ``nearest_other_p`` (null chance of
         ``nearest_other``; NaN when there is no other concept), ``fires`` (items), ``concept_share`` (fraction of
         its concept's items; NaN when the concept has none), ``concept_share_low`` (its one-sided 95 % lower
-        bound), ``flags`` (a list of words per atom). Rules: module docstring.
+        bound), ``flags`` (a list of words per atom), ``nearest_other_cut`` (the cos the null's nearest other passes
+        with chance :data:`MISPLACED_LEVEL`; NaN when there is no other concept). Rules: module docstring.
     """
     codes = np.asarray(codes, dtype=np.float64)
     B = check_embeddings(atoms, name="atoms")
@@ -204,10 +219,10 @@ def health_columns(codes, atoms, groups, Y):
 
     own, other, other_atom = nearest_atoms(B, g)
     n_atoms_of = np.bincount(g)[g]
-    other_p = np.full(M, np.nan)
-    has_other = np.isfinite(other)
-    if has_other.any() and B.shape[1] >= 2:  # one dimension has no null of random directions: never misplaced
-        other_p[has_other] = nearest_cosine_p(other[has_other], B.shape[1], (M - n_atoms_of)[has_other])
+    null = nearest_other_null(B, g)
+    other_p = nearest_other_p(other, M - n_atoms_of, null)
+    cuts = nearest_other_cut(null)
+    other_cut = np.array([cuts.get(int(k), np.nan) for k in M - n_atoms_of], dtype=np.float64)
     share_low = np.full(M, np.nan)
     counted = per_concept > 0
     share_low[counted] = share_lower_bound(in_concept[counted], per_concept[counted])
@@ -224,7 +239,7 @@ def health_columns(codes, atoms, groups, Y):
     return {"concept": g.astype(int), "atom": np.arange(M), "frequency": frequency, "mean_coefficient": mean_coef,
             "nearest_own": own, "nearest_other": other, "flags": flags, "fires": fires.astype(int),
             "concept_share": share, "nearest_other_atom": other_atom.astype(int), "nearest_other_p": other_p,
-            "concept_share_low": share_low}
+            "concept_share_low": share_low, "nearest_other_cut": other_cut}
 
 
 def nearest_atoms(atoms, groups):
@@ -262,80 +277,117 @@ def nearest_atoms(atoms, groups):
     return own, other, other_atom.astype(int)
 
 
-def _cosine_shape(d):
-    d = int(d)
-    if d < 2:
-        raise ValueError(f"the null of random directions needs a dimension of at least 2; got {d}.")
-    return (d - 1) / 2.0
+def nearest_other_null(atoms, groups, n_samples=MISPLACED_NULL_SAMPLES, random_state=MISPLACED_NULL_SEED):
+    """The null of ``nearest_other`` shaped like the dictionary: the largest signed cos of an atom with ``m`` others
+    when every atom is drawn independently from a Gaussian fitted to this dictionary's unit atoms.
 
-
-def random_cosine_sf(c, d):
-    """``P(cos(u, v) >= c)`` for independent unit vectors ``u``, ``v`` drawn uniformly on the sphere of ``R^d``.
-
-    ``(cos + 1) / 2`` follows ``Beta((d-1)/2, (d-1)/2)`` (:data:`scipy.stats.beta`); in 3 dimensions the cos is
-    uniform on [-1, 1] (Archimedes).
-
-    Parameters
-    ----------
-    c : float or array-like
-    d : int, at least 2
-
-    Returns
-    -------
-    sf : ndarray
-    """
-
-    a = _cosine_shape(d)
-    return beta.sf((np.clip(np.asarray(c, dtype=np.float64), -1.0, 1.0) + 1.0) / 2.0, a, a)
-
-
-def nearest_cosine_p(c, d, m):
-    """``P(max of m cosines >= c)``: the chance that the nearest of ``m`` independent uniform random directions in
-    ``R^d`` has a cos of at least ``c`` with a given direction (``1 - (1 - sf)^m``, :func:`random_cosine_sf`).
+    The Gaussian: the mean of the unit atoms, shrunk towards 0 (positive-part James-Stein: the part of its
+    squared norm that the atoms' spread explains is taken off, so a dictionary of uniform random directions has a
+    mean near 0), and their covariance shrunk towards a multiple of the identity (Ledoit-Wolf,
+    :func:`sklearn.covariance.ledoit_wolf_shrinkage`: full rank when there are fewer atoms than dimensions).
+    ``ceil(n_samples / M)`` dictionaries of ``M`` atoms are drawn from it (rows normalised after drawing) with
+    ``random_state``; every drawn atom gives one sample for each ``m``: its largest cos with ``m`` other atoms of
+    its draw. The drawn atoms are independent, so which atoms form the other concepts does not matter, only how
+    many. Cost: ``2 * n_samples * M * d`` multiply-adds, on one BLAS thread. Atoms drawn uniformly on the sphere
+    fit a Gaussian near isotropic, and the null is then near the closed form ``1 - (1 - sf(c))^m`` of uniform
+    directions (``(cos + 1) / 2 ~ Beta((d-1)/2, (d-1)/2)``, tested); embeddings' atoms that fill a narrow cone or a
+    few directions fit a Gaussian that does too, so their null cosines are as high as theirs.
 
     Parameters
     ----------
-    c : float or array-like
-        Observed largest cosines.
-    d : int, at least 2
-    m : int or array-like of int, at least 1
-        Candidates the maximum was taken over (broadcast with ``c``).
+    atoms : array-like of shape (M, d)
+    groups : array-like of int, shape (M,)
+    n_samples : int, default=MISPLACED_NULL_SAMPLES
+        Null samples for each number of other-concept atoms (the smallest p-value is ``1 / (n_samples + 1)``).
+    random_state : int, default=MISPLACED_NULL_SEED
+        The seed: the same dictionary always gets the same null.
 
     Returns
     -------
-    p : ndarray
+    null : dict
+        ``{m: sorted samples}`` for every number ``m >= 1`` of other-concept atoms an atom of ``groups`` has.
     """
-    m = np.asarray(m, dtype=np.float64)
-    if (m < 1).any():
-        raise ValueError("the nearest of m directions needs m >= 1.")
-    sf = random_cosine_sf(c, d)
-    with np.errstate(divide="ignore"):  # sf = 1 (c = -1): log1p(-1) = -inf, and p = 1
-        return -np.expm1(m * np.log1p(-sf))
+
+    B = check_embeddings(atoms, name="atoms")
+    g = np.asarray(groups).reshape(-1)
+    M, d = B.shape
+    if g.shape != (M,):
+        raise ValueError(f"groups must have one entry per atom ({M}); got shape {g.shape}.")
+    if int(n_samples) < 1:
+        raise ValueError(f"n_samples must be at least 1; got {n_samples}.")
+    _, g_index = np.unique(g, return_inverse=True)
+    others = M - np.bincount(g_index)[g_index]
+    ms = np.unique(others[others > 0])
+    if not ms.size:
+        return {}
+    U = unit_rows(B)
+    mean = U.mean(axis=0)
+    centred = U - mean
+    spread = float((centred ** 2).sum()) / M  # trace of the covariance
+    mean_sq = float(mean @ mean)
+    mean = mean * max(0.0, 1.0 - spread / (M - 1) / mean_sq) if mean_sq > 0 else mean  # James-Stein
+    shrink = float(ledoit_wolf_shrinkage(centred, assume_centered=True)) if spread > 0 else 1.0
+    shrink = min(max(shrink, 0.0), 1.0) if np.isfinite(shrink) else 1.0
+    scale_low_rank, scale_iso = np.sqrt((1.0 - shrink) / M), np.sqrt(shrink * spread / d)
+    rng = np.random.default_rng(random_state)
+    n_samples = int(n_samples)
+    rows = min(M, n_samples)  # the drawn atoms whose nearest others are sampled, per draw
+    block = max(1, 4_000_000 // max(M, 1))  # rows of the cos matrix held at once
+    with threadpool_limits(limits=1, user_api="blas"):  # many small products: BLAS threads cost more than they give
+        return _draw_nearest_other(mean, centred, scale_low_rank, scale_iso, ms, rng, n_samples, rows, block)
 
 
-def nearest_cosine_threshold(d, m, level=MISPLACED_LEVEL):
-    """The cos that the nearest of ``m`` uniform random directions in ``R^d`` reaches with chance ``level``: the
-    ``1 - level`` quantile of the maximum of ``m`` cosines (the inverse of :func:`nearest_cosine_p`).
+def _draw_nearest_other(mean, centred, scale_low_rank, scale_iso, ms, rng, n_samples, rows, block):
+    """The sampling loop of :func:`nearest_other_null` (sorted samples per ``m``)."""
+    M, d = centred.shape
+    samples = {int(m): [] for m in ms}
+    taken = 0
+    while taken < n_samples:
+        Z = (mean + scale_low_rank * (rng.standard_normal((M, M)) @ centred)
+             + scale_iso * rng.standard_normal((M, d)))
+        Z = unit_rows(Z)
+        n_rows = min(rows, n_samples - taken)
+        for lo in range(0, n_rows, block):
+            r = np.arange(lo, min(lo + block, n_rows))
+            cos = Z[r] @ Z.T
+            cos[np.arange(r.size), r] = -np.inf  # not its own neighbour
+            prefix = np.maximum.accumulate(cos, axis=1)
+            for m in ms:  # its first m others: columns 0..m-1, or 0..m when the atom itself is among them
+                samples[int(m)].append(prefix[np.arange(r.size), m - 1 + (r < m)])
+        taken += n_rows
+    return {m: np.sort(np.concatenate(v)) for m, v in samples.items()}
+
+
+def nearest_other_p(other, m, null):
+    """Null chance of each ``nearest_other``: ``(1 + #{null samples >= c}) / (1 + #samples)`` among the samples of
+    :func:`nearest_other_null` for the atom's number ``m`` of other-concept atoms (NaN where ``c`` is NaN or the
+    null has no such ``m``).
 
     Parameters
     ----------
-    d : int, at least 2
-    m : int or array-like of int, at least 1
-    level : float in (0, 1)
+    other : array-like of float, shape (M,)
+    m : array-like of int, shape (M,)
+    null : dict from :func:`nearest_other_null`
 
     Returns
     -------
-    c : ndarray
+    p : ndarray of shape (M,)
     """
+    other = np.asarray(other, dtype=np.float64).reshape(-1)
+    m = np.asarray(m).reshape(-1)
+    p = np.full(other.shape, np.nan)
+    for k, v in null.items():
+        at = (m == k) & np.isfinite(other)
+        p[at] = (1.0 + v.size - np.searchsorted(v, other[at], side="left")) / (1.0 + v.size)
+    return p
 
+
+def nearest_other_cut(null, level=MISPLACED_LEVEL):
+    """``{m: cos}``: the cos that the null's nearest of ``m`` other atoms passes with chance ``level`` (its
+    ``1 - level`` quantile; :func:`nearest_other_null`)."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1); got {level}.")
-    m = np.asarray(m, dtype=np.float64)
-    if (m < 1).any():
-        raise ValueError("the nearest of m directions needs m >= 1.")
-    a = _cosine_shape(d)
-    per_direction = -np.expm1(np.log1p(-level) / m)  # sf of one cosine at the threshold
-    return 2.0 * beta.isf(per_direction, a, a) - 1.0
+    return {k: float(np.quantile(v, 1.0 - level)) for k, v in null.items()}
 
 
 def share_lower_bound(k, n, level=DENSE_LEVEL):
@@ -352,7 +404,6 @@ def share_lower_bound(k, n, level=DENSE_LEVEL):
     -------
     low : ndarray
     """
-
     k = np.asarray(k, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     if (n < 1).any() or (k < 0).any() or (k > n).any():
@@ -382,7 +433,8 @@ def dictionary_health(model, X, Y):
         ``mean_coefficient``, ``nearest_own``, ``nearest_other``, ``flags`` (list of words), then
         ``fires`` (items it fires on), ``concept_share`` (share of its concept's items),
         ``nearest_other_atom`` (the atom behind ``nearest_other``, -1 when none), ``nearest_other_p`` (the null
-        chance of ``nearest_other``) and ``concept_share_low`` (the lower bound of ``concept_share``).
+        chance of ``nearest_other``), ``concept_share_low`` (the lower bound of ``concept_share``) and
+        ``nearest_other_cut`` (the cos the null's nearest other passes with chance :data:`MISPLACED_LEVEL`).
     """
     pd = require("pandas", "the dictionary health table")
     cols = health_columns(model.transform(X, Y), model.atoms_, model.groups_, Y)

@@ -130,3 +130,26 @@ def test_unwritable_workspace_still_answers(dataset_ws, monkeypatch):  # noqa: F
     got = arrival.stored(ws, "t", {"ro": 1}, lambda: {"a": np.ones(3)}, names=("a",))
     assert np.array_equal(got["a"], np.ones(3))
     assert not (ws.path / arrival.STORE / arrival._name("t", {"ro": 1})).exists()
+
+
+def test_stored_health_counts_are_read_back_under_the_same_rules_only(dataset_ws, monkeypatch):  # noqa: F811
+    """Evaluate's health line is stored under a hash of the flags' rules: counts stored under other rules (an
+    earlier *misplaced* null, say) are computed again, never read back as these."""
+    ws = load_workspace(dataset_ws[1])
+    calls = []
+    real = arrival.health_summary
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(arrival, "health_summary", counted)
+    split = arrival.atoms_split(ws)
+    first = arrival.health_numbers(ws, "S-SLiCS", int(ws.default_d0), split)  # computed, or stored at build
+    n = len(calls)
+    assert n <= 1
+    assert arrival.health_numbers(ws, "S-SLiCS", int(ws.default_d0), split) == first
+    assert len(calls) == n  # the same rules: read back
+    monkeypatch.setattr(arrival, "HEALTH_RULES", {**arrival.HEALTH_RULES, "misplaced": "another rule"})
+    arrival.health_numbers(ws, "S-SLiCS", int(ws.default_d0), split)
+    assert len(calls) == n + 1  # other rules: computed again

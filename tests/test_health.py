@@ -16,13 +16,14 @@ from slics_core.analysis import (
     FIRE_RTOL,
     HEALTH_FLAGS,
     MISPLACED_LEVEL,
+    MISPLACED_NULL_SAMPLES,
     dictionary_health,
     firing,
     health_columns,
     nearest_atoms,
-    nearest_cosine_p,
-    nearest_cosine_threshold,
-    random_cosine_sf,
+    nearest_other_cut,
+    nearest_other_null,
+    nearest_other_p,
     share_lower_bound,
 )
 from slics_core.rows import unit_rows
@@ -93,12 +94,20 @@ def test_a_duplicated_atom_flags_both_of_the_pair_and_nothing_else(planted):
 
 
 def test_an_atom_moved_into_another_concepts_cluster_is_misplaced_and_nothing_else(planted):
+    """The null is fitted to all 12 atoms, whose concepts form tight clusters (own cos about 0.75), so an atom is
+    misplaced when it sits in another concept's cluster at least as tightly as that cluster's own atoms."""
     data, centres, atoms, groups, rng = planted
     moved = atoms.copy()
-    # atom 6 belongs to concept 2 but lies towards concept 3's atoms (nearer them than its own group's)
-    moved[6] = unit_rows((0.6 * centres[3] + 0.8 * unit_rows(rng.standard_normal((1, D)))[0])[None])[0]
+    # atom 6 belongs to concept 2 but lies in concept 3's cluster (nearer its centre than concept 3's own atoms)
+    moved[6] = unit_rows((0.95 * centres[3] + 0.31 * unit_rows(rng.standard_normal((1, D)))[0])[None])[0]
     X = data.coef @ moved
-    assert _flags(moved, groups, X, data.Y) == {6: {"misplaced"}}
+    h = dictionary_health(_model(moved, groups, X, data.Y), X, data.Y)
+    flagged = {int(a): set(f) for a, f in zip(h.atom, h["flags"]) if f}
+    assert flagged[6] == {"misplaced"} and h.nearest_other_atom[6] in (9, 10, 11)
+    # the rule is symmetric: concept 3's atoms that now have atom 6 nearer than their siblings carry it too,
+    # and no other atom carries anything
+    assert set(flagged) - {6} <= {9, 10, 11}
+    assert all(flagged[a] == {"misplaced"} and h.nearest_other_atom[a] == 6 for a in set(flagged) - {6})
 
 
 def test_rare_and_dense(planted):
@@ -161,7 +170,7 @@ def test_health_note_speaks_when_most_atoms_are_misplaced_or_every_atom_carries_
     none = dict.fromkeys(HEALTH_FLAGS, 0)
     assert health_note(none, 10) is None
     assert health_note({**none, "misplaced": 4}, 10) is None  # a few: the flag tells atoms apart
-    assert "random directions" in health_note({**none, "misplaced": 9}, 10)  # most: it describes the space
+    assert "the concepts' atoms mix" in health_note({**none, "misplaced": 9}, 10)  # most: the whole dictionary
     assert health_note({**none, "misplaced": 9}, 10) == health_note({**none, "misplaced": 6}, 10)  # Evaluate: one
     assert "*dense*" in health_note({**none, "dense": 4}, 4) and health_note(none, 0) is None
 
@@ -181,11 +190,11 @@ def _geometry_flags(atoms, groups):
 @pytest.mark.parametrize("groups", [APP_GROUPS, UNEVEN_GROUPS], ids=["12x5", "uneven"])
 def test_random_dictionaries_are_rarely_misplaced_and_never_duplicate(d, groups):
     """Atoms drawn uniformly on the sphere with the app's groups: at most 5 % misplaced (the rule's level is 1 %,
-    and the share is near it: the null is computed right), none duplicate. The old rule (nearer another concept's
-    atom than any own) flagged most of them, so this test fails on it."""
+    and the share is near it: the null fitted to each dictionary is computed right), none duplicate. The old rule
+    (nearer another concept's atom than any own) flagged most of them, so this test fails on it."""
     rng = np.random.default_rng(38)
     misplaced, duplicate, old_rule = [], [], []
-    for _ in range(200):
+    for _ in range(100):
         cols = _geometry_flags(rng.standard_normal((len(groups), d)), groups)
         misplaced += ["misplaced" in f for f in cols["flags"]]
         duplicate += ["duplicate" in f for f in cols["flags"]]
@@ -197,16 +206,104 @@ def test_random_dictionaries_are_rarely_misplaced_and_never_duplicate(d, groups)
     assert np.mean(old_rule) > 0.5
 
 
+def _beta_nearest_p(c, d, m):
+    """The isotropic closed form, computed independently: the chance that the nearest of m uniform random directions
+    in R^d has a cos of at least c with a given direction, 1 - (1 - sf)^m with (cos + 1) / 2 ~ Beta((d-1)/2, (d-1)/2).
+    """
+    a = (d - 1) / 2
+    return 1 - (1 - stats.beta.sf((np.asarray(c) + 1) / 2, a, a)) ** np.asarray(m, dtype=float)
+
+
+def _beta_cut(d, m, level=MISPLACED_LEVEL):
+    a = (d - 1) / 2
+    return 2 * stats.beta.isf(1 - (1 - level) ** (1 / m), a, a) - 1
+
+
+def _cone(rng, groups, d, spread=0.5):
+    """Every atom = one common direction + a small spread (cos about 0.8 between any two), in the given groups."""
+    centre = unit_rows(rng.standard_normal((1, d)))[0]
+    return unit_rows(centre + spread * rng.standard_normal((len(groups), d)) / np.sqrt(d))
+
+
 @pytest.mark.parametrize("d", [64, 512])
-def test_an_atom_copied_from_another_concept_is_misplaced(d):
+@pytest.mark.parametrize("crowded", [False, True], ids=["uniform", "cone"])
+def test_an_atom_copied_from_another_concept_is_misplaced(d, crowded):
+    """A planted copy (plus small noise) of another concept's atom is flagged, in a dictionary of uniform random
+    directions and in one crowded into a narrow cone (where every pair of atoms has cos about 0.8)."""
     rng = np.random.default_rng(1)
-    atoms = unit_rows(rng.standard_normal((60, d)))
+    atoms = _cone(rng, APP_GROUPS, d) if crowded else unit_rows(rng.standard_normal((60, d)))
     atoms[7] = unit_rows((atoms[30] + 0.1 * rng.standard_normal(d) / np.sqrt(d))[None])[0]  # concept 1 <- 6
     cols = _geometry_flags(atoms, APP_GROUPS)
     assert "misplaced" in cols["flags"][7] and "misplaced" in cols["flags"][30]  # each is the other's copy
     assert cols["nearest_other_atom"][7] == 30 and cols["nearest_other"][7] > 0.99
-    assert cols["nearest_other_p"][7] < 1e-10
+    assert cols["nearest_other_p"][7] == pytest.approx(1 / (MISPLACED_NULL_SAMPLES + 1))  # no null draw came as near
     assert "duplicate" not in cols["flags"][7]  # a copy across concepts is misplaced, not a duplicate
+    flagged = [a for a, f in enumerate(cols["flags"]) if "misplaced" in f]
+    assert len(flagged) <= 4  # the pair, and at most a chance atom or two
+
+
+@pytest.mark.parametrize("d", [64, 512])
+@pytest.mark.parametrize("groups", [APP_GROUPS, UNEVEN_GROUPS], ids=["12x5", "uneven"])
+def test_the_null_adapts_to_a_dictionary_crowded_into_a_narrow_cone(d, groups):
+    """Atoms = a common direction + a small spread, in random groups: nothing sits with another concept's atoms more
+    than the geometry explains, so at most 5 % are misplaced; the isotropic null (uniform directions on the
+    sphere: the Beta law) flags most of them, so this test fails on it."""
+    rng = np.random.default_rng(6)
+    misplaced, isotropic = [], []
+    for _ in range(40):
+        g = rng.permutation(groups)
+        cols = _geometry_flags(_cone(rng, g, d), g)
+        own, other = cols["nearest_own"], cols["nearest_other"]
+        m = len(g) - np.bincount(g)[g]
+        misplaced += ["misplaced" in f for f in cols["flags"]]
+        with np.errstate(invalid="ignore"):
+            isotropic += list((_beta_nearest_p(other, d, m) < MISPLACED_LEVEL) & ~(own >= other))
+    assert np.mean(misplaced) <= 0.05
+    assert np.mean(isotropic) > 0.5
+
+
+def test_the_null_of_an_isotropic_dictionary_is_the_closed_form_of_uniform_directions():
+    """For atoms drawn uniformly on the sphere the fitted Gaussian is near isotropic, so the bootstrap null's
+    p-values and its 1 % cut match the Beta closed form of uniform random directions."""
+    rng = np.random.default_rng(3)
+    for d in (64, 512):
+        atoms = rng.standard_normal((60, d))
+        null = nearest_other_null(atoms, UNEVEN_GROUPS)
+        assert sorted(null) == [36, 44, 51, 55, 57, 58, 59]  # 60 atoms minus each concept's size
+        assert all(v.size == MISPLACED_NULL_SAMPLES and np.all(np.diff(v) >= 0) for v in null.values())
+        cuts = nearest_other_cut(null)
+        for m in (36, 59):
+            assert cuts[m] == pytest.approx(_beta_cut(d, m), abs=0.015)
+            for level in (0.5, 0.1, 0.01):  # the null's quantiles, in cos, are the closed form's
+                assert np.quantile(null[m], 1 - level) == pytest.approx(_beta_cut(d, m, level), abs=0.015)
+            assert 0.005 < nearest_other_p([_beta_cut(d, m)], [m], null)[0] < 0.02
+    with pytest.raises(ValueError, match="level"):
+        nearest_other_cut(null, 1.0)
+
+
+def test_nearest_other_p_counts_the_null_samples_at_least_as_high():
+    null = {3: np.array([0.1, 0.2, 0.2, 0.5]), 5: np.array([0.9])}
+    p = nearest_other_p([0.2, 0.6, 0.05, np.nan, 0.95, 0.3], [3, 3, 3, 3, 5, 4], null)
+    np.testing.assert_allclose(p, [(1 + 3) / 5, 1 / 5, 1.0, np.nan, 1 / 2, np.nan])
+
+
+def test_the_null_is_seeded_and_shaped_like_the_dictionary():
+    """Same dictionary, same null (the seed is fixed); another seed, another draw of the same law; a dictionary
+    crowded into a cone gets a null as crowded (its cut near the atoms' own cosines)."""
+    rng = np.random.default_rng(4)
+    atoms = rng.standard_normal((60, 64))
+    a, b = nearest_other_null(atoms, APP_GROUPS), nearest_other_null(atoms.copy(), APP_GROUPS)
+    np.testing.assert_array_equal(a[55], b[55])
+    c = nearest_other_null(atoms, APP_GROUPS, random_state=1)
+    assert not np.array_equal(a[55], c[55])
+    assert stats.ks_2samp(a[55], c[55]).pvalue > 0.001
+    cone = _cone(rng, APP_GROUPS, 64)
+    _, other, _ = nearest_atoms(cone, APP_GROUPS)
+    cut = nearest_other_cut(nearest_other_null(cone, APP_GROUPS))[55]
+    assert np.median(other) > 0.7 and cut > np.median(other)  # the uniform-sphere cut is 0.43
+    assert nearest_other_null(atoms, np.zeros(60, dtype=int)) == {}  # one concept: no other atoms
+    with pytest.raises(ValueError, match="n_samples"):
+        nearest_other_null(atoms, APP_GROUPS, n_samples=0)
 
 
 def test_an_atom_and_its_negative_are_not_duplicates_an_atom_and_its_near_copy_are():
@@ -220,28 +317,6 @@ def test_an_atom_and_its_negative_are_not_duplicates_an_atom_and_its_near_copy_a
     atoms[1] = unit_rows((atoms[0] + 0.05 * rng.standard_normal(64) / 8)[None])[0]
     flagged = {a for a, f in enumerate(_geometry_flags(atoms, APP_GROUPS)["flags"]) if "duplicate" in f}
     assert flagged == {0, 1}
-
-
-def test_the_null_of_random_cosines_is_the_beta_law():
-    # d = 3: the cos of two uniform unit vectors is uniform on [-1, 1]
-    c = np.linspace(-0.9, 0.9, 7)
-    np.testing.assert_allclose(random_cosine_sf(c, 3), (1 - c) / 2, atol=1e-12)
-    np.testing.assert_allclose(nearest_cosine_p(c, 3, 4), 1 - ((1 + c) / 2) ** 4, atol=1e-12)
-    np.testing.assert_allclose(nearest_cosine_threshold(3, 1, 0.05), 0.9, atol=1e-12)
-    # d = 64: Monte Carlo cosines follow it (Kolmogorov-Smirnov), and the threshold inverts the p-value
-    rng = np.random.default_rng(3)
-    u, v = unit_rows(rng.standard_normal((4000, 64))), unit_rows(rng.standard_normal((4000, 64)))
-    cos = np.einsum("ij,ij->i", u, v)
-    assert stats.kstest(cos, lambda x: 1 - random_cosine_sf(x, 64)).pvalue > 0.01
-    assert stats.kstest(cos + 0.05, lambda x: 1 - random_cosine_sf(x, 64)).pvalue < 1e-6  # the test can fail
-    for m in (1, 4, 55):
-        t = nearest_cosine_threshold(64, m, 0.01)
-        assert nearest_cosine_p(t, 64, m) == pytest.approx(0.01, rel=1e-6)
-        # the nearest of m random directions passes t in about 1 % of 4000 draws
-        nearest = np.array([(unit_rows(rng.standard_normal((m, 64))) @ u[i]).max() for i in range(4000)])
-        assert abs(np.mean(nearest >= t) - 0.01) < 0.006
-    with pytest.raises(ValueError, match="at least 2"):
-        random_cosine_sf(0.5, 1)
 
 
 def test_share_lower_bound_is_clopper_pearson_and_holds_its_level():
@@ -276,12 +351,19 @@ def test_dense_has_no_knife_edge_at_ninety_percent():
 def test_misplaced_threshold_words_say_the_null_cut_for_this_dictionary():
     from slics_core.explorer.atom_tables import misplaced_threshold_words
 
-    words = misplaced_threshold_words(APP_GROUPS, 64)
-    t = nearest_cosine_threshold(64, 55, MISPLACED_LEVEL)
-    assert words == (f"Here (60 atoms in 64 dimensions) the nearest of 55 random directions passes cos {t:.2f} "
-                     "in 1% of draws.")
-    assert f"{t:.2f}" == "0.43"
-    uneven = misplaced_threshold_words(UNEVEN_GROUPS, 512)  # 60 atoms, other concepts hold 36 to 59
-    lo, hi = nearest_cosine_threshold(512, [36, 59], MISPLACED_LEVEL)
-    assert f"nearest of 36–59 random directions passes cos {lo:.2f}–{hi:.2f}" in uneven
-    assert misplaced_threshold_words(np.zeros(4, dtype=int), 64) == ""  # one concept: nothing to be misplaced in
+    rng = np.random.default_rng(5)
+    atoms = rng.standard_normal((60, 64))
+    cut = _geometry_flags(atoms, APP_GROUPS)["nearest_other_cut"]
+    assert np.all(cut == nearest_other_cut(nearest_other_null(atoms, APP_GROUPS))[55])  # one m: one cut
+    words = misplaced_threshold_words(APP_GROUPS, cut)
+    assert words == (f"Here (60 atoms) the nearest of 55 atoms of a random dictionary drawn from a Gaussian fitted "
+                     f"to this one passes cos {cut[0]:.2f} in 1% of draws.")
+    uneven = _geometry_flags(rng.standard_normal((60, 512)), UNEVEN_GROUPS)  # other concepts hold 36 to 59
+    lo, hi = np.min(uneven["nearest_other_cut"]), np.max(uneven["nearest_other_cut"])
+    assert "nearest of 36–59 atoms" in misplaced_threshold_words(UNEVEN_GROUPS, uneven["nearest_other_cut"])
+    assert f"passes cos {lo:.2f}–{hi:.2f}" in misplaced_threshold_words(UNEVEN_GROUPS, uneven["nearest_other_cut"])
+    one = _geometry_flags(rng.standard_normal((4, 64)), np.zeros(4, dtype=int))
+    assert np.isnan(one["nearest_other_cut"]).all()
+    assert misplaced_threshold_words(np.zeros(4, dtype=int), one["nearest_other_cut"]) == ""  # nothing to be in
+    with pytest.raises(ValueError, match="one entry per atom"):
+        misplaced_threshold_words(APP_GROUPS, cut[:3])

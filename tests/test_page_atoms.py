@@ -142,7 +142,8 @@ def test_health_table_counts_histogram_and_csv(ws, media):
     assert table["nearest_other_p"].tolist() == [f"{v:.1e}" for v in expected["nearest_other_p"]]
     assert table["concept_share_low"].tolist() == [f"{v:.3f}" for v in expected["concept_share_low"]]
     assert any("signed cos" in c.value and f"{ws.X.shape[1]} dimensions" in c.value for c in at.caption)
-    assert any(c.value.endswith(misplaced_threshold_words(model.groups_, ws.X.shape[1])) for c in at.caption)
+    assert any(c.value.endswith(misplaced_threshold_words(model.groups_, expected["nearest_other_cut"]))
+               for c in at.caption)
     counts = {f: sum(f in flags for flags in expected["flags"]) for f in HEALTH_FLAGS}
     line = " · ".join(f"**{counts[f]}** {f}" for f in HEALTH_FLAGS)
     assert any(m.value.startswith(line) for m in at.markdown)

@@ -55,7 +55,6 @@ from slics_core.analysis import (
     atom_cosine,
     dictionary_health,
     firing,
-    nearest_cosine_threshold,
     reconstruction_cosine,
 )
 from slics_core.captions import atom_word_ranking, prepare_text_embeddings, word_captions
@@ -277,43 +276,43 @@ def health_counts(table) -> dict:
 
 
 def health_note(counts, n_atoms) -> str | None:
-    """A sentence for a flag that says more about the space than about an atom, else None: *misplaced* on most
-    atoms (more than half), or any flag on every atom.
+    """A sentence for a flag that says more about the whole dictionary than about an atom, else None: *misplaced*
+    on most atoms (more than half), or any flag on every atom.
 
-    *misplaced* on most atoms is the usual case for real embeddings (docs/app.md): they fill a narrow cone, so
-    atoms of different concepts share directions far more than random directions of the same dimension do (the
-    flag's null).
+    *misplaced*'s null is shaped like the dictionary (:func:`slics_core.analysis.nearest_other_null`), so most atoms
+    carry it only when the concepts' atoms mix more than the dictionary's own spread explains.
     """
     misplaced = counts.get("misplaced", 0)
     everywhere = [f for f in HEALTH_FLAGS if n_atoms and counts.get(f, 0) == n_atoms and f != "misplaced"]
     notes = []
     if n_atoms and 2 * misplaced > n_atoms:
         notes.append("Most atoms are *misplaced* (an atom of another concept is nearer, by signed cos, than any "
-                     "of their own and nearer than random directions come): the embeddings fill a narrow cone, so "
-                     "atoms of different concepts share directions; here the flag describes the space more than a "
-                     "faulty atom.")
+                     "of their own, and nearer than in random dictionaries shaped like this one): the concepts' "
+                     "atoms mix, so the flag describes the dictionary more than a faulty atom.")
     if everywhere:
         notes.append(f"Every atom carries {', '.join(f'*{f}*' for f in everywhere)}: the flag describes the whole "
                      "dictionary.")
     return " ".join(notes) or None
 
 
-def misplaced_threshold_words(groups, dim) -> str:
-    """What *misplaced*'s null means for this dictionary, in one sentence: the cos the nearest of as many random
-    directions as the other concepts hold (in ``dim`` dimensions) passes with chance :data:`MISPLACED_LEVEL`
-    (:func:`slics_core.analysis.nearest_cosine_threshold`); a range when the concepts' sizes differ."""
+def misplaced_threshold_words(groups, cuts) -> str:
+    """What *misplaced*'s null means for this dictionary, in one sentence: the cos that the nearest of as many
+    atoms as the other concepts hold passes with chance :data:`MISPLACED_LEVEL` in random dictionaries drawn
+    like this one; ``cuts`` is the health table's ``nearest_other_cut`` (one per atom,
+    :func:`slics_core.analysis.nearest_other_cut`); a range when the concepts' sizes differ."""
     g = np.asarray(groups).reshape(-1)
-    if g.size == 0 or int(dim) < 2:
+    cuts = np.asarray(cuts, dtype=np.float64).reshape(-1)
+    if cuts.shape != g.shape:
+        raise ValueError(f"cuts must have one entry per atom ({g.size}); got shape {cuts.shape}.")
+    others = g.size - np.bincount(g)[g] if g.size else g
+    have = (others > 0) & np.isfinite(cuts)
+    if not have.any():
         return ""
-    others = np.unique(g.size - np.bincount(g)[g])
-    others = others[others > 0]
-    if not others.size:
-        return ""
-    t = nearest_cosine_threshold(int(dim), others, MISPLACED_LEVEL)
-    many = f"{others.min()}" if others.size == 1 else f"{others.min()}–{others.max()}"
-    cut = f"{t.min():.2f}" if others.size == 1 else f"{t.min():.2f}–{t.max():.2f}"
-    return (f"Here ({g.size} atoms in {int(dim)} dimensions) the nearest of {many} random directions passes cos "
-            f"{cut} in {MISPLACED_LEVEL:.0%} of draws.")
+    m, t = others[have], cuts[have]
+    many = f"{m.min()}" if m.min() == m.max() else f"{m.min()}–{m.max()}"
+    cut = f"{t.min():.2f}" if f"{t.min():.2f}" == f"{t.max():.2f}" else f"{t.min():.2f}–{t.max():.2f}"
+    return (f"Here ({g.size} atoms) the nearest of {many} atoms of a random dictionary drawn from a Gaussian fitted "
+            f"to this one passes cos {cut} in {MISPLACED_LEVEL:.0%} of draws.")
 
 
 def health_histogram(frequency, n_bins=20):
