@@ -22,7 +22,7 @@ import re
 import streamlit as st
 
 from app_pages import _safe
-from slics_core.errors import audiences, user_message
+from slics_core.errors import audiences, short_words, user_message
 
 __all__ = ["visitor_text", "for_visitor", "operator_sees_details", "LOG"]
 
@@ -97,7 +97,7 @@ def visitor_text(error, what: str, then: str = "", log: bool = True) -> str:
     (the page's own advice), and, when :func:`operator_sees_details`, what the operator runs (else the
     whole message, when it says more than the visitor read). The whole message is logged for whoever runs
     the server (``log=False``: it was already, e.g. by an earlier poll of a build)."""
-    full = user_message(error) if isinstance(error, BaseException) else str(error)
+    full = user_message(error) if isinstance(error, BaseException) else short_words(str(error))
     if log:
         LOG.warning("%s: %s", what, full)
     told = audiences(error) if isinstance(error, BaseException) else None

@@ -2,6 +2,7 @@
 """Captions: the words of every concept subspace, supervised beside unsupervised (paper Table 1, sec. 3.7)."""
 import streamlit as st
 
+from app_pages import _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._ui import csv_download, d0_picker, page_intro
@@ -60,7 +61,7 @@ elif check["level"] == "reads":
     st.caption(check["text"])
 else:
     st.warning(check["text"])
-st.dataframe(table, hide_index=True, width="stretch", height=35 * (len(table) + 1) + 3,
+st.dataframe(_safe.table(table), hide_index=True, width="stretch", height=35 * (len(table) + 1) + 3,
              column_config={"concept": st.column_config.TextColumn("Subspace (concept)")})
 csv_download(table, f"captions_d0{d0}.csv", "Download captions (CSV)", key="captions_csv")
 if ws.kind == "emoji":

@@ -156,7 +156,7 @@ with right:
         table["known label"] = ["✓" if q.Y[j] else "" for j in order]
     st.markdown("**The query's concepts**, ranked by the cosine between the query and its projection on each "
                 "concept's subspace" + ("" if spec.dictionary else f" ({method}: its concept components)"))
-    st.dataframe(table, hide_index=True, width="stretch", height=min(460, 38 + 35 * len(table)))
+    st.dataframe(_safe.table(table), hide_index=True, width="stretch", height=min(460, 38 + 35 * len(table)))
     st.caption(f"Pre-selected: {rule}.")
 
 picked = concept_picker(ws, q, preselect, label="Concepts to retrieve by")
@@ -258,7 +258,7 @@ else:
     ids = ws.ids
 df = galleries_table(pairs, ids, names)
 with st.expander("Table of the galleries"):
-    st.dataframe(df, hide_index=True, width="stretch")
+    st.dataframe(_safe.table(df), hide_index=True, width="stretch")
 # the settings that produced the table travel with it (one column each, the same on every row)
 export = with_settings(df, workspace=ws.name, query=q.key, method=method, d0=d0, component=mode, k=k,
                        pool="shards" if ws.sharded else "quantized" if quantized else "float")

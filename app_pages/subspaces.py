@@ -565,7 +565,7 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
                             + " — see the Atoms page for the images that use them most.")
             details = sub.reset_index()[["point", "kind", "row", "atom", "concept", "sub_label"]]
             details["description"] = [plain[p] for p in details.point]
-            st.dataframe(details, hide_index=True, width="stretch")
+            st.dataframe(_safe.table(details), hide_index=True, width="stretch")
             csv_download(with_settings(details, **settings), "picked_points.csv", "Download picked (CSV)",
                          key="picked_csv")
             summary = selection_summary(table, picked, ws.Y, ws.concept_names)
@@ -575,7 +575,8 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
                     st.markdown("  \n".join(_safe.text(t) for t in summary.text))
 
     with st.expander(f"Colour groups ({len(order)})"):
-        st.dataframe({"group": order, "points": [counts[g] for g in order]}, hide_index=True, width="stretch")
+        st.dataframe(_safe.table({"group": order, "points": [counts[g] for g in order]}), hide_index=True,
+                     width="stretch")
 
 
 _map_view()

@@ -25,6 +25,8 @@ single line naming the file and what to do:
 :func:`reading` / :func:`writing`
     Context managers that convert the errors raised while reading or
     writing one file into the two classes above.
+:func:`shown_value` / :func:`short_words`
+    A value given by a user (an id, a label) quoted cut to its start and its length, not echoed whole.
 :class:`Audiences` / :func:`explain` / :func:`audiences`
     Who is told what about one error, as data: what failed (words anyone may read: names, never
     a server folder or a shell command), what a visitor of the app can do there, and what whoever
@@ -39,6 +41,7 @@ from __future__ import annotations
 import errno as _errno
 import json
 import os
+import re
 import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,6 +63,7 @@ __all__ = [
     "explain",
     "audiences",
     "shown_value",
+    "short_words",
 ]
 
 #: Exceptions that mean "this file's content cannot be read back" (as raised by
@@ -140,6 +144,24 @@ def shown_value(value, limit: int = SHOWN_VALUE_CHARS) -> str:
     return f"{text[:limit - 1]!r}… ({len(text)} characters)"
 
 
+#: A run of characters without a space longer than this in a message is shown cut (:func:`short_words`).
+LONG_WORD_CHARS = 300
+_LONG_WORD = re.compile(rf"\S{{{LONG_WORD_CHARS + 1},}}")
+
+
+def short_words(text: str) -> str:
+    """``text`` with each run of more than :data:`LONG_WORD_CHARS` characters without a space (a quoted
+    10⁵-character id or label) cut to its start and its length: messages stay one readable line, and
+    what to do, written after the value, is still read. Applied by :func:`user_message` and :func:`explain`."""
+    def cut(m):
+        word = m.group(0)
+        lead = word[0] if word[0] in "'\"" else ""
+        trail = word[-1] if word[-1] in "'\"" and len(word) > 1 else ""
+        inner = word[len(lead):len(word) - len(trail)]
+        return f"{lead}{inner[:SHOWN_VALUE_CHARS]}…{trail} ({len(inner)} characters)"
+    return _LONG_WORD.sub(cut, text)
+
+
 @dataclass(frozen=True)
 class Audiences:
     """Who is told what about one error.
@@ -163,7 +185,8 @@ class Audiences:
 
 def explain(exc, failed, visitor_fix="", operator_fix=""):
     """``exc`` with its :class:`Audiences` attached (returned, so ``raise explain(ValueError(msg), ...)``)."""
-    exc.audiences = Audiences(" ".join(str(failed).split()), visitor_fix, operator_fix)
+    exc.audiences = Audiences(short_words(" ".join(str(failed).split())), short_words(visitor_fix),
+                              short_words(operator_fix))
     return exc
 
 
@@ -226,6 +249,10 @@ def user_message(exc, path=None) -> str:
         (:data:`DAMAGED_FILE_ERRORS`), :func:`damaged_file_message`; otherwise ``str(exc)`` (or the exception's
         class name when that is empty).
     """
+    return short_words(_whole_message(exc, path))
+
+
+def _whole_message(exc, path) -> str:
     if isinstance(exc, UserError):
         return str(exc)
     if path is None:

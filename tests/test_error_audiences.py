@@ -138,3 +138,21 @@ def test_visitor_text_without_audiences_cuts_for_a_visitor_and_shows_the_operato
     details("full")
     shown = visitor_text(msg, "Build failed", log=False)
     assert "\\/srv\\/slics\\/cache" in shown and "SLICS\\_EMOJI\\_CACHE" in shown, shown
+
+
+# ------------------------------------------------------------------ long values given by a user
+def test_a_long_id_or_label_is_not_echoed_whole(capsys):
+    """A 10⁵-character value: its start and length in the message, and what to do after it still read."""
+    from slics_core.cli import main
+    from slics_core.errors import short_words
+    from slics_core.labels import Labels
+
+    long = "x" * 100_000
+    with pytest.raises(ValueError) as err:
+        Labels(np.zeros((2, 2), dtype=bool), [long, long])
+    msg = user_message(err.value)
+    assert len(msg) < 400 and "(100000 characters)" in msg and msg.endswith("names must be unique."), msg
+    assert short_words("a b") == "a b" and short_words("y" * 300) == "y" * 300  # short words as they are
+    assert main(["workspace", "--name", "a" * 100_000, "--cache", "/nonexistent-cache"]) == 2
+    line = capsys.readouterr().err
+    assert line.count("\n") == 1 and len(line) < 500 and "(100000 characters)" in line, line[:500]
