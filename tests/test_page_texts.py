@@ -151,6 +151,20 @@ def test_home_on_a_workspace_without_generator_says_what_is_missing(dataset_ws):
     assert [ln.startswith("- ✅") for ln in lines] == [r["ready"] for r in rows]
 
 
+def test_home_explains_its_baselines_and_where_the_encoders_weights_are(ws):
+    """"UF" is not left unexplained; the emoji encoders' weights ship with the package (no "needs its weights")."""
+    import dataclasses
+
+    at = _page("home")
+    baselines = next(c.value for c in at.caption if c.value.startswith("Baselines fitted too"))
+    assert "UF (unfiltered: the whole embedding)" in baselines, baselines
+    retrieve = next(r["note"] for r in page_readiness(ws) if r["page"] == "Retrieve")
+    assert "ship with the package" in retrieve and "needs its weights" not in retrieve, retrieve
+    real = dataclasses.replace(ws, encoder="ViT-B-32/openai")  # a downloaded encoder: its weights are needed here
+    retrieve = next(r["note"] for r in page_readiness(real) if r["page"] == "Retrieve")
+    assert "needs its weights on this machine" in retrieve, retrieve
+
+
 def test_home_hides_the_server_path_when_error_details_are_off(dataset_ws):  # noqa: F811
     from streamlit import config
 

@@ -173,8 +173,10 @@ def page_readiness(ws) -> list:
     def add(page, ready, note):
         rows.append({"page": page, "ready": bool(ready), "note": note})
 
+    shipped = _is_emoji_encoder(enc)  # its weights are in the package's assets/models
     add("Retrieve", True, "query-set rows" + (f"; uploads and typed phrases through encoder {code(enc)} (loaded on "
-                                              "first use; needs its weights on this machine)" if enc else
+                                              "first use; " + ("its weights ship with the package)" if shipped else
+                                                               "needs its weights on this machine)") if enc else
                                               "; no uploads or typed phrases (no encoder recorded)"))
     add("Mix concepts", bool(dicts), "ready" if dicts else no_dict)
     add("Subspaces", bool(dicts), "ready" if dicts else no_dict)
