@@ -51,7 +51,7 @@ from slics_core.explorer.arrival import atoms_split, health_numbers, job_ranking
 from slics_core.explorer.atom_tables import health_note
 from slics_core.explorer.background import JOBS
 from slics_core.explorer.exports import figure_html, with_settings
-from slics_core.explorer.narration import evaluate_look_at, missing
+from slics_core.explorer.narration import EVALUATE_LOOK_AT_FIRST, evaluate_look_at, missing
 from slics_core.explorer.stability_runs import (
     N_ACTIVE_DEFAULT,
     StabilityRun,
@@ -204,6 +204,8 @@ def _html_download(fig, file_name, key):
 # ---------------------------------------------------------------------- page
 st.title("Evaluate")
 look_at = st.empty()  # the page's one sentence, written from the table once it is computed
+with look_at.container():  # until then, and where the page stops before it: what it scores
+    page_intro(EVALUATE_LOOK_AT_FIRST)
 ws = get_workspace()
 st.caption("Concept-filtered retrieval scored as in the paper (sec. 4.4): for every query and every concept it "
            "contains, the candidate pool is ranked by that concept's component of the query and the top k are "

@@ -236,6 +236,23 @@ def test_evaluate_and_subspaces_have_a_sentence_and_no_none(dataset_ws):  # noqa
     assert any(m.value.startswith("**What to look at:**") for m in at.markdown)
 
 
+def test_evaluate_has_its_sentence_where_it_stops_before_the_table(tmp_path, monkeypatch):
+    """A workspace without S-SLiCS: Evaluate stops before its table, and still says what to look at."""
+    from slics_core.data import LabelledEmbeddings
+    from slics_core.explorer.build import build_workspace
+    from slics_core.labels import Labels
+
+    rng = np.random.default_rng(0)
+    data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
+                              labels=Labels(np.eye(2, dtype=bool)[np.arange(40) % 2], ["a", "b"]))
+    build_workspace(data, tmp_path / "uf-only", methods=["UF"], d0_values=(1,), n_iter=1)
+    monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path))
+    at = _page("evaluate", ws="uf-only")
+    intro = [m.value for m in at.markdown if m.value.startswith("**What to look at:**")]
+    assert len(intro) == 1 and "against UF" in intro[0], [m.value for m in at.markdown]
+    assert any("no fitted S-SLiCS" in i.value for i in at.info)
+
+
 def test_retrieve_names_f_splice_component_without_tilde_v(ws, multi_row):
     at = _page("retrieve", q=multi_row, method="F-SpLiCE")
     import re

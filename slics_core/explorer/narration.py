@@ -18,7 +18,7 @@ from slics_core.explorer import safe_text
 from slics_core.explorer.safe_text import code
 from slics_core.methods import contenders, dictionary_method_words, get_method
 
-__all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "d0_choice", "evaluate_look_at",
+__all__ = ["EVALUATE_LOOK_AT_FIRST", "PAPER_ATOM_COSINE", "atom_sentences", "component_words", "d0_choice", "evaluate_look_at",
            "example_caption", "missing", "page_readiness", "text_tower_check"]
 
 #: Fig. 6 of the paper (COCO, S-SLiCS): within-group and between-group cosine of the atoms (mean, std).
@@ -221,6 +221,13 @@ def d0_choice(ws, k: int = SWEEP_K) -> str | None:
     why = ("there is no validation split to choose it on" if not len(ws.index.get("val", []))
            else "it is not chosen on validation yet")
     return f"d0 = {d0}, not chosen on validation ({why}): {d0_rule_words(False)}"
+
+
+#: Evaluate's one sentence before its table is computed, and where the page stops without one (a workspace
+#: being built, without fitted models or query items): what the page scores, read from no number.
+EVALUATE_LOOK_AT_FIRST = ("how well each method's concept components retrieve items that share the concept "
+                          "(mAP@k in the methods table, once it is computed), against UF, the whole query without "
+                          "a concept filter.")
 
 
 def evaluate_look_at(rows: list, chosen_d0, k: int, sub_labels: bool, on_validation: bool = True) -> str:
