@@ -253,6 +253,25 @@ def test_evaluate_has_its_sentence_where_it_stops_before_the_table(tmp_path, mon
     assert any("no fitted S-SLiCS" in i.value for i in at.info)
 
 
+def test_captions_names_u_slics_only_where_the_workspace_has_it(ws, tmp_path, monkeypatch):
+    """The emoji world's preview (S-SLiCS alone) and a workspace without U-SLiCS: no U-SLiCS in the sentence."""
+    from slics_core.data import LabelledEmbeddings
+    from slics_core.explorer.build import build_workspace
+    from slics_core.labels import Labels
+
+    def intro(at):
+        return next(m.value for m in at.markdown if m.value.startswith("**What to look at:**"))
+
+    assert "U-SLiCS" in intro(_page("captions"))  # the emoji world has it
+    rng = np.random.default_rng(0)
+    data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
+                              labels=Labels(np.eye(2, dtype=bool)[np.arange(40) % 2], ["a", "b"]))
+    build_workspace(data, tmp_path / "s-only", methods=["S-SLiCS"], d0_values=(1,), n_iter=1)
+    monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path))
+    at = _page("captions", ws="s-only")
+    assert "U-SLiCS" not in intro(at) and not any("U-SLiCS" in c.value for c in at.caption), intro(at)
+
+
 def test_retrieve_names_f_splice_component_without_tilde_v(ws, multi_row):
     at = _page("retrieve", q=multi_row, method="F-SpLiCE")
     import re
