@@ -181,7 +181,8 @@ with c3:
 
 c1, c2, c3, c4 = st.columns([3, 1, 3, 1])  # wide enough for the three kind chips unclipped
 with c1:
-    kinds = st.multiselect("Show", list(KINDS), default=list(MAP_DEFAULTS["kinds"]), key="kinds")
+    kinds = st.multiselect("Show", list(KINDS), default=list(MAP_DEFAULTS["kinds"]), key="kinds",
+                           format_func=lambda k: "item" if k == "embedding" else k)  # "item", as the other pages
 with c2:
     splits = [s for s in ("pool", "val", "query", "train") if len(ws.index.get(s, [])) > 0]
     split = st.selectbox("Items from", splits, key="map_split",
@@ -219,7 +220,7 @@ with c3:
               help="The paper's Fig. 5: the animal components and atoms, coloured by sub-label")
 
 if not kinds:
-    st.info("Pick at least one kind of point to show (embedding, component, atom).")
+    st.info("Pick at least one kind of point to show (item, component, atom).")
     state.stop()
 
 
