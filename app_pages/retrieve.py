@@ -51,7 +51,8 @@ def _mark(rel_g, rel_s, r, word="gen"):
     if g is None:
         return None, ""
     colour = GREEN if g and s is not False else (ORANGE if g else RED)
-    text = (f"{word} ✓" if g else f"{word} ✗") + ("" if s is None else (" · sub ✓" if s else " · sub ✗"))
+    # words, not glyphs: a presenter reads "✗" as the letter X
+    text = f"{word} {'yes' if g else 'no'}" + ("" if s is None else f", sub {'yes' if s else 'no'}")
     return colour, text
 
 
