@@ -41,7 +41,8 @@ _PARENS = re.compile(r"\s*\(([^()]*)\)")
 
 
 def _cut_paths(text: str) -> str:
-    text = _QUOTED_PATH.sub(lambda m: f"{m.group(1)}{m.group(2) or '…'}{m.group(1)}", text)
+    text = _QUOTED_PATH.sub(lambda m: m.group(0) if m.group(0)[1:-1] in ("/", "\\") else  # a separator named
+                            f"{m.group(1)}{m.group(2) or '…'}{m.group(1)}", text)
     return _BARE_PATH.sub(lambda m: m.group(1) or "…", text)
 
 

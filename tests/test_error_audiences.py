@@ -156,3 +156,23 @@ def test_a_long_id_or_label_is_not_echoed_whole(capsys):
     assert main(["workspace", "--name", "a" * 100_000, "--cache", "/nonexistent-cache"]) == 2
     line = capsys.readouterr().err
     assert line.count("\n") == 1 and len(line) < 500 and "(100000 characters)" in line, line[:500]
+
+
+def test_an_encoder_that_cannot_be_loaded_is_named_without_its_folder(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from huggingface_hub import constants
+
+    from slics_core.explorer.encoding import load_query_encoder
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    with pytest.raises(FileNotFoundError) as err:
+        load_query_encoder(SimpleNamespace(encoder=f"local:{tmp_path}/models/myclip", name="toys"))
+    told = audiences(err.value)
+    assert told.failed == "encoder 'myclip' of workspace 'toys' cannot be loaded here", told
+    assert str(tmp_path) in told.operator_fix and str(tmp_path) in str(err.value)
+    with pytest.raises(FileNotFoundError) as err:
+        load_query_encoder(SimpleNamespace(encoder="ViT-B-32/openai", name="toys"))
+    told = audiences(err.value)
+    assert "weights are not on this machine" in told.failed and str(tmp_path) not in told.failed, told
+    assert "`slics download ViT-B-32/openai`" in told.operator_fix, told

@@ -277,6 +277,8 @@ def test_the_app_names_no_server_folder_or_command_for_a_damaged_workspace(damag
      "'y.json' exists and is a file, not a workspace folder"),
     ("see https://example.org/a/b, ratio 3/4; pick two different concepts",
      "see https://example.org/a/b, ratio 3/4; pick two different concepts"),
+    ("use letters or digits (no '/', no '..')", "use letters or digits (no '/', no '..')"),  # a separator named
+    ("bad name '/srv/x/' here", "bad name '…' here"),
 ])
 def test_visitor_messages_cut_server_folders_and_shell_advice(message, shown):
     from app_pages._errors import for_visitor
