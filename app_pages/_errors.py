@@ -76,14 +76,17 @@ def operator_sees_details() -> bool:
     return st.get_option("client.showErrorDetails") in ("full", True)
 
 
+def _plain(part: str) -> str:
+    """``part`` of a sentence as plain-text Markdown, its spaces next to a code span kept."""
+    return (" " if part[:1].isspace() else "") + _safe.text(part) + (" " if part[-1:].isspace() else "")
+
+
 def _with_code(text: str) -> str:
     """``text`` as Markdown with its backticked parts (shell commands) as code spans, the rest as plain text."""
     parts = text.split("`")
     if len(parts) % 2 == 0:  # an unpaired backtick: all plain
         return _safe.text(text)
-    def plain(p):  # its spaces next to a code span kept
-        return (" " if p[:1].isspace() else "") + _safe.text(p) + (" " if p[-1:].isspace() else "")
-    return "".join(_safe.code(p) if i % 2 else plain(p) for i, p in enumerate(parts) if p)
+    return "".join(_safe.code(p) if i % 2 else _plain(p) for i, p in enumerate(parts) if p)
 
 
 def _sentence(text: str) -> str:

@@ -18,8 +18,8 @@ from slics_core.explorer import safe_text
 from slics_core.explorer.safe_text import code
 from slics_core.methods import contenders, dictionary_method_words, get_method
 
-__all__ = ["EVALUATE_LOOK_AT_FIRST", "PAPER_ATOM_COSINE", "atom_sentences", "component_words", "d0_choice", "evaluate_look_at",
-           "example_caption", "missing", "page_readiness", "text_tower_check"]
+__all__ = ["EVALUATE_LOOK_AT_FIRST", "PAPER_ATOM_COSINE", "atom_sentences", "component_words", "d0_choice",
+           "evaluate_look_at", "example_caption", "missing", "page_readiness", "text_tower_check"]
 
 #: Fig. 6 of the paper (COCO, S-SLiCS): within-group and between-group cosine of the atoms (mean, std).
 PAPER_ATOM_COSINE = {"within": (-0.056, 0.062), "between": (0.000, 0.134)}
