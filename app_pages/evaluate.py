@@ -32,7 +32,7 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
-from app_pages._errors import visitor_text
+from app_pages._errors import operator_sees_details, visitor_text
 from app_pages._ui import csv_download, page_intro
 from app_pages._workspace import get_workspace, pool_index, ws_id
 from slics_core.analysis import HEALTH_FLAGS
@@ -220,7 +220,8 @@ if getattr(ws, "building", None) is not None:
             f"({ws.building.percent():.0f} %). This page fills in by itself when the build is done.")
     state.stop()
 if not ws.d0_values or SWEEP_METHOD not in ws.methods:
-    st.info(f"This workspace has no fitted {SWEEP_METHOD} models to evaluate. Build one with `slics workspace`.")
+    st.info(f"This workspace has no fitted {SWEEP_METHOD} models to evaluate."
+            + (" Build one with `slics workspace`." if operator_sees_details() else ""))
     state.stop()
 splits_here = sweep_splits(ws)  # the query and validation splits that have items
 if "query" not in splits_here:

@@ -114,7 +114,7 @@ others = [m for m in ws.methods if m not in ws.dictionary_methods()]
 st.caption("Baselines fitted too: " + (", ".join(f"{m} ({get_method(m).description})" for m in others) if others
                                        else "none")
            + "".join(f" · {_safe.text(m)} left out: {_safe.text(why)}" for m, why in ws.skipped.items()))
-ready = page_readiness(ws)
+ready = page_readiness(ws, operator=operator_sees_details())
 missing_pages = [r["page"] for r in ready if not r["ready"]]
 if missing_pages:
     st.warning(f"Ready except {', '.join(missing_pages)}; see below. Start with **Retrieve** in the sidebar.")

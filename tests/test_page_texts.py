@@ -177,8 +177,10 @@ def test_home_hides_the_server_path_when_error_details_are_off(dataset_ws):  # n
         config.set_option("client.showErrorDetails", before)
     # (the process keeps workspaces open by name, so the folder may be an earlier test's "toys")
     assert "stored in" not in _texts(at) and "/workspaces/toys" not in _texts(at) and "**toys**" in _texts(at)
+    assert "slics " not in _texts(at)  # nor the commands that add a generator or a dictionary
     at = _page("home", ws=folder.name)
     assert "stored in `/" in _texts(at)  # a laptop (full details, the shipped default) shows it
+    assert "`slics align --workspace toys --generator sd-1.5`" in _texts(at)  # and how to add a generator
 
 
 def test_home_row_covers_every_concept_of_the_query(ws):
@@ -250,7 +252,16 @@ def test_evaluate_has_its_sentence_where_it_stops_before_the_table(tmp_path, mon
     at = _page("evaluate", ws="uf-only")
     intro = [m.value for m in at.markdown if m.value.startswith("**What to look at:**")]
     assert len(intro) == 1 and "against UF" in intro[0], [m.value for m in at.markdown]
-    assert any("no fitted S-SLiCS" in i.value for i in at.info)
+    assert any("no fitted S-SLiCS" in i.value and "`slics workspace`" in i.value for i in at.info)  # a laptop
+    from streamlit import config
+
+    before = config.get_option("client.showErrorDetails")
+    try:
+        config.set_option("client.showErrorDetails", "none")  # a classroom: no shell command
+        at = _page("evaluate", ws="uf-only")
+    finally:
+        config.set_option("client.showErrorDetails", before)
+    assert any("no fitted S-SLiCS" in i.value for i in at.info) and not any("slics" in i.value for i in at.info)
 
 
 def test_captions_names_u_slics_only_where_the_workspace_has_it(ws, tmp_path, monkeypatch):

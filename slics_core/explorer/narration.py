@@ -8,6 +8,8 @@ No Streamlit here: the pages draw the strings.
 from __future__ import annotations
 
 import math
+import os
+import re
 
 import numpy as np
 
@@ -157,15 +159,17 @@ def example_caption(shown: list, all_concepts: list) -> str:
             "sharing that concept; the whole embedding finds images like the whole scene.")
 
 
-def page_readiness(ws) -> list:
+def page_readiness(ws, operator: bool = True) -> list:
     """What each page can do on workspace ``ws``: rows ``{"page", "ready", "note"}``.
 
     Read from what the workspace records (fitted methods, d0 values, vocabulary, encoder, generator);
-    nothing is loaded, so the list costs nothing to draw.
+    nothing is loaded, so the list costs nothing to draw. ``operator``: the notes also say which ``slics``
+    command adds what is missing (for whoever runs the app; the app passes whether its error details are on).
     """
     building = getattr(ws, "building", None) is not None
     dicts = list(ws.dictionary_methods())
-    no_dict = f"needs a dictionary ({dictionary_method_words()} among `slics workspace --methods`)"
+    no_dict = (f"needs a dictionary ({dictionary_method_words()}"
+               + (" among `slics workspace --methods`)" if operator else ")"))
     enc = getattr(ws, "encoder", None)
     vocab = bool(getattr(ws, "vocab_words", None)) and getattr(ws, "vocab_text", None) is not None
     rows = []
@@ -191,8 +195,11 @@ def page_readiness(ws) -> list:
     elif getattr(ws, "generator", None):
         add("Generate", True, f"ready (generator: {code(ws.generator)})")
     else:
-        add("Generate", False, "needs Stable Diffusion and CLIP ViT-L/14 embeddings of the same images "
-                               "(`slics download sd-1.5`, then rebuild the workspace); the other pages do not")
+        name = os.path.basename(str(ws.path)) if getattr(ws, "path", None) else str(ws.name)
+        name = name if re.fullmatch(r"[\w.-]+", name) else f"'{name}'"
+        add("Generate", False, "needs Stable Diffusion and CLIP ViT-L/14 embeddings of the same images"
+                               + (f" (`slics download sd-1.5 ViT-L-14/openai`, then `slics align --workspace {name} "
+                                  "--generator sd-1.5`)" if operator else "") + "; the other pages do not")
     if building:
         add("Evaluate", False, "waits for every method at every d0, being built in the background")
     elif SWEEP_METHOD in ws.methods and ws.d0_values:
