@@ -45,6 +45,8 @@ CATALOGUE = {
             "test_sentences_written_below_the_pages_quote_workspace_names_as_code",
             "test_bidi_controls_are_shown_as_escapes",
             "test_home_shows_hostile_concept_names_as_text",
+            "test_table_cuts_text_cells_and_keeps_numbers",
+            "test_tables_show_bidi_controls_as_escapes_and_long_values_cut",
         ],
     },
     "4. damaged or hostile workspaces": {
