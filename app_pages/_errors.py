@@ -1,21 +1,30 @@
-"""What a visitor of the app is told when something fails, and what the server's log keeps.
+"""What a visitor of the app is told when something fails, what whoever runs it is told, and what the
+server's log keeps.
 
-The library's messages are written for the command line: they name the server's folders and say which
-``slics`` command or option repairs things. A visitor of the app has no shell, and the server's folders
-are none of their business. :func:`visitor_text` is the one place that turns an exception (or a
-message) into the visitor's sentence: the whole message goes to the server's log (``logging``, logger
-``slics.app``); the visitor reads what failed, with each absolute path cut to its last name (a workspace
-is named by its name) and without the advice meant for a shell, followed by what the visitor can do.
+An error raised by the library carries its audiences as data (:class:`slics_core.errors.Audiences`):
+what failed (names, never a server folder or a shell command), what a visitor can do, and what the
+operator runs (``slics download sd-1.5``, ``slics align --workspace …``). :func:`visitor_text` is the
+one place that turns an exception (or a message) into what a page shows: the page's own ``what``,
+what failed, what the visitor can do; and the operator's part when Streamlit's
+``client.showErrorDetails`` is "full" (:func:`operator_sees_details`: a presenter's own laptop, where
+the visitor is the operator; the classroom recipe sets it to "none"). The whole message always goes
+to the server's log (``logging``, logger ``slics.app``).
+
+A message without audiences (a build's failure sent as text from another process, an error raised
+outside the library) is cut for a visitor by :func:`for_visitor`: its first line, absolute paths cut
+to their last name, and the clauses that give advice for a shell or for the server's files left out.
 """
 from __future__ import annotations
 
 import logging
 import re
 
-from app_pages import _safe
-from slics_core.errors import user_message
+import streamlit as st
 
-__all__ = ["visitor_text", "for_visitor", "LOG"]
+from app_pages import _safe
+from slics_core.errors import audiences, short_words, user_message
+
+__all__ = ["visitor_text", "for_visitor", "operator_sees_details", "LOG"]
 
 LOG = logging.getLogger("slics.app")
 
@@ -32,7 +41,8 @@ _PARENS = re.compile(r"\s*\(([^()]*)\)")
 
 
 def _cut_paths(text: str) -> str:
-    text = _QUOTED_PATH.sub(lambda m: f"{m.group(1)}{m.group(2) or '…'}{m.group(1)}", text)
+    text = _QUOTED_PATH.sub(lambda m: m.group(0) if m.group(0)[1:-1] in ("/", "\\") else  # a separator named
+                            f"{m.group(1)}{m.group(2) or '…'}{m.group(1)}", text)
     return _BARE_PATH.sub(lambda m: m.group(1) or "…", text)
 
 
@@ -59,13 +69,50 @@ def for_visitor(message) -> str:
     return "; ".join(c for c in kept if c.strip()).strip().rstrip(".;:,")
 
 
+def operator_sees_details() -> bool:
+    """Whether the page may show what only whoever runs the app should read (server folders, shell
+    commands): Streamlit's ``client.showErrorDetails`` is "full" (its default; ``True``, deprecated, means
+    the same) — the level at which Streamlit itself shows whole exception messages in the browser."""
+    return st.get_option("client.showErrorDetails") in ("full", True)
+
+
+def _plain(part: str) -> str:
+    """``part`` of a sentence as plain-text Markdown, its spaces next to a code span kept."""
+    return (" " if part[:1].isspace() else "") + _safe.text(part) + (" " if part[-1:].isspace() else "")
+
+
+def _with_code(text: str) -> str:
+    """``text`` as Markdown with its backticked parts (shell commands) as code spans, the rest as plain text."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: all plain
+        return _safe.text(text)
+    return "".join(_safe.code(p) if i % 2 else _plain(p) for i, p in enumerate(parts) if p)
+
+
+def _sentence(text: str) -> str:
+    text = text.strip().rstrip(".;:, ")
+    return f"{text[:1].upper()}{text[1:]}." if text else ""
+
+
 def visitor_text(error, what: str, then: str = "", log: bool = True) -> str:
     """The Markdown a page shows for ``error`` (an exception or a message): ``what`` (the page's own
-    Markdown, e.g. "Could not open workspace `toys`"), the visitor's part of the message
-    (:func:`for_visitor`, as plain text), and ``then``: what the visitor can do. The whole message is
-    logged for whoever runs the server (``log=False``: it was already, e.g. by an earlier poll of a build)."""
+    Markdown, e.g. "Could not open workspace `toys`"), what failed, what the visitor can do (the error's
+    :class:`~slics_core.errors.Audiences`, else :func:`for_visitor`'s cut of its message), then ``then``
+    (the page's own advice), and, when :func:`operator_sees_details`, what the operator runs (else the
+    whole message, when it says more than the visitor read). The whole message is logged for whoever runs
+    the server (``log=False``: it was already, e.g. by an earlier poll of a build)."""
+    full = user_message(error) if isinstance(error, BaseException) else short_words(str(error))
     if log:
-        LOG.warning("%s: %s", what, user_message(error) if isinstance(error, BaseException) else error)
-    detail = for_visitor(error)
+        LOG.warning("%s: %s", what, full)
+    told = audiences(error) if isinstance(error, BaseException) else None
+    if told is not None:
+        detail, fix, operator = told.failed, told.visitor_fix, told.operator_fix
+    else:
+        detail, fix = for_visitor(full), ""
+        operator = full if full.strip().rstrip(".") != detail else ""
     text = f"{what}: {_safe.text(detail)}." if detail else f"{what}."
-    return f"{text} {then}".strip()
+    parts = [text, _safe.text(_sentence(fix)) if fix else "", then]
+    shown = " ".join(p for p in parts if p).strip()
+    if operator and operator_sees_details():
+        shown += "  \n**For whoever runs the app:** " + _with_code(_sentence(operator))
+    return shown

@@ -178,13 +178,14 @@ def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, border
 
 def gallery_html(urls, captions=None, n_cols: int = 5, borders=None, pickable: bool = False) -> str:
     """One HTML block of a gallery: ``n_cols`` equal columns of images (``data:`` URLs), each with its
-    caption (plain text, escaped) and an optional 4-px border colour. ``pickable``: each image is a button
-    (``data-i``: its position) that makes it the query (see :func:`image_gallery`)."""
+    caption (plain text: bidi controls shown as escapes, cut to 200 characters; HTML-escaped) and an
+    optional 4-px border colour. ``pickable``: each image is a button (``data-i``: its position) that makes
+    it the query (see :func:`image_gallery`)."""
     cells = []
     for k, url in enumerate(urls):
         border = None if borders is None else borders[k]
         frame = f"border:4px solid {html.escape(border, quote=True)};" if border else ""
-        cap = "" if captions is None else html.escape(str(captions[k]), quote=True)
+        cap = "" if captions is None else html.escape(_safe.plain(captions[k]), quote=True)  # bidi shown, cut
         img = (f'<img src="{html.escape(url, quote=True)}" alt="{cap}" '
                f'style="width:100%;display:block;box-sizing:border-box;{frame}">')
         if pickable:

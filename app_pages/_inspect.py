@@ -73,7 +73,7 @@ def item_atoms_section(ws, method, d0, x, item_key: str, where: str, title: str,
         st.caption("No atom fires on it.")
         return
     shown = table[["label", "coefficient", "share", "fires_on"] + (["words"] if "words" in table else [])]
-    st.dataframe(shown, hide_index=True, width="stretch", height=min(300, 38 + 35 * len(shown)),
+    st.dataframe(_safe.table(shown), hide_index=True, width="stretch", height=min(300, 38 + 35 * len(shown)),
                  column_config={"label": "atom", "coefficient": st.column_config.NumberColumn(format="%.3f"),
                                 "share": st.column_config.NumberColumn("share of energy", format="percent"),
                                 "fires_on": st.column_config.NumberColumn(f"fires on (% of {split} items)",

@@ -19,6 +19,7 @@ from app_pages import _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._state import apply_link, capture_link, link_problems
+from slics_core.errors import audiences, explain, user_message
 from slics_core.explorer.emoji_build import PROVISIONAL_D0, BuildProgress, start_emoji_workspace
 from slics_core.explorer.encoding import load_query_encoder, prepared_vocabulary
 from slics_core.explorer.generation import generator_version, load_workspace_generator
@@ -58,8 +59,8 @@ def _open_workspace(choice: str) -> BuildProgress:
             else:
                 try:
                     folder = workspace_path(choice)
-                except FileNotFoundError:
-                    raise _NoSuchWorkspace("there is no workspace of that name here") from None
+                except (FileNotFoundError, ValueError) as exc:  # no such workspace, or not a name
+                    raise _no_such_workspace(exc) from None
                 handle = BuildProgress()
                 handle.publish(load_workspace(folder), final=True)
             reg["open"][choice] = handle
@@ -72,6 +73,18 @@ class _BuildFailed(ValueError):
 
 class _NoSuchWorkspace(ValueError):
     """``?ws=`` names no workspace listed here."""
+
+
+def _no_such_workspace(exc) -> _NoSuchWorkspace:
+    """:class:`_NoSuchWorkspace` for the error of looking ``?ws=`` up: what failed and the operator's part as
+    the library said, and what ``?ws=`` takes for a visitor."""
+    told = audiences(exc)
+    return explain(_NoSuchWorkspace(user_message(exc)),
+                   told.failed if told is not None else "there is no workspace of that name here",
+                   visitor_fix="; ".join(f for f in (told.visitor_fix if told is not None else "",
+                                                     "a link's ?ws= takes the name of a workspace (its folder's "
+                                                     "name), not a folder path") if f),
+                   operator_fix=told.operator_fix if told is not None else "")
 
 
 def _progress_text(snap) -> str:

@@ -153,12 +153,13 @@ def _heatmap_figure(ids: tuple, title, zmin, zmax, colorscale, _Z, _order, _lay,
         shapes += [dict(type="line", x0=-0.5, x1=M - 0.5, y0=b, y1=b, line=line),
                    dict(type="line", x0=b, x1=b, y0=-0.5, y1=M - 0.5, line=line)]
     fig.update_layout(shapes=shapes)
-    ticks = dict(tickmode="array", tickvals=lay["centres"], ticktext=[names[c] for c in lay["concepts"]],
+    tick_names = [_safe.figure_text(names[c], 40) for c in lay["concepts"]]
+    ticks = dict(tickmode="array", tickvals=lay["centres"], ticktext=tick_names,
                  showgrid=False, zeroline=False, constrain="domain", tickfont=dict(size=16))
     # one matrix per row of the page, square and large enough to read on a projector; margins wide enough for
     # the tick labels (16 px, about 10 px a character) and the colour bar, so that plotly's automatic margins
     # need not grow them and draw the figure a second time (a third of its drawing time in a browser)
-    label_px = 10 * max(len(names[c]) for c in lay["concepts"])
+    label_px = 10 * max(len(t) for t in tick_names)
     fig.update_layout(title=dict(text=title, font=dict(size=20)), height=HEATMAP_PX,
                       margin=dict(l=20 + label_px, r=120, t=50, b=30 + int(0.72 * label_px)),
                       clickmode="event+select", hovermode="closest",
@@ -213,7 +214,8 @@ def atom_view():
         atom_key = f"atom_{method}_d0{d0}"
         st.session_state[atom_key] = state.get("atom")
         atom = st.selectbox("Atom", [int(a) for a in order],
-                            format_func=lambda a: f"{atom_label[int(a)]} (atom {int(a)})", key=atom_key,
+                            format_func=lambda a: _safe.plain(f"{atom_label[int(a)]} (atom {int(a)})"),
+                            key=atom_key,
                             on_change=state.copy_widget, args=(atom_key, "atom"))
     with a2:
         k = st.number_input("Images", min_value=1, max_value=60, value=12, key="atom_k")
@@ -249,7 +251,7 @@ def atom_view():
             st.warning(visitor_text(exc, "No word vocabulary for this workspace"))
         else:
             tw = atom_top_words(model.atoms_[atom], Wp, words, k=10)
-            st.dataframe(tw[["word", "cosine"]], hide_index=True, width="stretch")
+            st.dataframe(_safe.table(tw[["word", "cosine"]]), hide_index=True, width="stretch")
             csv_download(tw, f"atom{atom}_words.csv", "Download words (CSV)", key="atom_words_csv")
     shown_rows = [] if ws.sharded or not len(top) else [int(r) for r in top.row]
     activation_section(atom, shown_rows)
@@ -360,7 +362,7 @@ def health_section():
     for c in ("mean_coefficient", "nearest_own", "nearest_other", "concept_share", "concept_share_low"):
         shown[c] = [missing(v) for v in shown[c]]  # "—" where absent, never a None cell
     shown["nearest_other_p"] = [missing(v, "{:.1e}") for v in shown["nearest_other_p"]]
-    st.dataframe(shown, hide_index=True, width="stretch", key="health_table",
+    st.dataframe(_safe.table(shown), hide_index=True, width="stretch", key="health_table",
                  column_config={"label": "atom", "mean_coefficient": "mean coefficient", "nearest_own": "nearest own",
                                 "nearest_other": "nearest other", "nearest_other_label": "nearest other atom",
                                 "nearest_other_p": "p (other)", "concept_share": "concept share",
@@ -427,7 +429,8 @@ def profile_section():
     with chart:
         # bars stand on the line lift = 1 (as usual), up for concepts the label's items carry more than usual
         colours = [PROFILE_GREY if inside else PROFILE_BLUE for inside in table.in_band]
-        fig = go.Figure(go.Bar(x=table.concept, y=table.lift - 1.0, base=1.0, marker_color=colours,
+        fig = go.Figure(go.Bar(x=[_safe.figure_text(c, 60) for c in table.concept], y=table.lift - 1.0, base=1.0,
+                               marker_color=colours,
                                name="lift", showlegend=False,
                                customdata=np.column_stack([table.p_concept, table.energy, table.share, table.lift,
                                                            table.lift_lo, table.lift_hi]),
@@ -443,7 +446,8 @@ def profile_section():
                              marker=dict(color="rgba(120,120,120,0.22)", line=dict(width=0)), hoverinfo="skip",
                              name=f"lift of random subsets of {n} items (95 %)"))
         fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
-        fig.update_layout(title=f"Concepts of {label_name} ({n} {split} items)", height=460, font=dict(size=15),
+        fig.update_layout(title=f"Concepts of {_safe.figure_text(label_name, 60)} ({n} {split} items)", height=460,
+                          font=dict(size=15),
                           barmode="overlay", legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0,
                                                          xanchor="right", font=dict(size=12)),
                           xaxis=dict(tickfont=dict(size=16)), margin=dict(l=10, r=10, t=50, b=10),
@@ -454,7 +458,7 @@ def profile_section():
         shown = table.drop(columns=["n_items", "in_band"]).rename(columns={
             "energy": "‖v‖²/‖x̂‖²", "share": "share", "p_concept": "P(concept | label)",
             "lift_lo": "random lift 2.5 %", "lift_hi": "random lift 97.5 %"})
-        st.dataframe(shown, hide_index=True, width="stretch", key="profile_table")
+        st.dataframe(_safe.table(shown), hide_index=True, width="stretch", key="profile_table")
     csv = with_settings(table, workspace=ws.name, method=method, d0=int(d0), split=split,
                         label_kind="concept" if kind == "concept" else "sub-label", label=label_name,
                         codes="NNLS over every concept (no labels)")

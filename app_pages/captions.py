@@ -2,6 +2,7 @@
 """Captions: the words of every concept subspace, supervised beside unsupervised (paper Table 1, sec. 3.7)."""
 import streamlit as st
 
+from app_pages import _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._ui import csv_download, d0_picker, page_intro
@@ -10,14 +11,14 @@ from slics_core.explorer.atom_tables import caption_table
 from slics_core.explorer.narration import text_tower_check
 
 st.title("Captions")
-page_intro("Look at whether each concept's words name that concept (and its kinds), and where the "
-           "unsupervised U-SLiCS words drift from the supervised ones.")
+ws = get_workspace()
+unsupervised = "U-SLiCS" in ws.dictionary_methods()  # not in the emoji world's preview, nor every workspace
+page_intro("Look at whether each concept's words name that concept (and its kinds)"
+           + (", and where the unsupervised U-SLiCS words drift from the supervised ones." if unsupervised else "."))
 st.caption("For every concept j, the vocabulary words whose prepared text embedding (unit-normalised, "
            "mean-centred, re-normalised) has the smallest non-negative reconstruction error with the concept's "
-           "atoms B_j (sec. 3.7). Words are ordered by ascending error. S-SLiCS learns from the labels; "
-           "U-SLiCS from zero-shot pseudo-labels.")
-
-ws = get_workspace()
+           "atoms B_j (sec. 3.7). Words are ordered by ascending error. S-SLiCS learns from the labels"
+           + ("; U-SLiCS from zero-shot pseudo-labels." if unsupervised else "."))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -60,7 +61,7 @@ elif check["level"] == "reads":
     st.caption(check["text"])
 else:
     st.warning(check["text"])
-st.dataframe(table, hide_index=True, width="stretch", height=35 * (len(table) + 1) + 3,
+st.dataframe(_safe.table(table), hide_index=True, width="stretch", height=35 * (len(table) + 1) + 3,
              column_config={"concept": st.column_config.TextColumn("Subspace (concept)")})
 csv_download(table, f"captions_d0{d0}.csv", "Download captions (CSV)", key="captions_csv")
 if ws.kind == "emoji":

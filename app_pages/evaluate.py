@@ -35,7 +35,7 @@ import streamlit as st
 
 from app_pages import _safe
 from app_pages import _state as state
-from app_pages._errors import visitor_text
+from app_pages._errors import operator_sees_details, visitor_text
 from app_pages._ui import csv_download, more_rows, page_intro
 from app_pages._workspace import get_workspace, pool_index, ws_id
 from slics_core.analysis import HEALTH_FLAGS
@@ -54,7 +54,7 @@ from slics_core.explorer.arrival import atoms_split, health_numbers, job_ranking
 from slics_core.explorer.atom_tables import health_note
 from slics_core.explorer.background import JOBS
 from slics_core.explorer.exports import figure_html, with_settings
-from slics_core.explorer.narration import MISSING, evaluate_look_at, missing
+from slics_core.explorer.narration import EVALUATE_LOOK_AT_FIRST, MISSING, evaluate_look_at, missing
 from slics_core.explorer.stability_runs import (
     N_ACTIVE_DEFAULT,
     StabilityRun,
@@ -241,6 +241,8 @@ def _html_download(fig, file_name, key):
 # ---------------------------------------------------------------------- page
 st.title("Evaluate")
 look_at = st.empty()  # the page's one sentence, written from the table once it is computed
+with look_at.container():  # until then, and where the page stops before it: what it scores
+    page_intro(EVALUATE_LOOK_AT_FIRST)
 ws = get_workspace()
 st.caption("Concept-filtered retrieval scored as in the paper (sec. 4.4): for every query and every concept it "
            "contains, the candidate pool is ranked by that concept's component of the query and the top k are "
@@ -255,7 +257,8 @@ if getattr(ws, "building", None) is not None:
             f"({ws.building.percent():.0f} %). This page fills in by itself when the build is done.")
     state.stop()
 if not ws.d0_values or SWEEP_METHOD not in ws.methods:
-    st.info(f"This workspace has no fitted {SWEEP_METHOD} models to evaluate. Build one with `slics workspace`.")
+    st.info(f"This workspace has no fitted {SWEEP_METHOD} models to evaluate."
+            + (" Build one with `slics workspace`." if operator_sees_details() else ""))
     state.stop()
 splits_here = sweep_splits(ws)  # the query and validation splits that have items
 if "query" not in splits_here:
@@ -302,7 +305,7 @@ summary = scoring.summary_rows(table_records)
 with look_at.container():
     page_intro(evaluate_look_at(summary, chosen, k, ws.Z is not None, on_validation))
 df = _table_frame(summary, k)
-st.dataframe(_shown(df), hide_index=True, width="stretch", key="eval_table")
+st.dataframe(_safe.table(_shown(df)), hide_index=True, width="stretch", key="eval_table")
 st.caption("Gen./Sub.: ranked by the partial component ṽ_j (eq. 3) for the dictionary methods, by the whole "
            "query for UF, by the word-group component for F-SpLiCE. (v_j): ranked by the full component "
            "(eq. 2; U-SLiCS uses the query's zero-shot concepts). "
@@ -416,8 +419,8 @@ def stability_section():
                 f"{len(summ['seeds'])} seeds: Gen. {missing(summ['general_mean'])} ± {missing(summ['general_std'])}, "
                 f"Sub. {missing(summ['sub_mean'])} ± {missing(summ['sub_std'])}.")
     frame = stability_frame(result)
-    st.dataframe(frame.assign(**{c: [missing(v) for v in frame[c]] for c in frame.columns[1:]}), hide_index=True,
-                 width="stretch", key="stab_table")
+    st.dataframe(_safe.table(frame.assign(**{c: [missing(v) for v in frame[c]] for c in frame.columns[1:]})),
+                 hide_index=True, width="stretch", key="stab_table")
     settings_cols = dict(workspace=ws.name, method=summ["method"], d0=int(d0), seeds=int(n_seeds),
                          batch_size=int(batch), epochs=int(n_iter), k=int(k), normalization=norm)
     csv_download(with_settings(frame, **settings_cols), f"slics_stability_d0{d0}_seeds{n_seeds}.csv",
@@ -425,8 +428,8 @@ def stability_section():
     _atom_tables(result, settings_cols, d0, n_seeds)
     if result["n_active"]:
         na = n_active_frame(result, k)
-        st.dataframe(na.assign(**{c: [missing(v) for v in na[c]] for c in na.columns[2:]}), hide_index=True,
-                     width="stretch", key="stab_n_active_table")
+        st.dataframe(_safe.table(na.assign(**{c: [missing(v) for v in na[c]] for c in na.columns[2:]})),
+                     hide_index=True, width="stretch", key="stab_n_active_table")
         csv_download(with_settings(na, workspace=ws.name, d0=int(d0), epochs=int(n_iter), k=int(k),
                                    normalization=norm), f"slics_n_active_d0{d0}.csv", "Download S̃ rows (CSV)",
                      key="stab_n_active_csv")
@@ -443,7 +446,7 @@ def _atom_tables(result, settings_cols, d0, n_seeds):
     st.markdown(f"**Atoms across seeds**: one row per atom of seed {result['summary']['seeds'][0]}'s fit, its matched "
                 f"atom (#k: rank in the same concept) and signed cos in every other seed, then the mean and the "
                 f"minimum over the seeds ({len(seeds)} atoms).")
-    st.dataframe(_shown(seeds), hide_index=True, width="stretch", key="stab_atoms_table")
+    st.dataframe(_safe.table(_shown(seeds)), hide_index=True, width="stretch", key="stab_atoms_table")
     csv_download(with_settings(seeds, **settings_cols), f"slics_stability_atoms_d0{d0}_seeds{n_seeds}.csv",
                  "Download atoms across seeds (CSV)", key="stab_atoms_csv")
     pairs, methods = pairs_frame(result), atom_frame(result, "methods")
@@ -455,8 +458,8 @@ def _atom_tables(result, settings_cols, d0, n_seeds):
                 "smallest matched cos of every pair of dictionaries, then one row per atom of the first seed's "
                 f"{result['summary']['method']} fit with its match in each other method's dictionary. S-SVD is "
                 "where every S-SLiCS fit starts, so that pair shows how far the atoms moved.")
-    st.dataframe(_shown(pairs), hide_index=True, width="stretch", key="stab_pairs_table")
-    st.dataframe(_shown(methods), hide_index=True, width="stretch", key="stab_methods_table")
+    st.dataframe(_safe.table(_shown(pairs)), hide_index=True, width="stretch", key="stab_pairs_table")
+    st.dataframe(_safe.table(_shown(methods)), hide_index=True, width="stretch", key="stab_methods_table")
     csv_download(with_settings(methods, **settings_cols), f"slics_stability_methods_d0{d0}.csv",
                  "Download atoms across methods (CSV)", key="stab_methods_csv")
     if skipped:

@@ -4,10 +4,11 @@ import pandas as pd
 import streamlit as st
 
 from app_pages import _safe
+from app_pages._errors import operator_sees_details
 from app_pages._images import show_image, thumbnail
 from app_pages._workspace import current_choice, get_workspace, workspace_choices, ws_id
 from slics_core.explorer.narration import d0_choice, example_caption, page_readiness
-from slics_core.methods import dictionary_method_words, preferred_method
+from slics_core.methods import dictionary_method_words, get_method, preferred_method
 from slics_core.retrieval import ConceptRetriever
 
 st.title("SLiCS Explorer")
@@ -96,7 +97,7 @@ c2.metric("Embedding dim", s["dim"])
 c3.metric("Concepts", s["n_concepts"])
 c4.metric("Sub-labels", s["n_sub_labels"])
 # the folder is the server's own path: shown only where error details are (a laptop), never to a classroom
-where = f", stored in {_safe.code(s['path'])}" if st.get_option("client.showErrorDetails") in ("full", True) else ""
+where = f", stored in {_safe.code(s['path'])}" if operator_sees_details() else ""
 st.write(f"**{_safe.text(s['name'])}** ({s['kind']}), encoder {_safe.code(s['encoder'])}{where}")
 st.dataframe(pd.DataFrame([{"split": k, "items": v} for k, v in s["splits"].items()]), hide_index=True)
 fitted = pd.DataFrame([{"method": m, "d0": d, "atoms": f"{int(mod.atoms_.shape[0])} atoms, {int(mod.n_iter_)} epochs"}
@@ -110,9 +111,10 @@ else:
     st.markdown(f"No dictionaries fitted in this workspace ({dictionary_method_words()}): the pages marked ⛔ "
                 "below need one.")
 others = [m for m in ws.methods if m not in ws.dictionary_methods()]
-st.caption("Baselines fitted too: " + (", ".join(others) if others else "none")
+st.caption("Baselines fitted too: " + (", ".join(f"{m} ({get_method(m).description})" for m in others) if others
+                                       else "none")
            + "".join(f" · {_safe.text(m)} left out: {_safe.text(why)}" for m, why in ws.skipped.items()))
-ready = page_readiness(ws)
+ready = page_readiness(ws, operator=operator_sees_details())
 missing_pages = [r["page"] for r in ready if not r["ready"]]
 if missing_pages:
     st.warning(f"Ready except {', '.join(missing_pages)}; see below. Start with **Retrieve** in the sidebar.")

@@ -54,7 +54,8 @@ def _mark(rel_g, rel_s, r, word="gen"):
     if g is None:
         return None, ""
     colour = GREEN if g and s is not False else (ORANGE if g else RED)
-    text = (f"{word} ✓" if g else f"{word} ✗") + ("" if s is None else (" · sub ✓" if s else " · sub ✗"))
+    # words, not glyphs: a presenter reads "✗" as the letter X
+    text = f"{word} {'yes' if g else 'no'}" + ("" if s is None else f", sub {'yes' if s else 'no'}")
     return colour, text
 
 
@@ -179,7 +180,7 @@ with right:
         table["known label"] = ["✓" if q.Y[j] else "" for j in order]
     st.markdown("**The query's concepts**, ranked by the cosine between the query and its projection on each "
                 "concept's subspace" + ("" if spec.dictionary else f" ({method}: its concept components)"))
-    st.dataframe(table, hide_index=True, width="stretch", height=min(460, 38 + 35 * len(table)))
+    st.dataframe(_safe.table(table), hide_index=True, width="stretch", height=min(460, 38 + 35 * len(table)))
     st.caption(f"Pre-selected: {rule}.")
 
 picked = concept_picker(ws, q, preselect, label="Concepts to retrieve by")
@@ -288,7 +289,7 @@ def _galleries_export(edited):
         ids = ws.ids
     df = galleries_table(pairs, ids, names, edited=edited)
     with st.expander("Table of the galleries"):
-        st.dataframe(df, hide_index=True, width="stretch")
+        st.dataframe(_safe.table(df), hide_index=True, width="stretch")
         more_rows(len(df))
     asked = {e: (n, lam) for e, n, lam in state.edits(names)}
     export = with_settings(df, workspace=ws.name, query=q.key, method=method, d0=d0, component=mode, k=k,

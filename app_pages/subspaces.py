@@ -192,7 +192,8 @@ with c3:
 
 c1, c2, c3, c4 = st.columns([3, 1, 3, 1])  # wide enough for the three kind chips unclipped
 with c1:
-    kinds = st.multiselect("Show", list(KINDS), default=list(MAP_DEFAULTS["kinds"]), key="kinds")
+    kinds = st.multiselect("Show", list(KINDS), default=list(MAP_DEFAULTS["kinds"]), key="kinds",
+                           format_func=lambda k: "item" if k == "embedding" else k)  # "item", as the other pages
 with c2:
     splits = [s for s in ("pool", "val", "query", "train") if len(ws.index.get(s, [])) > 0]
     split = st.selectbox("Items from", splits, key="map_split",
@@ -230,7 +231,7 @@ with c3:
               help="The paper's Fig. 5: the animal components and atoms, coloured by sub-label")
 
 if not kinds:
-    st.info("Pick at least one kind of point to show (embedding, component, atom).")
+    st.info("Pick at least one kind of point to show (item, component, atom).")
     state.stop()
 
 
@@ -580,7 +581,7 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
                             + " — see the Atoms page for the images that use them most.")
             details = sub.reset_index()[["point", "kind", "row", "atom", "concept", "sub_label"]]
             details["description"] = [plain[p] for p in details.point]
-            st.dataframe(details, hide_index=True, width="stretch")
+            st.dataframe(_safe.table(details), hide_index=True, width="stretch")
             more_rows(len(details), "picked points")
             csv_download(with_settings(details, **settings), "picked_points.csv", "Download picked (CSV)",
                          key="picked_csv")
@@ -593,7 +594,8 @@ def _map_and_panel(fig, kind_key, groups, order, color_by, colour_concept):
                 item_atoms_section(ws, method, int(d0), ws.X[r], f"row:{r}", "subspaces", f"Atoms of #{r}")
 
     with st.expander(f"Colour groups ({len(order)})"):
-        st.dataframe({"group": order, "points": [counts[g] for g in order]}, hide_index=True, width="stretch")
+        st.dataframe(_safe.table({"group": order, "points": [counts[g] for g in order]}), hide_index=True,
+                     width="stretch")
         more_rows(len(order), "colour groups")
 
 

@@ -26,7 +26,7 @@ import warnings
 from slics_core import __version__, weights
 from slics_core.commands import COMMANDS, CLIError, command_function, options
 from slics_core.encoders import parse_encoder_spec
-from slics_core.errors import DAMAGED_FILE_ERRORS, UserError, user_message
+from slics_core.errors import DAMAGED_FILE_ERRORS, UserError, short_words, user_message
 from slics_core.extras import MissingExtraError, extra_for, missing_extra_message
 
 __all__ = ["CLIError", "build_parser", "check_encoder_weights", "main"]
@@ -135,7 +135,7 @@ def _run(args) -> int:
     line each."""
 
     def show(message, category, filename, lineno, file=None, line=None):
-        text = " ".join(str(message).split())
+        text = short_words(" ".join(str(message).split()))
         print(f"slics {args.command}: warning: {text}", file=sys.stderr if file is None else file)
 
     try:

@@ -25,6 +25,13 @@ single line naming the file and what to do:
 :func:`reading` / :func:`writing`
     Context managers that convert the errors raised while reading or
     writing one file into the two classes above.
+:func:`shown_value` / :func:`short_words`
+    A value given by a user (an id, a label) quoted cut to its start and its length, not echoed whole.
+:class:`Audiences` / :func:`explain` / :func:`audiences`
+    Who is told what about one error, as data: what failed (words anyone may read: names, never
+    a server folder or a shell command), what a visitor of the app can do there, and what whoever
+    runs the app or the command runs to repair it. ``str(exc)`` stays the command line's one line;
+    the app shows a visitor the first two and its operator the third (``app_pages._errors``).
 
 The checked readers and atomic writers of the file formats themselves are in
 :mod:`slics_core.formats`.
@@ -34,8 +41,10 @@ from __future__ import annotations
 import errno as _errno
 import json
 import os
+import re
 import zipfile
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 __all__ = [
     "UserError",
@@ -50,6 +59,11 @@ __all__ = [
     "refused_pickle_error",
     "reading",
     "writing",
+    "Audiences",
+    "explain",
+    "audiences",
+    "shown_value",
+    "short_words",
 ]
 
 #: Exceptions that mean "this file's content cannot be read back" (as raised by
@@ -106,37 +120,114 @@ class DamagedFileError(UserError, ValueError):
     with ``problem`` instead of nesting one sentence in another).
     """
 
-    def __init__(self, message, path=None, problem=None, fix=None):
+    def __init__(self, message, path=None, problem=None, fix=None, what=None):
         super().__init__(message, path=path)
         self.problem = problem if problem is not None else message
         self.fix = fix
+        self.what = what
 
 
 def _name(path):
     return repr(os.fspath(path)) if path is not None else "a file"
 
 
-def _os_error_message(exc, path):
-    code = exc.errno
-    where = _name(path)
+#: The most characters of a value given by a user (an id, a label, a name) that a message quotes.
+SHOWN_VALUE_CHARS = 80
+
+
+def shown_value(value, limit: int = SHOWN_VALUE_CHARS) -> str:
+    """``repr(value)`` as a message quotes a value given by a user: past ``limit`` characters, its start
+    and how long it is (``'aaaa…' (100000 characters)``), so a 10⁵-character id is not echoed whole."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit - 1]!r}… ({len(text)} characters)"
+
+
+#: A run of characters without a space longer than this in a message is shown cut (:func:`short_words`).
+LONG_WORD_CHARS = 300
+_LONG_WORD = re.compile(rf"\S{{{LONG_WORD_CHARS + 1},}}")
+
+
+def short_words(text: str) -> str:
+    """``text`` with each run of more than :data:`LONG_WORD_CHARS` characters without a space (a quoted
+    10⁵-character id or label) cut to its start and its length: messages stay one readable line, and
+    what to do, written after the value, is still read. Applied by :func:`user_message` and :func:`explain`."""
+    def cut(m):
+        word = m.group(0)
+        lead = word[0] if word[0] in "'\"" else ""
+        trail = word[-1] if word[-1] in "'\"" and len(word) > 1 else ""
+        inner = word[len(lead):len(word) - len(trail)]
+        return f"{lead}{inner[:SHOWN_VALUE_CHARS]}…{trail} ({len(inner)} characters)"
+    return _LONG_WORD.sub(cut, text)
+
+
+@dataclass(frozen=True)
+class Audiences:
+    """Who is told what about one error.
+
+    Parameters
+    ----------
+    failed : str
+        What failed, in words anyone may read: things named by their names (a workspace's name, a
+        file's last name), never a server folder, an option or a shell command.
+    visitor_fix : str, default ""
+        What a visitor of the app can do about it there ("" when nothing).
+    operator_fix : str, default ""
+        What whoever runs the app or the command does to repair it: a shell command in backticks, a
+        file to delete ("" when nothing). The app shows it when its error details are on; the log always has it.
+    """
+
+    failed: str
+    visitor_fix: str = ""
+    operator_fix: str = ""
+
+
+def explain(exc, failed, visitor_fix="", operator_fix=""):
+    """``exc`` with its :class:`Audiences` attached (returned, so ``raise explain(ValueError(msg), ...)``)."""
+    exc.audiences = Audiences(short_words(" ".join(str(failed).split())), short_words(visitor_fix),
+                              short_words(operator_fix))
+    return exc
+
+
+def audiences(exc):
+    """The :class:`Audiences` of ``exc``: those :func:`explain` attached, else derived for the errors of this
+    module that know their file (:class:`FileSystemError`, :class:`DamagedFileError`: the file by its last
+    name; the whole message, which names the folder and the fix, for the operator), else ``None`` (a
+    message written for the command line only)."""
+    told = getattr(exc, "audiences", None)
+    if isinstance(told, Audiences):
+        return told
+    path = getattr(exc, "path", None)
+    if isinstance(exc, DamagedFileError) and path is not None:
+        what = f"{exc.what} " if exc.what else ""
+        return Audiences(f"{what}{os.path.basename(path.rstrip('/' + os.sep))!r} is damaged or not the expected file",
+                         "", str(exc))
+    if isinstance(exc, FileSystemError) and path is not None:
+        problem, _ = _os_parts(exc.errno, repr(os.path.basename(path.rstrip("/" + os.sep))), exc.strerror)
+        return Audiences(problem, "", str(exc))
+    return None
+
+
+def _os_parts(code, where, strerror=None) -> tuple:
+    """``(problem, fix)`` of an OS error with ``code`` about the file named ``where`` (``fix`` may be "")."""
     if code in _NO_SPACE:
-        return (f"no space left on the disk holding {where} (disk full or quota reached); "
+        return (f"no space left on the disk holding {where} (disk full or quota reached)",
                 "free some space or choose a location on another disk, then run again.")
-    if code == _errno.EROFS:
-        return f"{where} is on a read-only file system; choose a writable location."
     if code in _NO_PERMISSION:
-        return (f"permission denied for {where}; check its permissions (and its folder's) "
-                "or choose another location.")
-    if code == _errno.ENOTDIR:
-        return f"{where}: part of this path is a file, not a folder; choose a path made of folders."
-    if code == _errno.EEXIST:
-        return f"{where} already exists and is not a folder; choose a folder path."
-    if code == _errno.EISDIR:
-        return f"{where} is a folder, but a file was expected; give the path of a file."
-    if code == _errno.ENOENT:
-        return f"{where} does not exist; check the path."
-    reason = exc.strerror or os.strerror(code)
-    return f"{where}: {reason}."
+        return (f"permission denied for {where}",
+                "check its permissions (and its folder's) or choose another location.")
+    parts = {_errno.EROFS: (f"{where} is on a read-only file system", "choose a writable location."),
+             _errno.ENOTDIR: (f"{where}: part of this path is a file, not a folder", "choose a path made of folders."),
+             _errno.EEXIST: (f"{where} already exists and is not a folder", "choose a folder path."),
+             _errno.EISDIR: (f"{where} is a folder, but a file was expected", "give the path of a file."),
+             _errno.ENOENT: (f"{where} does not exist", "check the path.")}
+    return parts.get(code, (f"{where}: {strerror or os.strerror(code)}", ""))
+
+
+def _os_error_message(exc, path):
+    problem, fix = _os_parts(exc.errno, _name(path), exc.strerror)
+    return f"{problem}; {fix}" if fix else f"{problem}."
 
 
 def user_message(exc, path=None) -> str:
@@ -158,6 +249,10 @@ def user_message(exc, path=None) -> str:
         (:data:`DAMAGED_FILE_ERRORS`), :func:`damaged_file_message`; otherwise ``str(exc)`` (or the exception's
         class name when that is empty).
     """
+    return short_words(_whole_message(exc, path))
+
+
+def _whole_message(exc, path) -> str:
     if isinstance(exc, UserError):
         return str(exc)
     if path is None:
@@ -214,7 +309,7 @@ def damaged_file_error(path, problem, fix=None, *, what=None, cls=None) -> Damag
     ``problem`` is a phrase or the exception reading the file raised.
     """
     return (cls or DamagedFileError)(damaged_file_message(path, problem, fix, what=what), path=path,
-                                     problem=_problem(problem), fix=fix or DEFAULT_DAMAGED_FIX)
+                                     problem=_problem(problem), fix=fix or DEFAULT_DAMAGED_FIX, what=what)
 
 
 def refused_pickle_error(path) -> DamagedFileError:

@@ -30,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 from urllib.parse import urlparse
 
+from slics_core.errors import explain
 from slics_core.extras import require
 from slics_core.formats import read_json
 
@@ -401,11 +402,13 @@ def set_offline_mode() -> None:
         pass
 
 
-def _missing_message(preset: ModelPreset, cache: str, reason: str, offline: bool = True) -> str:
+def _missing_error(preset: ModelPreset, cache: str, reason: str, offline: bool = True) -> MissingWeightsError:
     where = (" when online (or copy a Hugging Face cache that has them to that folder)"
              if offline else "")
-    return (f"{preset.description} weights ({preset.repo_id}) are not on this machine "
-            f"(looked in {cache}) and {reason}; fetch them with `{fetch_command(preset)}`{where}.")
+    fix = f"fetch them with `{fetch_command(preset)}`{where}"
+    return explain(MissingWeightsError(f"{preset.description} weights ({preset.repo_id}) are not on this machine "
+                                       f"(looked in {cache}) and {reason}; {fix}."),
+                   f"{preset.description} weights are not on this machine", operator_fix=fix)
 
 
 def resolve(
@@ -445,12 +448,11 @@ def resolve(
     if not allow_download:
         if not network_available():
             set_offline_mode()
-            raise MissingWeightsError(_missing_message(preset, cache, "no network is reachable"))
-        raise MissingWeightsError(_missing_message(preset, cache, "downloading was not requested",
-                                                    offline=False))
+            raise _missing_error(preset, cache, "no network is reachable")
+        raise _missing_error(preset, cache, "downloading was not requested", offline=False)
     if not network_available():
         set_offline_mode()
-        raise MissingWeightsError(_missing_message(preset, cache, "no network is reachable"))
+        raise _missing_error(preset, cache, "no network is reachable")
     return download(preset, cache_dir=cache_dir, tqdm_class=tqdm_class)
 
 
@@ -500,10 +502,11 @@ def download(
     preset = get_preset(preset)
     cache = _hub_cache_dir(cache_dir)
     if not network_available():
-        raise MissingWeightsError(
+        fix = f"run `{fetch_command(preset)}` on a connected machine and copy its Hugging Face cache to {cache}"
+        raise explain(MissingWeightsError(
             f"Cannot download {preset.description} ({preset.repo_id}): the Hugging Face hub is not reachable "
-            f"from here (or HF_HUB_OFFLINE is set); run `{fetch_command(preset)}` on a connected machine and "
-            f"copy its Hugging Face cache to {cache}.")
+            f"from here (or HF_HUB_OFFLINE is set); {fix}."),
+            f"{preset.description} weights cannot be downloaded here", operator_fix=fix)
     hub = require("huggingface_hub", "downloading weights")
 
     extra = {"tqdm_class": tqdm_class} if tqdm_class is not None else {}

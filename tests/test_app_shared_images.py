@@ -81,6 +81,8 @@ def test_gallery_html_escapes_captions_and_lays_out_columns():
     assert "<b " not in body and "&lt;b onmouseover=&quot;x&quot;&gt;cat&lt;/b&gt;" in body
     assert body.count("<img ") == 2 and 'src="data:image/jpeg;base64,AAAA"' in body
     assert "repeat(3," in body and body.count("border:4px solid #2e9d4f") == 1
+    body = gallery_html(["data:image/jpeg;base64,AAAA"], captions=["abc\u202egpj.exe " + "x" * 100_000])
+    assert "\u202e" not in body and "abc\\u202egpj.exe" in body and len(body) < 2_000  # bidi shown, cut
 
 
 def test_a_pickable_gallery_is_buttons_numbered_by_position():

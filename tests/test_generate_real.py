@@ -262,18 +262,29 @@ def test_missing_weights_one_line_while_retrieve_still_works(real, copy, tmp_pat
     with pytest.raises(weights.MissingWeightsError) as err:
         load_workspace_generator(load_workspace(copy))
     assert "`slics download sd-1.5 ViT-L-14/openai`" in str(err.value) and "\n" not in str(err.value)
-    with caplog.at_level(logging.WARNING, logger="slics.app"):
-        at = _page("generate", "toys")
-    warnings = [shown(w.value) for w in at.warning]  # as the reader sees it (the page escapes the message)
-    # a visitor reads what is missing; the command that fetches it is for whoever runs the server (its log)
-    assert len(warnings) == 1 and "needs weights not on this machine (Stable Diffusion 1.5" in warnings[0] \
-        and "slics" not in warnings[0] and "\n" not in warnings[0], warnings
-    assert any("`slics download sd-1.5 ViT-L-14/openai`" in r.getMessage() for r in caplog.records)
-    at = _page("retrieve", "toys")
-    assert not at.error and at.image, [e.value for e in at.error]
-    at = _page("mix", "toys")
-    assert any("needs weights not on this machine" in shown(c.value) and "slics" not in c.value for c in at.caption)
-    assert at.image  # the mixed gallery still retrieves
+    from streamlit import config
+
+    before = config.get_option("client.showErrorDetails")
+    try:
+        config.set_option("client.showErrorDetails", "none")  # the classroom recipe
+        with caplog.at_level(logging.WARNING, logger="slics.app"):
+            at = _page("generate", "toys")
+        warnings = [shown(w.value) for w in at.warning]  # as the reader sees it (the page escapes the message)
+        # a visitor reads what is missing; the command that fetches it is for whoever runs the server (its log)
+        assert len(warnings) == 1 and "needs weights not on this machine (Stable Diffusion 1.5" in warnings[0] \
+            and "slics" not in warnings[0] and "\n" not in warnings[0], warnings
+        assert any("`slics download sd-1.5 ViT-L-14/openai`" in r.getMessage() for r in caplog.records)
+        at = _page("retrieve", "toys")
+        assert not at.error and at.image, [e.value for e in at.error]
+        at = _page("mix", "toys")
+        assert any("needs weights not on this machine" in shown(c.value) and "slics" not in c.value
+                   for c in at.caption)
+        assert at.image  # the mixed gallery still retrieves
+        config.set_option("client.showErrorDetails", "full")  # a presenter's own laptop: they run the server
+        warnings = [shown(w.value) for w in _page("generate", "toys").warning]
+        assert len(warnings) == 1 and "`slics download sd-1.5 ViT-L-14/openai`" in warnings[0], warnings
+    finally:
+        config.set_option("client.showErrorDetails", before)
 
 
 def test_download_fetches_exactly_what_the_generator_needs(real, copy, tmp_path, capsys):

@@ -45,6 +45,8 @@ CATALOGUE = {
             "test_sentences_written_below_the_pages_quote_workspace_names_as_code",
             "test_bidi_controls_are_shown_as_escapes",
             "test_home_shows_hostile_concept_names_as_text",
+            "test_table_cuts_text_cells_and_keeps_numbers",
+            "test_tables_show_bidi_controls_as_escapes_and_long_values_cut",
         ],
     },
     "4. damaged or hostile workspaces": {
@@ -88,6 +90,9 @@ CATALOGUE = {
             "test_the_app_names_no_server_folder_or_command_for_a_damaged_workspace",
             "test_visitor_messages_cut_server_folders_and_shell_advice",
             "test_a_failed_background_build_is_told_without_server_folders_and_logged_once",
+            "test_a_link_naming_a_workspace_by_its_folder_path_is_told_what_ws_takes",
+            "test_the_operator_reads_on_the_page_where_workspaces_are_listed_when_details_are_on",
+            "test_the_command_that_adds_a_generator_is_on_the_page_only_for_the_operator",
         ],
         "test_hostile_labels.py": ["test_labels_that_are_a_folder_say_so"],
         "test_alignment.py": ["test_cli_object_array_is_one_line_saying_what_to_give"],

@@ -43,6 +43,17 @@ def test_text_escapes_every_mark_and_breaks_autolinks(value):
 
 def test_long_values_are_cut():
     assert len(_safe.code("x" * 1000)) < 210 and len(_safe.text("y" * 1000, limit=50)) <= 50
+    assert _safe.figure_text("z" * 100_000) == "z" * 199 + "…" and _safe.figure_text("<b>", 2) == "&lt;…"
+
+
+def test_table_cuts_text_cells_and_keeps_numbers():
+    import pandas as pd
+
+    frame = pd.DataFrame({"id": ["a\u202eb", "q" * 1000, None], "score": [0.5, 1.0, 2.0], "n": [1, 2, 3]})
+    out = _safe.table(frame)
+    assert list(out["id"][:2]) == ["a\\u202eb", "q" * 199 + "…"] and pd.isna(out["id"][2])
+    assert out["score"].tolist() == [0.5, 1.0, 2.0] and out["n"].dtype == frame["n"].dtype
+    assert frame["id"][1] == "q" * 1000  # the caller's table (what a CSV download writes) is untouched
 
 
 def test_figure_text_escapes_html():
@@ -151,3 +162,40 @@ def test_home_shows_hostile_concept_names_as_text(tmp_path, monkeypatch, ws):
     assert any(name in shown(caption) for name in HOME_NAMES)  # the caption names what the row leaves out
     visible = " ".join(shown(t) for t in texts) + " ".join(options)
     assert "abc\\u202egpj.exe" in visible  # the override is shown as its escape
+
+
+# ----------------------------------------------------------------------------- table cells
+def test_tables_show_bidi_controls_as_escapes_and_long_values_cut(tmp_path, monkeypatch):
+    """Retrieve's and Atoms' tables: a concept named with a right-to-left override and a 10⁵-character id are
+    shown as the override's escape and cut (``_safe.table``); a CSV download keeps them whole (AppTest)."""
+    from pathlib import Path
+
+    import numpy as np
+    from streamlit.testing.v1 import AppTest
+
+    from slics_core.data import LabelledEmbeddings
+    from slics_core.explorer.build import build_workspace
+    from slics_core.labels import Labels
+
+    names = [BIDI, "plain", "other"]
+    rng = np.random.default_rng(0)
+    n, d = 60, 8
+    Y = rng.random((n, len(names))) < 0.5
+    Y[np.arange(n), np.arange(n) % len(names)] = True
+    raw = (Y @ rng.standard_normal((len(names), d)) + 0.3 * rng.standard_normal((n, d))).astype(np.float32)
+    ids = [f"i{i}" for i in range(n)]
+    ids[: n // 2] = [f"{i}-" + "x" * 100_000 for i in range(n // 2)]  # every query's galleries hold some
+    data = LabelledEmbeddings(raw=raw, ids=ids, labels=Labels(Y, names))
+    build_workspace(data, tmp_path / "hostile-tables", methods=["S-SLiCS"], d0_values=(1,), n_iter=2)
+    monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path))
+    for page, want in (("retrieve.py", 2), ("atoms.py", 1)):
+        at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app_pages" / page), default_timeout=300)
+        at.query_params["ws"] = "hostile-tables"
+        at.run()
+        assert not at.exception and not at.error, (page, [e.value for e in at.error])
+        frames = [f.value for f in at.dataframe]
+        assert len(frames) >= want, (page, len(frames))
+        cells = [str(v) for f in frames for c in f.columns for v in f[c]] + [str(c) for f in frames for c in f.columns]
+        assert not any("\u202e" in v for v in cells), page
+        assert max(len(v) for v in cells) <= 200, page
+        assert any("abc\\u202egpj.exe" in v for v in cells), page  # the name is there, its override visible

@@ -158,19 +158,104 @@ def damaged_root(tmp_path):
     return tmp_path
 
 
+@pytest.fixture
+def details():
+    """Set Streamlit's ``client.showErrorDetails`` for one test: ``details("none")`` is the classroom recipe."""
+    from streamlit import config
+
+    before = config.get_option("client.showErrorDetails")
+    yield lambda value: config.set_option("client.showErrorDetails", value)
+    config.set_option("client.showErrorDetails", before)
+
+
+def _unescaped(msg):
+    return re.sub(r"\\(.)", r"\1", msg)
+
+
 @pytest.mark.parametrize("page", ["retrieve.py", "home.py"])
-def test_the_app_names_no_server_folder_or_command_for_an_unknown_workspace(tmp_path, monkeypatch, page):
+def test_the_app_names_no_server_folder_or_command_for_an_unknown_workspace(tmp_path, monkeypatch, page, details):
     """``/retrieve?ws=nosuch``: the workspace by its name, what a visitor can do; no server folder."""
+    details("none")
     errors = _app_errors(page, "nosuch", tmp_path, monkeypatch)
     assert len(errors) == 1, errors
-    assert "`nosuch`" in errors[0] and "no workspace of that name" in errors[0] and "Pick another" in errors[0]
+    shown = _unescaped(errors[0])
+    assert "`nosuch`" in errors[0] and "no workspace named 'nosuch'" in shown and "Pick another" in errors[0], shown
+    assert "?ws= takes the name of a workspace" in shown, shown
     _no_server_detail(errors[0], tmp_path)
 
 
-def test_the_app_names_no_server_folder_or_command_for_a_damaged_workspace(damaged_root, monkeypatch, caplog):
+def test_the_operator_reads_on_the_page_where_workspaces_are_listed_when_details_are_on(tmp_path, monkeypatch,
+                                                                                      details):
+    """A presenter on their own laptop (``client.showErrorDetails`` "full", the default) is the operator."""
+    details("full")
+    errors = _app_errors("home.py", "nosuch", tmp_path, monkeypatch)
+    assert len(errors) == 1 and "For whoever runs the app" in errors[0], errors
+    assert str(tmp_path) in _unescaped(errors[0]) and "`slics workspace --name NAME`" in errors[0], errors[0]
+
+
+def test_a_link_naming_a_workspace_by_its_folder_path_is_told_what_ws_takes(damaged_root, monkeypatch, details):
+    """``?ws=/srv/…/toys`` (a valid name's folder): not "is not allowed", and no masked '/' ("(no '…')")."""
+    details("none")
+    errors = _app_errors("home.py", str(damaged_root / "visitor-damaged"), damaged_root, monkeypatch)
+    assert len(errors) == 1, errors
+    shown = _unescaped(errors[0])
+    assert "is a folder path, not a workspace name" in shown and "?ws= takes the name of a workspace" in shown, shown
+    assert "not allowed" not in shown and "'…'" not in shown, shown
+
+
+@pytest.fixture(scope="module")
+def plain_root(tmp_path_factory):
+    """A small valid workspace without a generator (``no-generator`` under the returned root)."""
+    from slics_core.data import LabelledEmbeddings
+    from slics_core.explorer.build import build_workspace
+    from slics_core.labels import Labels
+
+    root = tmp_path_factory.mktemp("plain")
+    rng = np.random.default_rng(0)
+    data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
+                              labels=Labels(np.eye(2, dtype=bool)[np.arange(40) % 2], ["a", "b"]))
+    build_workspace(data, root / "no-generator", methods=["S-SLiCS"], d0_values=(1,), n_iter=1)
+    return root
+
+
+def _page_warnings(page, ws_name, root, monkeypatch):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("SLICS_WORKSPACES", str(root))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app_pages" / page), default_timeout=120)
+    at.query_params["ws"] = ws_name
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    return [_unescaped(w.value) for w in at.warning] + [_unescaped(c.value) for c in at.caption]
+
+
+@pytest.mark.parametrize("setting, operator", [("full", True), ("none", False)])
+def test_the_command_that_adds_a_generator_is_on_the_page_only_for_the_operator(plain_root, monkeypatch, details,
+                                                                               caplog, setting, operator):
+    """A presenter on their own laptop reads `slics align --workspace …` on Generate; a classroom visitor reads
+    that there is no generator and that the other pages work; the server's log has the command either way."""
+    import logging
+
+    details(setting)
+    with caplog.at_level(logging.WARNING, logger="slics.app"):
+        shown = _page_warnings("generate.py", "no-generator", plain_root, monkeypatch)
+    told = [w for w in shown if "No generator for this workspace" in w]
+    assert len(told) == 1 and "has no generator" in told[0] and "other pages work" in told[0], shown
+    assert ("slics align --workspace no-generator --generator sd-1.5" in told[0]) is operator, told[0]
+    assert ("For whoever runs the app" in told[0]) is operator, told[0]
+    assert str(plain_root) not in told[0]
+    logged = " ".join(r.getMessage() for r in caplog.records if r.name == "slics.app")
+    assert "slics align --workspace no-generator --generator sd-1.5" in logged, logged
+
+
+def test_the_app_names_no_server_folder_or_command_for_a_damaged_workspace(damaged_root, monkeypatch, caplog,
+                                                                            details):
     """A damaged workspace: the visitor reads that it is damaged; the server's log keeps the folder and the fix."""
     import logging
 
+    details("none")
     with caplog.at_level(logging.WARNING, logger="slics.app"):
         errors = _app_errors("home.py", "visitor-damaged", damaged_root, monkeypatch)
     assert len(errors) == 1 and "is damaged" in errors[0] and "Pick another" in errors[0], errors
@@ -192,6 +277,8 @@ def test_the_app_names_no_server_folder_or_command_for_a_damaged_workspace(damag
      "'y.json' exists and is a file, not a workspace folder"),
     ("see https://example.org/a/b, ratio 3/4; pick two different concepts",
      "see https://example.org/a/b, ratio 3/4; pick two different concepts"),
+    ("use letters or digits (no '/', no '..')", "use letters or digits (no '/', no '..')"),  # a separator named
+    ("bad name '/srv/x/' here", "bad name '…' here"),
 ])
 def test_visitor_messages_cut_server_folders_and_shell_advice(message, shown):
     from app_pages._errors import for_visitor
@@ -214,7 +301,7 @@ class _FailedBuild:
                 "stage_elapsed": 0.0, "elapsed": 0.0}
 
 
-def test_a_failed_background_build_is_told_without_server_folders_and_logged_once(ws, monkeypatch, caplog):
+def test_a_failed_background_build_is_told_without_server_folders_and_logged_once(ws, monkeypatch, caplog, details):
     import logging
     from pathlib import Path
 
@@ -223,6 +310,7 @@ def test_a_failed_background_build_is_told_without_server_folders_and_logged_onc
 
     from app_pages import _workspace
 
+    details("none")
     st.cache_resource.clear()
     handle = _FailedBuild(ws)
     monkeypatch.setattr(_workspace, "_open_workspace", lambda choice: handle)

@@ -314,6 +314,19 @@ def test_a_concepts_heading_and_precision_are_one_element(ws, multi_row):
         [(True, False), (False, True)] * len(labels)
 
 
+def test_gallery_captions_say_yes_or_no_in_words(multi_row):
+    """Whether an image shares the concept: "gen yes, sub no", never a glyph that reads as the letter X."""
+    import re
+
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    at.query_params["q"] = str(multi_row)
+    _run(at)
+    text = " ".join(gallery_bodies(at))
+    assert "✗" not in text and "✓" not in text
+    marks = re.findall(r"gen (yes|no)(?:, sub (yes|no))?", text)
+    assert marks and {m[0] for m in marks} <= {"yes", "no"}, text[:500]
+
+
 def test_html_parts_escape_what_they_show():
     from app_pages import _html
 

@@ -284,8 +284,11 @@ def test_d0_kinds_and_fig5_view_change_the_map(ws):
     animal_subs = {n for n, c in zip(ws.sub_names, ws.sub_to_concept) if c == animal}
     assert set(groups) <= animal_subs | {ATOM_SUB, SEVERAL}
     assert groups[ATOM_SUB] == other
+    assert at.multiselect(key="kinds").options == ["item", "component", "atom"]  # "item", as the other pages say
     at.multiselect(key="kinds").set_value([]).run()
     assert not at.exception and at.info
+    assert any("(item, component, atom)" in i.value for i in at.info) and not any("embedding" in i.value
+                                                                                   for i in at.info)
 
 
 def test_current_query_is_marked_with_its_components(ws, monkeypatch):

@@ -151,6 +151,20 @@ def test_home_on_a_workspace_without_generator_says_what_is_missing(dataset_ws):
     assert [ln.startswith("- ✅") for ln in lines] == [r["ready"] for r in rows]
 
 
+def test_home_explains_its_baselines_and_where_the_encoders_weights_are(ws):
+    """"UF" is not left unexplained; the emoji encoders' weights ship with the package (no "needs its weights")."""
+    import dataclasses
+
+    at = _page("home")
+    baselines = next(c.value for c in at.caption if c.value.startswith("Baselines fitted too"))
+    assert "UF (unfiltered: the whole embedding)" in baselines, baselines
+    retrieve = next(r["note"] for r in page_readiness(ws) if r["page"] == "Retrieve")
+    assert "ship with the package" in retrieve and "needs its weights" not in retrieve, retrieve
+    real = dataclasses.replace(ws, encoder="ViT-B-32/openai")  # a downloaded encoder: its weights are needed here
+    retrieve = next(r["note"] for r in page_readiness(real) if r["page"] == "Retrieve")
+    assert "needs its weights on this machine" in retrieve, retrieve
+
+
 def test_home_hides_the_server_path_when_error_details_are_off(dataset_ws):  # noqa: F811
     from streamlit import config
 
@@ -163,8 +177,10 @@ def test_home_hides_the_server_path_when_error_details_are_off(dataset_ws):  # n
         config.set_option("client.showErrorDetails", before)
     # (the process keeps workspaces open by name, so the folder may be an earlier test's "toys")
     assert "stored in" not in _texts(at) and "/workspaces/toys" not in _texts(at) and "**toys**" in _texts(at)
+    assert "slics " not in _texts(at)  # nor the commands that add a generator or a dictionary
     at = _page("home", ws=folder.name)
     assert "stored in `/" in _texts(at)  # a laptop (full details, the shipped default) shows it
+    assert "`slics align --workspace toys --generator sd-1.5`" in _texts(at)  # and how to add a generator
 
 
 def test_home_row_covers_every_concept_of_the_query(ws):
@@ -220,6 +236,51 @@ def test_evaluate_and_subspaces_have_a_sentence_and_no_none(dataset_ws):  # noqa
     assert (df[df.Method == "UF"]["d0"] == "—").all()
     at = _page("subspaces", ws=folder.name)
     assert any(m.value.startswith("**What to look at:**") for m in at.markdown)
+
+
+def test_evaluate_has_its_sentence_where_it_stops_before_the_table(tmp_path, monkeypatch):
+    """A workspace without S-SLiCS: Evaluate stops before its table, and still says what to look at."""
+    from slics_core.data import LabelledEmbeddings
+    from slics_core.explorer.build import build_workspace
+    from slics_core.labels import Labels
+
+    rng = np.random.default_rng(0)
+    data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
+                              labels=Labels(np.eye(2, dtype=bool)[np.arange(40) % 2], ["a", "b"]))
+    build_workspace(data, tmp_path / "uf-only", methods=["UF"], d0_values=(1,), n_iter=1)
+    monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path))
+    at = _page("evaluate", ws="uf-only")
+    intro = [m.value for m in at.markdown if m.value.startswith("**What to look at:**")]
+    assert len(intro) == 1 and "against UF" in intro[0], [m.value for m in at.markdown]
+    assert any("no fitted S-SLiCS" in i.value and "`slics workspace`" in i.value for i in at.info)  # a laptop
+    from streamlit import config
+
+    before = config.get_option("client.showErrorDetails")
+    try:
+        config.set_option("client.showErrorDetails", "none")  # a classroom: no shell command
+        at = _page("evaluate", ws="uf-only")
+    finally:
+        config.set_option("client.showErrorDetails", before)
+    assert any("no fitted S-SLiCS" in i.value for i in at.info) and not any("slics" in i.value for i in at.info)
+
+
+def test_captions_names_u_slics_only_where_the_workspace_has_it(ws, tmp_path, monkeypatch):
+    """The emoji world's preview (S-SLiCS alone) and a workspace without U-SLiCS: no U-SLiCS in the sentence."""
+    from slics_core.data import LabelledEmbeddings
+    from slics_core.explorer.build import build_workspace
+    from slics_core.labels import Labels
+
+    def intro(at):
+        return next(m.value for m in at.markdown if m.value.startswith("**What to look at:**"))
+
+    assert "U-SLiCS" in intro(_page("captions"))  # the emoji world has it
+    rng = np.random.default_rng(0)
+    data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
+                              labels=Labels(np.eye(2, dtype=bool)[np.arange(40) % 2], ["a", "b"]))
+    build_workspace(data, tmp_path / "s-only", methods=["S-SLiCS"], d0_values=(1,), n_iter=1)
+    monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path))
+    at = _page("captions", ws="s-only")
+    assert "U-SLiCS" not in intro(at) and not any("U-SLiCS" in c.value for c in at.caption), intro(at)
 
 
 def test_retrieve_names_f_splice_component_without_tilde_v(ws, multi_row):

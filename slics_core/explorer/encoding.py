@@ -7,10 +7,13 @@ prepared embeddings, the concept prompts of the SpLiCE baselines and text querie
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from slics_core.captions import prepare_text_embeddings
-from slics_core.encoders import create_encoder
+from slics_core.encoders import create_encoder, parse_encoder_spec
+from slics_core.errors import audiences, explain
 from slics_core.explorer.workspace import Workspace
 
 __all__ = ["load_query_encoder", "embed_query", "embed_text_query", "text_mean", "workspace_vocabulary",
@@ -29,13 +32,32 @@ def load_query_encoder(ws: Workspace):
         No usable encoder here (the message says what is missing and how to get it).
     """
     if ws.encoder is None:
-        raise FileNotFoundError(f"workspace {ws.name!r} records no encoder (precomputed embeddings?); uploads "
-                                "and text queries cannot be embedded: rebuild it from a cache made with --encoder")
+        fix = "rebuild it from a cache made with --encoder"
+        raise explain(FileNotFoundError(f"workspace {ws.name!r} records no encoder (precomputed embeddings?); uploads "
+                                        f"and text queries cannot be embedded: {fix}"),
+                      f"workspace {ws.name!r} records no encoder (it was built from precomputed embeddings), so "
+                      "uploads and text queries cannot be embedded", operator_fix=fix)
     try:
         return create_encoder(ws.encoder, trusted=False)
     except (OSError, ValueError, RuntimeError) as exc:
-        raise FileNotFoundError(f"encoder {ws.encoder!r} of workspace {ws.name!r} cannot be loaded here ({exc})") \
-            from exc
+        inner = audiences(exc)
+        raise explain(FileNotFoundError(f"encoder {ws.encoder!r} of workspace {ws.name!r} cannot be loaded here "
+                                        f"({exc})"),
+                      f"encoder {_encoder_name(ws.encoder)!r} of workspace {ws.name!r} cannot be loaded here"
+                      + (f" ({inner.failed})" if inner is not None else ""),
+                      operator_fix=inner.operator_fix if inner is not None else str(exc)) from exc
+
+
+def _encoder_name(spec) -> str:
+    """An encoder as a visitor may read its name: a checkpoint or folder by its last name, not its path."""
+    try:
+        parsed = parse_encoder_spec(spec)
+    except ValueError:
+        return "?"
+    if not parsed.path:
+        return parsed.text
+    return f"{parsed.arch}/{os.path.basename(parsed.path)}" if parsed.kind == "checkpoint" and parsed.arch \
+        else os.path.basename(parsed.path)
 
 
 def embed_query(ws: Workspace, encoder, image) -> tuple:
@@ -99,8 +121,11 @@ def workspace_vocabulary(ws: Workspace) -> tuple:
         The workspace has no vocabulary (its encoder has no text tower or was not available).
     """
     if ws.vocab_text is None or not ws.vocab_words:
-        raise FileNotFoundError(f"workspace {ws.name!r} has no word vocabulary (it needs an encoder with a text "
-                                "tower when it is built: `slics workspace --encoder ...`)")
+        raise explain(FileNotFoundError(f"workspace {ws.name!r} has no word vocabulary (it needs an encoder with a "
+                                        "text tower when it is built: `slics workspace --encoder ...`)"),
+                      f"workspace {ws.name!r} has no word vocabulary (its encoder has no text tower, or none was "
+                      "available when it was built)",
+                      operator_fix="build it with an encoder that has a text tower: `slics workspace --encoder ...`")
     return list(ws.vocab_words), np.asarray(ws.vocab_text, dtype=np.float32)
 
 

@@ -31,6 +31,7 @@ from slics_core.alignment import ProcrustesAlignment, fit_alignment
 from slics_core.embed import embed_dataset
 from slics_core.emoji.generator import EmojiGenerator
 from slics_core.encoders import create_encoder, parse_encoder_spec
+from slics_core.errors import explain
 from slics_core.explorer.workspace import Workspace
 from slics_core.explorer.workspace_files import recorded_generator, set_workspace_generator
 from slics_core.formats import load_npz
@@ -152,12 +153,16 @@ def load_workspace_alignment(ws: Workspace) -> ProcrustesAlignment:
     """
     path = workspace_alignment_path(ws)
     if not path.is_file():
-        raise FileNotFoundError(f"workspace {ws.name!r} has no generator alignment; fit it with "
-                                f"`slics align --workspace {_quote(ws)} --generator {ws.generator or 'sd-1.5'}`")
+        fix = f"fit it with `slics align --workspace {_quote(ws)} --generator {ws.generator or 'sd-1.5'}`"
+        raise explain(FileNotFoundError(f"workspace {ws.name!r} has no generator alignment; {fix}"),
+                      f"workspace {ws.name!r} has no generator alignment", operator_fix=fix)
     align = ProcrustesAlignment.load(path)
     if align.n_features_in_ != ws.X.shape[1]:
-        raise ValueError(f"{path} maps {align.n_features_in_}-d embeddings but workspace {ws.name!r} is "
-                         f"{ws.X.shape[1]}-d; fit it again with `slics align --workspace {_quote(ws)} ...`")
+        failed = (f"the generator alignment of workspace {ws.name!r} maps {align.n_features_in_}-d embeddings "
+                  f"but the workspace is {ws.X.shape[1]}-d")
+        fix = f"fit it again with `slics align --workspace {_quote(ws)} ...`"
+        raise explain(ValueError(f"{path} maps {align.n_features_in_}-d embeddings but workspace {ws.name!r} is "
+                                 f"{ws.X.shape[1]}-d; {fix}"), failed, operator_fix=fix)
     return align
 
 
@@ -298,9 +303,10 @@ def load_workspace_generator(ws: Workspace) -> WorkspaceGenerator:
         (missing weights: the exact ``slics download ...`` command).
     """
     if ws.building is not None:
-        raise FileNotFoundError(
-            f"the generator needs the whole emoji world, which is being built in the background "
-            f"({ws.building.percent():.0f} %); this page works when it is done")
+        failed = (f"the generator needs the whole emoji world, which is being built in the background "
+                  f"({ws.building.percent():.0f} %)")
+        raise explain(FileNotFoundError(f"{failed}; this page works when it is done"), failed,
+                      visitor_fix="this page works when it is done")
     if ws.generator == "emoji" and "cond" in ws.extras:
         return _emoji_generator(ws)
     version = generator_version(ws)
@@ -308,10 +314,11 @@ def load_workspace_generator(ws: Workspace) -> WorkspaceGenerator:
         ws.generator = recorded_generator(ws)  # `slics align --workspace` may have run since ws was opened
         _seen_versions[str(ws.path)] = version
     if not ws.generator or ws.generator == "emoji":
-        raise FileNotFoundError(
-            f"workspace {ws.name!r} has no generator: give it the paper's image-to-prompt generator with "
-            f"`slics align --workspace {_quote(ws) if ws.path else ws.name} --generator sd-1.5` "
-            "(Stable Diffusion 1.5 and CLIP ViT-L/14 embeddings of its training images)")
+        fix = (f"give it the paper's image-to-prompt generator with "
+               f"`slics align --workspace {_quote(ws) if ws.path else ws.name} --generator sd-1.5` "
+               "(Stable Diffusion 1.5 and CLIP ViT-L/14 embeddings of its training images)")
+        raise explain(FileNotFoundError(f"workspace {ws.name!r} has no generator: {fix}"),
+                      f"workspace {ws.name!r} has no generator", operator_fix=fix)
     return _pipeline_generator(ws)
 
 
@@ -334,10 +341,12 @@ def _pipeline_generator(ws: Workspace) -> WorkspaceGenerator:
     align = load_workspace_alignment(ws)
     pipe = _gens.load_pipeline_generator(spec, align.target_id)
     if pipe.embedding_dim != align.n_features_out_:
-        raise ValueError(f"the alignment of workspace {ws.name!r} maps into {align.n_features_out_}-d "
-                         f"({align.target_id}) but generator {spec.text!r} takes {pipe.embedding_dim}-d embeddings: "
-                         f"fit it again with `slics align --workspace {_quote(ws)} --generator {spec.text} "
-                         "--align-encoder ENCODER`")
+        failed = (f"the alignment of workspace {ws.name!r} maps into {align.n_features_out_}-d "
+                  f"({align.target_id}) but its generator takes {pipe.embedding_dim}-d embeddings")
+        fix = (f"fit it again with `slics align --workspace {_quote(ws)} --generator {spec.text} "
+               "--align-encoder ENCODER`")
+        raise explain(ValueError(f"{failed.replace('its generator', f'generator {spec.text!r}')}: {fix}"),
+                      failed, operator_fix=fix)
     on_gpu = pipe.device.type == "cuda"
     native = pipe.native_size
     defaults = dict(_gens.GPU_DEFAULTS if on_gpu else _gens.CPU_DEFAULTS)

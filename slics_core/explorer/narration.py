@@ -8,6 +8,8 @@ No Streamlit here: the pages draw the strings.
 from __future__ import annotations
 
 import math
+import os
+import re
 
 import numpy as np
 
@@ -18,8 +20,8 @@ from slics_core.explorer import safe_text
 from slics_core.explorer.safe_text import code
 from slics_core.methods import contenders, dictionary_method_words, get_method
 
-__all__ = ["PAPER_ATOM_COSINE", "atom_sentences", "component_words", "d0_choice", "evaluate_look_at",
-           "example_caption", "missing", "page_readiness", "text_tower_check"]
+__all__ = ["EVALUATE_LOOK_AT_FIRST", "PAPER_ATOM_COSINE", "atom_sentences", "component_words", "d0_choice",
+           "evaluate_look_at", "example_caption", "missing", "page_readiness", "text_tower_check"]
 
 #: Fig. 6 of the paper (COCO, S-SLiCS): within-group and between-group cosine of the atoms (mean, std).
 PAPER_ATOM_COSINE = {"within": (-0.056, 0.062), "between": (0.000, 0.134)}
@@ -157,15 +159,17 @@ def example_caption(shown: list, all_concepts: list) -> str:
             "sharing that concept; the whole embedding finds images like the whole scene.")
 
 
-def page_readiness(ws) -> list:
+def page_readiness(ws, operator: bool = True) -> list:
     """What each page can do on workspace ``ws``: rows ``{"page", "ready", "note"}``.
 
     Read from what the workspace records (fitted methods, d0 values, vocabulary, encoder, generator);
-    nothing is loaded, so the list costs nothing to draw.
+    nothing is loaded, so the list costs nothing to draw. ``operator``: the notes also say which ``slics``
+    command adds what is missing (for whoever runs the app; the app passes whether its error details are on).
     """
     building = getattr(ws, "building", None) is not None
     dicts = list(ws.dictionary_methods())
-    no_dict = f"needs a dictionary ({dictionary_method_words()} among `slics workspace --methods`)"
+    no_dict = (f"needs a dictionary ({dictionary_method_words()}"
+               + (" among `slics workspace --methods`)" if operator else ")"))
     enc = getattr(ws, "encoder", None)
     vocab = bool(getattr(ws, "vocab_words", None)) and getattr(ws, "vocab_text", None) is not None
     rows = []
@@ -173,8 +177,10 @@ def page_readiness(ws) -> list:
     def add(page, ready, note):
         rows.append({"page": page, "ready": bool(ready), "note": note})
 
+    shipped = _is_emoji_encoder(enc)  # its weights are in the package's assets/models
     add("Retrieve", True, "query-set rows" + (f"; uploads and typed phrases through encoder {code(enc)} (loaded on "
-                                              "first use; needs its weights on this machine)" if enc else
+                                              "first use; " + ("its weights ship with the package)" if shipped else
+                                                               "needs its weights on this machine)") if enc else
                                               "; no uploads or typed phrases (no encoder recorded)"))
     add("Mix concepts", bool(dicts), "ready" if dicts else no_dict)
     add("Subspaces", bool(dicts), "ready" if dicts else no_dict)
@@ -189,8 +195,11 @@ def page_readiness(ws) -> list:
     elif getattr(ws, "generator", None):
         add("Generate", True, f"ready (generator: {code(ws.generator)})")
     else:
-        add("Generate", False, "needs Stable Diffusion and CLIP ViT-L/14 embeddings of the same images "
-                               "(`slics download sd-1.5`, then rebuild the workspace); the other pages do not")
+        name = os.path.basename(str(ws.path)) if getattr(ws, "path", None) else str(ws.name)
+        name = name if re.fullmatch(r"[\w.-]+", name) else f"'{name}'"
+        add("Generate", False, "needs Stable Diffusion and CLIP ViT-L/14 embeddings of the same images"
+                               + (f" (`slics download sd-1.5 ViT-L-14/openai`, then `slics align --workspace {name} "
+                                  "--generator sd-1.5`)" if operator else "") + "; the other pages do not")
     if building:
         add("Evaluate", False, "waits for every method at every d0, being built in the background")
     elif SWEEP_METHOD in ws.methods and ws.d0_values:
@@ -219,6 +228,13 @@ def d0_choice(ws, k: int = SWEEP_K) -> str | None:
     why = ("there is no validation split to choose it on" if not len(ws.index.get("val", []))
            else "it is not chosen on validation yet")
     return f"d0 = {d0}, not chosen on validation ({why}): {d0_rule_words(False)}"
+
+
+#: Evaluate's one sentence before its table is computed, and where the page stops without one (a workspace
+#: being built, without fitted models or query items): what the page scores, read from no number.
+EVALUATE_LOOK_AT_FIRST = ("how well each method's concept components retrieve items that share the concept "
+                          "(mAP@k in the methods table, once it is computed), against UF, the whole query without "
+                          "a concept filter.")
 
 
 def evaluate_look_at(rows: list, chosen_d0, k: int, sub_labels: bool, on_validation: bool = True) -> str:

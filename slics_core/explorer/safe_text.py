@@ -9,8 +9,8 @@ punctuation mark is backslash-escaped (measured: the autolink pass runs on the p
     the value as an inline code span: nothing inside is a link, an image, HTML or a directive.
     For values quoted in a sentence (a link parameter, a name, a path, a query).
 :func:`figure_text`
-    the value HTML-escaped, for plotly figure text (titles, legends, labels): plotly draws
-    ``<a href>``, ``<b>``... found in text as markup.
+    the value HTML-escaped and cut to ``limit`` characters, for plotly figure text (titles, legends,
+    labels): plotly draws ``<a href>``, ``<b>``... found in text as markup.
 :func:`text`
     the value as plain text: every ASCII punctuation mark backslash-escaped (no emphasis,
     links, images, HTML, ``:colour[…]`` directives or ``$maths$``), and the three autolink
@@ -21,7 +21,9 @@ All three make the value one line (a payload cannot start a new block), show the
 characters that reorder text (bidi controls: a right-to-left override makes ``abc\\u202egpj.exe`` read
 as "abcexe.jpg") as their escapes (``\\u202e``), and :func:`code` and :func:`text` cut it to ``limit``
 characters. :func:`plain` does only that, for widget options, which Streamlit does not render as
-Markdown. ``tests/e2e/test_injection.py`` checks every page in a browser.
+Markdown; :func:`table` applies it to every text cell and column name of a table for ``st.dataframe``
+(whose cells are not Markdown either, but show a right-to-left override raw and a 10⁵-character id whole).
+``tests/e2e/test_injection.py`` checks every page in a browser.
 
 The pages use these through :mod:`app_pages._safe`; sentences written below the pages
 (:mod:`slics_core.explorer.narration`) quote workspace-provided names with :func:`code` too.
@@ -31,7 +33,9 @@ from __future__ import annotations
 import re
 from html import escape
 
-__all__ = ["code", "text", "figure_text", "plain"]
+import pandas as pd
+
+__all__ = ["code", "text", "figure_text", "plain", "table"]
 
 _WJ = "\u2060"
 _PUNCT = re.compile(r"([!-/:-@\[-`{-~])")
@@ -69,12 +73,27 @@ def text(value, limit: int = 500) -> str:
     return s.replace("\\@", "\\@" + _WJ)
 
 
-def figure_text(value) -> str:
-    """``value`` for plotly figure text: HTML-escaped, so no ``<a href>`` in it becomes a link."""
-    return escape(_visible(value), quote=False)
+def figure_text(value, limit: int = 200) -> str:
+    """``value`` for plotly figure text: HTML-escaped, so no ``<a href>`` in it becomes a link; bidi controls
+    shown as escapes; cut to ``limit`` characters (a 10⁵-character label would widen a chart's margins)."""
+    s = _visible(value)
+    return escape(s if len(s) <= limit else s[: limit - 1] + "…", quote=False)
 
 
 def plain(value, limit: int = 200) -> str:
     """``value`` as one line of plain text (bidi controls shown as escapes), for what Streamlit shows
     without Markdown: the options of a select box or multiselect."""
     return _one_line(value, limit)
+
+
+def table(frame, limit: int = 200):
+    """A copy of ``frame`` (a :class:`pandas.DataFrame`, or what builds one) to show with ``st.dataframe``:
+    each text cell and column name through :func:`plain` (one line, bidi controls as escapes, at most
+    ``limit`` characters); numbers and other values as they are. The table a CSV download writes keeps
+    the values whole."""
+    out = pd.DataFrame(frame).copy()
+    for c in out.columns:
+        if out[c].dtype == object or pd.api.types.is_string_dtype(out[c].dtype):
+            out[c] = [plain(v, limit) if isinstance(v, str) else v for v in out[c]]
+    out.columns = [plain(c, limit) if isinstance(c, str) else c for c in out.columns]
+    return out

@@ -23,7 +23,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from slics_core._validation import check_embeddings
-from slics_core.errors import DamagedFileError, FileSystemError, damaged_file_error
+from slics_core.errors import DamagedFileError, FileSystemError, damaged_file_error, explain, shown_value
 from slics_core.evaluation import fallback_d0
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
 from slics_core.extras import MissingExtraError, require
@@ -74,8 +74,16 @@ def check_workspace_name(name) -> str:
         Empty, a path (separators, ``..``, absolute) or odd characters.
     """
     if not isinstance(name, str) or not _NAME.match(name) or name in (".", "..") or ".." in name:
-        raise ValueError(f"workspace name {name!r} is not allowed: use letters, digits, '.', '_', '-' or spaces "
-                         "(no '/', no '..'); to write elsewhere use --out")
+        rule = "letters, digits, '.', '_', '-' or spaces, at most 100, starting with a letter or digit"
+        path = isinstance(name, str) and any(c in name for c in "/\\")
+        raise explain(ValueError(f"workspace name {shown_value(name)} is not allowed: use {rule} (no '/', no '..'); "
+                                 "to write elsewhere use --out"),
+                      f"{shown_value(name)} is a folder path, not a workspace name" if path else
+                      f"workspace name {shown_value(name)} is not allowed",
+                      visitor_fix=f"a workspace is named by its folder's name: {rule}",
+                      operator_fix=f"the app opens the workspaces in {str(workspaces_root())!r} ($SLICS_WORKSPACES) "
+                                   "by their folder's name: move (or link) a workspace folder there, or set "
+                                   "SLICS_WORKSPACES to its parent")
     return name
 
 

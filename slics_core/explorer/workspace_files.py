@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from slics_core._validation import type_phrase
-from slics_core.errors import DamagedFileError, damaged_file_error, file_system_error, user_message
+from slics_core.errors import DamagedFileError, damaged_file_error, explain, file_system_error, user_message
 from slics_core.explorer.workspace import PAGE_STORE, SPLITS, Workspace, check_workspace_name, workspaces_root
 from slics_core.formats import atomic_write_json, load_npy, load_npz, read_json
 from slics_core.labels import ARRAY_KINDS, Labels
@@ -450,8 +450,9 @@ def load_workspace(path) -> Workspace:
     path = Path(path)
     head_file = path / "workspace.json"
     if not head_file.is_file():
-        raise FileNotFoundError(f"no workspace in {str(path)!r} (missing workspace.json; build one with "
-                                "`slics workspace`)")
+        raise explain(FileNotFoundError(f"no workspace in {str(path)!r} (missing workspace.json; build one with "
+                                        "`slics workspace`)"),
+                      f"there is no workspace in folder {path.name!r}", operator_fix="build one with `slics workspace`")
     try:
         return _read_workspace(path)
     except (OSError, KeyError, ValueError, TypeError, AttributeError, IndexError, EOFError, RecursionError,
@@ -489,5 +490,8 @@ def workspace_path(name, root=None) -> Path:
     root = Path(root) if root is not None else workspaces_root()
     folder = root / check_workspace_name(str(name))
     if not (folder / "workspace.json").is_file():
-        raise FileNotFoundError(f"no workspace named {name!r} under {root}")
+        raise explain(FileNotFoundError(f"no workspace named {name!r} under {root}"),
+                      f"there is no workspace named {name!r} here",
+                      operator_fix=f"the app lists the workspaces under {str(root)!r} ($SLICS_WORKSPACES); build one "
+                                   "there with `slics workspace --name NAME`")
     return folder

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from slics_core import weights as _weights
+from slics_core.errors import explain
 from slics_core.formats import read_json
 from slics_core.generators.image_to_prompt import CONDITIONING_ENCODER, ImageToPromptSD, load_text_projection
 from slics_core.generators.pipeline import fast_scheduler, is_consistency_model
@@ -192,9 +193,11 @@ def load_pipeline_generator(generator, conditioning_encoder=None, *, cache_dir=N
     missing = missing_presets(need, cache_dir)
     if missing:
         what = ", ".join(_weights.get_preset(n).description for n in missing)
-        raise _weights.MissingWeightsError(
-            f"generator {spec.text!r} needs weights not on this machine ({what}); fetch them with "
-            f"`slics download {' '.join(missing)}`")
+        fix = f"fetch them with `slics download {' '.join(missing)}`"
+        name = spec.preset or Path(spec.path).name  # a local pipeline by its folder's name in the visitor's part
+        raise explain(_weights.MissingWeightsError(f"generator {spec.text!r} needs weights not on this machine "
+                                                   f"({what}); {fix}"),
+                      f"generator {name!r} needs weights not on this machine ({what})", operator_fix=fix)
     model = spec.path or spec.preset
     if spec.route == "sd":
         projection = conditioning_text_projection(enc, cache_dir=cache_dir)
