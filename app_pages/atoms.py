@@ -429,7 +429,8 @@ def profile_section():
     with chart:
         # bars stand on the line lift = 1 (as usual), up for concepts the label's items carry more than usual
         colours = [PROFILE_GREY if inside else PROFILE_BLUE for inside in table.in_band]
-        fig = go.Figure(go.Bar(x=[_safe.figure_text(c, 60) for c in table.concept], y=table.lift - 1.0, base=1.0,
+        xs = [_safe.figure_text(c, 60) for c in table.concept]  # the bars' and the band's categories
+        fig = go.Figure(go.Bar(x=xs, y=table.lift - 1.0, base=1.0,
                                marker_color=colours,
                                name="lift", showlegend=False,
                                customdata=np.column_stack([table.p_concept, table.energy, table.share, table.lift,
@@ -442,7 +443,7 @@ def profile_section():
                                              "<br>P(concept | label) %{customdata[0]:.2f}"
                                              + ("<br>words: %{hovertext}" if per_concept is not None else "")
                                              + "<extra></extra>"))
-        fig.add_trace(go.Bar(x=table.concept, y=table.lift_hi - table.lift_lo, base=table.lift_lo, width=0.9,
+        fig.add_trace(go.Bar(x=xs, y=table.lift_hi - table.lift_lo, base=table.lift_lo, width=0.9,
                              marker=dict(color="rgba(120,120,120,0.22)", line=dict(width=0)), hoverinfo="skip",
                              name=f"lift of random subsets of {n} items (95 %)"))
         fig.add_hline(y=1.0, line_dash="dot", line_color="grey")
