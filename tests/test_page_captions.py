@@ -78,8 +78,9 @@ def test_pages_work_on_a_bare_dataset_workspace(bare_dataset_workspace):
         assert not at.exception, page
         if page == "captions":  # no vocabulary and no encoder: a message, no table
             assert at.warning and "vocabulary" in at.warning[0].value and not at.dataframe
-        elif page == "atoms":  # heatmaps, health, label profile and images still there, words replaced by a message
-            assert [c.key for c in at.get("plotly_chart")] == ["cooc_map", "cos_map", "health_hist", "profile_fig"]
+        elif page == "atoms":  # heatmaps, activations, health, profile and images still there, words replaced
+            assert [c.key for c in at.get("plotly_chart")] == ["cooc_map", "cos_map", "activation_hist", "health_hist",
+                                                                 "profile_fig"]
             assert any("No words for the bars" in w.value for w in at.warning) or any(
                 "No words for the bars" in c.value for c in at.caption)
             assert at.get("image")  # unreadable files are drawn as placeholder tiles
