@@ -29,7 +29,7 @@ def test_stored_computes_once_and_recovers_from_damage(dataset_ws, monkeypatch):
     assert len(calls) == 1 and np.array_equal(first["a"], again["a"])
     other = arrival.stored(ws, "t", {"x": 2}, compute, names=("a",))  # another description: computed
     assert len(calls) == 2 and np.array_equal(other["a"], np.arange(5) * 2)
-    entry = ws.path / arrival.STORE / arrival._name("t", {"x": 1})
+    entry = ws.path / arrival.STORE / arrival._name(ws, "t", {"x": 1})
     entry.write_bytes(b"not an npz")  # damaged: recomputed and rewritten
     assert np.array_equal(arrival.stored(ws, "t", {"x": 1}, compute, names=("a",))["a"], np.arange(5) * 3)
     monkeypatch.setattr(arrival, "MAX_ENTRY_BYTES", 10)  # over the size limit: not loaded
@@ -44,7 +44,7 @@ def test_stored_computes_once_and_recovers_from_damage(dataset_ws, monkeypatch):
 def test_a_forged_entry_is_recomputed_without_allocating_it(dataset_ws, monkeypatch):  # noqa: F811
     """An entry whose header declares 2**40 floats in a few bytes is not loaded (checked before reading)."""
     ws = load_workspace(dataset_ws[1])
-    entry = ws.path / arrival.STORE / arrival._name("t", {"forged": 1})
+    entry = ws.path / arrival.STORE / arrival._name(ws, "t", {"forged": 1})
     entry.parent.mkdir(exist_ok=True)
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": (2 ** 20, 2 ** 20)})
@@ -111,6 +111,24 @@ def test_stored_job_scores_are_run_job_and_follow_their_settings(dataset_ws):  #
     assert arrival.job_scores(ws, job, 20, "retrieved", intervals=True) != arrival.job_scores(ws, job, 10, "min")
 
 
+def test_views_of_one_build_are_never_read_as_another_builds(dataset_ws):  # noqa: F811
+    """Two builds of one folder at once (or a server holding an older build): build A's views, written after build
+    B saved its models, are not B's views; B computes its own. Each save names its build afresh."""
+    from slics_core.explorer.workspace_files import save_workspace
+
+    a = load_workspace(dataset_ws[1])
+    b = load_workspace(dataset_ws[1])
+    save_workspace(b, dataset_ws[1], overwrite=True)  # build B replaces the folder while A is still in memory
+    assert a.build_id and b.build_id and a.build_id != b.build_id
+    assert load_workspace(dataset_ws[1]).build_id == b.build_id
+    arrival.stored(a, "t", {"x": 2}, lambda: {"v": np.array([1.0])})  # build A writes its view into the folder
+    reopened = load_workspace(dataset_ws[1])
+    assert arrival.stored_only(reopened, "t", {"x": 2}, ("v",)) is None  # not read as build B's
+    got = arrival.stored(reopened, "t", {"x": 2}, lambda: {"v": np.array([2.0])}, names=("v",))
+    assert got["v"].tolist() == [2.0]
+    assert arrival.stored_only(load_workspace(dataset_ws[1]), "t", {"x": 2}, ("v",))["v"].tolist() == [2.0]
+
+
 def test_prepare_pages_skips_a_workspace_being_built(dataset_ws):  # noqa: F811
     ws = load_workspace(dataset_ws[1])
     ws.building = object()
@@ -129,7 +147,7 @@ def test_unwritable_workspace_still_answers(dataset_ws, monkeypatch):  # noqa: F
     monkeypatch.setattr(formats.tempfile, "mkstemp", no_write)
     got = arrival.stored(ws, "t", {"ro": 1}, lambda: {"a": np.ones(3)}, names=("a",))
     assert np.array_equal(got["a"], np.ones(3))
-    assert not (ws.path / arrival.STORE / arrival._name("t", {"ro": 1})).exists()
+    assert not (ws.path / arrival.STORE / arrival._name(ws, "t", {"ro": 1})).exists()
 
 
 def test_stored_health_counts_are_read_back_under_the_same_rules_only(dataset_ws, monkeypatch):  # noqa: F811

@@ -512,7 +512,7 @@ def test_query_is_placed_on_an_open_tsne_map_without_recomputing_it(ws, monkeypa
     P, _ = map_points(ws.model(preferred_method(ws.dictionary_methods()), ws.default_d0), ws.X, ws.Y, rows,
                       kinds=KINDS, component="partial", Z=ws.Z, sub_to_concept=ws.sub_to_concept,
                       concept_names=ws.concept_names, sub_names=ws.sub_names)
-    (ws.path / arrival.STORE / arrival.layout_name(P, 11)).unlink(missing_ok=True)  # laid out in this process
+    (ws.path / arrival.STORE / arrival.layout_name(P, 11, ws)).unlink(missing_ok=True)  # laid out in this process
     at = _page(n_points=60, map_seed=11)
     assert not at.exception, at.exception
     exp = _expected_table(ws, at)
@@ -573,7 +573,7 @@ def test_a_large_layout_runs_in_the_background_and_is_stored(ws, monkeypatch):
     P, _ = map_points(ws.model(preferred_method(ws.dictionary_methods()), ws.default_d0), ws.X, ws.Y, rows,
                       kinds=KINDS, component="partial", Z=ws.Z, sub_to_concept=ws.sub_to_concept,
                       concept_names=ws.concept_names, sub_names=ws.sub_names)
-    (ws.path / arrival.STORE / arrival.layout_name(P, seed)).unlink(missing_ok=True)  # a fresh workspace store
+    (ws.path / arrival.STORE / arrival.layout_name(P, seed, ws)).unlink(missing_ok=True)  # a fresh workspace store
     at = AppTest.from_file(PAGE, default_timeout=240)
     at.session_state["n_points"] = 50
     at.session_state["map_seed"] = seed

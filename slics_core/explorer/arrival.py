@@ -74,8 +74,11 @@ def _folder(ws) -> Path | None:
     return path / STORE if path.is_dir() else None
 
 
-def _name(kind: str, description) -> str:
-    digest = hashlib.sha256(json.dumps(description, sort_keys=True, default=str).encode()).hexdigest()[:24]
+def _name(ws, kind: str, description) -> str:
+    """An entry's file name: its kind and a digest of its description and of the build it was computed from
+    (``ws.build_id``), so that one build's views are never read as another's."""
+    described = {"build": getattr(ws, "build_id", ""), "description": description}
+    digest = hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:24]
     return f"{kind}-{digest}.npz"
 
 
@@ -125,7 +128,7 @@ def stored(ws, kind: str, description, compute, names=None) -> dict:
     ``names``: arrays an entry must hold (default: those of the computed result, so a first call computes).
     """
     folder = _folder(ws)
-    path = None if folder is None else folder / _name(kind, description)
+    path = None if folder is None else folder / _name(ws, kind, description)
     if path is not None and names is not None:
         got = _read(path, names)
         if got is not None:
@@ -140,7 +143,7 @@ def stored_only(ws, kind: str, description, names) -> dict | None:
     """The arrays of ``ws``'s stored entry made from ``description`` (as :func:`stored` would read them), or None
     when there is none: a page asks before it starts the work in the background."""
     folder = _folder(ws)
-    return None if folder is None else _read(folder / _name(kind, description), names)
+    return None if folder is None else _read(folder / _name(ws, kind, description), names)
 
 
 # ---------------------------------------------------------------------- what the pages store
@@ -171,10 +174,11 @@ def _keep_embedding(name, embedding):
             _EMBEDDINGS.popitem(last=False)
 
 
-def layout_name(P, seed: int) -> str:
-    """The store's name of the layout of the points ``P`` with ``seed`` (one layout, one name)."""
+def layout_name(P, seed: int, ws=None) -> str:
+    """The name of the layout of the points ``P`` with ``seed`` (one layout, one name): in ``ws``'s store when
+    given (named with its build), else the key that names it in this process."""
     P = np.ascontiguousarray(P, dtype=np.float64)
-    return _name("tsne", _layout_description(P, seed))
+    return _name(ws, "tsne", _layout_description(P, seed))
 
 
 def map_layout(ws, P, seed: int, progress=None) -> np.ndarray:

@@ -165,6 +165,11 @@ class Workspace(CarriesLabels):
         ``dim``, ``dtype``, ``n_rows``, ``remote_thumbnails`` and ``remote_hosts`` (the hosts the thumbnails
         load from, when remote). Its pool is those shards in shard order, not
         rows of ``X`` (``index["pool"]`` is empty); None for an ordinary workspace.
+    build_id : str
+        Written afresh by every save (:func:`~slics_core.explorer.workspace_files.save_workspace`): the page views
+        stored in the folder (:mod:`slics_core.explorer.arrival`) are named with it, so views computed from one
+        build are never read as another's (two builds of one folder at once, or a server holding an older build
+        open). Empty for a workspace saved before it existed.
     pool_sample, pool_sample_rows : ndarray or None
         A sharded workspace's seeded sample of the pool (preprocessed rows, and their positions in shard
         order) kept for maps and heatmaps.
@@ -199,6 +204,7 @@ class Workspace(CarriesLabels):
     extras: dict = field(default_factory=dict)
     codebook: np.ndarray | None = _in_arrays("f", dense=True, default=None)
     pool_shards: dict | None = _in_header(default=None)
+    build_id: str = _in_header(default="")
     pool_sample: np.ndarray | None = _in_arrays("f", dense=True, default=None)
     pool_sample_rows: np.ndarray | None = _in_arrays("iu", default=None)
     building: object = None

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 import warnings
 import zipfile
 from contextlib import contextmanager
@@ -164,6 +165,7 @@ def save_workspace(ws: Workspace, out, *, source=None, overwrite=False, _warn=Tr
             shutil.rmtree(stale, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=out))
         try:
+            ws.build_id = uuid.uuid4().hex  # names this build's stored page views (Workspace.build_id)
             written = _write_files(ws, tmp)
             (out / "models").mkdir(exist_ok=True)
             for rel in written:  # workspace.json comes last
