@@ -58,25 +58,72 @@ def row_blocks(n: int) -> list[slice]:
     return [slice(i, min(i + ROW_BLOCK, n)) for i in range(0, n, ROW_BLOCK)]
 
 
-def _pool(threads):
+def _pool(workers):
     with _pools_lock:
-        pool = _pools.get(threads)
+        pool = _pools.get(workers)
         if pool is None:
-            pool = _pools[threads] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="slics-rows")
+            pool = _pools[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slics-rows")
         return pool
+
+
+class _Shared:
+    """One :func:`parallel_map` call's work: items claimed one at a time by whichever thread is free."""
+
+    def __init__(self, fn, items):
+        self.fn, self.items = fn, items
+        self.results = [None] * len(items)
+        self.next = self.claimed = self.finished = 0
+        self.error = None
+        self.cond = threading.Condition()
+
+    def work(self):
+        """Claim and run items until none is left (or one failed); safe to call from any thread."""
+        while True:
+            with self.cond:
+                if self.error is not None or self.next >= len(self.items):
+                    return
+                i = self.next
+                self.next += 1
+                self.claimed += 1
+            try:
+                self.results[i] = self.fn(self.items[i])
+            except BaseException as exc:  # handed to the caller, which raises it
+                with self.cond:
+                    self.error = self.error or exc
+            finally:
+                with self.cond:
+                    self.finished += 1
+                    self.cond.notify_all()
+
+    def wait(self):
+        """Wait until every claimed item is finished (items no helper claimed were run by the caller)."""
+        with self.cond:
+            while self.finished < self.claimed:
+                self.cond.wait()
+        if self.error is not None:
+            raise self.error
+        return self.results
 
 
 def parallel_map(fn, items, n_jobs) -> list:
     """``[fn(x) for x in items]``, on up to ``effective_n_jobs(n_jobs)`` threads, results in order.
 
-    ``fn`` must only read shared inputs and return its result; BLAS calls inside it should be
-    limited to one thread by the caller (``threadpoolctl.threadpool_limits``).
+    The calling thread works too: it and ``threads - 1`` pool threads claim the items one at a
+    time, so a thread that the system does not schedule (a busy machine) delays at most the item
+    it holds, and the caller never waits for a pool thread to start (idle pool threads sleep,
+    they never spin). ``fn`` must only read shared inputs and return its result; BLAS calls
+    inside it should be limited to one thread by the caller (``threadpoolctl.threadpool_limits``).
     """
     items = list(items)
     threads = min(effective_n_jobs(n_jobs), len(items))
     if threads <= 1:
         return [fn(x) for x in items]
-    return list(_pool(threads).map(fn, items))
+    shared = _Shared(fn, items)
+    pool = _pool(threads - 1)
+    for _ in range(threads - 1):
+        pool.submit(shared.work)
+    shared.work()
+    return shared.wait()
 
 
 def map_row_blocks(fn, n: int, n_jobs) -> list:
@@ -95,7 +142,7 @@ def rowwise(fn, n: int, n_jobs):
     threads = min(effective_n_jobs(n_jobs), len(blocks))
     if threads <= 1:
         return fn(slice(None))
-    parts = list(_pool(threads).map(fn, blocks))
+    parts = parallel_map(fn, blocks, threads)
     if isinstance(parts[0], tuple):
         return tuple(np.concatenate(p) for p in zip(*parts))
     return np.concatenate(parts)

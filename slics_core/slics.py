@@ -488,33 +488,48 @@ class SLiCS(TransformerMixin, BaseEstimator):
         return n_steps
 
     def _step(self, Xb, Ab, B, allowed_b, full_batch, steps):
-        """One batch step: the coefficient step (eq. 5, warm-started at ``Ab``), then the atom step on
-        ``B`` (in place). Returns the batch's coefficients and its squared error after the update."""
-        Ab = self._coefficients(Xb, B, allowed_b, init=Ab)
+        """One batch step: the coefficient step (eq. 5, warm-started at ``Ab``) and the residual it leaves,
+        then the atom step on ``B`` (in place). Returns the batch's coefficients and its squared error after
+        the update.
+
+        The codes and the residual rows are computed together, block of rows by block of rows: one
+        hand-out to the ``n_jobs`` threads per batch, each task a few milliseconds long."""
+        gram = self._gram(B)
+
+        def codes_and_residual(rows):
+            A = self._codes(Xb[rows], B, gram, allowed_b[rows], Ab[rows])
+            return A, residual(Xb[rows], np.ascontiguousarray(A.T), B)
+
+        Ab, R = rowwise(codes_and_residual, Xb.shape[0], self._threads())
         At = np.ascontiguousarray(Ab.T)
-        error = self._update_atoms(Xb, At, B, allowed_b, full_batch, steps)
+        error = self._update_atoms(Xb, At, B, allowed_b, full_batch, steps, R)
         return At.T, error
 
-    def _coefficients(self, X, B, allowed, init=None):
+    def _gram(self, B):
         gram = B @ B.T
-        if self.ridge:
-            gram = gram + self.ridge * np.eye(B.shape[0])
+        return gram + self.ridge * np.eye(B.shape[0]) if self.ridge else gram
+
+    @staticmethod
+    def _codes(X, B, gram, allowed, init=None):
+        """NNLS codes (eq. 5) of the rows of ``X`` on their allowed atoms; each row on its own."""
+        return nnls_gram(gram, allowed_products(X, B, allowed), allowed, init=init)
+
+    def _coefficients(self, X, B, allowed):
+        """NNLS codes of every row of ``X`` (``allowed`` None: every atom), by blocks of rows on ``n_jobs`` threads."""
+        gram = self._gram(B)
         if allowed is None:  # every atom; the compiled products make each row's result independent of the batch
             allowed = np.ones((X.shape[0], B.shape[0]), dtype=bool)
-        threads = self._threads()
-        C = rowwise(lambda rows: allowed_products(X[rows], B, allowed[rows]), X.shape[0], threads)
-        return nnls_gram(gram, C, allowed, init=init, n_jobs=threads)
+        return rowwise(lambda rows: self._codes(X[rows], B, gram, allowed[rows]), X.shape[0], self._threads())
 
-    def _update_atoms(self, X, At, B, allowed, full_batch, steps):
+    def _update_atoms(self, X, At, B, allowed, full_batch, steps, R):
         """Update every atom in turn (in place); return the batch's squared error.
 
-        The residual ``R = X - A B`` (double precision) is formed once and then
+        ``R = X - A B`` (double precision), formed with the codes, is then
         updated incrementally: a rank-2 update on the rows of each atom.
         ``steps`` holds each atom's last Lanczos step count (updated in place).
         """
-        R = rowwise(lambda rows: residual(X[rows], np.ascontiguousarray(At[:, rows]), B), X.shape[0], self._threads())
         update_each_atom(R, At, B, allowed, full_batch, steps, update=self.update, monotone=bool(self.monotone),
-                         n_power_steps=self.n_power_steps, threads=self._threads())
+                         n_power_steps=self.n_power_steps)
         return float(np.einsum("ij,ij->", R, R))
 
     def _converged(self, history):

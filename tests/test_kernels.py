@@ -185,7 +185,7 @@ def test_ksvd_atoms_is_the_per_atom_update_in_turn(full_batch):
             B_ref[m], _, _ = ksvd_update(R_ref, S, a, B_ref[m].copy(), 1e-9, 100, 3, False)
         At_ref[m, S] = a
     steps = np.full(M, 3, dtype=np.int64)
-    ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, 1e-9, 100, False, full_batch, 1)
+    ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, 1e-9, 100, False, full_batch)
     np.testing.assert_allclose(B, B_ref, atol=1e-13)
     np.testing.assert_allclose(At, At_ref, atol=1e-13)
     np.testing.assert_allclose(R, R_ref, atol=1e-13)

@@ -1,5 +1,6 @@
-"""``n_jobs``: the per-sample steps (NNLS codes, OMP, projections), the S-SVD start and the K-SVD
-Lanczos products on several threads give the same atoms and codes as one thread, bit for bit."""
+"""``n_jobs``: the per-sample steps (NNLS codes, OMP, projections) and the S-SVD start on several threads
+give the same atoms and codes as one thread, bit for bit; the caller's thread shares the work, a failing
+block raises in the caller, and the atom step never starts a thread (issue 39)."""
 from __future__ import annotations
 
 import threading
@@ -10,7 +11,7 @@ import pytest
 
 import slics_core.nnls as nnls_module
 from slics_core import SLiCS
-from slics_core._kernels import PRODUCT_ROWS, ksvd_atoms, residual
+from slics_core._kernels import PRODUCT_ROWS
 from slics_core._parallel import ROW_BLOCK, effective_n_jobs
 from slics_core.methods import FitInputs, fit_method
 from slics_core.sparse_coding import nn_omp
@@ -43,7 +44,8 @@ def test_more_threads_give_the_same_bits(data, n_jobs, kw):
 
 
 def test_the_rows_are_shared_by_threads(data, monkeypatch):
-    """The NNLS rows really run on several threads with n_jobs=2, and on the caller's alone without."""
+    """The NNLS rows really run on two threads with n_jobs=2 (the caller's one of them), on the caller's alone
+    without."""
     X, Y = data
     seen = []
     real = nnls_module._bpp_allowed
@@ -55,28 +57,61 @@ def test_the_rows_are_shared_by_threads(data, monkeypatch):
 
     monkeypatch.setattr(nnls_module, "_bpp_allowed", spy)
     model = SLiCS(n_atoms=3, n_iter=1, n_jobs=2).fit(X, Y)
-    assert len(set(seen)) == 2 and threading.get_ident() not in seen
+    assert len(set(seen)) == 2 and threading.get_ident() in seen
     seen.clear()
     model.set_params(n_jobs=None).transform(X)
     assert seen == [threading.get_ident()]
 
 
-def test_parallel_lanczos_products_equal_one_thread(data):
-    """The compiled atom step with 2 numba threads against 1: same atoms, coefficients and residual."""
-    X, Y = data
-    model = SLiCS(n_atoms=3, n_iter=0).fit(X, Y)
-    allowed = np.ascontiguousarray(Y[:, model.groups_])
-    A = model._coefficients(X, model.atoms_, allowed)
-    out = []
-    for threads in (1, 2):
-        B, At = model.atoms_.copy(), np.ascontiguousarray(A.T)
-        R = residual(X, At, B)
-        steps = np.full(B.shape[0], 3, dtype=np.int64)
-        ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, 1e-9, 100, False, True, threads)
-        out.append((B, At, R, steps))
-    for a, b in zip(*out):
-        np.testing.assert_array_equal(a, b)
-    assert not np.array_equal(out[0][0], model.atoms_)  # the step did move the atoms
+def test_no_compiled_kernel_starts_threads():
+    """No numba kernel of the library is ``parallel=True``: the atom step (one chain of rank-1 updates, each
+    product about 60 us) never wakes a thread pool whose workers spin or wait on a busy machine (issue 39)."""
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    import slics_core
+
+    kernels = []
+    for info in pkgutil.iter_modules(slics_core.__path__):
+        if info.name in {"_kernels", "nnls", "atom_steps", "slics", "sparse_coding", "unsupervised", "baselines"}:
+            module = importlib.import_module(f"slics_core.{info.name}")
+            kernels += [f for f in vars(module).values() if isinstance(f, CPUDispatcher)]
+    assert len(kernels) >= 8  # the kernels were found
+    assert [k.__name__ for k in kernels if k.targetoptions.get("parallel")] == []
+
+
+def test_parallel_map_keeps_order_and_raises_a_block_error():
+    from slics_core._parallel import parallel_map
+
+    caller = threading.get_ident()
+    ran = []
+
+    def slow_square(x):
+        ran.append(threading.get_ident())
+        time.sleep(0.005)
+        return x * x
+
+    assert parallel_map(slow_square, range(20), 3) == [x * x for x in range(20)]
+    assert caller in ran and len(set(ran)) >= 2
+
+    def fails_at_7(x):
+        if x == 7:
+            raise KeyError("block 7")
+        return x
+
+    for n_jobs in (1, 2, 4):
+        with pytest.raises(KeyError, match="block 7"):
+            parallel_map(fails_at_7, range(20), n_jobs)
+
+
+def test_parallel_map_inside_parallel_map_finishes():
+    """Nested calls (a fit inside a thread of another's pool) finish: the caller does any work left unclaimed."""
+    from slics_core._parallel import parallel_map
+
+    out = parallel_map(lambda i: sum(parallel_map(lambda j: i * j, range(5), 2)), range(6), 2)
+    assert out == [i * 10 for i in range(6)]
 
 
 def test_omp_blocks_do_not_depend_on_threads():
