@@ -215,13 +215,14 @@ def oversubscribed_case(rounds=5, quiet=True, busy=True, case=OVERSUBSCRIBED_CAS
             times, same = alternate_n_jobs(X, Y, kw, rounds=rounds)
             load1 = os.getloadavg()[0]
         med = {j: float(np.median([w for w, _ in t])) for j, t in times.items()}
+        paired = float(np.median([w2 / w1 for (w1, _), (w2, _) in zip(times[1], times[2])]))
         cpu = {j: float(np.median([c for _, c in t])) for j, t in times.items()}
         what = "machine as it is" if label == "quiet" else "one busy process per core"
         print(f"{what:<26}: n_jobs=1 {med[1]:6.3f} s wall ({cpu[1]:.3f} CPU), n_jobs=2 {med[2]:6.3f} s wall "
               f"({cpu[2]:.3f} CPU), medians; n_jobs=2 / n_jobs=1 = {med[2] / med[1]:.2f}; atoms identical: {same}; "
               f"load average {load0:.2f} -> {load1:.2f}")
         print(f"{'':<26}  walls n_jobs=1 {[round(w, 2) for w, _ in times[1]]}, "
-              f"n_jobs=2 {[round(w, 2) for w, _ in times[2]]}")
+              f"n_jobs=2 {[round(w, 2) for w, _ in times[2]]}; median of the rounds' ratios {paired:.2f}")
         out[label] = (med[1], med[2], times, same)
     return out
 

@@ -111,7 +111,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from slics_core._kernels import allowed_products, residual
+from slics_core._kernels import aligned_rows, allowed_products, residual
 from slics_core._parallel import N_JOBS_EXPECTED, effective_n_jobs, n_jobs_ok, rowwise
 from slics_core._validation import (
     SKLEARN_EXPECTED_FAILED_CHECKS as SKLEARN_EXPECTED_FAILED_CHECKS,  # public: the checks check_estimator skips
@@ -495,12 +495,14 @@ class SLiCS(TransformerMixin, BaseEstimator):
         The codes and the residual rows are computed together, block of rows by block of rows: one
         hand-out to the ``n_jobs`` threads per batch, each task a few milliseconds long."""
         gram = self._gram(B)
+        R = aligned_rows(*Xb.shape)
 
         def codes_and_residual(rows):
             A = self._codes(Xb[rows], B, gram, allowed_b[rows], Ab[rows])
-            return A, residual(Xb[rows], np.ascontiguousarray(A.T), B)
+            residual(Xb[rows], A, B, R[rows])
+            return A
 
-        Ab, R = rowwise(codes_and_residual, Xb.shape[0], self._threads())
+        Ab = rowwise(codes_and_residual, Xb.shape[0], self._threads())
         At = np.ascontiguousarray(Ab.T)
         error = self._update_atoms(Xb, At, B, allowed_b, full_batch, steps, R)
         return At.T, error
