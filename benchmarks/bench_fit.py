@@ -20,6 +20,7 @@ compiles or loads the numba kernels, so that no timing includes that.
     python -m benchmarks.bench_fit --coco --n-jobs 1 2        # only the COCO-sized fit, on 1 then 2 threads
     python -m benchmarks.bench_fit --coco-full --n-jobs 1 4 16
     python -m benchmarks.bench_fit --oversubscribed             # n_jobs 1 vs 2, quiet and one busy process per core
+    python -m benchmarks.bench_fit --oversubscribed --coco --rounds 2   # the same on the COCO-sized fit
 
 With ``--n-jobs``, the mini-batch fit runs once per value (``SLiCS(n_jobs=...)``), on the same data,
 and the script prints each run's wall and CPU seconds, the wall speed-up over the first value and
@@ -28,7 +29,7 @@ whether the atoms are identical to the first run's (they must be).
 ``--oversubscribed`` (issue 39) fits a 6000 x 512 problem (S=12, d0=10, T=2, batch 2000) with ``n_jobs=1`` and
 ``n_jobs=2`` alternately, ``--rounds`` times each (the order flips every round), first on the machine as it is,
 then with one busy process (a Python ``while True`` loop) per core beside it, and prints the medians, their
-ratio and the load average. ``tests/test_n_jobs_oversubscribed.py`` runs the busy half as the issue's check.
+ratio, the median of the rounds' own ratios and the load average (``--coco``: the COCO-sized fit instead). ``tests/test_n_jobs_oversubscribed.py`` runs the busy half as the issue's check.
 
 Run from the repository root: ``python -m benchmarks.bench_fit``.
 """
@@ -194,8 +195,10 @@ def alternate_n_jobs(X, Y, fit_kwargs, n_jobs=(1, 2), rounds=5):
     return times, same
 
 
-#: The oversubscription check's fit (issue 39): about a second per fit on one core of the 2-core machine.
+#: The oversubscription check's fit (issue 39): about half a second per fit on one free core of the 2-core machine.
 OVERSUBSCRIBED_CASE = dict(n=6000, d=512, S=12, d0=10, T=2, batch=2000, seed=3)
+#: ``--coco --oversubscribed``: the COCO-sized fit of ``--coco``.
+COCO_CASE = dict(n=20000, d=512, S=12, d0=10, T=10, batch=2000, seed=1)
 
 
 def oversubscribed_case(rounds=5, quiet=True, busy=True, case=OVERSUBSCRIBED_CASE):
@@ -240,7 +243,7 @@ def main():
     args = parser.parse_args()
     if args.oversubscribed:
         warm_kernels((1, 2))
-        oversubscribed_case(args.rounds)
+        oversubscribed_case(args.rounds, case=COCO_CASE if args.coco else OVERSUBSCRIBED_CASE)
         return
     warm_kernels(args.n_jobs)
     if args.coco_full:

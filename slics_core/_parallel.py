@@ -1,7 +1,8 @@
 """Per-sample work over several cores: ``n_jobs`` (scikit-learn's convention) and row blocks in a thread pool.
 
 * :func:`n_jobs_ok` / :data:`N_JOBS_EXPECTED` - the rule for an ``n_jobs`` value (``None``, or an int other than 0).
-* :func:`effective_n_jobs` - the number of threads ``n_jobs`` asks for (``None`` = 1, ``-1`` = every core).
+* :func:`effective_n_jobs` - the number of threads ``n_jobs`` asks for (``None`` = 1, ``-1`` = every core the
+  process may run on); a call uses at most one thread per item (block of rows, concept).
 * :func:`row_blocks` - the fixed split of ``n`` rows into blocks of :data:`ROW_BLOCK` rows.
 * :func:`map_row_blocks` - a function over those blocks, on up to ``n_jobs`` threads, results in block order.
 * :func:`rowwise` - a row-independent function over all rows (one call on one thread, else by blocks).
@@ -9,8 +10,12 @@
 
 The blocks depend only on the number of rows, never on ``n_jobs``, so a computation that is split by
 blocks gives the same bits on one thread or many. The compiled kernels run on the blocks release the
-GIL (numba ``nogil``), so the threads run on different cores. The module imports only the standard
-library and numpy, so the command line can check ``--n-jobs`` before any heavy import.
+GIL (numba ``nogil``), so the threads run on different cores. The calling thread takes items like the
+pool's threads do, and idle pool threads sleep on a queue (they never spin), so a busy machine costs
+at most the item a descheduled thread holds: ``n_jobs=2`` is never far behind one thread, and
+"every core" (``-1``) means as many threads as there are items to share, up to the cores
+(docs/performance.md, "n_jobs"). The module imports only the standard library and numpy, so the
+command line can check ``--n-jobs`` before any heavy import.
 """
 from __future__ import annotations
 

@@ -75,15 +75,20 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   medium and OpenBLAS threads measured slower on a 2-core machine. The
   compiled kernels release the GIL, so fits in different threads (app
   sessions) run on different cores.
-* ``n_jobs`` threads share the per-sample steps (the NNLS codes, the
-  residual, the coefficient step's linear terms, :meth:`SLiCS.transform` and
-  :meth:`SLiCS.project`) by blocks of rows, and the S-SVD start by concepts
-  (:mod:`slics_core._parallel`). Every row and every concept is computed on
-  its own, as on one thread. The atom step stays one sequence of rank-1
-  updates (each changes the residual the next one reads); the threads share
-  the rows of each Lanczos product, in blocks of 64 rows whose sums are added
-  in block order whatever the number of threads. So the atoms and codes do
-  not depend on ``n_jobs``, bit for bit (``tests/test_n_jobs.py``).
+* ``n_jobs`` threads share the per-sample steps by blocks of 128 rows (in a
+  fit, a block's NNLS codes, the coefficient step's linear terms and its
+  residual rows are one task, so a batch is handed out once), as well as
+  :meth:`SLiCS.transform` and :meth:`SLiCS.project`, and the S-SVD start by
+  concepts (:mod:`slics_core._parallel`; the calling thread works too, idle
+  threads sleep). Every row and every concept is computed on its own, as on
+  one thread. The atom step runs on the calling thread alone: it is one
+  sequence of rank-1 updates (each changes the residual the next one reads),
+  and its Lanczos products (about 60 us each) are too short to share: threads
+  woken for each product made fits up to 16 times slower on a busy machine
+  (issue 39, docs/performance.md "n_jobs"). So the atoms and codes do not
+  depend on ``n_jobs``, bit for bit (``tests/test_n_jobs.py``), and
+  ``n_jobs=2`` is not slower than one thread beside one busy process per core
+  (``tests/test_n_jobs_oversubscribed.py``).
 * Each atom is updated in place on the rows of the batch residual that may
   use it (its concept's samples), read through an index list; the samples
   ``L_m`` are those with a non-zero coefficient. The residual is formed from
@@ -126,7 +131,7 @@ from slics_core._validation import (
 )
 from slics_core.atom_steps import initial_atoms, update_each_atom
 from slics_core.formats import load_model, save_model
-from slics_core.nnls import nnls_gram, nnls_shared
+from slics_core.nnls import nnls_rows, nnls_shared, solver_gram
 
 
 def _allowed_atoms(Y, groups):
@@ -216,8 +221,10 @@ class SLiCS(TransformerMixin, BaseEstimator):
         Threads for the per-sample steps of ``fit``, ``partial_fit``,
         ``transform`` and ``project`` (the NNLS codes, the residual) and for
         the S-SVD start (by concept); ``None`` means 1 and ``-1`` every core,
-        as in scikit-learn. BLAS keeps one thread per worker. The result does
-        not depend on it. Not saved by :meth:`save`.
+        as in scikit-learn, capped by the blocks of 128 rows (or concepts)
+        there are to share. The atom step always runs on one thread (see the
+        module notes). BLAS keeps one thread per worker. The result does not
+        depend on it. Not saved by :meth:`save`.
 
     Attributes
     ----------
@@ -494,11 +501,12 @@ class SLiCS(TransformerMixin, BaseEstimator):
 
         The codes and the residual rows are computed together, block of rows by block of rows: one
         hand-out to the ``n_jobs`` threads per batch, each task a few milliseconds long."""
-        gram = self._gram(B)
+        G = self._gram(B)
         R = aligned_rows(*Xb.shape)
+        Ab = np.ascontiguousarray(Ab)
 
         def codes_and_residual(rows):
-            A = self._codes(Xb[rows], B, gram, allowed_b[rows], Ab[rows])
+            A = self._codes(Xb[rows], B, G, allowed_b[rows], Ab[rows])
             residual(Xb[rows], A, B, R[rows])
             return A
 
@@ -508,20 +516,21 @@ class SLiCS(TransformerMixin, BaseEstimator):
         return At.T, error
 
     def _gram(self, B):
+        """The NNLS solver's Gram matrix of the atoms ``B`` (with ``ridge``), computed once per batch or call."""
         gram = B @ B.T
-        return gram + self.ridge * np.eye(B.shape[0]) if self.ridge else gram
+        return solver_gram(gram + self.ridge * np.eye(B.shape[0]) if self.ridge else gram)
 
     @staticmethod
-    def _codes(X, B, gram, allowed, init=None):
+    def _codes(X, B, G, allowed, init=None):
         """NNLS codes (eq. 5) of the rows of ``X`` on their allowed atoms; each row on its own."""
-        return nnls_gram(gram, allowed_products(X, B, allowed), allowed, init=init)
+        return nnls_rows(G, allowed_products(X, B, allowed), allowed, init)
 
     def _coefficients(self, X, B, allowed):
         """NNLS codes of every row of ``X`` (``allowed`` None: every atom), by blocks of rows on ``n_jobs`` threads."""
-        gram = self._gram(B)
+        G = self._gram(B)
         if allowed is None:  # every atom; the compiled products make each row's result independent of the batch
             allowed = np.ones((X.shape[0], B.shape[0]), dtype=bool)
-        return rowwise(lambda rows: self._codes(X[rows], B, gram, allowed[rows]), X.shape[0], self._threads())
+        return rowwise(lambda rows: self._codes(X[rows], B, G, allowed[rows]), X.shape[0], self._threads())
 
     def _update_atoms(self, X, At, B, allowed, full_batch, steps, R):
         """Update every atom in turn (in place); return the batch's squared error.
