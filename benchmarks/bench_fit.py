@@ -29,7 +29,8 @@ whether the atoms are identical to the first run's (they must be).
 ``--oversubscribed`` (issue 39) fits a 6000 x 512 problem (S=12, d0=10, T=2, batch 2000) with ``n_jobs=1`` and
 ``n_jobs=2`` alternately, ``--rounds`` times each (the order flips every round), first on the machine as it is,
 then with one busy process (a Python ``while True`` loop) per core beside it, and prints the medians, their
-ratio, the median of the rounds' own ratios and the load average (``--coco``: the COCO-sized fit instead). ``tests/test_n_jobs_oversubscribed.py`` runs the busy half as the issue's check.
+ratio, the median of the rounds' own ratios and the load average (``--coco``: the COCO-sized fit instead).
+``tests/test_n_jobs_oversubscribed.py`` runs the busy half as the issue's check.
 
 Run from the repository root: ``python -m benchmarks.bench_fit``.
 """

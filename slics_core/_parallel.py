@@ -7,6 +7,8 @@
 * :func:`map_row_blocks` - a function over those blocks, on up to ``n_jobs`` threads, results in block order.
 * :func:`rowwise` - a row-independent function over all rows (one call on one thread, else by blocks).
 * :func:`parallel_map` - ``[fn(x) for x in items]`` on up to ``n_jobs`` threads (e.g. one item per concept).
+* :class:`ThreadChoice` - for a sequence of like steps (a fit's batches): one thread or ``n_jobs``, whichever
+  the last steps measured faster.
 
 The blocks depend only on the number of rows, never on ``n_jobs``, so a computation that is split by
 blocks gives the same bits on one thread or many. The compiled kernels run on the blocks release the
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -151,3 +154,42 @@ def rowwise(fn, n: int, n_jobs):
     if isinstance(parts[0], tuple):
         return tuple(np.concatenate(p) for p in zip(*parts))
     return np.concatenate(parts)
+
+
+class ThreadChoice:
+    """One thread or ``effective_n_jobs(n_jobs)`` for each step of a sequence of like steps: as many as help.
+
+    A fit's batch steps alternate between the two counts until each has :attr:`WARMUP` timings, then
+    run with the count whose recent steps took less wall time per unit of work (the median of its
+    last :attr:`WINDOW`; a tie goes to one thread), trying the other count every :attr:`PROBE_EVERY`-th
+    step so that the choice follows the machine's load. The results never depend on the count, only the
+    time does. Why measured and not fixed: on a machine busy with other users' programs, a second
+    thread that runs in short bursts made the fit's single-thread atom step slower after every burst,
+    and the whole fit 15-22 % slower, although each burst itself was no slower (docs/performance.md,
+    "n_jobs").
+    """
+
+    WARMUP = 2
+    WINDOW = 4
+    PROBE_EVERY = 8
+
+    def __init__(self, n_jobs):
+        self.most = effective_n_jobs(n_jobs)
+        self._seconds = {1: deque(maxlen=self.WINDOW), self.most: deque(maxlen=self.WINDOW)}
+        self._steps = 0
+
+    def threads(self) -> int:
+        """The thread count for the next step."""
+        if self.most == 1:
+            return 1
+        one, most = self._seconds[1], self._seconds[self.most]
+        if min(len(one), len(most)) < self.WARMUP:
+            return self.most if len(most) <= len(one) else 1
+        self._steps += 1
+        best, other = (self.most, 1) if np.median(most) < np.median(one) else (1, self.most)
+        return other if self._steps % self.PROBE_EVERY == 0 else best
+
+    def record(self, threads: int, seconds: float, units: float = 1.0) -> None:
+        """A step run on ``threads`` threads took ``seconds`` for ``units`` of work (e.g. its rows)."""
+        if threads in self._seconds and units > 0:
+            self._seconds[threads].append(seconds / units)

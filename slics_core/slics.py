@@ -105,6 +105,7 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -117,7 +118,7 @@ from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from slics_core._kernels import aligned_rows, allowed_products, residual
-from slics_core._parallel import N_JOBS_EXPECTED, effective_n_jobs, n_jobs_ok, rowwise
+from slics_core._parallel import N_JOBS_EXPECTED, ThreadChoice, effective_n_jobs, n_jobs_ok, rowwise
 from slics_core._validation import (
     SKLEARN_EXPECTED_FAILED_CHECKS as SKLEARN_EXPECTED_FAILED_CHECKS,  # public: the checks check_estimator skips
 )
@@ -420,8 +421,12 @@ class SLiCS(TransformerMixin, BaseEstimator):
             B = np.array(self.atoms_, dtype=np.float64, order="C")  # a step that fails leaves atoms_ as it was
             steps = getattr(self, "_lanczos_steps", None)  # a loaded model does not keep it
             steps = np.full(B.shape[0], 3, dtype=np.int64) if steps is None else steps.copy()
+            choice = getattr(self, "_thread_choice", None)
+            if choice is None or choice.most != self._threads():
+                choice = self._thread_choice = ThreadChoice(self.n_jobs)  # kept from call to call, never saved
             if X.shape[0]:
-                self._step(X, np.zeros((X.shape[0], B.shape[0])), B, _allowed_atoms(Y, self.groups_), False, steps)
+                self._step(X, np.zeros((X.shape[0], B.shape[0])), B, _allowed_atoms(Y, self.groups_), False, steps,
+                           choice)
         self.atoms_, self._lanczos_steps = B, steps
         self.n_steps_ = getattr(self, "n_steps_", 1) + 1
         return self
@@ -480,11 +485,12 @@ class SLiCS(TransformerMixin, BaseEstimator):
         A = np.zeros((n, B.shape[0]))
         full_batch = self.batch_size is None or self.batch_size >= n
         n_steps = 0
+        choice = ThreadChoice(self.n_jobs)
         for epoch in range(self.n_iter):
             error = 0.0
             batches = epoch_batches(n, self.batch_size, rng)
             for b, batch in enumerate(batches):
-                A[batch], batch_error = self._step(X[batch], A[batch], B, allowed[batch], full_batch, steps)
+                A[batch], batch_error = self._step(X[batch], A[batch], B, allowed[batch], full_batch, steps, choice)
                 error += batch_error
                 n_steps += 1
                 if self.callback is not None:
@@ -494,13 +500,15 @@ class SLiCS(TransformerMixin, BaseEstimator):
                 break
         return n_steps
 
-    def _step(self, Xb, Ab, B, allowed_b, full_batch, steps):
+    def _step(self, Xb, Ab, B, allowed_b, full_batch, steps, choice):
         """One batch step: the coefficient step (eq. 5, warm-started at ``Ab``) and the residual it leaves,
         then the atom step on ``B`` (in place). Returns the batch's coefficients and its squared error after
         the update.
 
         The codes and the residual rows are computed together, block of rows by block of rows: one
-        hand-out to the ``n_jobs`` threads per batch, each task a few milliseconds long."""
+        hand-out to the threads per batch, each task a few milliseconds long. ``choice`` (a
+        :class:`~slics_core._parallel.ThreadChoice`) gives the number of threads and gets the step's time."""
+        start, threads = time.perf_counter(), choice.threads()
         G = self._gram(B)
         R = aligned_rows(*Xb.shape)
         Ab = np.ascontiguousarray(Ab)
@@ -510,9 +518,10 @@ class SLiCS(TransformerMixin, BaseEstimator):
             residual(Xb[rows], A, B, R[rows])
             return A
 
-        Ab = rowwise(codes_and_residual, Xb.shape[0], self._threads())
+        Ab = rowwise(codes_and_residual, Xb.shape[0], threads)
         At = np.ascontiguousarray(Ab.T)
         error = self._update_atoms(Xb, At, B, allowed_b, full_batch, steps, R)
+        choice.record(threads, time.perf_counter() - start, Xb.shape[0])
         return At.T, error
 
     def _gram(self, B):

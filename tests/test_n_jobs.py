@@ -153,3 +153,38 @@ def test_fit_method_forwards_n_jobs(data):
     for method in ("S-SVD", "S-SLiCS"):
         assert fit_method(method, inputs, 2, n_iter=1, n_jobs=2).n_jobs == 2
     assert fit_method("UF", inputs, 2, n_jobs=2) is not None  # methods without threads ignore it
+
+
+def test_thread_choice_keeps_the_faster_count_and_follows_a_change():
+    from slics_core._parallel import ThreadChoice
+
+    choice = ThreadChoice(4)
+    cost = {1: 1.0, 4: 0.5}  # seconds per row: four threads faster
+
+    def run(n):
+        seen = []
+        for _ in range(n):
+            t = choice.threads()
+            seen.append(t)
+            choice.record(t, cost[t] * 2000, 2000)
+        return seen
+
+    first = run(36)
+    assert first[:4] == [4, 1, 4, 1]  # the warm-up alternates
+    assert first[4:].count(1) == 32 // ThreadChoice.PROBE_EVERY  # then four threads, one thread only to probe
+    cost[4] = 3.0  # the machine got busy: four threads now slower
+    later = run(40)
+    assert later[-16:].count(4) == 16 // ThreadChoice.PROBE_EVERY  # switched to one thread, probing the other
+    assert ThreadChoice(1).threads() == 1 and ThreadChoice(None).threads() == 1
+
+
+def test_a_fit_times_every_batch_step_for_its_thread_choice(data, monkeypatch):
+    from slics_core._parallel import ThreadChoice
+
+    X, Y = data
+    calls = []
+    real = ThreadChoice.record
+    monkeypatch.setattr(ThreadChoice, "record", lambda self, *a: calls.append(a) or real(self, *a))
+    SLiCS(n_atoms=3, n_iter=2, batch_size=300, random_state=0, n_jobs=2).fit(X, Y)
+    assert len(calls) == 2 * 3 and [rows for _, _, rows in calls[:3]] == [300, 300, 100]
+    assert {threads for threads, _, _ in calls[:2]} == {1, 2} and all(s > 0 for _, s, _ in calls)
