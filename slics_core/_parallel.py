@@ -2,7 +2,8 @@
 
 * :func:`n_jobs_ok` / :data:`N_JOBS_EXPECTED` - the rule for an ``n_jobs`` value (``None``, or an int other than 0).
 * :func:`effective_n_jobs` - the number of threads ``n_jobs`` asks for (``None`` = 1, ``-1`` = every core the
-  process may run on); a call uses at most one thread per item (block of rows, concept).
+  process may run on); :func:`threads_that_help` - how many a call uses: at most one per item (block of
+  rows, concept) and at most the cores other programs leave idle (:func:`idle_cores`).
 * :func:`row_blocks` - the fixed split of ``n`` rows into blocks of :data:`ROW_BLOCK` rows.
 * :func:`map_row_blocks` - a function over those blocks, on up to ``n_jobs`` threads, results in block order.
 * :func:`rowwise` - a row-independent function over all rows (one call on one thread, else by blocks).
@@ -15,7 +16,7 @@ blocks gives the same bits on one thread or many. The compiled kernels run on th
 GIL (numba ``nogil``), so the threads run on different cores. The calling thread takes items like the
 pool's threads do, and idle pool threads sleep on a queue (they never spin), so a busy machine costs
 at most the item a descheduled thread holds: ``n_jobs=2`` is never far behind one thread, and
-"every core" (``-1``) means as many threads as there are items to share, up to the cores
+"every core" (``-1``) means as many threads as there are items to share and idle cores to run them
 (docs/performance.md, "n_jobs"). The module imports only the standard library and numpy, so the
 command line can check ``--n-jobs`` before any heavy import.
 """
@@ -59,6 +60,32 @@ def effective_n_jobs(n_jobs) -> int:
     if n_jobs is None:
         return 1
     return int(n_jobs) if n_jobs > 0 else max(1, _cores() + 1 + int(n_jobs))
+
+
+def idle_cores() -> float:
+    """Cores not busy with other programs, by the one-minute load average (counting this thread as idle).
+
+    ``min(cores, cores - load + 1)``: the load counts every runnable thread of the machine, the
+    caller's included. GNU OpenMP's dynamic thread count (``OMP_DYNAMIC``) reads the same number.
+    Where the system has no load average, every core counts as idle.
+    """
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on Unix
+        return float(_cores())
+    return min(float(_cores()), _cores() - load + 1.0)
+
+
+def threads_that_help(n_jobs, items=None) -> int:
+    """Threads for ``n_jobs`` now: :func:`effective_n_jobs`, at most one per item and at most the
+    :func:`idle_cores` (at least 1). On a machine whose cores are taken by other programs, extra
+    threads only wait for their turn and add hand-overs: measured slower (docs/performance.md, "n_jobs")."""
+    threads = effective_n_jobs(n_jobs)
+    if items is not None:
+        threads = min(threads, items)
+    if threads > 1:
+        threads = max(1, min(threads, int(idle_cores())))
+    return threads
 
 
 def row_blocks(n: int) -> list[slice]:
@@ -105,16 +132,21 @@ class _Shared:
 
     def wait(self):
         """Wait until every claimed item is finished (items no helper claimed were run by the caller)."""
-        with self.cond:
-            while self.finished < self.claimed:
-                self.cond.wait()
+        try:
+            with self.cond:
+                while self.finished < self.claimed:
+                    self.cond.wait()
+        except BaseException as exc:  # Ctrl-C while waiting: the helpers claim nothing more
+            with self.cond:
+                self.error = self.error or exc
+            raise
         if self.error is not None:
             raise self.error
         return self.results
 
 
 def parallel_map(fn, items, n_jobs) -> list:
-    """``[fn(x) for x in items]``, on up to ``effective_n_jobs(n_jobs)`` threads, results in order.
+    """``[fn(x) for x in items]``, on up to :func:`threads_that_help` threads, results in order.
 
     The calling thread works too: it and ``threads - 1`` pool threads claim the items one at a
     time, so a thread that the system does not schedule (a busy machine) delays at most the item
@@ -123,7 +155,7 @@ def parallel_map(fn, items, n_jobs) -> list:
     inside it should be limited to one thread by the caller (``threadpoolctl.threadpool_limits``).
     """
     items = list(items)
-    threads = min(effective_n_jobs(n_jobs), len(items))
+    threads = threads_that_help(n_jobs, len(items))
     if threads <= 1:
         return [fn(x) for x in items]
     shared = _Shared(fn, items)
@@ -135,7 +167,7 @@ def parallel_map(fn, items, n_jobs) -> list:
 
 
 def map_row_blocks(fn, n: int, n_jobs) -> list:
-    """``[fn(block) for block in row_blocks(n)]``, on up to ``effective_n_jobs(n_jobs)`` threads."""
+    """``[fn(block) for block in row_blocks(n)]``, on up to :func:`threads_that_help` threads."""
     return parallel_map(fn, row_blocks(n), n_jobs)
 
 
@@ -147,7 +179,7 @@ def rowwise(fn, n: int, n_jobs):
     concatenated, which is the same result.
     """
     blocks = row_blocks(n)
-    threads = min(effective_n_jobs(n_jobs), len(blocks))
+    threads = threads_that_help(n_jobs, len(blocks))
     if threads <= 1:
         return fn(slice(None))
     parts = parallel_map(fn, blocks, threads)
@@ -179,8 +211,8 @@ class ThreadChoice:
         self._steps = 0
 
     def threads(self) -> int:
-        """The thread count for the next step."""
-        if self.most == 1:
+        """The thread count for the next step (one while fewer than two cores are idle: :func:`idle_cores`)."""
+        if self.most == 1 or idle_cores() < 2:
             return 1
         one, most = self._seconds[1], self._seconds[self.most]
         if min(len(one), len(most)) < self.WARMUP:

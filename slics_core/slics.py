@@ -85,8 +85,10 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   sequence of rank-1 updates (each changes the residual the next one reads),
   and its Lanczos products (about 60 us each) are too short to share: threads
   woken for each product made fits up to 16 times slower on a busy machine
-  (issue 39, docs/performance.md "n_jobs"). So the atoms and codes do not
-  depend on ``n_jobs``, bit for bit (``tests/test_n_jobs.py``), and
+  (issue 39, docs/performance.md "n_jobs"). Each batch step runs on one
+  thread or on ``n_jobs``, whichever the recent steps measured faster
+  (:class:`~slics_core._parallel.ThreadChoice`). So the atoms and codes do
+  not depend on ``n_jobs``, bit for bit (``tests/test_n_jobs.py``), and
   ``n_jobs=2`` is not slower than one thread beside one busy process per core
   (``tests/test_n_jobs_oversubscribed.py``).
 * Each atom is updated in place on the rows of the batch residual that may
@@ -223,9 +225,10 @@ class SLiCS(TransformerMixin, BaseEstimator):
         ``transform`` and ``project`` (the NNLS codes, the residual) and for
         the S-SVD start (by concept); ``None`` means 1 and ``-1`` every core,
         as in scikit-learn, capped by the blocks of 128 rows (or concepts)
-        there are to share. The atom step always runs on one thread (see the
-        module notes). BLAS keeps one thread per worker. The result does not
-        depend on it. Not saved by :meth:`save`.
+        there are to share; a fit's batch steps use one thread instead where
+        the recent steps measured that faster. The atom step always runs on
+        one thread (see the module notes). BLAS keeps one thread per worker.
+        The result does not depend on it. Not saved by :meth:`save`.
 
     Attributes
     ----------

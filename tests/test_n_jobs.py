@@ -18,6 +18,14 @@ from slics_core.sparse_coding import nn_omp
 from slics_core.synthetic import make_concept_cones
 
 
+@pytest.fixture(autouse=True)
+def idle_machine(monkeypatch):
+    """Every core idle (the load average of the shared machine would otherwise decide how many threads run)."""
+    import slics_core._parallel as parallel
+
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 64.0)
+
+
 @pytest.fixture(scope="module")
 def data():
     # several row blocks (ROW_BLOCK) per batch and several Lanczos blocks (PRODUCT_ROWS) per concept
@@ -188,3 +196,33 @@ def test_a_fit_times_every_batch_step_for_its_thread_choice(data, monkeypatch):
     SLiCS(n_atoms=3, n_iter=2, batch_size=300, random_state=0, n_jobs=2).fit(X, Y)
     assert len(calls) == 2 * 3 and [rows for _, _, rows in calls[:3]] == [300, 300, 100]
     assert {threads for threads, _, _ in calls[:2]} == {1, 2} and all(s > 0 for _, s, _ in calls)
+
+
+def test_threads_that_help_stop_at_the_items_and_the_idle_cores(monkeypatch):
+    import slics_core._parallel as parallel
+
+    monkeypatch.undo()  # the real idle_cores, on a load average set here
+    cores = parallel._cores()
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert parallel.idle_cores() == cores
+    assert parallel.threads_that_help(-1) == cores and parallel.threads_that_help(64, items=3) == min(3, cores)
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (cores + 0.5, 0.0, 0.0))  # every core taken
+    assert parallel.idle_cores() == 0.5
+    assert [parallel.threads_that_help(j) for j in (None, 1, 2, -1)] == [1, 1, 1, 1]
+    assert parallel.ThreadChoice(4).threads() == 1
+    with pytest.raises(ValueError, match="n_jobs must be"):
+        parallel.threads_that_help(0)
+
+
+def test_a_busy_machine_runs_the_fit_on_the_callers_thread(data, monkeypatch):
+    import slics_core._parallel as parallel
+
+    X, Y = data
+    seen = []
+    real = nnls_module._bpp_allowed
+    monkeypatch.setattr(nnls_module, "_bpp_allowed", lambda *a: seen.append(threading.get_ident()) or real(*a))
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 1.0)  # the other programs take all but this thread's core
+    kw = dict(n_atoms=3, n_iter=2, batch_size=300, random_state=0)
+    model = SLiCS(**kw, n_jobs=-1).fit(X, Y)
+    assert len(seen) == 6 and set(seen) == {threading.get_ident()}  # one call per batch, all on this thread
+    np.testing.assert_array_equal(model.atoms_, SLiCS(**kw).fit(X, Y).atoms_)
