@@ -62,18 +62,28 @@ def effective_n_jobs(n_jobs) -> int:
     return int(n_jobs) if n_jobs > 0 else max(1, _cores() + 1 + int(n_jobs))
 
 
-def idle_cores() -> float:
-    """Cores not busy with other programs, by the one-minute load average (counting this thread as idle).
-
-    ``min(cores, cores - load + 1)``: the load counts every runnable thread of the machine, the
-    caller's included. GNU OpenMP's dynamic thread count (``OMP_DYNAMIC``) reads the same number.
-    Where the system has no load average, every core counts as idle.
-    """
+def _machine_load() -> float:
+    """Threads running or waiting to run on the machine now, this one included: the count in
+    ``/proc/loadavg`` (Linux), else the one-minute load average, else 1 (this thread alone)."""
     try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # not on Unix
-        return float(_cores())
-    return min(float(_cores()), _cores() - load + 1.0)
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return float(f.read(200).split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average on this system
+        return 1.0
+
+
+def idle_cores() -> float:
+    """Cores that other programs leave idle now (this thread's core counts as idle): ``cores - load + 1``.
+
+    The count of runnable threads is read at the moment of the call, not the one-minute load
+    average: a fit's own threads would otherwise raise the average and throttle the fit a minute
+    later. Between two parallel steps the fit's helper threads sleep and are not counted.
+    """
+    return min(float(_cores()), _cores() - _machine_load() + 1.0)
 
 
 def threads_that_help(n_jobs, items=None) -> int:

@@ -201,17 +201,37 @@ def test_a_fit_times_every_batch_step_for_its_thread_choice(data, monkeypatch):
 def test_threads_that_help_stop_at_the_items_and_the_idle_cores(monkeypatch):
     import slics_core._parallel as parallel
 
-    monkeypatch.undo()  # the real idle_cores, on a load average set here
+    monkeypatch.undo()  # the real idle_cores, on a load set here
     cores = parallel._cores()
-    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert 1 <= parallel._machine_load() < 10_000  # /proc/loadavg (or the load average) is read
+    monkeypatch.setattr(parallel, "_machine_load", lambda: 1.0)  # this thread alone
     assert parallel.idle_cores() == cores
     assert parallel.threads_that_help(-1) == cores and parallel.threads_that_help(64, items=3) == min(3, cores)
-    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (cores + 0.5, 0.0, 0.0))  # every core taken
+    monkeypatch.setattr(parallel, "_machine_load", lambda: cores + 0.5)  # every other core taken
     assert parallel.idle_cores() == 0.5
     assert [parallel.threads_that_help(j) for j in (None, 1, 2, -1)] == [1, 1, 1, 1]
     assert parallel.ThreadChoice(4).threads() == 1
     with pytest.raises(ValueError, match="n_jobs must be"):
         parallel.threads_that_help(0)
+
+
+def test_machine_load_falls_back_to_the_load_average(monkeypatch):
+    import builtins
+
+    import slics_core._parallel as parallel
+
+    real_open = builtins.open
+
+    def no_proc(path, *a, **k):
+        if str(path) == "/proc/loadavg":
+            raise FileNotFoundError(path)
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", no_proc)
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (3.25, 0.0, 0.0))
+    assert parallel._machine_load() == 3.25
+    monkeypatch.delattr(parallel.os, "getloadavg")
+    assert parallel._machine_load() == 1.0
 
 
 def test_a_busy_machine_runs_the_fit_on_the_callers_thread(data, monkeypatch):
