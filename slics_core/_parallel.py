@@ -201,14 +201,12 @@ def rowwise(fn, n: int, n_jobs):
 class ThreadChoice:
     """One thread or ``effective_n_jobs(n_jobs)`` for each step of a sequence of like steps: as many as help.
 
-    A fit's batch steps alternate between the two counts until each has :attr:`WARMUP` timings, then
-    run with the count whose recent steps took less wall time per unit of work (the median of its
-    last :attr:`WINDOW`; a tie goes to one thread), trying the other count every :attr:`PROBE_EVERY`-th
-    step so that the choice follows the machine's load. The results never depend on the count, only the
-    time does. Why measured and not fixed: on a machine busy with other users' programs, a second
-    thread that runs in short bursts made the fit's single-thread atom step slower after every burst,
-    and the whole fit 15-22 % slower, although each burst itself was no slower (docs/performance.md,
-    "n_jobs").
+    While fewer than two cores are idle (:func:`idle_cores`), one thread. Otherwise a fit's batch
+    steps alternate between the two counts until each has :attr:`WARMUP` timings, then run with the
+    count whose recent steps took less wall time per unit of work (the median of its last
+    :attr:`WINDOW`; a tie goes to one thread), trying the other count every :attr:`PROBE_EVERY`-th
+    step so that the choice follows the machine's load. The results never depend on the count, only
+    the time does (docs/performance.md, "n_jobs").
     """
 
     WARMUP = 2

@@ -85,9 +85,10 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   sequence of rank-1 updates (each changes the residual the next one reads),
   and its Lanczos products (about 60 us each) are too short to share: threads
   woken for each product made fits up to 16 times slower on a busy machine
-  (issue 39, docs/performance.md "n_jobs"). Each batch step runs on one
-  thread or on ``n_jobs``, whichever the recent steps measured faster
-  (:class:`~slics_core._parallel.ThreadChoice`). So the atoms and codes do
+  (issue 39, docs/performance.md "n_jobs"). No call uses more threads than
+  the cores other programs leave idle at that moment, and each batch step
+  runs on one thread or on ``n_jobs``, whichever the recent steps measured
+  faster (:mod:`slics_core._parallel`). So the atoms and codes do
   not depend on ``n_jobs``, bit for bit (``tests/test_n_jobs.py``), and
   ``n_jobs=2`` is not slower than one thread beside one busy process per core
   (``tests/test_n_jobs_oversubscribed.py``).
@@ -224,9 +225,10 @@ class SLiCS(TransformerMixin, BaseEstimator):
         Threads for the per-sample steps of ``fit``, ``partial_fit``,
         ``transform`` and ``project`` (the NNLS codes, the residual) and for
         the S-SVD start (by concept); ``None`` means 1 and ``-1`` every core,
-        as in scikit-learn, capped by the blocks of 128 rows (or concepts)
-        there are to share; a fit's batch steps use one thread instead where
-        the recent steps measured that faster. The atom step always runs on
+        as in scikit-learn: at most, capped by the blocks of 128 rows (or
+        concepts) there are to share and by the cores other programs leave
+        idle; a fit's batch steps use one thread instead where the recent
+        steps measured that faster. The atom step always runs on
         one thread (see the module notes). BLAS keeps one thread per worker.
         The result does not depend on it. Not saved by :meth:`save`.
 
