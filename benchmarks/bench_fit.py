@@ -19,17 +19,29 @@ compiles or loads the numba kernels, so that no timing includes that.
     python -m benchmarks.bench_fit --coco-full  # only the full-COCO-sized fit
     python -m benchmarks.bench_fit --coco --n-jobs 1 2        # only the COCO-sized fit, on 1 then 2 threads
     python -m benchmarks.bench_fit --coco-full --n-jobs 1 4 16
+    python -m benchmarks.bench_fit --oversubscribed             # n_jobs 1 vs 2, quiet and one busy process per core
+    python -m benchmarks.bench_fit --oversubscribed --coco --rounds 2   # the same on the COCO-sized fit
 
 With ``--n-jobs``, the mini-batch fit runs once per value (``SLiCS(n_jobs=...)``), on the same data,
 and the script prints each run's wall and CPU seconds, the wall speed-up over the first value and
 whether the atoms are identical to the first run's (they must be).
+
+``--oversubscribed`` (issue 39) fits a 6000 x 512 problem (S=12, d0=10, T=2, batch 2000) with ``n_jobs=1`` and
+``n_jobs=2`` alternately, ``--rounds`` times each (the order flips every round), first on the machine as it is,
+then with one busy process (a Python ``while True`` loop) per core beside it, and prints the medians, their
+ratio, the median of the rounds' own ratios and the load average (``--coco``: the COCO-sized fit instead).
+``tests/test_n_jobs_oversubscribed.py`` runs the busy half as the issue's check.
 
 Run from the repository root: ``python -m benchmarks.bench_fit``.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import resource
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -152,14 +164,88 @@ def minibatch_case(label, n, d, S, d0, T, batch, seed, n_jobs=(None,)):
                   f"{cpu / wall:.2f}; atoms identical to n_jobs={n_jobs[0]}: {same}")
 
 
+@contextlib.contextmanager
+def busy_processes(n=None):
+    """``n`` (default: one per core) processes that spin a Python loop, killed (by their ids) on exit."""
+    n = len(os.sched_getaffinity(0)) if n is None else n
+    procs = [subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        time.sleep(0.2)  # let them start spinning
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
+def alternate_n_jobs(X, Y, fit_kwargs, n_jobs=(1, 2), rounds=5):
+    """Fit ``SLiCS(**fit_kwargs, n_jobs=j)`` for every ``j``, ``rounds`` times, the order reversed every other round.
+
+    Returns ``{j: [(wall, cpu), ...]}`` and whether every fit's atoms were identical to the first.
+    """
+    times = {j: [] for j in n_jobs}
+    first, same = None, True
+    for r in range(rounds):
+        for j in (n_jobs if r % 2 == 0 else n_jobs[::-1]):
+            model, wall, cpu = timed(lambda j=j: SLiCS(**fit_kwargs, n_jobs=j).fit(X, Y))
+            times[j].append((wall, cpu))
+            if first is None:
+                first = model.atoms_
+            same = same and np.array_equal(first, model.atoms_)
+    return times, same
+
+
+#: The oversubscription check's fit (issue 39): about half a second per fit on one free core of the 2-core machine.
+OVERSUBSCRIBED_CASE = dict(n=6000, d=512, S=12, d0=10, T=2, batch=2000, seed=3)
+#: ``--coco --oversubscribed``: the COCO-sized fit of ``--coco``.
+COCO_CASE = dict(n=20000, d=512, S=12, d0=10, T=10, batch=2000, seed=1)
+
+
+def oversubscribed_case(rounds=5, quiet=True, busy=True, case=OVERSUBSCRIBED_CASE):
+    """``n_jobs=1`` against ``n_jobs=2`` alternately, on the machine as it is and beside one busy process per
+    core; prints and returns ``{"quiet"/"busy": (median wall 1, median wall 2, times, same atoms)}``."""
+    X, Y = make_data(case["n"], case["d"], case["S"], case["d0"], seed=case["seed"])
+    kw = dict(n_atoms=case["d0"], n_iter=case["T"], batch_size=case["batch"], random_state=0)
+    print(f"== n_jobs 1 vs 2, {rounds} rounds alternating: n={case['n']}, d={case['d']}, S={case['S']}, "
+          f"d0={case['d0']}, T={case['T']}, batch={case['batch']}; {os.cpu_count()} cores")
+    out = {}
+    for label, on in (("quiet", quiet), ("busy", busy)):
+        if not on:
+            continue
+        ctx = busy_processes() if label == "busy" else contextlib.nullcontext()
+        with ctx:
+            load0 = os.getloadavg()[0]
+            times, same = alternate_n_jobs(X, Y, kw, rounds=rounds)
+            load1 = os.getloadavg()[0]
+        med = {j: float(np.median([w for w, _ in t])) for j, t in times.items()}
+        paired = float(np.median([w2 / w1 for (w1, _), (w2, _) in zip(times[1], times[2])]))
+        cpu = {j: float(np.median([c for _, c in t])) for j, t in times.items()}
+        what = "machine as it is" if label == "quiet" else "one busy process per core"
+        print(f"{what:<26}: n_jobs=1 {med[1]:6.3f} s wall ({cpu[1]:.3f} CPU), n_jobs=2 {med[2]:6.3f} s wall "
+              f"({cpu[2]:.3f} CPU), medians; n_jobs=2 / n_jobs=1 = {med[2] / med[1]:.2f}; atoms identical: {same}; "
+              f"load average {load0:.2f} -> {load1:.2f}")
+        print(f"{'':<26}  walls n_jobs=1 {[round(w, 2) for w, _ in times[1]]}, "
+              f"n_jobs=2 {[round(w, 2) for w, _ in times[2]]}; median of the rounds' ratios {paired:.2f}")
+        out[label] = (med[1], med[2], times, same)
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller problem sizes")
     parser.add_argument("--coco-full", action="store_true", help="only the fit of the size of all of COCO")
     parser.add_argument("--coco", action="store_true", help="only the COCO-sized (20 000 rows) fit")
+    parser.add_argument("--oversubscribed", action="store_true",
+                        help="only n_jobs 1 vs 2, alternating, quiet and beside one busy process per core")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --oversubscribed (default 5)")
     parser.add_argument("--n-jobs", type=int, nargs="+", default=[None], metavar="N",
                         help="fit the mini-batch case once per value of SLiCS(n_jobs=N), e.g. 1 2")
     args = parser.parse_args()
+    if args.oversubscribed:
+        warm_kernels((1, 2))
+        oversubscribed_case(args.rounds, case=COCO_CASE if args.coco else OVERSUBSCRIBED_CASE)
+        return
     warm_kernels(args.n_jobs)
     if args.coco_full:
         minibatch_case("full-COCO-sized mini-batch fit", 118_000, 512, 12, 10, 10, 2000, seed=2, n_jobs=args.n_jobs)

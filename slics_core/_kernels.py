@@ -29,15 +29,27 @@ products vectorise; the results differ from a sequential sum only by rounding.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 #: reassociation (vectorised sums) and fused multiply-add; no assumptions about NaN or infinities
 _FAST = {"reassoc", "contract"}
 #: machine epsilon, a compile-time constant (``np.finfo`` inside a kernel compiles string machinery)
 _EPS = float(np.finfo(np.float64).eps)
-#: Rows per block of the Lanczos product (:func:`_fused_product`): fixed, so the order of its sums does not
-#: depend on the number of threads; a concept of a 2 000-row batch (a few hundred rows) gives several blocks.
+#: Rows per block of the Lanczos product (:func:`_fused_product`): its sums are added block by block, the
+#: rounding of every fit since issue 32 (when threads shared the blocks; they no longer do).
 PRODUCT_ROWS = 64
+
+
+def aligned_rows(n, d):
+    """An empty ``(n, d)`` float64 array whose first byte is 64-byte aligned (a cache line, an AVX-512 vector).
+
+    The atom step reads the residual through vector loads; on the development machine (AMD EPYC,
+    AVX-512) a batch's atom step took 27 ms of CPU on an aligned residual and 34 ms at any other
+    offset (8-48 bytes), and numpy's or numba's allocations give either (docs/performance.md, "n_jobs").
+    """
+    buf = np.empty(n * d + 8)
+    start = (-buf.ctypes.data % 64) // 8
+    return buf[start:start + n * d].reshape(n, d)
 
 
 @njit(cache=True, nogil=True)
@@ -111,24 +123,16 @@ def _product_block(R, idx, pos, lo, hi, a, vb, implicit, v, wb, s):
     return sa
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath=_FAST)
-def _product_blocks_parallel(R, idx, pos, m, a, vb, implicit, v, W, SA, s):
-    """:func:`_product_block` of every block of :data:`PRODUCT_ROWS` rows, blocks shared by numba's threads."""
-    for b in prange(W.shape[0]):
-        SA[b] = _product_block(R, idx, pos, b * PRODUCT_ROWS, min((b + 1) * PRODUCT_ROWS, m), a, vb, implicit,
-                               v, W[b], s)
-
-
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def _fused_product(R, idx, pos, m, a, b0, implicit, v, w, s, W, SA, threads):
+def _fused_product(R, idx, pos, m, a, b0, implicit, v, w, s, W, SA):
     """``s = E v`` and ``w = E^T s`` for ``E = D (R[rows] + a b0^T)`` (``implicit``) or ``E = R[rows]``.
 
     Only the ``m`` rows ``idx[:m]`` (at positions ``pos[:m]`` of ``s`` and
     ``a``) are read; the other entries of ``s`` are left as they are (zero).
-    The rows go in blocks of :data:`PRODUCT_ROWS` (:func:`_product_block`,
-    on ``threads`` numba threads when there are more than one; ``W`` and
-    ``SA`` are scratch with a row per block); the blocks' sums are added in
-    block order, so the result does not depend on ``threads``.
+    The rows go in blocks of :data:`PRODUCT_ROWS` (:func:`_product_block`;
+    ``W`` and ``SA`` are scratch with a row per block) whose sums are added in
+    block order, on the caller's thread (no thread shares a product:
+    docs/performance.md, "n_jobs").
     """
     d = R.shape[1]
     vb = 0.0
@@ -136,12 +140,9 @@ def _fused_product(R, idx, pos, m, a, b0, implicit, v, w, s, W, SA, threads):
         for j in range(d):
             vb += b0[j] * v[j]
     nb = (m + PRODUCT_ROWS - 1) // PRODUCT_ROWS
-    if threads > 1 and nb > 1:
-        _product_blocks_parallel(R, idx, pos, m, a, vb, implicit, v, W[:nb], SA[:nb], s)
-    else:
-        for b in range(nb):
-            SA[b] = _product_block(R, idx, pos, b * PRODUCT_ROWS, min((b + 1) * PRODUCT_ROWS, m), a, vb, implicit,
-                                   v, W[b], s)
+    for b in range(nb):
+        SA[b] = _product_block(R, idx, pos, b * PRODUCT_ROWS, min((b + 1) * PRODUCT_ROWS, m), a, vb, implicit,
+                               v, W[b], s)
     for j in range(d):
         w[j] = 0.0
     sa = 0.0
@@ -179,14 +180,14 @@ def _top_ritz(alphas, betas, k):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from, threads=1):
+def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from):
     """Leading singular pair of ``E`` (see :func:`_fused_product`), warm-started at the unit vector ``b0``.
 
     Returns ``(v, ev, eb, steps)``: the unit right singular vector ``v``
     (sign arbitrary), ``E v`` and ``E b0`` (aligned with ``rows``) and the
     number of Lanczos steps (the dimension of the final Krylov space). If
     ``E b0 = 0`` the start is replaced by ``E``'s largest row; if ``E = 0``,
-    ``v = b0``. ``threads`` numba threads share the products (same result).
+    ``v = b0``.
     """
     n = rows.size
     d = R.shape[1]
@@ -203,7 +204,7 @@ def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from, threads=1)
     SA = np.empty(nb)
     for j in range(d):
         V[0, j] = b0[j]
-    _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[0], w, S[0], W, SA, threads)
+    _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[0], w, S[0], W, SA)
     eb = S[0].copy()
     sn = 0.0
     for i in range(n):
@@ -220,7 +221,7 @@ def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from, threads=1)
         _row_of_e(R, idx, pos, row, a, b0, implicit, V[0])
         for j in range(d):
             V[0, j] /= np.sqrt(best)
-        _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[0], w, S[0], W, SA, threads)
+        _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[0], w, S[0], W, SA)
     alphas = np.empty(steps + 1)
     betas = np.empty(steps + 1)
     coef = np.empty(steps + 1)
@@ -279,7 +280,7 @@ def top_triplet(R, rows, a, b0, implicit, tol, max_steps, check_from, threads=1)
             V, S = V2, S2
         for j in range(d):
             V[k, j] = w[j] / be
-        _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[k], w, S[k], W, SA, threads)
+        _fused_product(R, idx, pos, n_rows, a, b0, implicit, V[k], w, S[k], W, SA)
     v = np.zeros(d)
     ev = np.zeros(n)
     for q in range(k + 1):
@@ -313,7 +314,7 @@ def lowers_error(bb, aeb, aa):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def ksvd_update(R, rows, a, b0, tol, max_steps, check_from, monotone, threads=1):
+def ksvd_update(R, rows, a, b0, tol, max_steps, check_from, monotone):
     """One K-SVD atom update in place on the residual rows ``R[rows]`` and their coefficients ``a``.
 
     Returns ``(b, steps, kept)``: the new unit atom, the Lanczos steps and
@@ -323,7 +324,7 @@ def ksvd_update(R, rows, a, b0, tol, max_steps, check_from, monotone, threads=1)
     """
     n = rows.size
     d = R.shape[1]
-    v, ev, eb, steps = top_triplet(R, rows, a, b0, True, tol, max_steps, check_from, threads)
+    v, ev, eb, steps = top_triplet(R, rows, a, b0, True, tol, max_steps, check_from)
     pp = 0.0
     nn = 0.0
     for i in range(n):
@@ -370,15 +371,14 @@ def rank2_update(R, rows, a, b0, beta, b):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def residual(X, At, B):
-    """``X - At^T B`` for sparse coefficients ``At`` (M, n): each row subtracts only its used atoms.
+def residual(X, A, B, R):
+    """``R = X - A B`` for sparse coefficients ``A`` (n, M): each row subtracts only its used atoms.
 
-    Each row of the result is written once, from its own non-zero coefficients.
+    Each row of ``R`` (n, d; e.g. from :func:`aligned_rows`) is written once, from its own non-zero
+    coefficients.
     """
     n, d = X.shape
     M = B.shape[0]
-    A = np.ascontiguousarray(At.T)  # (n, M): a sample's coefficients side by side
-    R = np.empty((n, d))
     used = np.empty(M, dtype=np.int64)
     for i in range(n):
         k = 0
@@ -393,7 +393,6 @@ def residual(X, At, B):
             c = A[i, m]
             for j in range(d):
                 R[i, j] -= c * B[m, j]
-    return R
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
@@ -440,7 +439,7 @@ def reseed(R, rows, a, B, m):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def ksvd_atoms(R, At, B, allowed_t, steps, tol, max_steps, monotone, full_batch, threads):
+def ksvd_atoms(R, At, B, allowed_t, steps, tol, max_steps, monotone, full_batch):
     """The atom step of one batch (Algorithm 1, lines 7-13): :func:`ksvd_update` of atoms ``m = 0..M-1`` in turn.
 
     ``R`` (n, d) is the batch residual, ``At`` (M, n) the coefficients and
@@ -449,8 +448,9 @@ def ksvd_atoms(R, At, B, allowed_t, steps, tol, max_steps, monotone, full_batch,
     steps of atom ``m``'s last update; its next update checks convergence from
     one step earlier (a check costs a small eigenproblem and never changes the
     stopping rule). An atom that no sample uses is re-seeded (:func:`reseed`)
-    in full-batch mode and left as it is in mini-batch mode. ``threads``
-    numba threads share each Lanczos product (the result does not depend on it).
+    in full-batch mode and left as it is in mini-batch mode. One thread: each
+    update reads the residual the previous one left, and a product is too short
+    to share (docs/performance.md, "n_jobs").
     """
     M, n = At.shape
     rows_all = np.empty(n, dtype=np.int64)
@@ -472,7 +472,7 @@ def ksvd_atoms(R, At, B, allowed_t, steps, tol, max_steps, monotone, full_batch,
             if full_batch:
                 reseed(R, rows, a, B, m)
         else:
-            b, st, _ = ksvd_update(R, rows, a, B[m], tol, max_steps, max(3, steps[m] - 1), monotone, threads)
+            b, st, _ = ksvd_update(R, rows, a, B[m], tol, max_steps, max(3, steps[m] - 1), monotone)
             steps[m] = st
             for j in range(B.shape[1]):
                 B[m, j] = b[j]

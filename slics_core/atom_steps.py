@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import warnings
 
-import numba
 import numpy as np
 from scipy.linalg import eigh
 from scipy.linalg.blas import dsyrk
@@ -68,7 +67,7 @@ def bcd_atom_update(E, beta0, n_power_steps=0):
     return b, beta
 
 
-def update_each_atom(R, At, B, allowed, full_batch, steps, *, update, monotone, n_power_steps, threads=1):
+def update_each_atom(R, At, B, allowed, full_batch, steps, *, update, monotone, n_power_steps):
     """The atom step of Algorithm 1 (lines 7-13) over atoms ``m = 1..M``, in place on ``R``, ``At``, ``B``.
 
     ``R`` is the batch residual ``X - A B`` (double precision), ``At`` the coefficients transposed
@@ -78,20 +77,12 @@ def update_each_atom(R, At, B, allowed, full_batch, steps, *, update, monotone, 
     coefficient. ``full_batch``: an atom no sample uses is re-seeded (else it keeps its value). The
     K-SVD update (``update="ksvd"``) runs as one compiled loop
     (:func:`slics_core._kernels.ksvd_atoms`); the block-coordinate update of Appendix A in Python.
-    The updates and their order are those of Algorithm 1. ``threads`` numba threads share the rows
-    of each K-SVD update's Lanczos products (in blocks fixed by the rows, so the result is the same).
+    The updates and their order are those of Algorithm 1, on the caller's thread alone: ``n_jobs``
+    does not reach this step (docs/performance.md, "n_jobs").
     """
     if update == "ksvd":
-        threads = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
-        previous = numba.get_num_threads()
-        if threads > 1:
-            numba.set_num_threads(threads)  # this thread's setting: fits in other threads keep theirs
-        try:
-            ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, _LANCZOS_TOL,
-                       _LANCZOS_MAX_STEPS, bool(monotone), bool(full_batch), threads)
-        finally:
-            if threads > 1:
-                numba.set_num_threads(previous)
+        ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, _LANCZOS_TOL,
+                   _LANCZOS_MAX_STEPS, bool(monotone), bool(full_batch))
         return
     for m in range(B.shape[0]):
         S = np.flatnonzero(allowed[:, m])

@@ -217,20 +217,33 @@ def nnls_gram(gram, rhs, allowed=None, init=None, n_jobs=None):
         Non-negative coefficients, zero on disallowed atoms.
     """
     # C order throughout: the compiled solver is then compiled for one signature only
-    gram = np.asarray(gram, dtype=np.float64)
     rhs = np.ascontiguousarray(rhs, dtype=np.float64)
     n, M = rhs.shape
+    G = solver_gram(gram, M)
+    allowed = np.ones((n, M), dtype=bool) if allowed is None else np.ascontiguousarray(allowed, dtype=bool)
+    init = None if init is None else np.ascontiguousarray(init, dtype=np.float64)
+    return rowwise(lambda b: nnls_rows(G, rhs[b], allowed[b], None if init is None else init[b]), n, n_jobs)
+
+
+def solver_gram(gram, M=None):
+    """The Gram matrix :func:`nnls_rows` takes: ``gram`` in double precision, C order, with a tiny diagonal
+    loading (``1e-11`` of its mean diagonal) that keeps every passive sub-system solvable."""
+    gram = np.asarray(gram, dtype=np.float64)
+    M = gram.shape[0] if M is None else M
     if gram.shape != (M, M):
         raise ValueError(f"gram must have shape ({M}, {M}); got {gram.shape}.")
-    G = gram + _jitter(np.diag(gram)) * np.eye(M)
-    allowed = np.ones((n, M), dtype=bool) if allowed is None else np.ascontiguousarray(allowed, dtype=bool)
-    warm = init is not None
-    init = np.ascontiguousarray(init, dtype=np.float64) if warm else rhs
-    coef, ok = rowwise(lambda b: _bpp_allowed(G, rhs[b], allowed[b], init[b], warm), n, n_jobs)
-    for i in np.flatnonzero(~ok):  # not converged: exact fallback on the row's allowed atoms
-        P = np.flatnonzero(allowed[i])
-        coef[i] = 0.0
-        coef[i, P] = _finish_with_scipy(G[np.ix_(P, P)], rhs[i, P])
+    return np.ascontiguousarray(gram + _jitter(np.diag(gram)) * np.eye(M))
+
+
+def nnls_rows(G, rhs, allowed, init=None):
+    """:func:`nnls_gram` on rows already checked: ``G`` from :func:`solver_gram`, ``rhs`` (n, M) float64,
+    ``allowed`` (n, M) bool and ``init`` (n, M) float64 or None, all C-ordered; one thread, no copies."""
+    coef, ok = _bpp_allowed(G, rhs, allowed, rhs if init is None else init, init is not None)
+    if not ok.all():
+        for i in np.flatnonzero(~ok):  # not converged: exact fallback on the row's allowed atoms
+            P = np.flatnonzero(allowed[i])
+            coef[i] = 0.0
+            coef[i, P] = _finish_with_scipy(G[np.ix_(P, P)], rhs[i, P])
     return coef
 
 

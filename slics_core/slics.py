@@ -75,15 +75,23 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   medium and OpenBLAS threads measured slower on a 2-core machine. The
   compiled kernels release the GIL, so fits in different threads (app
   sessions) run on different cores.
-* ``n_jobs`` threads share the per-sample steps (the NNLS codes, the
-  residual, the coefficient step's linear terms, :meth:`SLiCS.transform` and
-  :meth:`SLiCS.project`) by blocks of rows, and the S-SVD start by concepts
-  (:mod:`slics_core._parallel`). Every row and every concept is computed on
-  its own, as on one thread. The atom step stays one sequence of rank-1
-  updates (each changes the residual the next one reads); the threads share
-  the rows of each Lanczos product, in blocks of 64 rows whose sums are added
-  in block order whatever the number of threads. So the atoms and codes do
-  not depend on ``n_jobs``, bit for bit (``tests/test_n_jobs.py``).
+* ``n_jobs`` threads share the per-sample steps by blocks of 128 rows (in a
+  fit, a block's NNLS codes, the coefficient step's linear terms and its
+  residual rows are one task, so a batch is handed out once), as well as
+  :meth:`SLiCS.transform` and :meth:`SLiCS.project`, and the S-SVD start by
+  concepts (:mod:`slics_core._parallel`; the calling thread works too, idle
+  threads sleep). Every row and every concept is computed on its own, as on
+  one thread. The atom step runs on the calling thread alone: it is one
+  sequence of rank-1 updates (each changes the residual the next one reads),
+  and its Lanczos products (about 60 us each) are too short to share: threads
+  woken for each product made fits up to 16 times slower on a busy machine
+  (issue 39, docs/performance.md "n_jobs"). No call uses more threads than
+  the cores other programs leave idle at that moment, and each batch step
+  runs on one thread or on ``n_jobs``, whichever the recent steps measured
+  faster (:mod:`slics_core._parallel`). So the atoms and codes do
+  not depend on ``n_jobs``, bit for bit (``tests/test_n_jobs.py``), and
+  ``n_jobs=2`` is not slower than one thread beside one busy process per core
+  (``tests/test_n_jobs_oversubscribed.py``).
 * Each atom is updated in place on the rows of the batch residual that may
   use it (its concept's samples), read through an index list; the samples
   ``L_m`` are those with a non-zero coefficient. The residual is formed from
@@ -100,6 +108,7 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -111,8 +120,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from slics_core._kernels import allowed_products, residual
-from slics_core._parallel import N_JOBS_EXPECTED, effective_n_jobs, n_jobs_ok, rowwise
+from slics_core._kernels import aligned_rows, allowed_products, residual
+from slics_core._parallel import N_JOBS_EXPECTED, ThreadChoice, effective_n_jobs, n_jobs_ok, rowwise
 from slics_core._validation import (
     SKLEARN_EXPECTED_FAILED_CHECKS as SKLEARN_EXPECTED_FAILED_CHECKS,  # public: the checks check_estimator skips
 )
@@ -126,7 +135,7 @@ from slics_core._validation import (
 )
 from slics_core.atom_steps import initial_atoms, update_each_atom
 from slics_core.formats import load_model, save_model
-from slics_core.nnls import nnls_gram, nnls_shared
+from slics_core.nnls import nnls_rows, nnls_shared, solver_gram
 
 
 def _allowed_atoms(Y, groups):
@@ -216,8 +225,12 @@ class SLiCS(TransformerMixin, BaseEstimator):
         Threads for the per-sample steps of ``fit``, ``partial_fit``,
         ``transform`` and ``project`` (the NNLS codes, the residual) and for
         the S-SVD start (by concept); ``None`` means 1 and ``-1`` every core,
-        as in scikit-learn. BLAS keeps one thread per worker. The result does
-        not depend on it. Not saved by :meth:`save`.
+        as in scikit-learn: at most, capped by the blocks of 128 rows (or
+        concepts) there are to share and by the cores other programs leave
+        idle; a fit's batch steps use one thread instead where the recent
+        steps measured that faster. The atom step always runs on
+        one thread (see the module notes). BLAS keeps one thread per worker.
+        The result does not depend on it. Not saved by :meth:`save`.
 
     Attributes
     ----------
@@ -413,8 +426,12 @@ class SLiCS(TransformerMixin, BaseEstimator):
             B = np.array(self.atoms_, dtype=np.float64, order="C")  # a step that fails leaves atoms_ as it was
             steps = getattr(self, "_lanczos_steps", None)  # a loaded model does not keep it
             steps = np.full(B.shape[0], 3, dtype=np.int64) if steps is None else steps.copy()
+            choice = getattr(self, "_thread_choice", None)
+            if choice is None or choice.most != self._threads():
+                choice = self._thread_choice = ThreadChoice(self.n_jobs)  # kept from call to call, never saved
             if X.shape[0]:
-                self._step(X, np.zeros((X.shape[0], B.shape[0])), B, _allowed_atoms(Y, self.groups_), False, steps)
+                self._step(X, np.zeros((X.shape[0], B.shape[0])), B, _allowed_atoms(Y, self.groups_), False, steps,
+                           choice)
         self.atoms_, self._lanczos_steps = B, steps
         self.n_steps_ = getattr(self, "n_steps_", 1) + 1
         return self
@@ -473,11 +490,12 @@ class SLiCS(TransformerMixin, BaseEstimator):
         A = np.zeros((n, B.shape[0]))
         full_batch = self.batch_size is None or self.batch_size >= n
         n_steps = 0
+        choice = ThreadChoice(self.n_jobs)
         for epoch in range(self.n_iter):
             error = 0.0
             batches = epoch_batches(n, self.batch_size, rng)
             for b, batch in enumerate(batches):
-                A[batch], batch_error = self._step(X[batch], A[batch], B, allowed[batch], full_batch, steps)
+                A[batch], batch_error = self._step(X[batch], A[batch], B, allowed[batch], full_batch, steps, choice)
                 error += batch_error
                 n_steps += 1
                 if self.callback is not None:
@@ -487,34 +505,56 @@ class SLiCS(TransformerMixin, BaseEstimator):
                 break
         return n_steps
 
-    def _step(self, Xb, Ab, B, allowed_b, full_batch, steps):
-        """One batch step: the coefficient step (eq. 5, warm-started at ``Ab``), then the atom step on
-        ``B`` (in place). Returns the batch's coefficients and its squared error after the update."""
-        Ab = self._coefficients(Xb, B, allowed_b, init=Ab)
+    def _step(self, Xb, Ab, B, allowed_b, full_batch, steps, choice):
+        """One batch step: the coefficient step (eq. 5, warm-started at ``Ab``) and the residual it leaves,
+        then the atom step on ``B`` (in place). Returns the batch's coefficients and its squared error after
+        the update.
+
+        The codes and the residual rows are computed together, block of rows by block of rows: one
+        hand-out to the threads per batch, each task a few milliseconds long. ``choice`` (a
+        :class:`~slics_core._parallel.ThreadChoice`) gives the number of threads and gets the step's time."""
+        start, threads = time.perf_counter(), choice.threads()
+        G = self._gram(B)
+        R = aligned_rows(*Xb.shape)
+        Ab = np.ascontiguousarray(Ab)
+
+        def codes_and_residual(rows):
+            A = self._codes(Xb[rows], B, G, allowed_b[rows], Ab[rows])
+            residual(Xb[rows], A, B, R[rows])
+            return A
+
+        Ab = rowwise(codes_and_residual, Xb.shape[0], threads)
         At = np.ascontiguousarray(Ab.T)
-        error = self._update_atoms(Xb, At, B, allowed_b, full_batch, steps)
+        error = self._update_atoms(Xb, At, B, allowed_b, full_batch, steps, R)
+        choice.record(threads, time.perf_counter() - start, Xb.shape[0])
         return At.T, error
 
-    def _coefficients(self, X, B, allowed, init=None):
+    def _gram(self, B):
+        """The NNLS solver's Gram matrix of the atoms ``B`` (with ``ridge``), computed once per batch or call."""
         gram = B @ B.T
-        if self.ridge:
-            gram = gram + self.ridge * np.eye(B.shape[0])
+        return solver_gram(gram + self.ridge * np.eye(B.shape[0]) if self.ridge else gram)
+
+    @staticmethod
+    def _codes(X, B, G, allowed, init=None):
+        """NNLS codes (eq. 5) of the rows of ``X`` on their allowed atoms; each row on its own."""
+        return nnls_rows(G, allowed_products(X, B, allowed), allowed, init)
+
+    def _coefficients(self, X, B, allowed):
+        """NNLS codes of every row of ``X`` (``allowed`` None: every atom), by blocks of rows on ``n_jobs`` threads."""
+        G = self._gram(B)
         if allowed is None:  # every atom; the compiled products make each row's result independent of the batch
             allowed = np.ones((X.shape[0], B.shape[0]), dtype=bool)
-        threads = self._threads()
-        C = rowwise(lambda rows: allowed_products(X[rows], B, allowed[rows]), X.shape[0], threads)
-        return nnls_gram(gram, C, allowed, init=init, n_jobs=threads)
+        return rowwise(lambda rows: self._codes(X[rows], B, G, allowed[rows]), X.shape[0], self._threads())
 
-    def _update_atoms(self, X, At, B, allowed, full_batch, steps):
+    def _update_atoms(self, X, At, B, allowed, full_batch, steps, R):
         """Update every atom in turn (in place); return the batch's squared error.
 
-        The residual ``R = X - A B`` (double precision) is formed once and then
+        ``R = X - A B`` (double precision), formed with the codes, is then
         updated incrementally: a rank-2 update on the rows of each atom.
         ``steps`` holds each atom's last Lanczos step count (updated in place).
         """
-        R = rowwise(lambda rows: residual(X[rows], np.ascontiguousarray(At[:, rows]), B), X.shape[0], self._threads())
         update_each_atom(R, At, B, allowed, full_batch, steps, update=self.update, monotone=bool(self.monotone),
-                         n_power_steps=self.n_power_steps, threads=self._threads())
+                         n_power_steps=self.n_power_steps)
         return float(np.einsum("ij,ij->", R, R))
 
     def _converged(self, history):

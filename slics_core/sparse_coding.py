@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from slics_core._parallel import effective_n_jobs, map_row_blocks, row_blocks
+from slics_core._parallel import map_row_blocks, row_blocks, threads_that_help
 from slics_core._validation import check_embeddings
 from slics_core.nnls import nnls_gram
 from slics_core.rows import TIE_TOL
@@ -86,7 +86,7 @@ def nn_omp(X, atoms, n_nonzero_coefs=None, tol=None, n_jobs=None):
     steps = min(B.shape[0], X.shape[1]) if n_nonzero_coefs is None else int(n_nonzero_coefs)
     if steps < 1:
         raise ValueError(f"n_nonzero_coefs must be >= 1; got {n_nonzero_coefs}.")
-    threads = min(effective_n_jobs(n_jobs), len(row_blocks(X.shape[0])))
+    threads = threads_that_help(n_jobs, len(row_blocks(X.shape[0])))
 
     def block(rows):
         return _greedy_pursuit(X[rows], B, B.shape[0], steps, lambda r, R, coef: R @ B.T, lambda chosen: chosen, tol)

@@ -6,6 +6,7 @@ import pytest
 
 from slics_core import SLiCS
 from slics_core._kernels import (
+    aligned_rows,
     allowed_products,
     ksvd_atoms,
     ksvd_update,
@@ -28,7 +29,10 @@ def test_residual_equals_dense_product():
     X = rng.normal(size=(50, 33))
     B = rng.normal(size=(12, 33))
     At = _sparse(rng, (12, 50))
-    np.testing.assert_allclose(residual(X, At, B), X - At.T @ B, rtol=0, atol=1e-13)
+    R = aligned_rows(50, 33)
+    residual(X, np.ascontiguousarray(At.T), B, R)
+    assert R.ctypes.data % 64 == 0
+    np.testing.assert_allclose(R, X - At.T @ B, rtol=0, atol=1e-13)
 
 
 def test_allowed_products_are_zero_off_the_allowed_entries():
@@ -185,7 +189,7 @@ def test_ksvd_atoms_is_the_per_atom_update_in_turn(full_batch):
             B_ref[m], _, _ = ksvd_update(R_ref, S, a, B_ref[m].copy(), 1e-9, 100, 3, False)
         At_ref[m, S] = a
     steps = np.full(M, 3, dtype=np.int64)
-    ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, 1e-9, 100, False, full_batch, 1)
+    ksvd_atoms(R, At, B, np.ascontiguousarray(allowed.T), steps, 1e-9, 100, False, full_batch)
     np.testing.assert_allclose(B, B_ref, atol=1e-13)
     np.testing.assert_allclose(At, At_ref, atol=1e-13)
     np.testing.assert_allclose(R, R_ref, atol=1e-13)

@@ -97,9 +97,9 @@ def _batch_error(X, allowed, B):
 class _Recording(SLiCS):
     """SLiCS that records every batch's samples and dictionary before and after its update."""
 
-    def _update_atoms(self, X, At, B, allowed, full_batch, steps):
+    def _update_atoms(self, X, At, B, allowed, full_batch, steps, R):
         before = B.copy()
-        error = super()._update_atoms(X, At, B, allowed, full_batch, steps)
+        error = super()._update_atoms(X, At, B, allowed, full_batch, steps, R)
         self.log_.append((X.copy(), allowed.copy(), before, B.copy()))
         return error
 
