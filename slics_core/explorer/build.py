@@ -49,6 +49,7 @@ from slics_core.retrieval import StreamingIndex
 from slics_core.shards import BLOCK_ROWS, SAMPLE_ROWS, PoolShards, seeded_sample
 from slics_core.splits import Split, make_split
 from slics_core.store import EmbeddingStore
+from slics_core.tasks import choose_jobs, fit_bytes, run_tasks, shared_bytes
 from slics_core.vocabulary_names import DEFAULT_VOCABULARY, NO_VOCABULARY
 
 __all__ = ["attach_pool_shards", "build_pool_index", "build_workspace", "build_workspace_from_cache",
@@ -81,6 +82,59 @@ def _fit_progress(progress, stage, job, n_jobs):
     return callback
 
 
+
+
+def _fit_task(inputs, task, callback=None):
+    """One fit of the build, ``task = (method, d0, n_iter, seed)``: ``("ok", model)`` or ``("failed", reason)``
+    (seeded by ``seed`` alone, so the model never depends on which worker fits it, or when)."""
+    m, d0, n_iter, seed = task
+    try:
+        return "ok", fit_method(m, inputs, d0, n_iter=n_iter, batch_size=None, seed=seed, ridge=0.0,
+                                callback=callback)
+    except (ValueError, np.linalg.LinAlgError) as exc:  # one method failing never sinks the others
+        return "failed", str(exc)
+
+
+def resolve_jobs(jobs, n_tasks, inputs, say=None) -> int:
+    """:func:`slics_core.tasks.choose_jobs` for ``n_tasks`` fits of ``inputs``; ``say(line)`` gets its reason."""
+    n, why = choose_jobs(jobs, n_tasks, fit_bytes(inputs.X), shared_bytes=shared_bytes(inputs))
+    if say is not None:
+        say(f"fits: {why}")
+    return n
+
+
+def _fit_all(inputs, jobs, skipped, *, n_iter, seed, progress, n_jobs, backend, address, say):
+    """The models of every ``(method, d0)`` of ``jobs``, fitted one after another here (``n_jobs`` 1: progress
+    moves batch by batch) or on worker processes / Ray (progress moves fit by fit); failed methods go to
+    ``skipped``. The same models whatever ``n_jobs``: each fit is seeded by ``seed`` alone."""
+    tasks = [(m, d0, n_iter, seed) for m, d0 in jobs]
+    if backend == "ray" and n_jobs in (None, -1):  # the cluster's CPUs limit the tasks in flight, not this host
+        n = max(1, len(tasks))
+        if say is not None:
+            say(f"fits: {n} Ray tasks, as many at a time as the cluster has CPUs")
+    else:
+        n = 1 if not tasks else resolve_jobs(n_jobs, len(tasks), inputs, say)
+    if n == 1 and backend == "loky":
+        results = []
+        for i, (m, d0) in enumerate(jobs):
+            stage = f"fit {m}" + (f" d0={d0}" if d0 is not None else "")
+            report_progress(progress, stage, i, len(jobs))
+            results.append(_fit_task(inputs, tasks[i], callback=_fit_progress(progress, stage, i, len(jobs))))
+    else:
+        results = run_tasks(_fit_task, tasks, shared=inputs, n_jobs=n, progress=progress,
+                            stage=f"fit {len(tasks)} models on {n} {backend} workers", backend=backend,
+                            address=address)
+    models = {}
+    for (m, d0), (status, value) in zip(jobs, results):
+        if status == "ok":
+            models[(m, d0)] = value
+        else:
+            skipped[m] = f"fit failed ({value})"
+            models = {k: v for k, v in models.items() if k[0] != m}
+            warnings.warn(f"{m} was not fitted: {value}", RuntimeWarning, stacklevel=3)
+    return models
+
+
 def _embed_vocabulary(encoder, words, store, progress):
     """Raw text embeddings of the vocabulary, or None (with a warning) when the encoder cannot."""
     if encoder is None or not words:
@@ -98,7 +152,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
                     vocabulary=NO_VOCABULARY, encoder=None, store=None, name=None, kind="dataset", generator=None,
                     progress=None, replace=True, codebook=None, source=None, overwrite=False,
                     prepare=True, splice_vocabulary=None, oracle_vocabulary=None, pool_shards=None,
-                    remote_thumbnails=False) -> Workspace:
+                    remote_thumbnails=False, n_jobs=1, backend="loky", address=None, say=None) -> Workspace:
     """Build, save and return a workspace from labelled embeddings (see the module docstring).
 
     Parameters
@@ -142,6 +196,14 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         remaining rows still serve the d0 sweep), and ``index["pool"]`` is empty.
     remote_thumbnails : bool
         With ``pool_shards``: thumbnails may be the metadata's ``url`` column (loaded by the browser).
+    n_jobs : int or None
+        Worker processes fitting the models side by side (:func:`slics_core.tasks.run_tasks`); 1 (the
+        default) fits them here one after another; None or -1: every core, as many as the estimated memory
+        allows (:func:`slics_core.tasks.choose_jobs`). The workspace does not depend on it.
+    backend : {"loky", "ray"}
+        Where the fits run (``ray``: Ray tasks on ``address``, or a local Ray); the same workspace.
+    say : callable ``say(line)``, optional
+        Gets one line saying how many workers were chosen and why.
 
     Returns
     -------
@@ -175,17 +237,8 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
             skipped[m] = why
             continue
         jobs += [(m, d) for d in d0_values] if get_method(m).dictionary else [(m, None)]
-    models = {}
-    for i, (m, d0) in enumerate(jobs):
-        stage = f"fit {m}" + (f" d0={d0}" if d0 is not None else "")
-        report_progress(progress, stage, i, len(jobs))
-        try:
-            models[(m, d0)] = fit_method(m, inputs, d0, n_iter=n_iter, batch_size=None, seed=seed, ridge=0.0,
-                                         callback=_fit_progress(progress, stage, i, len(jobs)))
-        except (ValueError, np.linalg.LinAlgError) as exc:  # one method failing never sinks the others
-            skipped[m] = f"fit failed ({exc})"
-            models = {k: v for k, v in models.items() if k[0] != m}
-            warnings.warn(f"{m} was not fitted: {exc}", RuntimeWarning, stacklevel=2)
+    models = _fit_all(inputs, jobs, skipped, n_iter=n_iter, seed=seed, progress=progress, n_jobs=n_jobs,
+                      backend=backend, address=address, say=say)
     report_progress(progress, "fit", len(jobs), len(jobs))
     index = {"train": split.train, "val": split.val, "query": split.query, "pool": split.pool}
     extras = dict(data.extras)
