@@ -39,7 +39,7 @@ JOBS_EXPECTED = "a positive int (that many worker processes), -1 (every core) or
 BACKENDS = ("loky", "ray")
 #: Resident memory of one idle worker process once it has imported the library and its compiled kernels
 #: (measured: docs/performance.md, "Independent tasks in parallel"); counted once per worker.
-WORKER_BYTES = 400 * 2**20
+WORKER_BYTES = 300 * 2**20
 #: Automatic ``--jobs``: below this much working memory over all tasks (:func:`choose_jobs`'s ``task_bytes``
 #: times the tasks), the work is too small to pay for starting workers (a few seconds each: they import
 #: the library and load its compiled kernels), and it runs here.

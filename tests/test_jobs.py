@@ -119,6 +119,42 @@ def test_workspace_with_two_jobs_equals_one_job(cache, tmp_path, capsys):
             assert np.array_equal(model.atoms_, b.models[key].atoms_), key
 
 
+def test_reproduce_with_two_jobs_equals_one_job(cache, tmp_path, capsys):
+    """The sweep's, the table's and the stability seeds' dictionaries fitted side by side give the same tables."""
+    data = cache.parent / "data"
+    for jobs in (1, 2):
+        assert main(["reproduce", "--dataset", "precomputed", "--embeddings", str(data / "emb.npy"), "--metadata",
+                     str(data / "meta.csv"), "--preprocessing", "unit", "--out-dir", str(tmp_path / f"r{jobs}"),
+                     "--n-iter", "3", "--seeds", "2", "--batch-size", "100", "--sweep", "2", "4", "--methods",
+                     "S-SVD,S-SLiCS,UF", "--stability", "2", "--no-progress", "--no-estimate",
+                     "--jobs", str(jobs)]) == 0
+        err = capsys.readouterr().err
+        assert ("d0 sweep fits: 2 jobs as asked" in err and "table fits: 2 jobs as asked" in err) == (jobs == 2), err
+    # every result file (the run folders keep each run's wall time beside it, which differ)
+    names = sorted(p.name for p in (tmp_path / "r1").iterdir() if p.is_file())
+    assert {"d0_sweep.json", "methods.json", "stability.json"} <= set(names), names
+    for name in names:
+        assert (tmp_path / "r1" / name).read_bytes() == (tmp_path / "r2" / name).read_bytes(), name
+
+
+def test_workspace_on_a_local_ray_equals_the_local_build(cache, tmp_path):
+    """``backend="ray"`` (the fits as Ray tasks, the inputs put once in the object store) writes the same files."""
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'slics-explorer[ray]')")
+    from slics_core.explorer.build import build_workspace_from_cache
+
+    settings = dict(vocabulary="none", d0_values=[2, 3], n_iter=3, prepare=False)
+    build_workspace_from_cache(cache, tmp_path / "local", **settings)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        lines = []
+        build_workspace_from_cache(cache, tmp_path / "ray", backend="ray", n_jobs=2, say=lines.append, **settings)
+    finally:
+        ray.shutdown()
+    assert len(lines) == 1 and lines[0].startswith("fits: 2 jobs as asked"), lines
+    one, two = _files(tmp_path / "local"), _files(tmp_path / "ray")
+    assert sorted(one) == sorted(two) and [name for name in one if one[name] != two[name]] == []
+
+
 # -- Ctrl-C / SIGTERM stop every worker and leave the folder as it was ----------------------------------------
 def _children(pid: int) -> set:
     """Process ids whose parent is ``pid`` (and theirs), read from /proc."""
@@ -162,7 +198,7 @@ def test_signal_mid_fit_stops_every_worker_and_leaves_the_folder(cache, tmp_path
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         for line in proc.stderr:
-            if "fit 2 models on 2" in line:
+            if "fits: 2 jobs" in line:
                 break
         workers = set()
         deadline = time.monotonic() + 60

@@ -121,6 +121,8 @@ def cmd_workspace(args) -> int:
         if unknown:
             raise CLIError(f"unknown method(s) {unknown}; registered: {', '.join(method_names())}")
     generator = check_generator_args(args)
+    if args.backend == "ray":
+        require("ray", "--backend ray")  # said now, not after the vocabulary is embedded
     encoder = resolve_encoder(args.encoder) if args.encoder else None
     shards = None
     if args.pool_shards:

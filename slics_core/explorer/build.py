@@ -122,7 +122,7 @@ def _fit_all(inputs, jobs, skipped, *, n_iter, seed, progress, n_jobs, backend, 
             results.append(_fit_task(inputs, tasks[i], callback=_fit_progress(progress, stage, i, len(jobs))))
     else:
         results = run_tasks(_fit_task, tasks, shared=inputs, n_jobs=n, progress=progress,
-                            stage=f"fit {len(tasks)} models on {n} {backend} workers", backend=backend,
+                            stage=f"fit: {len(tasks)} models on {n} {backend} workers", backend=backend,
                             address=address)
     models = {}
     for (m, d0), (status, value) in zip(jobs, results):
