@@ -49,6 +49,13 @@ def stage_seconds(stderr: str, pattern=_STAGE_LINE) -> dict:
     return out
 
 
+def _others(stderr: str) -> str:
+    """The stages other than the fits, longest first, with their seconds."""
+    stages = stage_seconds(stderr)
+    return ", ".join(f"{k} {v:.1f}" for k, v in sorted(stages.items(), key=lambda kv: -kv[1])
+                     if not _FIT_LINE.match(f"[workspace] {k}: {v} s"))
+
+
 def files(folder: Path) -> dict:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -92,7 +99,7 @@ def main():
         fit = sum(stage_seconds(proc.stderr, _FIT_LINE).values())
         rows.append(("workspace", jobs, wall, cpu, fit, l0, l1))
         print(f"workspace --jobs {jobs}: wall {wall:6.1f} s, CPU {cpu:6.1f} s, fit stage {fit:6.1f} s "
-              f"(load {l0:.2f} -> {l1:.2f})", flush=True)
+              f"(load {l0:.2f} -> {l1:.2f}); other stages (s): {_others(proc.stderr)}", flush=True)
         snapshot = files(out)
         if built and any(snapshot != other for other in built.values()):
             print("!! the workspace differs from the one built with other --jobs")
@@ -105,13 +112,10 @@ def main():
             proc, wall, cpu, l0, l1 = run(cmd, env)
             if proc.returncode:
                 sys.exit(proc.stderr[-3000:])
-            stages = stage_seconds(proc.stderr)
-            fit = sum(v for k, v in stages.items() if k.startswith("fit"))
+            fit = sum(stage_seconds(proc.stderr, _FIT_LINE).values())
             rows.append(("emoji-build", jobs, wall, cpu, fit, l0, l1))
-            top = ", ".join(f"{k} {v:.1f}" for k, v in sorted(stages.items(), key=lambda kv: -kv[1])
-                            if not k.startswith("fit "))
             print(f"emoji-build --jobs {jobs}: wall {wall:6.1f} s, CPU {cpu:6.1f} s, fit stage {fit:6.1f} s "
-                  f"(load {l0:.2f} -> {l1:.2f}); stages (s): {top}", flush=True)
+                  f"(load {l0:.2f} -> {l1:.2f}); other stages (s): {_others(proc.stderr)}", flush=True)
     print("\n| build | --jobs | wall (s) | CPU (s) | fit stage (s) | load before -> after |\n|---|---|---|---|---|---|")
     for what, jobs, wall, cpu, fit, l0, l1 in rows:
         print(f"| {what} | {jobs} | {wall:.1f} | {cpu:.1f} | {fit:.1f} | {l0:.2f} -> {l1:.2f} |")

@@ -98,7 +98,8 @@ def prefit_models(results: ResultStore, inputs, runs, *, n_iter, batch_size, rid
     of :func:`~slics_core.evaluation.sweep_d0`, :func:`~slics_core.evaluation.evaluate_methods` and
     :func:`~slics_core.stability.seed_stability` then read them there (``results.model``) instead of fitting one
     after another. Each fit is seeded by its own seed, as those functions fit it, so the scores are the same
-    for every ``n_jobs``. Methods without a dictionary are left to those functions. Returns the runs fitted.
+    for every ``n_jobs``; each is saved as soon as it is finished (an interrupted run keeps them). Methods
+    without a dictionary are left to those functions. Returns the runs fitted.
     """
     todo = []
     for method, d0, seed in runs:
@@ -107,10 +108,12 @@ def prefit_models(results: ResultStore, inputs, runs, *, n_iter, batch_size, rid
             todo.append(task)
     if not todo:
         return []
-    models = run_tasks(_fit_run, todo, shared=inputs, n_jobs=n_jobs, progress=progress, stage=stage)
     os.makedirs(results.folder, exist_ok=True)
-    for task, model in zip(todo, models):
-        model.save(results.model_path(*task[:3]))
+
+    def keep(i, model):  # at once: an interrupted run keeps the dictionaries already fitted
+        model.save(results.model_path(*todo[i][:3]))
+
+    run_tasks(_fit_run, todo, shared=inputs, n_jobs=n_jobs, progress=progress, stage=stage, on_result=keep)
     return [t[:3] for t in todo]
 
 

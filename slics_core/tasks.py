@@ -165,7 +165,7 @@ def _report(progress, stage, done, total):
 
 
 def run_tasks(fn, tasks, *, shared=None, n_jobs=1, progress=None, stage="tasks", backend="loky",
-              address=None) -> list:
+              address=None, on_result=None) -> list:
     """``[fn(shared, task) for task in tasks]``, on ``n_jobs`` worker processes, results in task order.
 
     Parameters
@@ -184,6 +184,9 @@ def run_tasks(fn, tasks, *, shared=None, n_jobs=1, progress=None, stage="tasks",
         Called before the first task and after every finished one (``done`` finished of ``total``).
     stage : str
         The stage named in ``progress``.
+    on_result : callable ``on_result(index, result)``, optional
+        Called here, in this process, as each task finishes (e.g. to keep its result on disk at once, so
+        that an interrupted run keeps what was finished).
     backend : {"loky", "ray"}
         ``ray``: tasks run as Ray tasks on ``address`` (``ray.init(address=...)``; None: a Ray already
         initialised in this process, else a local one started for the run), ``n_jobs`` of them at a time.
@@ -200,11 +203,13 @@ def run_tasks(fn, tasks, *, shared=None, n_jobs=1, progress=None, stage="tasks",
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     _report(progress, stage, 0, total)
     if backend == "ray":
-        return _run_ray(fn, tasks, shared, n_jobs, progress, stage, address)
+        return _run_ray(fn, tasks, shared, n_jobs, progress, stage, address, on_result)
     if n_jobs <= 1 or total <= 1:
         out = []
         for i, task in enumerate(tasks):
             out.append(fn(shared, task))
+            if on_result is not None:
+                on_result(i, out[-1])
             _report(progress, stage, i + 1, total)
         return out
     results = [None] * total
@@ -214,12 +219,14 @@ def run_tasks(fn, tasks, *, shared=None, n_jobs=1, progress=None, stage="tasks",
         done = 0
         for index, value in parallel(delayed(_call)(fn, shared, i, t) for i, t in enumerate(tasks)):
             results[index] = value
+            if on_result is not None:
+                on_result(index, value)
             done += 1
             _report(progress, stage, done, total)
     return results
 
 
-def _run_ray(fn, tasks, shared, n_jobs, progress, stage, address):
+def _run_ray(fn, tasks, shared, n_jobs, progress, stage, address, on_result):
     """:func:`run_tasks` on Ray: ``shared`` put once in the object store, at most ``n_jobs`` tasks in flight."""
     ray = require("ray")
     started = False
@@ -243,6 +250,8 @@ def _run_ray(fn, tasks, shared, n_jobs, progress, stage, address):
                 ready, pending = ray.wait(pending, num_returns=1)
                 index, value = ray.get(ready[0])
                 results[index] = value
+                if on_result is not None:
+                    on_result(index, value)
                 done += 1
                 _report(progress, stage, done, total)
     except BaseException:

@@ -68,10 +68,11 @@ def test_run_tasks_in_task_order_from_a_memory_mapped_input():
     """Rows of a 4 MB shared matrix (memory-mapped, not pickled per task) come back in task order."""
     shared = np.arange(1024 * 1024, dtype=np.float32).reshape(512, 2048)
     tasks = [7, 3, 500, 0, 42, 3]
-    calls = []
+    calls, kept = [], {}
     out = run_tasks(operator.getitem, tasks, shared=shared, n_jobs=2, progress=lambda *a: calls.append(a),
-                    stage="rows")
+                    stage="rows", on_result=kept.__setitem__)
     assert all(np.array_equal(o, shared[t]) for o, t in zip(out, tasks))
+    assert sorted(kept) == list(range(6)) and all(np.array_equal(kept[i], shared[t]) for i, t in enumerate(tasks))
     assert calls[0] == ("rows", 0, 6) and calls[-1] == ("rows", 6, 6) and len(calls) == 7
     assert run_tasks(operator.getitem, tasks, shared=shared, n_jobs=1)[2].tolist() == shared[500].tolist()
 
@@ -106,7 +107,7 @@ def test_workspace_with_two_jobs_equals_one_job(cache, tmp_path, capsys):
         assert main(["workspace", "--cache", str(cache), "--out", str(tmp_path / f"ws{jobs}"), "--vocab", "none",
                      "--d0", "2", "3", "--n-iter", "3", "--jobs", str(jobs)]) == 0
         err = capsys.readouterr().err
-        assert f"[workspace] fits: {jobs} job" in err, err
+        assert f"[workspace] fits: {jobs} job" in err and ("[workspace] pages: 2 jobs" in err) == (jobs == 2), err
     one, two = _files(tmp_path / "ws1"), _files(tmp_path / "ws2")
     assert sorted(one) == sorted(two) and len(one) > 5
     assert [name for name in one if one[name] != two[name]] == []

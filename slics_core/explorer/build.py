@@ -270,7 +270,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         if pool_shards is not None:
             build_pool_index(ws, progress=progress)
         if prepare:  # what the pages show on arrival, stored in the folder for every process (issue 24)
-            prepare_pages(ws, progress)
+            prepare_pages(ws, progress, n_jobs=n_jobs if backend == "loky" else 1, say=say)
     return ws
 
 
