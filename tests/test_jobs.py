@@ -63,6 +63,25 @@ def test_bad_jobs_option_refused_before_any_work(argv, capsys):
     assert err.count("\n") == 1 and ("--jobs must be" in err or "--address: only with --backend ray" in err), err
 
 
+def test_stage_seconds_are_printed_when_each_stage_ends():
+    import io
+    import re
+
+    from slics_core.commands.workspaces import StageProgress
+
+    out = io.StringIO()
+    progress = StageProgress("emoji", file=out, timings=True)
+    for stage, done, total in [("render scenes", 0, 2), ("render scenes", 2, 2), ("fit: 3 models on 2 workers", 1, 3),
+                               ("fit", 3, 3), ("prepare the pages: atoms", 0, 1)]:
+        progress(stage, done, total)
+    progress.say("fits: 2 jobs as asked")
+    progress.close()
+    lines = out.getvalue().splitlines()
+    assert [re.sub(r"[0-9]+\.[0-9] s$", "N s", x) for x in lines] == [
+        "[emoji] render scenes", "[emoji] render scenes: N s", "[emoji] fit", "[emoji] fit: N s",
+        "[emoji] prepare the pages", "[emoji] fits: 2 jobs as asked", "[emoji] prepare the pages: N s"], lines
+
+
 # -- the task runner ----------------------------------------------------------------------------------------
 def test_run_tasks_in_task_order_from_a_memory_mapped_input():
     """Rows of a 4 MB shared matrix (memory-mapped, not pickled per task) come back in task order."""

@@ -10,7 +10,8 @@ folder or precomputed embeddings through their cache):
    ``clip``: the training mean, or a precomputed mean file the user gives);
 3. every registered method is fitted on the training split, dictionary methods for every ``d0``; a
    method whose needs are not met (no concept prompts, no vocabulary) or whose fit fails is recorded
-   in ``skipped`` with the reason, and the others are kept;
+   in ``skipped`` with the reason, and the others are kept; the fits are independent tasks, fitted side by
+   side on ``n_jobs`` worker processes or on Ray (:mod:`slics_core.tasks`), the same models for any number;
 4. ``d0`` is chosen on the validation split by the paper's rule (:func:`slics_core.evaluation.sweep_d0`
    of the fitted :data:`~slics_core.evaluation.SWEEP_METHOD` models, then
    :func:`slics_core.evaluation.choose_d0`: sub-label mAP@20 of partial components); with no validation
@@ -23,7 +24,7 @@ folder or precomputed embeddings through their cache):
 6. the workspace is saved (:func:`slics_core.explorer.workspace_files.save_workspace`), a sharded pool's
    on-disk index is built and its recall against exact search measured (:func:`build_pool_index`,
    :func:`measure_pool_index`), and what the pages show on arrival is prepared
-   (:func:`slics_core.explorer.arrival.prepare_pages`).
+   (:func:`slics_core.explorer.arrival.prepare_pages`, its steps on the same ``n_jobs`` workers).
 """
 from __future__ import annotations
 
@@ -82,8 +83,6 @@ def _fit_progress(progress, stage, job, n_jobs):
     return callback
 
 
-
-
 def _fit_task(inputs, task, callback=None):
     """One fit of the build, ``task = (method, d0, n_iter, seed)``: ``("ok", model)`` or ``("failed", reason)``
     (seeded by ``seed`` alone, so the model never depends on which worker fits it, or when)."""
@@ -108,7 +107,7 @@ def _fit_all(inputs, jobs, skipped, *, n_iter, seed, progress, n_jobs, backend, 
     moves batch by batch) or on worker processes / Ray (progress moves fit by fit); failed methods go to
     ``skipped``. The same models whatever ``n_jobs``: each fit is seeded by ``seed`` alone."""
     tasks = [(m, d0, n_iter, seed) for m, d0 in jobs]
-    if backend == "ray" and n_jobs in (None, -1):  # the cluster's CPUs limit the tasks in flight, not this host
+    if backend == "ray" and n_jobs in (None, -1) and address:  # a cluster's CPUs limit the tasks in flight
         n = max(1, len(tasks))
         if say is not None:
             say(f"fits: {n} Ray tasks, as many at a time as the cluster has CPUs")
@@ -203,7 +202,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
     backend : {"loky", "ray"}
         Where the fits run (``ray``: Ray tasks on ``address``, or a local Ray); the same workspace.
     say : callable ``say(line)``, optional
-        Gets one line saying how many workers were chosen and why.
+        Gets one line per parallel stage (the fits, the pages) saying how many workers it uses, and why.
 
     Returns
     -------
