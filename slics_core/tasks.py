@@ -11,9 +11,11 @@ but its read-only input (a fit of one method at one ``d0`` and seed, a chunk of 
 * :func:`choose_jobs` - how many workers to start, and one line saying why (cores, tasks, memory).
 * :func:`run_tasks` - ``[fn(shared, task) for task in tasks]`` on those workers, results in task order,
   ``progress(stage, done, total)`` as tasks finish; Ctrl-C or SIGTERM stops every worker.
+* :func:`one_thread` - BLAS and OpenMP at one thread, as every task runs (here or on a worker).
 
 The results never depend on the number of workers: a task's result depends on ``shared`` and the task
-alone (every task carries its own seed), and they are returned in task order. ``shared`` is sent to the
+alone (every task carries its own seed, and runs its BLAS at one thread wherever it runs), and they are
+returned in task order. ``shared`` is sent to the
 workers once per worker pool: its NumPy arrays above 1 MB are written once to a temporary file and
 memory-mapped read-only by every worker (joblib's ``max_nbytes``), never pickled per task; on Ray it is
 put once in the object store (``ray.put``) and every task reads the one copy.
@@ -27,11 +29,12 @@ from contextlib import contextmanager
 
 import numpy as np
 from joblib import Parallel, delayed
+from threadpoolctl import threadpool_limits
 
 from slics_core.extras import require
 
 __all__ = ["JOBS_EXPECTED", "BACKENDS", "WORKER_BYTES", "FIT_MEMORY_FACTOR", "jobs_ok", "cores", "available_memory",
-           "fit_bytes", "shared_bytes", "choose_jobs", "run_tasks"]
+           "fit_bytes", "shared_bytes", "choose_jobs", "one_thread", "run_tasks"]
 
 #: What a ``--jobs`` value must be (the messages quote it).
 JOBS_EXPECTED = "a positive int (that many worker processes), -1 (every core) or None (automatic)"
@@ -155,8 +158,16 @@ def _sigterm_interrupts():
         signal.signal(signal.SIGTERM, previous)
 
 
+def one_thread():
+    """Context in which BLAS and OpenMP use one thread: every task runs in it, here or on a worker, because
+    a product's rounding (hence the order of near-tied rankings) depends on how many threads share it; so a
+    task's result never depends on the number of jobs (a worker of k jobs would otherwise get cores // k)."""
+    return threadpool_limits(limits=1)
+
+
 def _call(fn, shared, index, task):
-    return index, fn(shared, task)
+    with one_thread():
+        return index, fn(shared, task)
 
 
 def _report(progress, stage, done, total):
@@ -207,7 +218,7 @@ def run_tasks(fn, tasks, *, shared=None, n_jobs=1, progress=None, stage="tasks",
     if n_jobs <= 1 or total <= 1:
         out = []
         for i, task in enumerate(tasks):
-            out.append(fn(shared, task))
+            out.append(_call(fn, shared, i, task)[1])
             if on_result is not None:
                 on_result(i, out[-1])
             _report(progress, stage, i + 1, total)

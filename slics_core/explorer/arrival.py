@@ -46,7 +46,7 @@ from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.explorer.workspace_files import load_workspace
 from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.methods import preferred_method
-from slics_core.tasks import choose_jobs, run_tasks
+from slics_core.tasks import choose_jobs, one_thread, run_tasks
 
 __all__ = ["DEFAULT_K", "MAP_DEFAULTS", "STORE", "atom_matrices", "job_rankings", "kept_embedding", "layout_name",
            "map_embedding", "map_layout", "page_task_bytes", "pool_codes", "pool_top_items", "prepare_pages", "stored",
@@ -417,7 +417,8 @@ def prepare_pages(ws, progress=None, n_jobs=1, say=None) -> list:
             if progress is not None:
                 progress(f"prepare the pages: {name}", len(done), total)
             done.append(name)
-            _run_step(ws, step, cache)
+            with one_thread():  # as on a worker: the same rankings, to the order of near ties, for any n_jobs
+                _run_step(ws, step, cache)
     if progress is not None:
         progress("prepare the pages", total, total)
     return done

@@ -50,7 +50,7 @@ from slics_core.retrieval import StreamingIndex
 from slics_core.shards import BLOCK_ROWS, SAMPLE_ROWS, PoolShards, seeded_sample
 from slics_core.splits import Split, make_split
 from slics_core.store import EmbeddingStore
-from slics_core.tasks import choose_jobs, fit_bytes, run_tasks, shared_bytes
+from slics_core.tasks import choose_jobs, fit_bytes, one_thread, run_tasks, shared_bytes
 from slics_core.vocabulary_names import DEFAULT_VOCABULARY, NO_VOCABULARY
 
 __all__ = ["attach_pool_shards", "build_pool_index", "build_workspace", "build_workspace_from_cache",
@@ -118,7 +118,8 @@ def _fit_all(inputs, jobs, skipped, *, n_iter, seed, progress, n_jobs, backend, 
         for i, (m, d0) in enumerate(jobs):
             stage = f"fit {m}" + (f" d0={d0}" if d0 is not None else "")
             report_progress(progress, stage, i, len(jobs))
-            results.append(_fit_task(inputs, tasks[i], callback=_fit_progress(progress, stage, i, len(jobs))))
+            with one_thread():  # as on a worker (slics_core.tasks.one_thread)
+                results.append(_fit_task(inputs, tasks[i], callback=_fit_progress(progress, stage, i, len(jobs))))
     else:
         results = run_tasks(_fit_task, tasks, shared=inputs, n_jobs=n, progress=progress,
                             stage=f"fit: {len(tasks)} models on {n} {backend} workers", backend=backend,
