@@ -5,7 +5,8 @@ but its read-only input (a fit of one method at one ``d0`` and seed, a chunk of 
 *inside* one fit are another module's job (:mod:`slics_core._parallel`, ``n_jobs``).
 
 * :func:`jobs_ok` / :data:`JOBS_EXPECTED` - the rule for a ``--jobs`` value (checked by the command line
-  before any heavy import: this module imports only the standard library, numpy and joblib at its top).
+  before any heavy import: this module imports only the standard library, numpy, joblib and threadpoolctl
+  at its top).
 * :func:`available_memory` - bytes the system can still give (``MemAvailable`` of ``/proc/meminfo``).
 * :func:`fit_bytes`, :func:`shared_bytes` - the memory one fit needs for itself, and its shared input.
 * :func:`choose_jobs` - how many workers to start, and one line saying why (cores, tasks, memory).
@@ -15,10 +16,10 @@ but its read-only input (a fit of one method at one ``d0`` and seed, a chunk of 
 
 The results never depend on the number of workers: a task's result depends on ``shared`` and the task
 alone (every task carries its own seed, and runs its BLAS at one thread wherever it runs), and they are
-returned in task order. ``shared`` is sent to the
-workers once per worker pool: its NumPy arrays above 1 MB are written once to a temporary file and
-memory-mapped read-only by every worker (joblib's ``max_nbytes``), never pickled per task; on Ray it is
-put once in the object store (``ray.put``) and every task reads the one copy.
+returned in task order. ``shared``'s NumPy arrays above 1 MB are written once to a temporary file (joblib's
+``max_nbytes``: the file is named by the array's hash, so every task refers to the same one) and
+memory-mapped read-only by every worker, never pickled per task (only the small rest of ``shared`` is);
+on Ray ``shared`` is put once in the object store (``ray.put``) and every task reads that one copy.
 """
 from __future__ import annotations
 

@@ -94,6 +94,9 @@ def test_run_tasks_in_task_order_from_a_memory_mapped_input():
     assert sorted(kept) == list(range(6)) and all(np.array_equal(kept[i], shared[t]) for i, t in enumerate(tasks))
     assert calls[0] == ("rows", 0, 6) and calls[-1] == ("rows", 6, 6) and len(calls) == 7
     assert run_tasks(operator.getitem, tasks, shared=shared, n_jobs=1)[2].tolist() == shared[500].tolist()
+    # on the workers the matrix is a memory map of one file, the same for every task (written once)
+    names = run_tasks(getattr, ["filename"] * 4, shared=shared, n_jobs=2)
+    assert len(set(names)) == 1 and names[0] and Path(names[0]).suffix == ".pkl", names
 
 
 def test_scenes_rendered_in_chunks_on_workers_are_the_same_world():
