@@ -60,6 +60,19 @@ def files(folder: Path) -> dict:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def _synthetic_cache(work, a):
+    """The COCO-shaped synthetic dataset, imported as an embedding cache; its folder."""
+    t = time.perf_counter()
+    emb, meta = write_dataset(work / "data", a.rows, a.dim, a.concepts, 8, 0.5, seed=0)
+    cache = work / "cache"
+    proc, *_ = run([sys.executable, "-m", "slics_core", "embed", "--dataset", "precomputed", "--embeddings",
+                    str(emb), "--metadata", str(meta), "--cache", str(cache), "--no-progress", "--overwrite"])
+    if proc.returncode:
+        sys.exit(proc.stderr)
+    print(f"data {a.rows} x {a.dim} written and imported in {time.perf_counter() - t:.1f} s")
+    return cache
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=20_000, help="items of the synthetic dataset (20 000)")
@@ -72,21 +85,16 @@ def main():
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2, 1, 2], help="--jobs of each build, in order")
     ap.add_argument("--emoji", action="store_true", help="also time `slics emoji-build --rebuild` (minutes)")
     ap.add_argument("--emoji-scale", type=float, default=1.0, help="$SLICS_EMOJI_SCALE of the emoji builds")
+    ap.add_argument("--emoji-only", action="store_true", help="only the emoji builds (no synthetic workspace)")
     ap.add_argument("--out", default=None, help="work folder (default: a temporary one)")
     a = ap.parse_args()
     work = Path(a.out or tempfile.mkdtemp(prefix="slics-bench-build-"))
     print(f"date {datetime.datetime.now().isoformat(timespec='minutes')}, {os.cpu_count()} CPUs visible, "
           f"load average {os.getloadavg()[0]:.2f}; work folder {work}")
-    t = time.perf_counter()
-    emb, meta = write_dataset(work / "data", a.rows, a.dim, a.concepts, 8, 0.5, seed=0)
-    cache = work / "cache"
-    proc, wall, *_ = run([sys.executable, "-m", "slics_core", "embed", "--dataset", "precomputed", "--embeddings",
-                          str(emb), "--metadata", str(meta), "--cache", str(cache), "--no-progress", "--overwrite"])
-    if proc.returncode:
-        sys.exit(proc.stderr)
-    print(f"data {a.rows} x {a.dim} written and imported in {time.perf_counter() - t:.1f} s")
     rows, built = [], {}
-    for i, jobs in enumerate(a.jobs):
+    for i, jobs in enumerate([] if a.emoji_only else a.jobs):
+        if i == 0:
+            cache = _synthetic_cache(work, a)
         out = work / f"ws-jobs{jobs}"
         cmd = [sys.executable, "-m", "slics_core", "workspace", "--cache", str(cache), "--out", str(out), "--vocab",
                "none", "--d0", *map(str, a.d0), "--n-iter", str(a.n_iter), "--jobs", str(jobs), "--overwrite",
@@ -104,8 +112,9 @@ def main():
         if built and any(snapshot != other for other in built.values()):
             print("!! the workspace differs from the one built with other --jobs")
         built[jobs] = snapshot
-    if a.emoji:
+    if a.emoji or a.emoji_only:
         env = {**os.environ, "SLICS_EMOJI_SCALE": str(a.emoji_scale)}
+        emoji_built = {}
         for jobs in a.jobs:
             cmd = [sys.executable, "-m", "slics_core", "emoji-build", "--rebuild", "--cache-dir", str(work / "emoji"),
                    "--jobs", str(jobs)]
@@ -114,6 +123,10 @@ def main():
                 sys.exit(proc.stderr[-3000:])
             fit = sum(stage_seconds(proc.stderr, _FIT_LINE).values())
             rows.append(("emoji-build", jobs, wall, cpu, fit, l0, l1))
+            snapshot = files(next((work / "emoji").glob("workspace-*")))
+            if emoji_built and any(snapshot != other for other in emoji_built.values()):
+                print("!! the emoji workspace differs from the one built with other --jobs")
+            emoji_built[jobs] = snapshot
             print(f"emoji-build --jobs {jobs}: wall {wall:6.1f} s, CPU {cpu:6.1f} s, fit stage {fit:6.1f} s "
                   f"(load {l0:.2f} -> {l1:.2f}); other stages (s): {_others(proc.stderr)}", flush=True)
     print("\n| build | --jobs | wall (s) | CPU (s) | fit stage (s) | load before -> after |\n|---|---|---|---|---|---|")
