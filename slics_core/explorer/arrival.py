@@ -405,8 +405,9 @@ def prepare_pages(ws, progress=None, n_jobs=1, say=None) -> list:
         n_jobs, why = choose_jobs(n_jobs, total, page_task_bytes(ws))
         if say is not None:
             say(f"pages: {why}")
-    if n_jobs > 1 and total > 1:
-        run_tasks(_page_task, [step for _, step in steps], shared=str(ws.path), n_jobs=n_jobs,
+    if n_jobs > 1 and total > 1:  # the map (t-SNE), the longest step, first: no worker is left with it at the end
+        run_tasks(_page_task, sorted((step for _, step in steps), key=lambda st: st[0] != "map"),
+                  shared=str(ws.path), n_jobs=n_jobs,
                   progress=None if progress is None else
                   (lambda _stage, d, t: progress(f"prepare the pages: {min(d, t)} of {t} steps on {n_jobs} workers",
                                                  d, t)))

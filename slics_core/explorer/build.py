@@ -94,6 +94,13 @@ def _fit_task(inputs, task, callback=None):
         return "failed", str(exc)
 
 
+def _fit_cost(task) -> tuple:
+    """A fit's relative cost, to start the longest first: iterative methods (epochs of batches) before the
+    others, then by ``d0`` (ties keep the task order)."""
+    m, d0, _n_iter, _seed = task
+    return (bool(get_method(m).reports_batches), d0 or 0)
+
+
 def resolve_jobs(jobs, n_tasks, inputs, say=None) -> int:
     """:func:`slics_core.tasks.choose_jobs` for ``n_tasks`` fits of ``inputs``; ``say(line)`` gets its reason."""
     n, why = choose_jobs(jobs, n_tasks, fit_bytes(inputs.X), shared_bytes=shared_bytes(inputs))
@@ -120,10 +127,14 @@ def _fit_all(inputs, jobs, skipped, *, n_iter, seed, progress, n_jobs, backend, 
             report_progress(progress, stage, i, len(jobs))
             with one_thread():  # as on a worker (slics_core.tasks.one_thread)
                 results.append(_fit_task(inputs, tasks[i], callback=_fit_progress(progress, stage, i, len(jobs))))
-    else:
-        results = run_tasks(_fit_task, tasks, shared=inputs, n_jobs=n, progress=progress,
-                            stage=f"fit: {len(tasks)} models on {n} {backend} workers", backend=backend,
-                            address=address)
+    else:  # the longest fits first (iterative methods, large d0), so that no worker is left with one at the end
+        order = sorted(range(len(tasks)), key=lambda i: _fit_cost(tasks[i]), reverse=True)
+        done = run_tasks(_fit_task, [tasks[i] for i in order], shared=inputs, n_jobs=n, progress=progress,
+                         stage=f"fit: {len(tasks)} models on {n} {backend} workers", backend=backend,
+                         address=address)
+        results = [None] * len(tasks)
+        for i, result in zip(order, done):
+            results[i] = result
     models = {}
     for (m, d0), (status, value) in zip(jobs, results):
         if status == "ok":
