@@ -46,8 +46,10 @@ BACKENDS = ("loky", "ray")
 WORKER_BYTES = 300 * 2**20
 #: Automatic ``--jobs``: below this much working memory over all tasks (:func:`choose_jobs`'s ``task_bytes``
 #: times the tasks), the work is too small to pay for starting workers (a few seconds each: they import
-#: the library and load its compiled kernels), and it runs here.
-SMALL_WORK_BYTES = 8 * 2**20
+#: the library and load its compiled kernels), and it runs here. Measured (docs/performance.md,
+#: "Independent tasks"): the emoji world's 22 fits (135 MiB by this estimate) gained nothing from two
+#: workers, the 20 000 x 512 workspace's 9 fits (1.6 GiB) 1.47x.
+SMALL_WORK_BYTES = 512 * 2**20
 #: Arrays of ``shared`` above this size are memory-mapped into the workers rather than pickled.
 MMAP_BYTES = "1M"
 #: Seconds an idle worker waits for more tasks before it exits (a build's stages reuse the workers).

@@ -47,8 +47,9 @@ class LazyChoices:
 
 
 _JOBS_HELP = ("worker processes for the independent fits{what} (default: every core, fewer when the estimated peak "
-              "memory would pass the memory available; the number chosen and why is printed); 1 fits one after "
-              "another here; the result does not depend on it")
+              "memory would pass the memory available, one when the work is too small to pay for starting workers; "
+              "the number chosen and why is printed); 1 fits one after another here; the result does not depend "
+              "on it")
 
 
 def add_jobs_option(p, what: str = "") -> None:
