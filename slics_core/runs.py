@@ -3,7 +3,8 @@
 :class:`ResultStore` keeps finished runs (one JSON file per fit and evaluation, written atomically)
 and fitted dictionaries on disk, so that an interrupted sweep or table resumes where it stopped;
 :func:`sweep_key` and :func:`table_key` name one run; :func:`run_folder` names the folder of one
-configuration (data, split and parameters).
+configuration (data, split and parameters); :func:`prefit_models` fits a run's dictionaries side by side
+on worker processes and keeps them there for the runs to read.
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from slics_core.formats import atomic_write_json, read_json
-from slics_core.methods import get_method
+from slics_core.methods import fit_method, get_method
+from slics_core.tasks import run_tasks
 
-__all__ = ["ResultStore", "run_folder", "sweep_key", "table_key"]
+__all__ = ["ResultStore", "prefit_models", "run_folder", "sweep_key", "table_key"]
 
 
 class ResultStore:
@@ -61,12 +63,17 @@ class ResultStore:
         """Save ``record`` (JSON-able dict) under ``key``, atomically."""
         atomic_write_json(self.folder / (self._name(key) + ".json"), dict(record, key=key))
 
+    def model_path(self, method, d0, seed) -> Path:
+        """The file of the fitted dictionary of ``method`` at ``d0`` and ``seed``."""
+        return self.folder / ("model__" + self._name({"method": get_method(method).name, "d0": d0, "seed": seed})
+                              + ".npz")
+
     def model(self, method, d0, seed, fit):
         """The fitted model of a dictionary method: loaded from disk, else ``fit()`` and saved."""
         m = get_method(method)
         if not m.dictionary:
             return fit()
-        p = self.folder / ("model__" + self._name({"method": m.name, "d0": d0, "seed": seed}) + ".npz")
+        p = self.model_path(m.name, d0, seed)
         if p.is_file():
             try:
                 return m.load(p)
@@ -76,6 +83,38 @@ class ResultStore:
         os.makedirs(self.folder, exist_ok=True)
         model.save(p)
         return model
+
+
+def _fit_run(inputs, task):
+    """One task of :func:`prefit_models`: ``task = (method, d0, seed, n_iter, batch_size, ridge)``."""
+    method, d0, seed, n_iter, batch_size, ridge = task
+    return fit_method(method, inputs, d0, n_iter=n_iter, batch_size=batch_size, seed=seed, ridge=ridge)
+
+
+def prefit_models(results: ResultStore, inputs, runs, *, n_iter, batch_size, ridge=0.0, n_jobs=1, progress=None,
+                  stage="fit"):
+    """Fit, side by side on ``n_jobs`` worker processes (:func:`slics_core.tasks.run_tasks`), the dictionaries of
+    ``runs`` (``(method, d0, seed)``) that ``results`` does not hold yet, and save each in ``results``: the runs
+    of :func:`~slics_core.evaluation.sweep_d0`, :func:`~slics_core.evaluation.evaluate_methods` and
+    :func:`~slics_core.stability.seed_stability` then read them there (``results.model``) instead of fitting one
+    after another. Each fit is seeded by its own seed, as those functions fit it, so the scores are the same
+    for every ``n_jobs``; each is saved as soon as it is finished (an interrupted run keeps them). Methods
+    without a dictionary are left to those functions. Returns the runs fitted.
+    """
+    todo = []
+    for method, d0, seed in runs:
+        task = (get_method(method).name, int(d0), int(seed), n_iter, batch_size, ridge)
+        if get_method(method).dictionary and task not in todo and not results.model_path(*task[:3]).is_file():
+            todo.append(task)
+    if not todo:
+        return []
+    os.makedirs(results.folder, exist_ok=True)
+
+    def keep(i, model):  # at once: an interrupted run keeps the dictionaries already fitted
+        model.save(results.model_path(*todo[i][:3]))
+
+    run_tasks(_fit_run, todo, shared=inputs, n_jobs=n_jobs, progress=progress, stage=stage, on_result=keep)
+    return [t[:3] for t in todo]
 
 
 def sweep_key(method, d0, seed, modes):

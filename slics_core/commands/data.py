@@ -53,12 +53,12 @@ from slics_core.evaluation import (
     table_runs,
 )
 from slics_core.formats import atomic_write_bytes, atomic_write_json
-from slics_core.methods import ORACLE_FSPLICE, absent, fit_method, method_names, needs_message
+from slics_core.methods import MODES, ORACLE_FSPLICE, absent, fit_method, get_method, method_names, needs_message
 from slics_core.precomputed import load_precomputed
 from slics_core.preprocessing import load_mean
 from slics_core.ray_embed import embed_dataset_ray
 from slics_core.retrieval import QuantizedPool, token_count
-from slics_core.runs import ResultStore, run_folder
+from slics_core.runs import ResultStore, prefit_models, run_folder, sweep_key, table_key
 from slics_core.slics import SLiCS
 from slics_core.splits import make_split
 from slics_core.stability import (
@@ -72,6 +72,7 @@ from slics_core.stability import (
 )
 from slics_core.store import EmbeddingStore
 from slics_core.streaming import stream_fit
+from slics_core.tasks import choose_jobs, fit_bytes, shared_bytes
 
 __all__ = ["GENERIC_DEFAULTS", "dataset_defaults", "load_dataset", "resolve_encoder"]
 
@@ -400,6 +401,30 @@ def _clock(seconds):
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+def _prefit(args, results, inputs, runs, what):
+    """``--jobs``: fit the dictionaries of ``runs`` (``(method, d0, seed)``) not yet in ``results`` side by side on
+    worker processes and keep them there (:func:`slics_core.runs.prefit_models`), so that the runs that follow
+    read them; one line says how many workers and why. Nothing with ``--jobs 1`` or without a run folder."""
+    jobs = getattr(args, "jobs", 1)
+    if results is None or jobs == 1:
+        return
+    todo = list(dict.fromkeys((get_method(m).name, int(d0), int(s)) for m, d0, s in runs
+                              if get_method(m).dictionary and not results.model_path(m, d0, s).is_file()))
+    if not todo:
+        return
+    n, why = choose_jobs(jobs, len(todo), fit_bytes(inputs.X), shared_bytes=shared_bytes(inputs))
+    print(f"{what}: {why}", file=sys.stderr)
+    if n < 2:
+        return
+
+    def progress(stage, done, total):
+        if done:
+            print(f"{stage}: {done}/{total} fitted", file=sys.stderr)
+
+    prefit_models(results, inputs, todo, n_iter=args.n_iter, batch_size=args.batch_size, n_jobs=n, progress=progress,
+                  stage=f"{what} on {n} workers")
+
+
 def _evaluate(args, ed, split, out_dir, methods, quantized=None):
     """d0 sweep (optional) and methods table; resumable through ``OUT_DIR/runs`` when ``out_dir`` is set."""
     inputs = fit_inputs(ed, split.train)
@@ -436,9 +461,12 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
         run_done()
         progress(line)
 
+    pools = ("original",) + (("quantized",) if quantized is not None else ())
     try:
         d0 = args.n_atoms
         if d0s:
+            fresh = [d for d in d0s if results is None or results.get(sweep_key(SWEEP_METHOD, d, 0, MODES)) is None]
+            _prefit(args, results, inputs, [(SWEEP_METHOD, d, 0) for d in fresh], "d0 sweep fits")
             recs = sweep_d0(ed, split, d0s, n_iter=args.n_iter, batch_size=args.batch_size, k=args.k,
                             progress=progress, results=results, on_run=run_done)
             d0 = choose_d0(recs)
@@ -450,6 +478,10 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
         table = dict(n_atoms=d0, n_iter=args.n_iter, batch_size=args.batch_size, seeds=seeds, k=args.k, mode=args.mode,
                      normalization=args.normalization, progress=progress, quantized=quantized, results=results,
                      on_run=run_done)
+        runs = [(m, d0, seed) for m, seed in table_runs(methods, seeds, args.batch_size) if not needs_message(m, inputs)
+                and (results is None or results.get(table_key(m, d0, seed, args.mode, None, pools)) is None)]
+        runs += [(SWEEP_METHOD, d0, seed) for seed in range(args.stability or 0)]
+        _prefit(args, results, inputs, runs, "table fits")
         rows = evaluate_methods(ed, split, methods, **table)
         if n_active:  # one U-SLiCS row per S~ (evaluate_n_active refuses an S~ above the number of concepts)
             rows += evaluate_n_active(ed, split, n_active, **table)

@@ -17,6 +17,7 @@ from slics_core._parallel import N_JOBS_EXPECTED, n_jobs_ok
 from slics_core.commands import CLIError, check_at_least
 from slics_core.encoders import parse_encoder_spec
 from slics_core.generators.registry import DEFAULT_CONDITIONING_ENCODER, generator_names_text
+from slics_core.tasks import jobs_ok
 from slics_core.vocabulary_names import DEFAULT_VOCABULARY, VOCABULARY_SPECS
 
 __all__ = ["LazyChoices", "register", "check_encoder_spec"]
@@ -43,6 +44,23 @@ class LazyChoices:
         if text not in values:
             raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(values)})")
         return text
+
+
+_JOBS_HELP = ("worker processes for the independent fits{what} (default: every core, fewer when the estimated peak "
+              "memory would pass the memory available, one when the work is too small to pay for starting workers; "
+              "the number chosen and why is printed); 1 fits one after another here; the result does not depend "
+              "on it")
+
+
+def add_jobs_option(p, what: str = "") -> None:
+    """``--jobs N`` (``slics workspace``, ``emoji-build``, ``emoji-report``, ``reproduce``)."""
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help=_JOBS_HELP.format(what=what))
+
+
+def check_jobs(args) -> None:
+    """Refuse a ``--jobs`` that :func:`slics_core.tasks.jobs_ok` refuses (before any heavy import)."""
+    if not jobs_ok(getattr(args, "jobs", None)):
+        raise CLIError(f"--jobs must be a positive number of worker processes, or -1 for every core; got {args.jobs}")
 
 
 def check_encoder_spec(spec: str | None, option: str = "--encoder") -> None:
@@ -192,6 +210,7 @@ def _check_eval(args):
 
 
 def _check_reproduce(args):
+    check_jobs(args)
     _check_embed(args)
     _check_eval(args)
 
@@ -275,6 +294,7 @@ def _register_data(subparsers):
     _add_embed_args(p, reproduce=True)
     _add_eval_args(p, with_sweep=False)
     p.add_argument("--sweep", type=int, nargs=2, metavar=("LO", "HI"), default=(5, 20), help="d0 sweep (5 20)")
+    add_jobs_option(p, " (the sweep's, the table's dictionaries and the stability seeds; each is kept in OUT_DIR/runs)")
     p.set_defaults(check=_check_reproduce)
 
 
@@ -303,6 +323,9 @@ def _check_generator(args):
 
 
 def _check_workspace(args):
+    check_jobs(args)
+    if args.backend != "ray" and args.address:
+        raise CLIError("--address: only with --backend ray")
     if any(d < 1 for d in args.d0):
         raise CLIError(f"--d0 values must be positive; got {args.d0}")
     check_at_least(args, 1, "--n-train", "--n-query", "--n-words", "--n-iter")
@@ -317,6 +340,7 @@ def _check_workspace(args):
 
 
 def _check_emoji(args):
+    check_jobs(args)
     check_at_least(args, 1, "--n-train", "--n-val", "--n-query", "--n-pool")
     if args.d0 is not None and min(args.d0) < 1:
         raise CLIError(f"--d0 values must be positive; got {args.d0}")
@@ -332,6 +356,7 @@ def _add_emoji(p):
     p.add_argument("--d0", type=int, nargs="+", default=None,
                    help="dictionary sizes to fit (default: the world's); the best on validation is the default")
     p.add_argument("--rebuild", action="store_true", help="ignore the cache")
+    add_jobs_option(p, " and the scene rendering")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(check=_check_emoji)
 
@@ -369,6 +394,13 @@ def _register_workspaces(subparsers) -> None:
                    help="with --pool-shards large enough for the on-disk index: candidates re-ranked by their exact "
                         "cosine per query (default 1000, growing past 10^6 rows); deeper raises the recall the "
                         "build reports, and each search reads N rows from the shards")
+    add_jobs_option(p, " (every method at every d0)")
+    g = p.add_argument_group("fits on Ray (pip install \"slics-explorer[ray]\"; docs/performance.md)")
+    g.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local (default: worker processes here) or ray (Ray tasks, the training matrix put once in "
+                        "the object store; the same workspace)")
+    g.add_argument("--address", default=None,
+                   help="Ray cluster to use (auto, ray://HOST:10001); default: a local Ray started for this build")
     add_generator_options(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(check=_check_workspace)

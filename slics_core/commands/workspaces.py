@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import time
 from pathlib import Path
 
 from slics_core import weights
@@ -41,13 +42,14 @@ class StageProgress:
     A stage is the text before ``": "`` (``"prepare the pages: atoms"`` is stage ``prepare the pages``);
     counts reported under one stage move its one bar, whatever their totals. On a terminal with ``tqdm``
     installed the bar is drawn in place; otherwise each stage is one line, written when it starts.
-    ``close()`` ends the last bar.
+    ``close()`` ends the last bar. With ``timings``, the end of every stage is one more line with its wall
+    seconds (``[emoji] render scenes: 12.3 s``), so that one sees where the time goes.
     """
 
-    def __init__(self, tag: str, *, quiet: bool = False, file=None):
-        self.tag, self.quiet = tag, quiet
+    def __init__(self, tag: str, *, quiet: bool = False, file=None, timings: bool = False):
+        self.tag, self.quiet, self.timings = tag, quiet, timings
         self.file = sys.stderr if file is None else file
-        self.stage, self.bar = None, None
+        self.stage, self.bar, self.started = None, None, None
         isatty = getattr(self.file, "isatty", None)
         self._tqdm = None
         if not quiet and isatty is not None and isatty():
@@ -63,7 +65,7 @@ class StageProgress:
         label = str(stage).split(": ", 1)[0]
         if label != self.stage:
             self.close()
-            self.stage = label
+            self.stage, self.started = label, time.perf_counter()
             if self._tqdm is not None:
                 self.bar = self._tqdm(total=max(int(total), 1), desc=f"[{self.tag}] {label}", file=self.file,
                                       leave=True)
@@ -74,10 +76,18 @@ class StageProgress:
             self.bar.n = min(int(done), self.bar.total)
             self.bar.refresh()
 
+    def say(self, line: str) -> None:
+        """One line of its own (e.g. the number of jobs chosen), unless quiet."""
+        if not self.quiet:
+            print(f"[{self.tag}] {line}", file=self.file, flush=True)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
         self.bar = None
+        if self.timings and self.started is not None:
+            self.say(f"{self.stage}: {time.perf_counter() - self.started:.1f} s")
+        self.started = None
 
 
 def cmd_workspace(args) -> int:
@@ -111,6 +121,8 @@ def cmd_workspace(args) -> int:
         if unknown:
             raise CLIError(f"unknown method(s) {unknown}; registered: {', '.join(method_names())}")
     generator = check_generator_args(args)
+    if args.backend == "ray":
+        require("ray", "--backend ray")  # said now, not after the vocabulary is embedded
     encoder = resolve_encoder(args.encoder) if args.encoder else None
     shards = None
     if args.pool_shards:
@@ -118,13 +130,15 @@ def cmd_workspace(args) -> int:
             shards = PoolShards(args.pool_shards)
         except (OSError, ValueError) as exc:
             raise CLIError(f"--pool-shards: {user_message(exc)}") from None
-    progress = StageProgress("workspace", quiet=args.quiet)
+    progress = StageProgress("workspace", quiet=args.quiet, timings=True)
     ws = build_workspace_from_cache(args.cache, out, encoder=encoder, mean_file=args.mean_file, vocabulary=args.vocab,
                                     n_words=args.n_words, d0_values=tuple(args.d0), n_iter=args.n_iter,
                                     n_train=args.n_train, n_val=args.n_val, n_query=args.n_query, seed=args.seed,
                                     methods=args.methods, name=args.name, progress=progress, overwrite=args.overwrite,
                                     pool_shards=shards, remote_thumbnails=args.remote_thumbnails,
-                                    pool_rerank=args.pool_rerank)
+                                    pool_rerank=args.pool_rerank, n_jobs=args.jobs,
+                                    backend="ray" if args.backend == "ray" else "loky", address=args.address,
+                                    say=progress.say)
     progress.close()
     s = ws.summary()
     print(f"workspace {s['name']!r} written to {out}: {s['n_items']} items, splits {s['splits']}, "
@@ -206,20 +220,23 @@ def emoji_config(args):
 
 
 def cmd_emoji_build(args) -> int:
-    prog = StageProgress("emoji", quiet=args.quiet)
-    ws = open_emoji_workspace(args.cache_dir, emoji_config(args), prog, rebuild=args.rebuild)
+    prog = StageProgress("emoji", quiet=args.quiet, timings=True)
+    started = time.perf_counter()
+    ws = open_emoji_workspace(args.cache_dir, emoji_config(args), prog, rebuild=args.rebuild, n_jobs=args.jobs,
+                              say=prog.say)
     # a world cached before the pages' store existed (or with entries evicted) gets them now; present ones are
     # only read
     prepare_pages(ws, prog)
     prog.close()
-    print(f"emoji workspace ready at {ws.path}: {len(ws)} scenes, {len(ws.models)} fitted models, "
-          f"default {d0_choice(ws)}; first page views prepared in {ws.path / STORE}")
+    print(f"emoji workspace ready at {ws.path} in {time.perf_counter() - started:.1f} s: {len(ws)} scenes, "
+          f"{len(ws.models)} fitted models, default {d0_choice(ws)}; first page views prepared in {ws.path / STORE}")
     return 0
 
 
 def cmd_emoji_report(args) -> int:
     prog = StageProgress("emoji", quiet=args.quiet)
-    ws = open_emoji_workspace(args.cache_dir, emoji_config(args), prog, rebuild=args.rebuild)
+    ws = open_emoji_workspace(args.cache_dir, emoji_config(args), prog, rebuild=args.rebuild, n_jobs=args.jobs,
+                              say=prog.say)
     if args.contact_sheet:
         try:
             contact_sheet(ws, n_queries=args.sheet_queries, seed=args.sheet_seed).save(args.contact_sheet)

@@ -33,6 +33,7 @@ from slics_core.emoji.catalog import (
     SUPERCATEGORIES,
     sprite_filename,
 )
+from slics_core.tasks import run_tasks
 
 __all__ = [
     "SceneSet",
@@ -262,8 +263,12 @@ def render_scene(
     return np.asarray(canvas.convert("RGB")), cats
 
 
+#: Scenes per task when scenes are rendered on worker processes (``make_scenes(n_jobs=)``).
+SCENE_CHUNK = 256
+
+
 def make_scenes(
-    n: int, seed: int = 0, start: int = 0, image_size: int = 64, sprites_dir=None, progress=None
+    n: int, seed: int = 0, start: int = 0, image_size: int = 64, sprites_dir=None, progress=None, n_jobs: int = 1
 ) -> SceneSet:
     """Generate scenes ``start .. start + n - 1`` of ``seed``.
 
@@ -281,12 +286,36 @@ def make_scenes(
         Sprite folder (default: the shipped ``assets/emoji/sprites``).
     progress : callable, optional
         Called as ``progress(done, n)`` every 256 scenes and at the end.
+    n_jobs : int
+        Worker processes rendering chunks of :data:`SCENE_CHUNK` scenes side by side
+        (:func:`slics_core.tasks.run_tasks`); every scene is drawn from its own generator, so the scenes are
+        the same for every ``n_jobs``.
     """
+    if n_jobs > 1 and n > SCENE_CHUNK:
+        chunks = [(int(seed), int(start) + a, min(SCENE_CHUNK, int(n) - a), image_size, sprites_dir)
+                  for a in range(0, int(n), SCENE_CHUNK)]
+        parts = run_tasks(_scene_chunk, chunks, n_jobs=n_jobs, stage="render scenes",
+                          progress=None if progress is None else
+                          (lambda _stage, done, total: progress(min(int(n), done * SCENE_CHUNK), int(n))))
+        return concat_scenes(parts, seed=seed, start=start)
     return _scene_set(
         n, seed, start, image_size, sprites_dir,
         render=lambda idx, sprites: render_scene(seed, idx, image_size, sprites),
         caption=lambda idx, cats: make_caption(cats, np.random.default_rng([int(seed), int(idx), 1])),
         progress=progress)
+
+
+def _scene_chunk(_shared, chunk) -> SceneSet:
+    """One task of :func:`make_scenes` on a worker: ``chunk = (seed, start, n, image_size, sprites_dir)``."""
+    seed, start, n, image_size, sprites_dir = chunk
+    return make_scenes(n, seed=seed, start=start, image_size=image_size, sprites_dir=sprites_dir)
+
+
+def concat_scenes(parts, *, seed: int, start: int) -> SceneSet:
+    """The scene sets ``parts`` (consecutive scenes of one seed, in order) as one :class:`SceneSet`."""
+    return SceneSet(np.concatenate([p.images for p in parts]), np.concatenate([p.general for p in parts]),
+                    np.concatenate([p.sub for p in parts]), [c for p in parts for c in p.captions],
+                    [o for p in parts for o in p.objects], seed=int(seed), start=int(start))
 
 
 def _scene_set(n, seed, start, image_size, sprites_dir, render, caption, progress=None) -> SceneSet:

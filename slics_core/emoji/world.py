@@ -40,10 +40,11 @@ from slics_core.emoji.catalog import (
     SUPERCATEGORIES,
 )
 from slics_core.emoji.models import weights_digest
-from slics_core.emoji.scenes import ZERO_SHOT_TEMPLATE, make_scenes
+from slics_core.emoji.scenes import SCENE_CHUNK, ZERO_SHOT_TEMPLATE, make_scenes
 from slics_core.encoders import create_encoder
 from slics_core.labels import Labels
 from slics_core.splits import make_split
+from slics_core.tasks import choose_jobs
 
 __all__ = ["EmojiWorldConfig", "WORLD_SEED", "PREVIEW_SCENES", "EMBED_BATCH", "DATASET_NAME", "PROMPT_TEMPLATE",
            "default_cache_dir", "config_from_env", "render_emoji_world", "render_emoji_preview", "preview_config",
@@ -185,8 +186,18 @@ class _Rows:
         return len(self.images)
 
 
-def _render_rows(seed, start, n, small, progress) -> _Rows:
-    scenes = make_scenes(n, seed=seed, start=start,
+def render_jobs(n_jobs, n_scenes, say=None) -> int:
+    """Worker processes rendering ``n_scenes`` scenes (:func:`slics_core.tasks.choose_jobs`, one task per
+    :data:`~slics_core.emoji.scenes.SCENE_CHUNK` scenes, its images the task's memory)."""
+    n_tasks = -(-int(n_scenes) // SCENE_CHUNK)
+    n, why = choose_jobs(n_jobs, n_tasks, 2 * SCENE_CHUNK * 64 * 64 * 3)
+    if say is not None:
+        say(f"render: {why}")
+    return n
+
+
+def _render_rows(seed, start, n, small, progress, n_jobs=1, say=None) -> _Rows:
+    scenes = make_scenes(n, seed=seed, start=start, n_jobs=1 if n_jobs == 1 else render_jobs(n_jobs, n, say),
                          progress=(lambda d, t: progress("render scenes", d, t)) if progress else None)
     raw = _embed(small, scenes.images, progress, f"embed with {ENCODER}")
     return _Rows(np.asarray(scenes.images, np.uint8), np.asarray(scenes.general, bool), np.asarray(scenes.sub, bool),
@@ -352,7 +363,8 @@ def render_emoji_preview(config: EmojiWorldConfig | None = None, progress=None, 
     return data, make_split(data.Y, pc.n_train, pc.n_val, pc.n_query, seed=cfg.seed), rows
 
 
-def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, encoder=None, *, prefix=None):
+def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, encoder=None, *, prefix=None,
+                       n_jobs=1, say=None):
     """Render and embed the emoji world.
 
     Parameters
@@ -363,6 +375,11 @@ def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, en
         Passed by callers that use it afterwards (loaded here otherwise).
     prefix : rows returned by :func:`render_emoji_preview`, optional
         Scenes already rendered and embedded; the rest are rendered after them.
+    n_jobs : int or None
+        Worker processes rendering the scenes in chunks (:func:`render_jobs`; None or -1: every core, as
+        memory allows); the world is the same for every ``n_jobs``.
+    say : callable ``say(line)``, optional
+        Gets one line saying how many workers render, and why.
 
     Returns
     -------
@@ -377,7 +394,7 @@ def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, en
     m = 0 if prefix is None else len(prefix)
     if m % EMBED_BATCH or m > cfg.n_total:
         raise ValueError(f"prefix of {m} scenes: it must be a multiple of {EMBED_BATCH} and at most {cfg.n_total}")
-    rest = _render_rows(cfg.seed, m, cfg.n_total - m, small, progress)
+    rest = _render_rows(cfg.seed, m, cfg.n_total - m, small, progress, n_jobs=n_jobs, say=say)
     rows = rest if prefix is None else _concat(prefix, rest)
     large = create_encoder(CONDITION_ENCODER, device="cpu", half=False)
     cond = _embed(large, rows.images, progress, f"embed with {CONDITION_ENCODER} (generator conditioning)")

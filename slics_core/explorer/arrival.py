@@ -46,14 +46,16 @@ from slics_core.explorer.encoding import prepared_vocabulary
 from slics_core.explorer.layouts import tsne_embedding, tsne_fit
 from slics_core.explorer.maps import map_points, map_sample
 from slics_core.explorer.workspace import PAGE_STORE as STORE
+from slics_core.explorer.workspace_files import load_workspace
 from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.methods import preferred_method
 from slics_core.metrics import NORMALIZATIONS
+from slics_core.tasks import choose_jobs, one_thread, run_tasks
 
 __all__ = ["ATOM_WORDS", "DEFAULT_K", "MAP_DEFAULTS", "SCORES_VERSION", "STORE", "activity_codes", "atom_matrices",
            "atom_words", "job_rankings", "job_scores", "kept_embedding", "layout_name", "map_embedding", "map_layout",
-           "map_layout_timed", "pool_codes", "pool_top_items", "prepare_pages", "stored", "stored_map_layout",
-           "sweep_splits"]
+           "map_layout_timed", "page_task_bytes", "pool_codes", "pool_top_items", "prepare_pages", "stored",
+           "stored_map_layout", "sweep_splits"]
 
 MAX_ENTRY_BYTES = 256 * 2**20
 MAX_ENTRIES = 512
@@ -392,68 +394,128 @@ def job_scores(ws, job, k: int, normalization: str, *, intervals: bool = False, 
     return json.loads(str(stored(ws, "scores", desc, compute, names=("record",))["record"]))
 
 
-def prepare_pages(ws, progress=None) -> list:
-    """Compute and store what the pages show on arrival with their default settings: Evaluate's d0 sweep and
-    methods table (rankings at :func:`~slics_core.explorer.scoring.ranking_depth`, deep enough for Recall@100
-    and any k up to it) and its health line of every dictionary method, the Subspaces map and the Atoms
-    matrices, pool codes, label-profile energies, label-free codes (:func:`activity_codes`) and atoms' words
-    (:func:`atom_words`) of the default method and d0. Returns the names of what was prepared.
-
-    Needs a saved workspace (``ws.path``); does nothing for one being built.
-    """
-    if _folder(ws) is None:
-        return []
-    jobs, sweep = [], set()
+def _page_steps(ws) -> list:
+    """What :func:`prepare_pages` computes, as independent steps ``(name, step)``; a step is a small tuple."""
+    jobs = []
     if SWEEP_METHOD in ws.methods and ws.d0_values and sweep_splits(ws):  # on scoring.eval_pool (labelled rows)
         jobs += scoring.sweep_jobs(ws, SWEEP_METHOD, splits=sweep_splits(ws))
-        sweep = set(jobs)
         for split in ("query", "val"):
             if split in sweep_splits(ws):
                 jobs += [j for j in scoring.table_jobs(ws, ws.default_d0, split=split) if j not in jobs]
+    sweep = set(jobs[:len(scoring.sweep_jobs(ws, SWEEP_METHOD, splits=sweep_splits(ws)))]) if jobs else set()
+    table = {j for split in ("query", "val") if split in sweep_splits(ws)
+             for j in scoring.table_jobs(ws, ws.default_d0, split=split)} if jobs else set()
+    # each job's rankings, then the scores its first view shows: the methods table's with intervals, the
+    # sweep's without (a job in both: both)
+    steps = [(f"Evaluate {job.label()}",
+              ("rank", job, ((True,) if job in table else ()) + ((False,) if job in sweep or job not in table else ())))
+             for job in jobs]
     dicts = ws.dictionary_methods()
     method = preferred_method(dicts)
     healthy = dicts if (len(ws.index.get("train", [])) and ws.default_d0 is not None) else []
-    has_map = len(ws.index.get(MAP_DEFAULTS["split"], [])) > 0
-    total = len(jobs) + ((4 + has_map) if method else 0) + len(healthy)
-    done = []
-
-    def step(name):
-        if progress is not None:
-            progress(f"prepare the pages: {name}", len(done), total)
-        done.append(name)
-
-    if jobs:
-        index = scoring.eval_index(ws)
-        table = {j for split in ("query", "val") if split in sweep_splits(ws)
-                 for j in scoring.table_jobs(ws, ws.default_d0, split=split)}
-        for job in jobs:  # rankings, then the scores the first view shows (the methods table's with intervals)
-            step(f"Evaluate {job.label()}")
-            for intervals in ((True,) if job in table else ()) + ((False,) if job in sweep or job not in table else ()):
-                job_scores(ws, job, DEFAULT_K, NORMALIZATIONS[0], intervals=intervals, index=index)
     if method is not None and ws.default_d0 is not None:
         d0 = int(ws.default_d0)
-
-        if has_map:
-            step("Subspaces map")
-            P, _ = default_map_points(ws, method, d0)
-            map_layout(ws, P, MAP_DEFAULTS["seed"])
-        step("Atoms matrices")
-        model = ws.model(method, d0)
-        atom_matrices(ws, method, d0, default_sparsity(model), atoms_split(ws))
-        step("Atoms pool codes")
-        if ws.sharded:
-            pool_top_items(ws, method, d0)
-        else:
-            pool_codes(ws, method, d0)
-        step("Atoms label profile")
-        label_energy(ws, method, d0)
-        step("Atoms activations")
-        activity_codes(ws, method, d0)
+        if len(ws.index.get(MAP_DEFAULTS["split"], [])) > 0:
+            steps.append(("Subspaces map", ("map", method, d0)))
+        steps += [("Atoms matrices", ("atoms", method, d0)), ("Atoms pool codes", ("codes", method, d0)),
+                  ("Atoms label profile", ("energy", method, d0)), ("Atoms activations", ("free-codes", method, d0))]
         if ws.vocab_text is not None and ws.vocab_words:
-            atom_words(ws, method, d0)
-    for m in healthy:
-        step(f"Evaluate health of {m}")
-        health_numbers(ws, m, int(ws.default_d0), atoms_split(ws))
+            steps.append(("Atoms words", ("words", method, d0)))
+    steps += [(f"Evaluate health of {m}", ("health", m, int(ws.default_d0))) for m in healthy]
+    return steps
+
+
+def _run_step(ws, step, cache: dict) -> None:
+    """Compute and store one step of :func:`_page_steps` (``cache`` keeps the evaluation index between steps)."""
+    kind, *args = step
+    if kind == "rank":
+        if "index" not in cache:
+            cache["index"] = scoring.eval_index(ws)
+        job, variants = args
+        for intervals in variants:
+            job_scores(ws, job, DEFAULT_K, NORMALIZATIONS[0], intervals=intervals, index=cache["index"])
+    elif kind == "map":
+        P, _ = default_map_points(ws, *args)
+        map_layout(ws, P, MAP_DEFAULTS["seed"])
+    elif kind == "atoms":
+        atom_matrices(ws, *args, default_sparsity(ws.model(*args)), atoms_split(ws))
+    elif kind == "codes":
+        if ws.sharded:
+            pool_top_items(ws, *args)
+        else:
+            pool_codes(ws, *args)
+    elif kind == "energy":
+        label_energy(ws, *args)
+    elif kind == "free-codes":
+        activity_codes(ws, *args)
+    elif kind == "words":
+        atom_words(ws, *args)
+    elif kind == "health":
+        health_numbers(ws, *args, atoms_split(ws))
+
+
+#: A worker process's opened workspace and evaluation index, by folder (its header's time and size: a rebuilt
+#: workspace is opened again).
+_WORKER_WORKSPACES: dict = {}
+
+
+def _page_task(path, step) -> str:
+    """One step of :func:`prepare_pages` on a worker process: the saved workspace at ``path`` is opened once
+    per worker, the step's result stored in its folder (what every process reads)."""
+    head = Path(path) / "workspace.json"
+    key = (str(path), head.stat().st_mtime_ns, head.stat().st_size)
+    if key not in _WORKER_WORKSPACES:
+        _WORKER_WORKSPACES.clear()
+        _WORKER_WORKSPACES[key] = (load_workspace(path), {})
+    ws, cache = _WORKER_WORKSPACES[key]
+    _run_step(ws, step, cache)
+    return step[0]
+
+
+def page_task_bytes(ws) -> int:
+    """Estimated memory of one worker of :func:`prepare_pages`: its own copy of the workspace's arrays (the
+    items, their raw embeddings, the pool's evaluation index) and room for the step's rankings and codes."""
+    return int(3 * (np.asarray(ws.X).nbytes + np.asarray(ws.raw).nbytes))
+
+
+def prepare_pages(ws, progress=None, n_jobs=1, say=None) -> list:
+    """Compute and store what the pages show on arrival with their default settings: Evaluate's d0 sweep and
+    methods table (rankings at :func:`~slics_core.explorer.scoring.ranking_depth`, deep enough for Recall@100
+    and any k up to it, and the scores and intervals shown at :data:`DEFAULT_K`: :func:`job_scores`) and its health
+    line of every dictionary method, the Subspaces map and the Atoms matrices, pool codes, label-profile energies,
+    label-free codes (:func:`activity_codes`) and atoms' words (:func:`atom_words`) of the default method and d0.
+    Returns the names of what was prepared.
+
+    Needs a saved workspace (``ws.path``); does nothing for one being built. ``n_jobs`` worker processes
+    (:func:`slics_core.tasks.run_tasks`) take the independent steps (each ranking job, the map, the Atoms
+    matrices...), each worker opening the saved workspace once; every step stores its own entry, the same
+    whatever ``n_jobs``. 1 (the default): one after another here; None or -1: every core, as memory allows
+    (:func:`slics_core.tasks.choose_jobs` with :func:`page_task_bytes`; ``say(line)`` gets the reason).
+    """
+    if _folder(ws) is None:
+        return []
+    steps = _page_steps(ws)
+    total = len(steps)
+    done = []
+    if n_jobs != 1 and total > 1:
+        n_jobs, why = choose_jobs(n_jobs, total, page_task_bytes(ws))
+        if say is not None:
+            say(f"pages: {why}")
+    if n_jobs > 1 and total > 1:  # the map (t-SNE), the longest step, first: no worker is left with it at the end
+        run_tasks(_page_task, sorted((step for _, step in steps), key=lambda st: st[0] != "map"),
+                  shared=str(ws.path), n_jobs=n_jobs,
+                  progress=None if progress is None else
+                  (lambda _stage, d, t: progress(f"prepare the pages: {min(d, t)} of {t} steps on {n_jobs} workers",
+                                                 d, t)))
+        done = [name for name, _ in steps]
+    else:
+        cache = {}
+        for name, step in steps:
+            if progress is not None:
+                progress(f"prepare the pages: {name}", len(done), total)
+            done.append(name)
+            with one_thread():  # as on a worker: the same rankings, to the order of near ties, for any n_jobs
+                _run_step(ws, step, cache)
     if progress is not None:
         progress("prepare the pages", total, total)
     return done

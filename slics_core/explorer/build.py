@@ -10,7 +10,8 @@ folder or precomputed embeddings through their cache):
    ``clip``: the training mean, or a precomputed mean file the user gives);
 3. every registered method is fitted on the training split, dictionary methods for every ``d0``; a
    method whose needs are not met (no concept prompts, no vocabulary) or whose fit fails is recorded
-   in ``skipped`` with the reason, and the others are kept;
+   in ``skipped`` with the reason, and the others are kept; the fits are independent tasks, fitted side by
+   side on ``n_jobs`` worker processes or on Ray (:mod:`slics_core.tasks`), the same models for any number;
 4. ``d0`` is chosen on the validation split by the paper's rule (:func:`slics_core.evaluation.sweep_d0`
    of the fitted :data:`~slics_core.evaluation.SWEEP_METHOD` models, then
    :func:`slics_core.evaluation.choose_d0`: sub-label mAP@20 of partial components); with no validation
@@ -24,7 +25,7 @@ folder or precomputed embeddings through their cache):
    the index of the kind the one rule chooses (exact streamed search for a small pool, else the on-disk index,
    whose recall against exact search is measured: :func:`build_pool_index`, :func:`measure_pool_index`), and
    what the pages show on arrival is prepared
-   (:func:`slics_core.explorer.arrival.prepare_pages`).
+   (:func:`slics_core.explorer.arrival.prepare_pages`, its steps on the same ``n_jobs`` workers).
 """
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ from slics_core.retrieval import StreamingIndex
 from slics_core.shards import BLOCK_ROWS, SAMPLE_ROWS, PoolShards, seeded_sample
 from slics_core.splits import Split, make_split
 from slics_core.store import EmbeddingStore
+from slics_core.tasks import choose_jobs, fit_bytes, one_thread, run_tasks, shared_bytes
 from slics_core.vocabulary_names import DEFAULT_VOCABULARY, NO_VOCABULARY
 
 __all__ = ["attach_pool_shards", "build_pool_index", "build_workspace", "build_workspace_from_cache",
@@ -82,6 +84,69 @@ def _fit_progress(progress, stage, job, n_jobs):
     return callback
 
 
+def _fit_task(inputs, task, callback=None):
+    """One fit of the build, ``task = (method, d0, n_iter, seed)``: ``("ok", model)`` or ``("failed", reason)``
+    (seeded by ``seed`` alone, so the model never depends on which worker fits it, or when)."""
+    m, d0, n_iter, seed = task
+    try:
+        return "ok", fit_method(m, inputs, d0, n_iter=n_iter, batch_size=None, seed=seed, ridge=0.0,
+                                callback=callback)
+    except (ValueError, np.linalg.LinAlgError) as exc:  # one method failing never sinks the others
+        return "failed", str(exc)
+
+
+def _fit_cost(task) -> tuple:
+    """A fit's relative cost, to start the longest first: iterative methods (epochs of batches) before the
+    others, then by ``d0`` (ties keep the task order)."""
+    m, d0, _n_iter, _seed = task
+    return (bool(get_method(m).reports_batches), d0 or 0)
+
+
+def resolve_jobs(jobs, n_tasks, inputs, say=None) -> int:
+    """:func:`slics_core.tasks.choose_jobs` for ``n_tasks`` fits of ``inputs``; ``say(line)`` gets its reason."""
+    n, why = choose_jobs(jobs, n_tasks, fit_bytes(inputs.X), shared_bytes=shared_bytes(inputs))
+    if say is not None:
+        say(f"fits: {why}")
+    return n
+
+
+def _fit_all(inputs, jobs, skipped, *, n_iter, seed, progress, n_jobs, backend, address, say):
+    """The models of every ``(method, d0)`` of ``jobs``, fitted one after another here (``n_jobs`` 1: progress
+    moves batch by batch) or on worker processes / Ray (progress moves fit by fit); failed methods go to
+    ``skipped``. The same models whatever ``n_jobs``: each fit is seeded by ``seed`` alone."""
+    tasks = [(m, d0, n_iter, seed) for m, d0 in jobs]
+    if backend == "ray" and n_jobs in (None, -1) and address:  # a cluster's CPUs limit the tasks in flight
+        n = max(1, len(tasks))
+        if say is not None:
+            say(f"fits: {n} Ray tasks, as many at a time as the cluster has CPUs")
+    else:
+        n = 1 if not tasks else resolve_jobs(n_jobs, len(tasks), inputs, say)
+    if n == 1 and backend == "loky":
+        results = []
+        for i, (m, d0) in enumerate(jobs):
+            stage = f"fit {m}" + (f" d0={d0}" if d0 is not None else "")
+            report_progress(progress, stage, i, len(jobs))
+            with one_thread():  # as on a worker (slics_core.tasks.one_thread)
+                results.append(_fit_task(inputs, tasks[i], callback=_fit_progress(progress, stage, i, len(jobs))))
+    else:  # the longest fits first (iterative methods, large d0), so that no worker is left with one at the end
+        order = sorted(range(len(tasks)), key=lambda i: _fit_cost(tasks[i]), reverse=True)
+        done = run_tasks(_fit_task, [tasks[i] for i in order], shared=inputs, n_jobs=n, progress=progress,
+                         stage=f"fit: {len(tasks)} models on {n} {backend} workers", backend=backend,
+                         address=address)
+        results = [None] * len(tasks)
+        for i, result in zip(order, done):
+            results[i] = result
+    models = {}
+    for (m, d0), (status, value) in zip(jobs, results):
+        if status == "ok":
+            models[(m, d0)] = value
+        else:
+            skipped[m] = f"fit failed ({value})"
+            models = {k: v for k, v in models.items() if k[0] != m}
+            warnings.warn(f"{m} was not fitted: {value}", RuntimeWarning, stacklevel=3)
+    return models
+
+
 def _embed_vocabulary(encoder, words, store, progress):
     """Raw text embeddings of the vocabulary, or None (with a warning) when the encoder cannot."""
     if encoder is None or not words:
@@ -99,7 +164,8 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
                     vocabulary=NO_VOCABULARY, encoder=None, store=None, name=None, kind="dataset", generator=None,
                     progress=None, replace=True, codebook=None, source=None, overwrite=False,
                     prepare=True, splice_vocabulary=None, oracle_vocabulary=None, pool_shards=None,
-                    remote_thumbnails=False, pool_rerank=None) -> Workspace:
+                    remote_thumbnails=False, pool_rerank=None, n_jobs=1, backend="loky", address=None,
+                    say=None) -> Workspace:
     """Build, save and return a workspace from labelled embeddings (see the module docstring).
 
     Parameters
@@ -145,6 +211,14 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         With ``pool_shards``: thumbnails may be the metadata's ``url`` column (loaded by the browser).
     pool_rerank : int, optional
         With ``pool_shards``: the on-disk index's re-ranking depth, when the pool gets one (:func:`build_pool_index`).
+    n_jobs : int or None
+        Worker processes fitting the models side by side (:func:`slics_core.tasks.run_tasks`); 1 (the
+        default) fits them here one after another; None or -1: every core, as many as the estimated memory
+        allows (:func:`slics_core.tasks.choose_jobs`). The workspace does not depend on it.
+    backend : {"loky", "ray"}
+        Where the fits run (``ray``: Ray tasks on ``address``, or a local Ray); the same workspace.
+    say : callable ``say(line)``, optional
+        Gets one line per parallel stage (the fits, the pages) saying how many workers it uses, and why.
 
     Returns
     -------
@@ -178,17 +252,8 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
             skipped[m] = why
             continue
         jobs += [(m, d) for d in d0_values] if get_method(m).dictionary else [(m, None)]
-    models = {}
-    for i, (m, d0) in enumerate(jobs):
-        stage = f"fit {m}" + (f" d0={d0}" if d0 is not None else "")
-        report_progress(progress, stage, i, len(jobs))
-        try:
-            models[(m, d0)] = fit_method(m, inputs, d0, n_iter=n_iter, batch_size=None, seed=seed, ridge=0.0,
-                                         callback=_fit_progress(progress, stage, i, len(jobs)))
-        except (ValueError, np.linalg.LinAlgError) as exc:  # one method failing never sinks the others
-            skipped[m] = f"fit failed ({exc})"
-            models = {k: v for k, v in models.items() if k[0] != m}
-            warnings.warn(f"{m} was not fitted: {exc}", RuntimeWarning, stacklevel=2)
+    models = _fit_all(inputs, jobs, skipped, n_iter=n_iter, seed=seed, progress=progress, n_jobs=n_jobs,
+                      backend=backend, address=address, say=say)
     report_progress(progress, "fit", len(jobs), len(jobs))
     index = {"train": split.train, "val": split.val, "query": split.query, "pool": split.pool}
     extras = dict(data.extras)
@@ -220,7 +285,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         if pool_shards is not None:
             build_pool_index(ws, progress=progress, **({} if pool_rerank is None else {"rerank": int(pool_rerank)}))
         if prepare:  # what the pages show on arrival, stored in the folder for every process (issue 24)
-            prepare_pages(ws, progress)
+            prepare_pages(ws, progress, n_jobs=n_jobs if backend == "loky" else 1, say=say)
     return ws
 
 

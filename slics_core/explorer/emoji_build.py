@@ -75,20 +75,21 @@ def _open_emoji_cache(folder: Path, progress):
     return None
 
 
-def _build_emoji(cfg, folder, encoder, progress, prefix=None) -> Workspace:
+def _build_emoji(cfg, folder, encoder, progress, prefix=None, n_jobs=1, say=None) -> Workspace:
     """The whole world's workspace: captions read the label names (the words its text tower knows); the
     SpLiCE baselines decompose over general words, as in the paper; the label names alone are the vocabulary
-    of the oracle row only (``docs/emoji_world.md``)."""
-    data, split = render_emoji_world(cfg, progress, encoder=encoder, prefix=prefix)
+    of the oracle row only (``docs/emoji_world.md``). ``n_jobs`` worker processes render the scenes and fit
+    the models (None: every core, as memory allows; the same world and models for every ``n_jobs``)."""
+    data, split = render_emoji_world(cfg, progress, encoder=encoder, prefix=prefix, n_jobs=n_jobs, say=say)
     return build_workspace(data, folder, split=split, d0_values=cfg.d0_values, n_iter=cfg.n_iter, seed=0,
                            vocabulary=WORLD_DEFAULTS.vocabulary(), splice_vocabulary=WORLD_DEFAULTS.splice_vocabulary(),
                            oracle_vocabulary=WORLD_DEFAULTS.oracle_vocabulary(), encoder=encoder, name=DATASET_NAME,
                            kind=EMOJI,
-                           generator="emoji", progress=progress)
+                           generator="emoji", progress=progress, n_jobs=n_jobs, say=say)
 
 
 def open_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None, progress=None,
-                         rebuild: bool = False) -> Workspace:
+                         rebuild: bool = False, n_jobs=1, say=None) -> Workspace:
     """The emoji world as a workspace: opened from its cache, or rendered, embedded and built.
 
     Parameters
@@ -102,6 +103,11 @@ def open_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None,
     progress : callable ``progress(stage, done, total)``, optional
     rebuild : bool
         Ignore the cache.
+    n_jobs : int or None
+        Worker processes of a build (scene rendering and fits; None or -1: every core, as memory allows);
+        the workspace does not depend on it.
+    say : callable ``say(line)``, optional
+        Gets one line per parallel stage saying how many workers it uses, and why.
     """
     cfg = config or config_from_env()
     folder = _emoji_folder(cache_dir, cfg)
@@ -109,7 +115,8 @@ def open_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None,
     if ws is not None:
         return ws
     _make_cache_root(folder)
-    return _build_emoji(cfg, folder, create_encoder(EMOJI_ENCODER, device="cpu", half=False), progress)
+    return _build_emoji(cfg, folder, create_encoder(EMOJI_ENCODER, device="cpu", half=False), progress,
+                        n_jobs=n_jobs, say=say)
 
 
 #: d0 of the preview's S-SLiCS model, before d0 is chosen on validation (the full world's choice, README).
@@ -202,9 +209,12 @@ class BuildProgress:
                     "preview": self.workspace is not None and self.workspace.building is not None}
 
 
-def _staged_build(cfg, folder: Path, n_preview: int, progress, publish) -> None:
+def _staged_build(cfg, folder: Path, n_preview: int, progress, publish, n_jobs=1) -> None:
     """The staged emoji build: ``publish("preview", ws)`` (when the world is large enough), then
-    ``publish("final", ws)`` with the whole workspace, saved in ``folder``."""
+    ``publish("final", ws)`` with the whole workspace, saved in ``folder``: its scenes rendered and its models
+    fitted by ``n_jobs`` worker processes (None: every core, as memory allows; the build process's default), as
+    ``slics emoji-build`` does.
+    The small preview is built here, without workers (starting them would cost more than it saves)."""
     pc = preview_config(cfg, n_preview)
     progress.phase("preview" if pc is not None else "")
 
@@ -229,7 +239,7 @@ def _staged_build(cfg, folder: Path, n_preview: int, progress, publish) -> None:
         encoder = fast.real()
         if fast.hits:  # the whole world is embedded by the real encoder, like a direct build
             prefix = None
-    publish("final", _build_emoji(cfg, folder, encoder, progress, prefix=prefix))
+    publish("final", _build_emoji(cfg, folder, encoder, progress, prefix=prefix, n_jobs=n_jobs))
 
 
 def _preview_folder(folder: Path) -> Path:
@@ -329,6 +339,7 @@ def main(argv=None) -> int:
     ap.add_argument("--config", required=True, help="EmojiWorldConfig as JSON")
     ap.add_argument("--preview", type=int, required=True, help="scenes of the preview")
     ap.add_argument("--nice", type=int, default=0, help="niceness added to this process")
+    ap.add_argument("--jobs", type=int, default=None, help="worker processes (default: every core, as memory allows)")
     args = ap.parse_args(argv)
     if args.nice:
         try:
@@ -349,7 +360,7 @@ def main(argv=None) -> int:
                     shutil.rmtree(_preview_folder(folder), ignore_errors=True)
             _send(Published(which, str(out)))
 
-        _staged_build(cfg, folder, args.preview, progress, publish)
+        _staged_build(cfg, folder, args.preview, progress, publish, n_jobs=args.jobs)
     except Exception as exc:  # one line for the server to show
         _send(Failed(user_error(exc)))
         return 1

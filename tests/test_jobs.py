@@ -1,0 +1,244 @@
+"""``--jobs``: independent tasks on worker processes (slics_core.tasks) give the same results as one job.
+
+The builds here are small (600 planted items, 32 dimensions) so that the worker processes' start dominates;
+speed is measured in benchmarks/bench_build.py, never here.
+"""
+import operator
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.bench_reproduce import write_dataset
+from slics_core.cli import main
+from slics_core.emoji.scenes import SCENE_CHUNK, make_scenes
+from slics_core.tasks import SMALL_WORK_BYTES, WORKER_BYTES, choose_jobs, jobs_ok, run_tasks
+
+GiB = 2**30
+
+
+# -- the rule for the number of jobs ------------------------------------------------------------------------
+def test_choose_jobs_every_core_capped_by_planted_memory():
+    task = GiB
+    per_worker = WORKER_BYTES + task
+    # 16 cores, 12 tasks, memory for exactly 5 workers after the shared 2 GiB (plus less than one more)
+    available = 2 * GiB + 5 * per_worker + per_worker // 2
+    n, why = choose_jobs(None, 12, task, shared_bytes=2 * GiB, available=available, n_cores=16)
+    assert n == 5, why
+    assert "16 cores" in why and "12 tasks" in why and "available" in why and why.count("\n") == 0
+    assert choose_jobs(-1, 12, task, shared_bytes=2 * GiB, available=available, n_cores=16)[0] == 5
+    # plenty of memory: every core, but never more workers than tasks
+    assert choose_jobs(None, 12, task, available=1000 * GiB, n_cores=16)[0] == 12
+    assert choose_jobs(None, 40, task, available=1000 * GiB, n_cores=16)[0] == 16
+    # not even one worker's worth: still one (the tasks then run here, one after another)
+    assert choose_jobs(None, 12, task, shared_bytes=8 * GiB, available=4 * GiB, n_cores=16)[0] == 1
+    # a number given is taken as it is (at most one per task), with its estimated peak memory said
+    n, why = choose_jobs(3, 12, task, available=1, n_cores=2)
+    assert n == 3 and "as asked" in why and f"{(3 * per_worker) / GiB:.1f} GiB" in why
+    assert choose_jobs(8, 2, task, available=1000 * GiB, n_cores=2)[0] == 2
+    # automatic, but too little work to pay for starting workers: one job, and the line says so
+    n, why = choose_jobs(None, 3, SMALL_WORK_BYTES // 4, available=1000 * GiB, n_cores=16)
+    assert n == 1 and "small" in why
+    assert choose_jobs(None, 4, SMALL_WORK_BYTES // 4, available=1000 * GiB, n_cores=16)[0] == 4
+    assert choose_jobs(2, 4, 0, available=1000 * GiB, n_cores=16)[0] == 2
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "2"])
+def test_bad_jobs_refused(bad):
+    assert not jobs_ok(bad)
+    with pytest.raises(ValueError, match="jobs must be"):
+        choose_jobs(bad, 4, 0)
+
+
+@pytest.mark.parametrize("argv", [["workspace", "--cache", "nowhere", "--jobs", "0"], ["emoji-build", "--jobs", "-2"],
+                                  ["workspace", "--cache", "nowhere", "--address", "auto"]])
+def test_bad_jobs_option_refused_before_any_work(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ("--jobs must be" in err or "--address: only with --backend ray" in err), err
+
+
+def test_stage_seconds_are_printed_when_each_stage_ends():
+    import io
+    import re
+
+    from slics_core.commands.workspaces import StageProgress
+
+    out = io.StringIO()
+    progress = StageProgress("emoji", file=out, timings=True)
+    for stage, done, total in [("render scenes", 0, 2), ("render scenes", 2, 2), ("fit: 3 models on 2 workers", 1, 3),
+                               ("fit", 3, 3), ("prepare the pages: atoms", 0, 1)]:
+        progress(stage, done, total)
+    progress.say("fits: 2 jobs as asked")
+    progress.close()
+    lines = out.getvalue().splitlines()
+    assert [re.sub(r"[0-9]+\.[0-9] s$", "N s", x) for x in lines] == [
+        "[emoji] render scenes", "[emoji] render scenes: N s", "[emoji] fit", "[emoji] fit: N s",
+        "[emoji] prepare the pages", "[emoji] fits: 2 jobs as asked", "[emoji] prepare the pages: N s"], lines
+
+
+# -- the task runner ----------------------------------------------------------------------------------------
+def test_run_tasks_in_task_order_from_a_memory_mapped_input():
+    """Rows of a 4 MB shared matrix (memory-mapped, not pickled per task) come back in task order."""
+    shared = np.arange(1024 * 1024, dtype=np.float32).reshape(512, 2048)
+    tasks = [7, 3, 500, 0, 42, 3]
+    calls, kept = [], {}
+    out = run_tasks(operator.getitem, tasks, shared=shared, n_jobs=2, progress=lambda *a: calls.append(a),
+                    stage="rows", on_result=kept.__setitem__)
+    assert all(np.array_equal(o, shared[t]) for o, t in zip(out, tasks))
+    assert sorted(kept) == list(range(6)) and all(np.array_equal(kept[i], shared[t]) for i, t in enumerate(tasks))
+    assert calls[0] == ("rows", 0, 6) and calls[-1] == ("rows", 6, 6) and len(calls) == 7
+    assert run_tasks(operator.getitem, tasks, shared=shared, n_jobs=1)[2].tolist() == shared[500].tolist()
+    # on the workers the matrix is a memory map of one file, the same for every task (written once)
+    names = run_tasks(getattr, ["filename"] * 4, shared=shared, n_jobs=2)
+    assert len(set(names)) == 1 and names[0] and Path(names[0]).suffix == ".pkl", names
+
+
+def test_scenes_rendered_in_chunks_on_workers_are_the_same_world():
+    n = 2 * SCENE_CHUNK + 17
+    seen = []
+    one = make_scenes(n, seed=11, start=5)
+    two = make_scenes(n, seed=11, start=5, n_jobs=2, progress=lambda d, t: seen.append((d, t)))
+    assert np.array_equal(one.images, two.images) and np.array_equal(one.general, two.general)
+    assert np.array_equal(one.sub, two.sub) and one.captions == two.captions and one.objects == two.objects
+    assert (two.seed, two.start, len(two)) == (11, 5, n) and seen[-1] == (n, n)
+
+
+# -- a workspace built with 2 jobs is the one built with 1 ---------------------------------------------------
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A small precomputed embedding cache (planted concept cones, 4 concepts, sub-labels)."""
+    root = tmp_path_factory.mktemp("jobs")
+    emb, meta = write_dataset(root / "data", 600, 32, 4, 3, 0.5, seed=0)
+    assert main(["embed", "--dataset", "precomputed", "--embeddings", str(emb), "--metadata", str(meta), "--cache",
+                 str(root / "cache"), "--no-progress"]) == 0
+    return root / "cache"
+
+
+def _files(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_workspace_with_two_jobs_equals_one_job(cache, tmp_path, capsys):
+    for jobs in (1, 2):
+        assert main(["workspace", "--cache", str(cache), "--out", str(tmp_path / f"ws{jobs}"), "--vocab", "none",
+                     "--d0", "2", "3", "--n-iter", "3", "--jobs", str(jobs)]) == 0
+        err = capsys.readouterr().err
+        assert f"[workspace] fits: {jobs} job" in err and ("[workspace] pages: 2 jobs" in err) == (jobs == 2), err
+    one, two = _files(tmp_path / "ws1"), _files(tmp_path / "ws2")
+    assert sorted(one) == sorted(two) and len(one) > 5
+    assert [name for name in one if one[name] != two[name]] == []
+    from slics_core.explorer.workspace_files import load_workspace
+
+    a, b = load_workspace(tmp_path / "ws1"), load_workspace(tmp_path / "ws2")
+    assert sorted(a.models) == sorted(b.models) and ("S-SLiCS", 3) in a.models
+    for key, model in a.models.items():
+        if hasattr(model, "atoms_"):
+            assert np.array_equal(model.atoms_, b.models[key].atoms_), key
+
+
+def test_reproduce_with_two_jobs_equals_one_job(cache, tmp_path, capsys):
+    """The sweep's, the table's and the stability seeds' dictionaries fitted side by side give the same tables."""
+    data = cache.parent / "data"
+    for jobs in (1, 2):
+        assert main(["reproduce", "--dataset", "precomputed", "--embeddings", str(data / "emb.npy"), "--metadata",
+                     str(data / "meta.csv"), "--preprocessing", "unit", "--out-dir", str(tmp_path / f"r{jobs}"),
+                     "--n-iter", "3", "--seeds", "2", "--batch-size", "100", "--sweep", "2", "4", "--methods",
+                     "S-SVD,S-SLiCS,UF", "--stability", "2", "--no-progress", "--no-estimate",
+                     "--jobs", str(jobs)]) == 0
+        err = capsys.readouterr().err
+        assert ("d0 sweep fits: 2 jobs as asked" in err and "table fits: 2 jobs as asked" in err) == (jobs == 2), err
+    # every result file (the run folders keep each run's wall time beside it, which differ)
+    names = sorted(p.name for p in (tmp_path / "r1").iterdir() if p.is_file())
+    assert {"d0_sweep.json", "methods.json", "stability.json"} <= set(names), names
+    for name in names:
+        assert (tmp_path / "r1" / name).read_bytes() == (tmp_path / "r2" / name).read_bytes(), name
+
+
+def test_workspace_on_a_local_ray_equals_the_local_build(cache, tmp_path):
+    """``backend="ray"`` (the fits as Ray tasks, the inputs put once in the object store) writes the same files."""
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'slics-explorer[ray]')")
+    from slics_core.explorer.build import build_workspace_from_cache
+
+    settings = dict(vocabulary="none", d0_values=[2, 3], n_iter=3, prepare=False)
+    build_workspace_from_cache(cache, tmp_path / "local", **settings)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        lines = []
+        build_workspace_from_cache(cache, tmp_path / "ray", backend="ray", n_jobs=2, say=lines.append, **settings)
+    finally:
+        ray.shutdown()
+    assert len(lines) == 1 and lines[0].startswith("fits: 2 jobs as asked"), lines
+    one, two = _files(tmp_path / "local"), _files(tmp_path / "ray")
+    assert sorted(one) == sorted(two) and [name for name in one if one[name] != two[name]] == []
+
+
+# -- Ctrl-C / SIGTERM stop every worker and leave the folder as it was ----------------------------------------
+def _children(pid: int) -> set:
+    """Process ids whose parent is ``pid`` (and theirs), read from /proc."""
+    parents = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(d.name)] = int(fields[1])
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = {c for c, pp in parents.items() if pp == p}
+        found |= kids
+        todo += list(kids)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process tree from /proc (Linux)")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_mid_fit_stops_every_worker_and_leaves_the_folder(cache, tmp_path, sig):
+    out = tmp_path / "ws"
+    base = [sys.executable, "-m", "slics_core", "workspace", "--cache", str(cache), "--out", str(out), "--vocab",
+            "none", "--methods", "S-SLiCS", "--d0", "2", "3"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    assert subprocess.run(base + ["--n-iter", "1", "--jobs", "1", "--quiet"], env=env, capture_output=True,
+                          timeout=300).returncode == 0
+    before = _files(out)
+    # the same build again, with fits long enough to be stopped in the middle
+    proc = subprocess.Popen(base + ["--n-iter", "100000", "--jobs", "2", "--overwrite"], env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    try:
+        for line in proc.stderr:
+            if "fits: 2 jobs" in line:
+                break
+        workers = set()
+        deadline = time.monotonic() + 60
+        while len(workers) < 2 and time.monotonic() < deadline:  # the workers are started and fitting
+            workers = {p for p in _children(proc.pid) if _alive(p)}
+            time.sleep(0.5)
+        assert len(workers) >= 2, "the workers never started"
+        time.sleep(2)
+        proc.send_signal(sig)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 130, code
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in workers if _alive(p)], "worker processes outlived the build"
+    assert _files(out) == before
