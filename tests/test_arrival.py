@@ -113,13 +113,17 @@ def test_stored_job_scores_are_run_job_and_follow_their_settings(dataset_ws):  #
 
 def test_views_of_one_build_are_never_read_as_another_builds(dataset_ws):  # noqa: F811
     """Two builds of one folder at once (or a server holding an older build): build A's views, written after build
-    B saved its models, are not B's views; B computes its own. Each save names its build afresh."""
+    B saved its models, are not B's views; B computes its own. A build is named by a digest of what it saved."""
     from slics_core.explorer.workspace_files import save_workspace
 
     a = load_workspace(dataset_ws[1])
     b = load_workspace(dataset_ws[1])
-    save_workspace(b, dataset_ws[1], overwrite=True)  # build B replaces the folder while A is still in memory
-    assert a.build_id and b.build_id and a.build_id != b.build_id
+    save_workspace(b, dataset_ws[1], overwrite=True)  # the same content saved again: the same build
+    assert a.build_id and b.build_id == a.build_id
+    model = b.models[next(iter(b.models))]
+    model.atoms_[0] = -model.atoms_[0]  # build B (other atoms) replaces the folder while A is still open
+    save_workspace(b, dataset_ws[1], overwrite=True)
+    assert a.build_id != b.build_id
     assert load_workspace(dataset_ws[1]).build_id == b.build_id
     arrival.stored(a, "t", {"x": 2}, lambda: {"v": np.array([1.0])})  # build A writes its view into the folder
     reopened = load_workspace(dataset_ws[1])

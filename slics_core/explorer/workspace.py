@@ -166,10 +166,11 @@ class Workspace(CarriesLabels):
         load from, when remote). Its pool is those shards in shard order, not
         rows of ``X`` (``index["pool"]`` is empty); None for an ordinary workspace.
     build_id : str
-        Written afresh by every save (:func:`~slics_core.explorer.workspace_files.save_workspace`): the page views
-        stored in the folder (:mod:`slics_core.explorer.arrival`) are named with it, so views computed from one
-        build are never read as another's (two builds of one folder at once, or a server holding an older build
-        open). Empty for a workspace saved before it existed.
+        Set by every save (:func:`~slics_core.explorer.workspace_files.save_workspace`): a digest of the files it
+        writes. The page views stored in the folder (:mod:`slics_core.explorer.arrival`) are named with it, so views
+        computed from one build are never read as another's (two builds of one folder at once, or a server holding
+        an older build open), while builds of the same content share them. Empty for a workspace saved before it
+        existed.
     pool_sample, pool_sample_rows : ndarray or None
         A sharded workspace's seeded sample of the pool (preprocessed rows, and their positions in shard
         order) kept for maps and heatmaps.

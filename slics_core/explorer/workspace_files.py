@@ -11,12 +11,12 @@ never ``module:factory``.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
-import uuid
 import warnings
 import zipfile
 from contextlib import contextmanager
@@ -118,11 +118,24 @@ def _write_files(ws: Workspace, tmp: Path) -> list:
         model.save(tmp / "models" / fname)
         names[f"{method}|{'' if d0 is None else d0}"] = fname
         written.append(f"models/{fname}")
-    head = {f.name: getattr(ws, f.name) for f in _stored("header")}
+    head = {f.name: getattr(ws, f.name) for f in _stored("header") if f.name != "build_id"}
     head.update({k: list(getattr(ws.labels, k)) for k in _LABEL_NAMES})
     head.update({"format": FORMAT, "models": names, "n": len(ws), "extras": extra_names})
+    ws.build_id = head["build_id"] = _build_digest(tmp, written, head)
     (tmp / "workspace.json").write_text(json.dumps(head))
     return written + ["workspace.json"]
+
+
+def _build_digest(tmp: Path, written: list, head: dict) -> str:
+    """``Workspace.build_id``: a digest of every file a save writes (names and bytes, the header without it), so
+    two saves of the same content share their stored page views and any other content has its own."""
+    digest = hashlib.sha256(json.dumps(head, sort_keys=True, default=str).encode())
+    for rel in written:
+        digest.update(rel.encode() + b"\0")
+        with open(tmp / rel, "rb") as fh:
+            for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()[:32]
 
 
 @contextmanager
@@ -165,7 +178,6 @@ def save_workspace(ws: Workspace, out, *, source=None, overwrite=False, _warn=Tr
             shutil.rmtree(stale, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=out))
         try:
-            ws.build_id = uuid.uuid4().hex  # names this build's stored page views (Workspace.build_id)
             written = _write_files(ws, tmp)
             (out / "models").mkdir(exist_ok=True)
             for rel in written:  # workspace.json comes last
