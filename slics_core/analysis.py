@@ -623,6 +623,17 @@ def item_atoms(model, x, y=None, mode: str = "full", *, words=None, word_embeddi
 ACTIVATION_LEVELS = {"top": 1.0, "median": 0.5, "low": 0.1}
 
 
+def codes_and_atom(codes, atom):
+    """``(codes as float64 (n, M), atom as int)``, checked: 2-D codes and an atom among their columns."""
+    C = np.asarray(codes, dtype=np.float64)
+    if C.ndim != 2:
+        raise ValueError(f"codes must be 2-D (n_items, n_atoms); got shape {C.shape}.")
+    atom = int(atom)
+    if not 0 <= atom < C.shape[1]:
+        raise ValueError(f"atom {atom} out of range (0..{C.shape[1] - 1}).")
+    return C, atom
+
+
 def atom_activations(codes, atom, has_concept=None, *, k: int = 6, levels=None) -> dict:
     """How strongly and how often one atom fires over a set of items (an SAE dashboard's per-feature view).
 
@@ -651,12 +662,7 @@ def atom_activations(codes, atom, has_concept=None, *, k: int = 6, levels=None) 
         ``values`` (``np.quantile``, linear; nearest first, ties by item order; the top level's are the ``k``
         largest), item positions in ``codes``; ``quantiles``: ``{level: value}`` (NaN when it never fires).
     """
-    C = np.asarray(codes, dtype=np.float64)
-    if C.ndim != 2:
-        raise ValueError(f"codes must be 2-D (n_items, n_atoms); got shape {C.shape}.")
-    atom = int(atom)
-    if not 0 <= atom < C.shape[1]:
-        raise ValueError(f"atom {atom} out of range (0..{C.shape[1] - 1}).")
+    C, atom = codes_and_atom(codes, atom)
     k = check_k(k)
     levels = dict(ACTIVATION_LEVELS if levels is None else levels)
     fires = firing(C)[:, atom]

@@ -53,6 +53,7 @@ from slics_core.analysis import (
     MISPLACED_LEVEL,
     atom_cooccurrence,
     atom_cosine,
+    codes_and_atom,
     dictionary_health,
     firing,
     reconstruction_cosine,
@@ -116,12 +117,7 @@ def atom_top_items(codes, atom, k=12, rows=None):
         ``rank`` (1 = largest), ``row``, ``coefficient``; only items with a
         positive coefficient, at most ``k``; ties by row order.
     """
-    codes = np.asarray(codes, dtype=np.float64)
-    if codes.ndim != 2:
-        raise ValueError(f"codes must be 2-D (n_items, n_atoms); got shape {codes.shape}.")
-    atom = int(atom)
-    if not 0 <= atom < codes.shape[1]:
-        raise ValueError(f"atom {atom} out of range (0..{codes.shape[1] - 1}).")
+    codes, atom = codes_and_atom(codes, atom)
     rows = np.arange(codes.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
     if rows.shape != (codes.shape[0],):
         raise ValueError(f"rows must have one entry per line of codes ({codes.shape[0]}).")
