@@ -75,23 +75,13 @@ Choices where the paper is silent (all documented on :class:`SLiCS`):
   medium and OpenBLAS threads measured slower on a 2-core machine. The
   compiled kernels release the GIL, so fits in different threads (app
   sessions) run on different cores.
-* ``n_jobs`` threads share the per-sample steps by blocks of 128 rows (in a
-  fit, a block's NNLS codes, the coefficient step's linear terms and its
-  residual rows are one task, so a batch is handed out once), as well as
-  :meth:`SLiCS.transform` and :meth:`SLiCS.project`, and the S-SVD start by
-  concepts (:mod:`slics_core._parallel`; the calling thread works too, idle
-  threads sleep). Every row and every concept is computed on its own, as on
-  one thread. The atom step runs on the calling thread alone: it is one
-  sequence of rank-1 updates (each changes the residual the next one reads),
-  and its Lanczos products (about 60 us each) are too short to share: threads
-  woken for each product made fits up to 16 times slower on a busy machine
-  (issue 39, docs/performance.md "n_jobs"). No call uses more threads than
-  the cores other programs leave idle at that moment, and each batch step
-  runs on one thread or on ``n_jobs``, whichever the recent steps measured
-  faster (:mod:`slics_core._parallel`). So the atoms and codes do
-  not depend on ``n_jobs``, bit for bit (``tests/test_n_jobs.py``), and
-  ``n_jobs=2`` is not slower than one thread beside one busy process per core
-  (``tests/test_n_jobs_oversubscribed.py``).
+* ``n_jobs`` threads share the per-sample steps by blocks of 128 rows (a
+  block's codes, linear terms and residual rows are one task), transform,
+  project and the S-SVD start by concepts (:mod:`slics_core._parallel`: the
+  calling thread works too, idle threads sleep, never more threads than idle
+  cores). The atom step, one sequence of rank-1 updates, runs on the calling
+  thread alone. Atoms and codes do not depend on ``n_jobs``, bit for bit; the
+  measurements behind these rules: docs/performance.md, "n_jobs".
 * Each atom is updated in place on the rows of the batch residual that may
   use it (its concept's samples), read through an index list; the samples
   ``L_m`` are those with a non-zero coefficient. The residual is formed from

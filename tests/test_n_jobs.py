@@ -3,6 +3,7 @@ give the same atoms and codes as one thread, bit for bit; the caller's thread sh
 block raises in the caller, and the atom step never starts a thread (issue 39)."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -82,7 +83,7 @@ def test_no_compiled_kernel_starts_threads():
     import slics_core
 
     kernels = []
-    for info in pkgutil.iter_modules(slics_core.__path__):
+    for info in pkgutil.iter_modules([os.path.dirname(slics_core.__file__)]):
         if info.name in {"_kernels", "nnls", "atom_steps", "slics", "sparse_coding", "unsupervised", "baselines"}:
             module = importlib.import_module(f"slics_core.{info.name}")
             kernels += [f for f in vars(module).values() if isinstance(f, CPUDispatcher)]
