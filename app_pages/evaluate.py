@@ -65,7 +65,7 @@ from slics_core.explorer.stability_runs import (
     stability_frame,
     stored_result,
 )
-from slics_core.methods import ORACLE_FSPLICE
+from slics_core.methods import MODE_SYMBOL, ORACLE_FSPLICE
 from slics_core.stability import COMPARE_METHODS, N_ACTIVE_METHOD, SHARED_BETWEEN_SEEDS
 from slics_core.uncertainty import CONFIDENCE, N_RESAMPLES
 
@@ -94,7 +94,7 @@ def _job(key: str, method: str, d0, mode, split: str, k: int, normalization: str
     """One job's scores: from the workspace's store (the build prepares the first view's), else computed on its
     rankings (``_rankings``, shared) and stored (slics_core.explorer.arrival.job_scores)."""
     job = scoring.Job(method, d0, mode, split)
-    depth = scoring.ranking_depth(k)
+    depth = scoring.stored_depth(k)
     return job_scores(_ws, job, k, normalization, intervals=intervals,
                       rankings=lambda: _rankings(key, method, d0, mode, split, depth, _ws))
 
@@ -123,7 +123,7 @@ def _sweep_figure(records, chosen, k, mode=SWEEP_MODE, on_validation=True):
                                      name=f"{'Gen.' if lab == 'general' else 'Sub.'} · {SPLIT_LABELS[split]}"))
     fig.add_vline(x=chosen, line=dict(color="grey", dash="dot"),
                   annotation_text=f"chosen d0 = {chosen}" if on_validation else f"fallback d0 = {chosen}")
-    fig.update_layout(title=f"{SWEEP_METHOD} mAP@{k} vs d0 ({'ṽ_j' if mode == 'partial' else 'v_j'})",
+    fig.update_layout(title=f"{SWEEP_METHOD} mAP@{k} vs d0 ({MODE_SYMBOL[mode]})",
                       xaxis_title="d0 (atoms per concept)",
                       yaxis_title=f"mAP@{k}", height=460, margin=dict(t=50, b=40),
                       legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
@@ -140,10 +140,11 @@ def _modes_figure(records, chosen, k, split, on_validation=True):
             fig.add_trace(go.Scatter(x=[r["d0"] for r in rs], y=[r[lab] for r in rs], mode="lines+markers",
                                      line=dict(color=LABEL_COLOURS[lab], dash=dash), marker=dict(symbol=sym),
                                      name=f"{'Gen.' if lab == 'general' else 'Sub.'} · "
-                                          f"{'ṽ_j (partial)' if mode == 'partial' else 'v_j (full)'}"))
+                                          f"{MODE_SYMBOL[mode]} ({mode})"))
     fig.add_vline(x=chosen, line=dict(color="grey", dash="dot"),
                   annotation_text=f"chosen d0 = {chosen}" if on_validation else f"fallback d0 = {chosen}")
-    fig.update_layout(title=f"ṽ_j vs v_j: {SWEEP_METHOD} mAP@{k} on the {SPLIT_LABELS[split].lower()}",
+    modes = f"{MODE_SYMBOL['partial']} vs {MODE_SYMBOL['full']}"
+    fig.update_layout(title=f"{modes}: {SWEEP_METHOD} mAP@{k} on the {SPLIT_LABELS[split].lower()}",
                       xaxis_title="d0 (atoms per concept)", yaxis_title=f"mAP@{k}", height=460,
                       margin=dict(t=50, b=40), legend=dict(orientation="h", yanchor="top", y=-0.2, x=0))
     return fig

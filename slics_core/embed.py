@@ -1,7 +1,7 @@
 """Embedding a dataset into the cache (:mod:`slics_core.store`): the local pipeline :func:`embed_dataset` (images
 decoded in ``DataLoader`` workers, handed over as uint8 or float32 tensors, or read there and decoded on the model's
 device: :data:`TRANSFERS`, :func:`image_route`, :func:`default_transfer`), and the steps it shares with the Ray
-backend (:mod:`slics_core.ray_embed`): :func:`begin_run`, :func:`check_embeddings`, :func:`write_result`.
+backend (:mod:`slics_core.ray_embed`): :func:`begin_run`, :func:`check_encoder_output`, :func:`write_result`.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from slics_core.images import MAX_PIXELS, ImageLoadError, load_image
 from slics_core.store import LEGACY_DECODE, EmbeddingStore
 
 __all__ = ["embed_dataset", "default_workers", "TRANSFERS", "default_transfer", "image_route", "begin_run",
-           "check_embeddings", "write_result"]
+           "check_encoder_output", "write_result"]
 
 
 def default_workers():
@@ -396,7 +396,7 @@ def begin_run(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessing=No
     return store, loader, [b for b in range(n_batches) if b not in done], n_batches
 
 
-def check_embeddings(E, n):
+def check_encoder_output(E, n):
     """An encoder's output for ``n`` images as finite float32 ``(n, d)``, else a ValueError."""
     E = np.asarray(E, dtype=np.float32)
     if E.ndim != 2 or E.shape[0] != n or not np.isfinite(E).all():
@@ -515,7 +515,7 @@ def embed_dataset(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessin
         for b, (pos, inputs, fpos, freason) in zip(todo, source):
             if finish is not None and pos:
                 pos, inputs, fpos, freason = finish(pos, inputs, fpos, freason)
-            E = check_embeddings(encode(inputs), len(pos)) if pos else None
+            E = check_encoder_output(encode(inputs), len(pos)) if pos else None
             write_result(store, b, pos, E, fpos, freason, encoder)
             if bar is not None:
                 bar.update(1)

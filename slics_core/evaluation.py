@@ -31,6 +31,7 @@ import numpy as np
 from slics_core._validation import check_k
 from slics_core.data import fit_inputs
 from slics_core.methods import (
+    MODE_SYMBOL,
     MODES,
     absent,
     active_concepts,
@@ -374,7 +375,7 @@ def d0_rule_words(on_validation=True, k=SWEEP_K, sub_labels=True):
     if not on_validation:
         return "the middle fitted d0 (the fallback rule when d0 is not chosen on validation, docs/choices.md)"
     score = "sub-label" if (SWEEP_BY == "sub" and sub_labels) else "general-label"
-    comp = "ṽⱼ" if SWEEP_MODE == "partial" else "vⱼ"
+    comp = MODE_SYMBOL[SWEEP_MODE]
     return f"the best validation {score} mAP@{int(k)} of {SWEEP_METHOD} ({comp})"
 
 

@@ -79,8 +79,13 @@ from slics_core.formats import load_baseline_model, save_baseline_model
 from slics_core.slics import SLiCS
 from slics_core.unsupervised import estimate_n_active, zero_shot_labels
 
+#: Each component mode's symbol, the one spelling of the pages, tables and reports: the partial component
+#: ṽⱼ (nearest point of one concept's cone, eq. 3) and the full one vⱼ (the joint decomposition, eq. 2).
+MODE_SYMBOL = {"partial": "ṽⱼ", "full": "vⱼ"}
+
 __all__ = [
     "MODES",
+    "MODE_SYMBOL",
     "check_mode",
     "components_of",
     "NEEDS",

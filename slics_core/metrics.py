@@ -43,7 +43,7 @@ from slics_core.methods import check_mode, components_of
 from slics_core.retrieval import build_index
 
 __all__ = ["NORMALIZATIONS", "average_precision_at_k", "relevance_matrix", "evaluate_rankings", "recall_at_k",
-           "check_sub_to_concept", "RetrievalScorer"]
+           "concept_sub_columns", "RetrievalScorer"]
 
 #: AP@k normalisations (see the module docstring).
 NORMALIZATIONS = ("retrieved", "min")
@@ -92,7 +92,7 @@ def average_precision_at_k(relevance, k=20, n_relevant=None, normalization="retr
     return np.divide(total, z, out=np.zeros_like(total), where=z > 0)
 
 
-def check_sub_to_concept(sub_to_concept, n_concepts):
+def concept_sub_columns(sub_to_concept, n_concepts):
     """The sub-label columns of each concept (a list of ``n_concepts`` index arrays); ValueError when
     ``sub_to_concept`` breaks :func:`slics_core.labels.check_sub_to_concept`."""
     if sub_to_concept is None:
@@ -157,7 +157,7 @@ def _pair_lists(indices, Y_query, Y_pool, Z_query, Z_pool, sub_to_concept, k, su
         return {"general": general, "sub": None}
     Zq = _as_bool(Z_query, nq, "Z_query")
     Zp = _as_bool(Z_pool, Yp.shape[0], "Z_pool")
-    subs = check_sub_to_concept(sub_to_concept, S)
+    subs = concept_sub_columns(sub_to_concept, S)
     if Zq.shape[1] != len(np.asarray(sub_to_concept).reshape(-1)) or Zp.shape[1] != Zq.shape[1]:
         raise ValueError("Z_query, Z_pool and sub_to_concept disagree on the number of sub-labels.")
     blocks = []

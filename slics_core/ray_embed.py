@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 from slics_core._validation import check_k
-from slics_core.embed import begin_run, check_embeddings, image_route, write_result
+from slics_core.embed import begin_run, check_encoder_output, image_route, write_result
 from slics_core.extras import require
 from slics_core.images import ImageLoadError
 
@@ -101,7 +101,7 @@ class _Embed:
         for pos, pixels in zip(batch["positions"], batch["pixels"]):
             if len(pos):
                 x = self.torch.from_numpy(np.ascontiguousarray(pixels))
-                emb.append(check_embeddings(self.encode(x.pin_memory() if self.pin else x), len(pos)))
+                emb.append(check_encoder_output(self.encode(x.pin_memory() if self.pin else x), len(pos)))
             else:
                 emb.append(np.zeros((0, max(int(getattr(self.encoder, "dim", 0) or 0), 0)), np.float32))
         return {"b": batch["b"], "positions": batch["positions"], "embeddings": _column(emb),

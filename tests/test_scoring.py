@@ -256,7 +256,7 @@ def test_stored_rankings_give_the_direct_numbers_for_every_k(ws, method, mode):
     """Ranking once (rank_job) and scoring any k from the stored ranking equals ranking at that k."""
     d0 = None if method == "UF" else 2
     job = scoring.Job(method, d0, mode, "query")
-    stored = scoring.rank_job(ws, job, depth=scoring.ranking_depth(7))
+    stored = scoring.rank_job(ws, job, depth=scoring.stored_depth(7))
     assert stored.shape == (len(ws.index["query"]), S, 100) and stored.dtype == np.uint16  # the whole pool
     X = ws.X.astype(float)
     model = ws.model(method, d0)
@@ -272,11 +272,11 @@ def test_stored_rankings_give_the_direct_numbers_for_every_k(ws, method, mode):
         assert (rec["general"], rec["sub"]) == (pytest.approx(g, abs=1e-9), pytest.approx(s, abs=1e-9))
 
 
-def test_ranking_depth_and_bad_stored_rankings(ws):
+def test_stored_depth_and_bad_stored_rankings(ws):
     # deep enough for Recall@100 at any k, then k rounded up to 50
-    assert [scoring.ranking_depth(k) for k in (1, 20, 50, 51, 100, 101, 200)] == [100, 100, 100, 100, 100, 150, 200]
+    assert [scoring.stored_depth(k) for k in (1, 20, 50, 51, 100, 101, 200)] == [100, 100, 100, 100, 100, 150, 200]
     with pytest.raises(ValueError, match="k must be"):
-        scoring.ranking_depth(0)
+        scoring.stored_depth(0)
     job = scoring.Job("S-SLiCS", 2, "partial", "query")
     stored = scoring.rank_job(ws, job, depth=10)
     with pytest.raises(ValueError, match="depth 10 but k=20"):
@@ -336,3 +336,13 @@ def test_run_job_recall_at_20_matches_brute_force_and_shallow_rankings_give_nan(
     assert row["recall20_general"] == rec["recall20_general"] and row["recall100_sub"] == 1.0
     shallow = scoring.run_job(ws, job, k=5, rankings=scoring.rank_job(ws, job, depth=30))
     assert shallow["recall20_general"] == rec["recall20_general"] and math.isnan(shallow["recall100_general"])
+
+
+def test_a_jobs_label_spells_its_mode_with_the_one_symbol():
+    """Issue 40: the component modes' symbols have one home (methods.MODE_SYMBOL), used by every label."""
+    from slics_core.methods import MODE_SYMBOL, MODES
+
+    assert set(MODE_SYMBOL) == set(MODES) and MODE_SYMBOL["partial"] != MODE_SYMBOL["full"]
+    for mode in MODES:
+        assert scoring.Job("S-SLiCS", 5, mode, "query").label() == f"S-SLiCS · d0=5 · {MODE_SYMBOL[mode]} · on query"
+    assert scoring.Job("UF", None, None, "val").label() == "UF · on val"

@@ -328,7 +328,7 @@ def test_without_a_validation_split_the_build_and_the_model_use_one_fallback_d0(
     # the pages' first views were prepared for that d0 (and the build did not stop on the missing split)
     job = scoring.Job("S-SLiCS", 3, "partial", "query")
     desc = {"method": job.method, "d0": job.d0, "mode": job.mode, "split": job.split,
-            "depth": scoring.ranking_depth(arrival.DEFAULT_K)}
+            "depth": scoring.stored_depth(arrival.DEFAULT_K)}
     assert (folder / arrival.STORE / arrival._name(built, "rank", desc)).is_file()
     assert fallback_d0([]) is None and fallback_d0([5]) == 5 and fallback_d0([20, 5, 10]) == 10
 

@@ -378,11 +378,11 @@ SCORES_VERSION = 1
 
 def job_scores(ws, job, k: int, normalization: str, *, intervals: bool = False, index=None, rankings=None) -> dict:
     """:func:`slics_core.explorer.scoring.run_job` of ``job`` on its stored rankings (:func:`job_rankings` at
-    :func:`~slics_core.explorer.scoring.ranking_depth`; or ``rankings()``, a callable giving them, e.g. a page's
+    :func:`~slics_core.explorer.scoring.stored_depth`; or ``rankings()``, a callable giving them, e.g. a page's
     shared copy), stored: the build prepares Evaluate's first view at :data:`DEFAULT_K`, so a first visit reads
     its scores (and their bootstrap intervals) instead of computing them.
     """
-    depth = scoring.ranking_depth(k)
+    depth = scoring.stored_depth(k)
     desc = {"method": job.method, "d0": job.d0, "mode": job.mode, "split": job.split, "k": int(k),
             "normalization": normalization, "intervals": bool(intervals), "version": SCORES_VERSION}
 
@@ -480,7 +480,7 @@ def page_task_bytes(ws) -> int:
 
 def prepare_pages(ws, progress=None, n_jobs=1, say=None) -> list:
     """Compute and store what the pages show on arrival with their default settings: Evaluate's d0 sweep and
-    methods table (rankings at :func:`~slics_core.explorer.scoring.ranking_depth`, deep enough for Recall@100
+    methods table (rankings at :func:`~slics_core.explorer.scoring.stored_depth`, deep enough for Recall@100
     and any k up to it, and the scores and intervals shown at :data:`DEFAULT_K`: :func:`job_scores`) and its health
     line of every dictionary method, the Subspaces map and the Atoms matrices, pool codes, label-profile energies,
     label-free codes (:func:`activity_codes`) and atoms' words (:func:`atom_words`) of the default method and d0.

@@ -22,7 +22,7 @@ through the one front-end of the CLI (:func:`slics_core.evaluation.rank_method`,
 Rankings do not depend on ``k`` beyond their length: the top ``k`` of a ranking of depth
 ``K >= k`` are the ranking at ``k`` (ties are broken by pool position, see
 :func:`slics_core.retrieval.top_k`). :func:`rank_job` ranks a job once at a depth
-(:func:`ranking_depth`: 100, deep enough for Recall@100, or ``k`` rounded up to 50) and :func:`run_job`
+(:func:`stored_depth`: 100, deep enough for Recall@100, or ``k`` rounded up to 50) and :func:`run_job`
 scores any ``k`` up to that depth from the stored ranking (``rankings=``), so a new ``k`` costs the mAP
 computation, not the NNLS projections. Every record also holds Recall@20 and Recall@100
 (:data:`slics_core.evaluation.RECALL_KS`, :func:`slics_core.metrics.recall_at_k`).
@@ -58,7 +58,7 @@ from slics_core.errors import DamagedFileError
 from slics_core.evaluation import RECALL_KS, SWEEP_METHOD, intervals_of, rank_method, recall_keys, score_split
 from slics_core.explorer.safe_text import code
 from slics_core.explorer.workspace import pool_index_kind
-from slics_core.methods import MODES, check_mode, get_method
+from slics_core.methods import MODE_SYMBOL, MODES, check_mode, get_method
 from slics_core.retrieval import build_index
 from slics_core.splits import Split
 
@@ -72,7 +72,7 @@ __all__ = [
     "eval_view",
     "rank_split",
     "rank_job",
-    "ranking_depth",
+    "stored_depth",
     "score_rankings",
     "run_job",
     "table_jobs",
@@ -112,7 +112,7 @@ class Job:
         if self.d0 is not None:
             parts.append(f"d0={self.d0}")
         if self.mode is not None:
-            parts.append("ṽ_j" if self.mode == "partial" else "v_j")
+            parts.append(MODE_SYMBOL[self.mode])
         parts.append(f"on {self.split}")
         return " · ".join(parts)
 
@@ -262,11 +262,11 @@ def rank_split(ws, method, d0=None, *, split="query", k=20, mode="partial", back
                        index=index)[0]
 
 
-#: Depth step of stored rankings (:func:`ranking_depth`).
+#: Depth step of stored rankings (:func:`stored_depth`).
 RANK_STEP = 50
 
 
-def ranking_depth(k) -> int:
+def stored_depth(k) -> int:
     """Depth at which to rank so that the ranking serves ``k``, every smaller ``k`` and Recall@k for
     :data:`slics_core.evaluation.RECALL_KS`: the larger of ``k`` and 100 rounded up to a multiple of
     :data:`RANK_STEP` (100 for any ``k <= 100``)."""
@@ -348,7 +348,7 @@ def run_job(ws, job, *, k=20, normalization="retrieved", backend="auto", index=N
     _check_job(ws, job)
     k = check_k(k)
     if rankings is None:
-        idx = rank_split(ws, job.method, job.d0, split=job.split, k=ranking_depth(k), mode=job.mode or "partial",
+        idx = rank_split(ws, job.method, job.d0, split=job.split, k=stored_depth(k), mode=job.mode or "partial",
                          backend=backend, index=index)
     else:
         idx = np.asarray(rankings)
