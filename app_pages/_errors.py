@@ -28,8 +28,9 @@ __all__ = ["visitor_text", "for_visitor", "operator_sees_details", "LOG"]
 
 LOG = logging.getLogger("slics.app")
 
-#: An absolute path (``/srv/slics/workspaces/toys``, ``~/.cache/…``): quoted (may hold spaces) or bare.
-_QUOTED_PATH = re.compile(r"""(['"])(?:~|[A-Za-z]:)?[/\\](?:[^'"\n]*[/\\])?([^'"/\\\n]*)\1""")
+#: An absolute path (``/srv/slics/workspaces/toys``, ``~/.cache/…``): quoted (may hold spaces) or bare; a quoted
+#: separator alone (``'/'``) names a character, not a path.
+_QUOTED_PATH = re.compile(r"""(['"])(?![/\\]\1)(?:~|[A-Za-z]:)?[/\\](?:[^'"\n]*[/\\])?([^'"/\\\n]*)\1""")
 _BARE_PATH = re.compile(r"(?<![\w.:/~\\])(?:~|[A-Za-z]:)?[/\\](?:[^\s/\\`'\"]+[/\\])+([^\s/\\`'\",;)]*)")
 #: Advice for a shell: a command in backticks, an option, the ``slics`` command, an environment variable.
 _SHELL = re.compile(r"`|(?<![\w-])--[a-z]|\bslics [a-z]|\$[A-Z_]{3,}|\bpip install\b|save_pretrained")
@@ -41,8 +42,7 @@ _PARENS = re.compile(r"\s*\(([^()]*)\)")
 
 
 def _cut_paths(text: str) -> str:
-    text = _QUOTED_PATH.sub(lambda m: m.group(0) if m.group(0)[1:-1] in ("/", "\\") else  # a separator named
-                            f"{m.group(1)}{m.group(2) or '…'}{m.group(1)}", text)
+    text = _QUOTED_PATH.sub(lambda m: f"{m.group(1)}{m.group(2) or '…'}{m.group(1)}", text)
     return _BARE_PATH.sub(lambda m: m.group(1) or "…", text)
 
 

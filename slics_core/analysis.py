@@ -131,6 +131,16 @@ def atom_cooccurrence(codes, threshold=0.0):
     return C
 
 
+def _atom_cosines(atoms, groups):
+    """``(cos (M, M), groups (M,))``: the atoms' signed cosines, with their groups checked (one per atom)."""
+    B = check_embeddings(atoms, name="atoms")
+    g = np.asarray(groups).reshape(-1) if np.ndim(groups) else np.asarray(groups)
+    if g.shape != (B.shape[0],):
+        raise ValueError(f"groups must have one entry per atom ({B.shape[0]}); got shape {np.shape(groups)}.")
+    U = unit_rows(B)
+    return U @ U.T, g
+
+
 def atom_cosine(atoms, groups):
     """Cosine similarity between atoms, with within- and between-group summaries.
 
@@ -147,13 +157,8 @@ def atom_cosine(atoms, groups):
         same concept, and ``between_mean``, ``between_std`` over pairs from
         different concepts (each unordered pair counted once; NaN if none).
     """
-    B = check_embeddings(atoms, name="atoms")
-    groups = np.asarray(groups)
-    if groups.shape != (B.shape[0],):
-        raise ValueError(f"groups must have one entry per atom ({B.shape[0]}); got shape {groups.shape}.")
-    U = unit_rows(B)
-    cos = U @ U.T
-    iu = np.triu_indices(B.shape[0], k=1)
+    cos, groups = _atom_cosines(atoms, groups)
+    iu = np.triu_indices(cos.shape[0], k=1)
     same = groups[iu[0]] == groups[iu[1]]
     values = cos[iu]
 
@@ -259,13 +264,8 @@ def nearest_atoms(atoms, groups):
     other_atom : ndarray of int, shape (M,)
         The atom behind ``other`` (-1 when none).
     """
-    B = check_embeddings(atoms, name="atoms")
-    g = np.asarray(groups).reshape(-1)
-    M = B.shape[0]
-    if g.shape != (M,):
-        raise ValueError(f"groups must have one entry per atom ({M}); got shape {g.shape}.")
-    U = unit_rows(B)
-    cos = U @ U.T
+    cos, g = _atom_cosines(atoms, groups)
+    M = cos.shape[0]
     same = g[:, None] == g[None, :]
     own = np.where(same & ~np.eye(M, dtype=bool), cos, -np.inf).max(axis=1, initial=-np.inf)
     other_cos = np.where(~same, cos, -np.inf)

@@ -396,20 +396,15 @@ def job_scores(ws, job, k: int, normalization: str, *, intervals: bool = False, 
 
 def _page_steps(ws) -> list:
     """What :func:`prepare_pages` computes, as independent steps ``(name, step)``; a step is a small tuple."""
-    jobs = []
+    sweep, table = [], []
     if SWEEP_METHOD in ws.methods and ws.d0_values and sweep_splits(ws):  # on scoring.eval_pool (labelled rows)
-        jobs += scoring.sweep_jobs(ws, SWEEP_METHOD, splits=sweep_splits(ws))
-        for split in ("query", "val"):
-            if split in sweep_splits(ws):
-                jobs += [j for j in scoring.table_jobs(ws, ws.default_d0, split=split) if j not in jobs]
-    sweep = set(jobs[:len(scoring.sweep_jobs(ws, SWEEP_METHOD, splits=sweep_splits(ws)))]) if jobs else set()
-    table = {j for split in ("query", "val") if split in sweep_splits(ws)
-             for j in scoring.table_jobs(ws, ws.default_d0, split=split)} if jobs else set()
+        sweep = scoring.sweep_jobs(ws, SWEEP_METHOD, splits=sweep_splits(ws))
+        table = [j for split in ("query", "val") if split in sweep_splits(ws)
+                 for j in scoring.table_jobs(ws, ws.default_d0, split=split)]
     # each job's rankings, then the scores its first view shows: the methods table's with intervals, the
     # sweep's without (a job in both: both)
-    steps = [(f"Evaluate {job.label()}",
-              ("rank", job, ((True,) if job in table else ()) + ((False,) if job in sweep or job not in table else ())))
-             for job in jobs]
+    steps = [(f"Evaluate {job.label()}", ("rank", job, (True,) * (job in table) + (False,) * (job in sweep)))
+             for job in dict.fromkeys(sweep + table)]
     dicts = ws.dictionary_methods()
     method = preferred_method(dicts)
     healthy = dicts if (len(ws.index.get("train", [])) and ws.default_d0 is not None) else []

@@ -61,7 +61,8 @@ from slics_core.analysis import (
 from slics_core.captions import atom_word_ranking, prepare_text_embeddings, word_captions
 from slics_core.labels import check_sub_to_concept
 from slics_core.methods import components_of
-from slics_core.retrieval import merge_top, top_k
+from slics_core.retrieval import top_k
+from slics_core.search_index import merge_top
 from slics_core.sparse_coding import nn_omp
 from slics_core.uncertainty import N_SUBSETS, subset_mean_band
 
