@@ -175,14 +175,20 @@ def _lines(at):
     return [m.value for m in at.markdown]
 
 
-def test_removal_and_boost_from_the_link(ws, multi_row):
-    """``?rm=`` and ``?boost=`` open the edited galleries at once, with the library's precision lines."""
-    labels = ws.labels_of(multi_row)["concepts"]
+def _edited_link(ws, row):
+    """Retrieve opened (and run) on ``?q=row&rm=<its first concept>&boost=<its second>:1.5``; and the concepts."""
+    labels = ws.labels_of(row)["concepts"]
     at = AppTest.from_file(PAGE, default_timeout=180)
-    at.query_params["q"] = str(multi_row)
+    at.query_params["q"] = str(row)
     at.query_params["rm"] = labels[0]
     at.query_params["boost"] = f"{labels[1]}:1.5"
     _run(at)
+    return at, labels
+
+
+def test_removal_and_boost_from_the_link(ws, multi_row):
+    """``?rm=`` and ``?boost=`` open the edited galleries at once, with the library's precision lines."""
+    at, labels = _edited_link(ws, multi_row)
     assert not at.warning
     assert at.selectbox(key="rm_concept").value == labels[0]
     assert at.selectbox(key="boost_concept").value == labels[1]
@@ -368,12 +374,7 @@ def test_the_galleries_csv_holds_the_edited_galleries_their_p_at_k_and_the_edits
     """Issue 38: Retrieve's CSV left out the edited galleries, their P@k and the rm / boost settings."""
     import pandas as pd
 
-    labels = ws.labels_of(multi_row)["concepts"]
-    at = AppTest.from_file(PAGE, default_timeout=180)
-    at.query_params["q"] = str(multi_row)
-    at.query_params["rm"] = labels[0]
-    at.query_params["boost"] = f"{labels[1]}:1.5"
-    _run(at)
+    at, labels = _edited_link(ws, multi_row)
     k = at.slider(key="k").value
     model = ws.model(at.selectbox(key="method").value, at.select_slider(key="d0").value)
     active = [ws.concept_names.index(n) for n in labels]
