@@ -177,6 +177,31 @@ def test_workspace_on_a_local_ray_equals_the_local_build(cache, tmp_path):
     assert sorted(one) == sorted(two) and [name for name in one if one[name] != two[name]] == []
 
 
+def test_emoji_build_on_a_local_ray_equals_the_local_build(tmp_path, capsys, monkeypatch):
+    """``slics emoji-build --backend ray``: the fits as Ray tasks (a local Ray), the same world file by file."""
+    pytest.importorskip("ray", reason="ray is not installed (pip install 'slics-explorer[ray]')")
+    from slics_core import tasks
+
+    on_ray, run_ray = [], tasks._run_ray
+    monkeypatch.setattr(tasks, "_run_ray", lambda fn, todo, *a: on_ray.append(len(todo)) or run_ray(fn, todo, *a))
+    tiny = ["--n-train", "80", "--n-val", "20", "--n-query", "20", "--n-pool", "40", "--d0", "2", "3", "--quiet"]
+    assert main(["emoji-build", "--cache-dir", str(tmp_path / "local"), "--jobs", "1"] + tiny) == 0
+    assert on_ray == []
+    assert main(["emoji-build", "--cache-dir", str(tmp_path / "ray"), "--jobs", "2", "--backend", "ray"] + tiny) == 0
+    assert on_ray and sum(on_ray) >= 8, on_ray  # S-SVD, S-SLiCS, U-SLiCS at two d0, UF, SpLiCE…: on Ray
+    capsys.readouterr()
+    (one,), (two,) = (list((tmp_path / kind).glob("workspace-*")) for kind in ("local", "ray"))
+    a, b = files(one), files(two)
+    assert len(a) > 5 and differing_files(a, b) == []
+
+
+@pytest.mark.parametrize("argv", [["emoji-build", "--address", "auto"],
+                                  ["workspace", "--cache", "c", "--address", "x"]])
+def test_address_is_only_for_ray(argv, capsys):
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip().endswith("--address: only with --backend ray")
+
+
 # -- Ctrl-C / SIGTERM stop every worker and leave the folder as it was ----------------------------------------
 def _children(pid: int) -> set:
     """Process ids whose parent is ``pid`` (and theirs), read from /proc."""

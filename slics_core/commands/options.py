@@ -322,10 +322,31 @@ def _check_generator(args):
     check_encoder_spec(args.align_encoder, "--align-encoder")
 
 
-def _check_workspace(args):
-    check_jobs(args)
+def add_fit_backend_options(p) -> None:
+    """``--backend local|ray`` and ``--address`` of the commands whose fits may run on Ray (``slics workspace``,
+    ``slics emoji-build``); :func:`check_fit_backend` checks them."""
+    g = p.add_argument_group("fits on Ray (pip install \"slics-explorer[ray]\"; docs/performance.md)")
+    g.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local (default: worker processes here) or ray (Ray tasks, the training matrix put once in "
+                        "the object store; the same workspace)")
+    g.add_argument("--address", default=None,
+                   help="Ray cluster to use (auto, ray://HOST:10001); default: a local Ray started for this build")
+
+
+def check_fit_backend(args) -> None:
+    """``--address`` only with ``--backend ray`` (Ray itself is required by the command, after the cheap checks)."""
     if args.backend != "ray" and args.address:
         raise CLIError("--address: only with --backend ray")
+
+
+def fit_backend(args) -> str:
+    """The :func:`slics_core.tasks.run_tasks` backend of ``--backend``: ``ray``, or ``loky`` for local."""
+    return "ray" if args.backend == "ray" else "loky"
+
+
+def _check_workspace(args):
+    check_jobs(args)
+    check_fit_backend(args)
     if any(d < 1 for d in args.d0):
         raise CLIError(f"--d0 values must be positive; got {args.d0}")
     check_at_least(args, 1, "--n-train", "--n-query", "--n-words", "--n-iter")
@@ -341,6 +362,8 @@ def _check_workspace(args):
 
 def _check_emoji(args):
     check_jobs(args)
+    if hasattr(args, "backend"):
+        check_fit_backend(args)
     check_at_least(args, 1, "--n-train", "--n-val", "--n-query", "--n-pool")
     if args.d0 is not None and min(args.d0) < 1:
         raise CLIError(f"--d0 values must be positive; got {args.d0}")
@@ -395,18 +418,14 @@ def _register_workspaces(subparsers) -> None:
                         "cosine per query (default 1000, growing past 10^6 rows); deeper raises the recall the "
                         "build reports, and each search reads N rows from the shards")
     add_jobs_option(p, " (every method at every d0)")
-    g = p.add_argument_group("fits on Ray (pip install \"slics-explorer[ray]\"; docs/performance.md)")
-    g.add_argument("--backend", choices=("local", "ray"), default="local",
-                   help="local (default: worker processes here) or ray (Ray tasks, the training matrix put once in "
-                        "the object store; the same workspace)")
-    g.add_argument("--address", default=None,
-                   help="Ray cluster to use (auto, ray://HOST:10001); default: a local Ray started for this build")
+    add_fit_backend_options(p)
     add_generator_options(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(check=_check_workspace)
 
     p = subparsers.add_parser("emoji-build", help="render, embed and fit the offline emoji workspace (cached)")
     _add_emoji(p)
+    add_fit_backend_options(p)
     p = subparsers.add_parser("emoji-report", help="quality numbers of the emoji world")
     _add_emoji(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")

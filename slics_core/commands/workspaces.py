@@ -15,6 +15,7 @@ from pathlib import Path
 from slics_core import weights
 from slics_core.commands import CLIError
 from slics_core.commands.data import resolve_encoder
+from slics_core.commands.options import fit_backend
 from slics_core.emoji.world import config_from_env
 from slics_core.encoders import parse_encoder_spec
 from slics_core.errors import user_message
@@ -137,7 +138,7 @@ def cmd_workspace(args) -> int:
                                     methods=args.methods, name=args.name, progress=progress, overwrite=args.overwrite,
                                     pool_shards=shards, remote_thumbnails=args.remote_thumbnails,
                                     pool_rerank=args.pool_rerank, n_jobs=args.jobs,
-                                    backend="ray" if args.backend == "ray" else "loky", address=args.address,
+                                    backend=fit_backend(args), address=args.address,
                                     say=progress.say)
     progress.close()
     s = ws.summary()
@@ -220,10 +221,12 @@ def emoji_config(args):
 
 
 def cmd_emoji_build(args) -> int:
+    if args.backend == "ray":
+        require("ray", "--backend ray")  # said now, not after the scenes are rendered
     prog = StageProgress("emoji", quiet=args.quiet, timings=True)
     started = time.perf_counter()
     ws = open_emoji_workspace(args.cache_dir, emoji_config(args), prog, rebuild=args.rebuild, n_jobs=args.jobs,
-                              say=prog.say)
+                              say=prog.say, backend=fit_backend(args), address=args.address)
     # a world cached before the pages' store existed (or with entries evicted) gets them now; present ones are
     # only read
     prepare_pages(ws, prog)

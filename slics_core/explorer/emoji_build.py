@@ -75,21 +75,25 @@ def _open_emoji_cache(folder: Path, progress):
     return None
 
 
-def _build_emoji(cfg, folder, encoder, progress, prefix=None, n_jobs=1, say=None) -> Workspace:
+def _build_emoji(cfg, folder, encoder, progress, prefix=None, n_jobs=1, say=None, backend="loky",
+                 address=None) -> Workspace:
     """The whole world's workspace: captions read the label names (the words its text tower knows); the
     SpLiCE baselines decompose over general words, as in the paper; the label names alone are the vocabulary
     of the oracle row only (``docs/emoji_world.md``). ``n_jobs`` worker processes render the scenes and fit
-    the models (None: every core, as memory allows; the same world and models for every ``n_jobs``)."""
+    the models (None: every core, as memory allows; the same world and models for every ``n_jobs``); with
+    ``backend="ray"`` the fits are Ray tasks (on ``address``, else a local Ray) and the scenes still render
+    here."""
     data, split = render_emoji_world(cfg, progress, encoder=encoder, prefix=prefix, n_jobs=n_jobs, say=say)
     return build_workspace(data, folder, split=split, d0_values=cfg.d0_values, n_iter=cfg.n_iter, seed=0,
                            vocabulary=WORLD_DEFAULTS.vocabulary(), splice_vocabulary=WORLD_DEFAULTS.splice_vocabulary(),
                            oracle_vocabulary=WORLD_DEFAULTS.oracle_vocabulary(), encoder=encoder, name=DATASET_NAME,
                            kind=EMOJI,
-                           generator="emoji", progress=progress, n_jobs=n_jobs, say=say)
+                           generator="emoji", progress=progress, n_jobs=n_jobs, backend=backend, address=address,
+                           say=say)
 
 
 def open_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None, progress=None,
-                         rebuild: bool = False, n_jobs=1, say=None) -> Workspace:
+                         rebuild: bool = False, n_jobs=1, say=None, backend="loky", address=None) -> Workspace:
     """The emoji world as a workspace: opened from its cache, or rendered, embedded and built.
 
     Parameters
@@ -108,6 +112,10 @@ def open_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None,
         the workspace does not depend on it.
     say : callable ``say(line)``, optional
         Gets one line per parallel stage saying how many workers it uses, and why.
+    backend : {"loky", "ray"}
+        Where a build's fits run (:func:`slics_core.explorer.build.build_workspace`); the same workspace.
+    address : str, optional
+        The Ray cluster of ``backend="ray"`` (None: a Ray already started here, else a local one).
     """
     cfg = config or config_from_env()
     folder = _emoji_folder(cache_dir, cfg)
@@ -116,7 +124,7 @@ def open_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None,
         return ws
     _make_cache_root(folder)
     return _build_emoji(cfg, folder, create_encoder(EMOJI_ENCODER, device="cpu", half=False), progress,
-                        n_jobs=n_jobs, say=say)
+                        n_jobs=n_jobs, say=say, backend=backend, address=address)
 
 
 #: d0 of the preview's S-SLiCS model, before d0 is chosen on validation (the full world's choice, README).
