@@ -159,6 +159,23 @@ def test_reproduce_with_two_jobs_equals_one_job(cache, tmp_path, capsys):
         assert (tmp_path / "r1" / name).read_bytes() == (tmp_path / "r2" / name).read_bytes(), name
 
 
+def test_evaluate_with_two_jobs_prints_the_table_of_one_job(cache, tmp_path, capsys, monkeypatch):
+    """``slics evaluate --jobs 2`` without ``--out-dir``: the dictionaries are handed over in a temporary run
+    folder, removed after; the printed table is the one of ``--jobs 1``."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    printed = {}
+    for jobs in (1, 2):
+        assert main(["evaluate", "--cache", str(cache), "--n-iter", "3", "--seeds", "2", "--batch-size", "100",
+                     "--sweep", "2", "3", "--methods", "S-SVD,S-SLiCS", "--no-estimate", "--jobs", str(jobs)]) == 0
+        out, err = capsys.readouterr()
+        assert ("table fits: 2 jobs as asked" in err) == (jobs == 2) and "kept in" not in err, err
+        printed[jobs] = out
+    assert "S-SLiCS" in printed[1] and printed[1] == printed[2]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_workspace_on_a_local_ray_equals_the_local_build(cache, tmp_path):
     """``backend="ray"`` (the fits as Ray tasks, the inputs put once in the object store) writes the same files."""
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'slics-explorer[ray]')")

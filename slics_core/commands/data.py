@@ -27,6 +27,7 @@ import functools
 import io
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -430,7 +431,16 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
     inputs = fit_inputs(ed, split.train)
     methods = [m for m in methods if not absent(m, inputs)]
     params = {"n_iter": args.n_iter, "batch_size": args.batch_size, "k": args.k, "normalization": args.normalization}
+    if not out_dir and getattr(args, "jobs", 1) != 1:  # the workers hand their dictionaries over in a run folder
+        with tempfile.TemporaryDirectory(prefix="slics-evaluate-") as runs:
+            return _evaluate_in(args, ed, split, out_dir, methods, quantized, inputs,
+                                ResultStore(run_folder(Path(runs), ed, split, params, quantized)))
     results = ResultStore(run_folder(Path(out_dir) / "runs", ed, split, params, quantized)) if out_dir else None
+    return _evaluate_in(args, ed, split, out_dir, methods, quantized, inputs, results)
+
+
+def _evaluate_in(args, ed, split, out_dir, methods, quantized, inputs, results):
+    """:func:`_evaluate` once its run folder ``results`` (or None) is known."""
     d0s = list(range(args.sweep[0], args.sweep[1] + 1)) if args.sweep else []
     seeds = tuple(range(args.seeds))
     n_active = check_n_active(args.n_active or (), ed.Y.shape[1])  # before any run
@@ -442,7 +452,7 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
     if seconds is not None:
         print(f"estimate: about {_clock(seconds)} of compute for {what}"
               + (f"; finished runs are kept in {results.folder} and reused when the same command is run again"
-                 if results is not None else ""), file=sys.stderr)
+                 if out_dir else ""), file=sys.stderr)
     started = time.perf_counter()
     state = {"done": 0}
     stability_fits = (args.stability + sum(not needs_message(c, inputs) for c in COMPARE_METHODS)
@@ -492,7 +502,7 @@ def _evaluate(args, ed, split, out_dir, methods, quantized=None):
                                        normalization=args.normalization, results=results,
                                        progress=seed_done)
     except KeyboardInterrupt:
-        if results is not None:
+        if out_dir:
             print(f"interrupted: the finished runs are kept in {results.folder}; run the same command again to "
                   "resume", file=sys.stderr)
         raise

@@ -53,7 +53,7 @@ _JOBS_HELP = ("worker processes for the independent fits{what} (default: every c
 
 
 def add_jobs_option(p, what: str = "") -> None:
-    """``--jobs N`` (``slics workspace``, ``emoji-build``, ``emoji-report``, ``reproduce``)."""
+    """``--jobs N`` (``slics workspace``, ``emoji-build``, ``emoji-report``, ``evaluate``, ``reproduce``)."""
     p.add_argument("--jobs", type=int, default=None, metavar="N", help=_JOBS_HELP.format(what=what))
 
 
@@ -234,6 +234,7 @@ def _check_fit(args):
 
 
 def _check_evaluate(args):
+    check_jobs(args)
     _check_eval(args)
     check_encoder_spec(args.encoder)
 
@@ -277,6 +278,8 @@ def _register_data(subparsers):
     p.add_argument("--cache", required=True)
     p.add_argument("--encoder", default=None, help="text encoder for SpLiCE (default: the cache's encoder)")
     _add_eval_args(p)
+    add_jobs_option(p, " (the sweep's, the table's dictionaries and the stability seeds; without --out-dir they are "
+                       "kept in a temporary folder for the run)")
     p.set_defaults(check=_check_evaluate)
 
     p = subparsers.add_parser("captions", help="top words of every concept subspace")
@@ -294,7 +297,8 @@ def _register_data(subparsers):
     _add_embed_args(p, reproduce=True)
     _add_eval_args(p, with_sweep=False)
     p.add_argument("--sweep", type=int, nargs=2, metavar=("LO", "HI"), default=(5, 20), help="d0 sweep (5 20)")
-    add_jobs_option(p, " (the sweep's, the table's dictionaries and the stability seeds; each is kept in OUT_DIR/runs)")
+    add_jobs_option(p, " (the sweep's, the table's dictionaries and the stability seeds; each is kept in "
+                       "OUT_DIR/runs)")
     p.set_defaults(check=_check_reproduce)
 
 
