@@ -110,7 +110,6 @@ def test_a_clickable_gallery_refuses_other_images():
     import pytest
 
     from app_pages import _images
-
     from slics_core.explorer.pool import Pool
 
     class _Ws:  # pool thumbnails of a sharded workspace (remote URLs when opted in) are not workspace rows

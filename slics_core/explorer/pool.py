@@ -37,9 +37,10 @@ __all__ = ["POOL_KINDS", "Hits", "Pool", "memory_pool", "workspace_pool", "quant
 POOL_KINDS = ("memory", "shards", "quantized")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Hits:
-    """One ranked list of pool items, best first (what :meth:`Pool.search` returns per query).
+    """One ranked list of pool items, best first (what :meth:`Pool.search` returns per query); compared by identity
+    (its fields are arrays).
 
     Attributes
     ----------
