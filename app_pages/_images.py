@@ -72,6 +72,28 @@ class _Shared:
                 self.nbytes -= len(self.thumbs.popitem(last=False)[1])
         return url
 
+    def hit(self, hits, i: int, size: int) -> str:
+        """The ``i``-th hit's thumbnail URL (:meth:`slics_core.explorer.pool.Hits.thumbnail`): a hit with a workspace
+        row is :meth:`thumbnail` of the row (the same bytes in every gallery); a shard row's is encoded once too,
+        or a remote http(s) URL passed as it is (the browser loads it)."""
+        if hits.rows is not None:
+            return self.thumbnail(int(hits.rows[i]), size)
+        key = ("pool", int(hits.positions[i]), int(size))
+        with self.lock:
+            url = self.thumbs.get(key)
+            if url is not None:
+                self.thumbs.move_to_end(key)
+                return url
+        im = hits.thumbnail(i, size)
+        url = im if isinstance(im, str) else jpeg_url(_encoded(im.convert("RGB"), "JPEG", quality=THUMB_QUALITY))
+        with self.lock:
+            if key not in self.thumbs:
+                self.thumbs[key] = url
+                self.nbytes += len(url)
+            while self.nbytes > self.max_bytes and len(self.thumbs) > 1:
+                self.nbytes -= len(self.thumbs.popitem(last=False)[1])
+        return url
+
     def label(self, i: int) -> str:
         i = int(i)
         text = self.labels.get(i)
@@ -159,21 +181,28 @@ _clickable_gallery = components_v2.component("slics_gallery", js=_GALLERY_JS, cs
                                                 isolate_styles=False)
 
 
-def image_grid(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None):
-    """Thumbnails of workspace rows in a grid, an ``st.image`` per cell. ``borders``: per-image colour or None
-    (relevance marks). For a grid whose images can be made the query, see :func:`image_gallery`."""
-    rows = [int(r) for r in rows]
-    if not rows:
+def _is_hits(items) -> bool:
+    return hasattr(items, "positions") and hasattr(items, "thumbnail")
+
+
+def image_grid(ws, items, captions=None, n_cols: int = 5, size: int = 128, borders=None):
+    """Thumbnails in a grid, an ``st.image`` per cell: ``items`` are workspace rows, or a pool's
+    :class:`~slics_core.explorer.pool.Hits` (shard rows too). ``borders``: per-image colour or None (relevance
+    marks; drawn into the image). For a grid whose images can be made the query, see :func:`image_gallery`."""
+    hits = items if _is_hits(items) else None
+    n = len(items)
+    if not n:
         st.caption("No images.")
         return
     store = shared(ws)
-    for start in range(0, len(rows), n_cols):  # one row of columns at a time: rows stay aligned whatever
-        cols = st.columns(n_cols)               # the captions' heights (a column per grid drifted apart)
-        for k in range(start, min(start + n_cols, len(rows))):
+    for start in range(0, n, n_cols):  # one row of columns at a time: rows stay aligned whatever
+        cols = st.columns(n_cols)      # the captions' heights (a column per grid drifted apart)
+        for k in range(start, min(start + n_cols, n)):
             with cols[k - start]:
                 border = None if borders is None else borders[k]
-                show_image(store.thumbnail(rows[k], size, border), caption=None if captions is None else captions[k],
-                           width="stretch")
+                url = store.thumbnail(int(items[k]), size, border) if hits is None else \
+                    store.hit(hits, k, size) if border is None else store.thumbnail(int(hits.rows[k]), size, border)
+                show_image(url, caption=None if captions is None else captions[k], width="stretch")
 
 
 def gallery_html(urls, captions=None, n_cols: int = 5, borders=None, pickable: bool = False) -> str:
@@ -197,15 +226,16 @@ def gallery_html(urls, captions=None, n_cols: int = 5, borders=None, pickable: b
             f'gap:0.75rem 1rem">{"".join(cells)}</div>')
 
 
-def image_gallery(ws, rows, captions=None, n_cols: int = 5, size: int = 128, borders=None,
-                  pick_key: str | None = None, pool: bool = False, head: str = ""):
+def image_gallery(ws, items, captions=None, n_cols: int = 5, size: int = 128, borders=None,
+                  pick_key: str | None = None, head: str = ""):
     """:func:`image_grid` drawn as ONE element (``st.html``): the same thumbnails, captions and borders.
 
     A grid of ``st.image`` calls is an element per image and a column block per cell, each a React component the
     browser builds again on every run and a caption it parses as Markdown; a query pick on Retrieve redrew ~130 of
     them. One HTML block per gallery is one element (docs/performance.md). Borders are CSS, so a row's thumbnail
-    is the same bytes in every gallery and relevance colour. ``pool``: ``rows`` are positions of a sharded pool
-    (:func:`pool_thumbnail_url`). ``head``: HTML drawn above the grid in the same element (a title, built with
+    is the same bytes in every gallery and relevance colour. ``items``: workspace rows, or a pool search's
+    :class:`~slics_core.explorer.pool.Hits` (its thumbnails; hits without workspace rows, a sharded pool's,
+    cannot be made the query). ``head``: HTML drawn above the grid in the same element (a title, built with
     :mod:`app_pages._html`: its values escaped).
 
     With ``pick_key``, a click on an image makes it the query: the gallery is then one clickable element (a
@@ -213,20 +243,19 @@ def image_gallery(ws, rows, captions=None, n_cols: int = 5, size: int = 128, bor
     of st.html and a row of "#1 … #k" pills under it, which were a third of Retrieve's page (DOM nodes) and a fifth
     of the browser's work per query pick (docs/performance.md, "Fourth pass: clickable galleries").
     """
-    rows = [int(r) for r in rows]
-    if not rows:
+    hits = items if _is_hits(items) else None
+    rows = [int(r) for r in items] if hits is None else None if hits.rows is None else [int(r) for r in hits.rows]
+    if pick_key is not None and rows is None:
+        raise ValueError("a sharded pool's positions are not workspace rows: they cannot be made the query")
+    if not len(items):
         if head:
             st.html(head + _html.caption("No images."))
         else:
             st.caption("No images.")
         return
-    if pool:
-        if pick_key is not None:
-            raise ValueError("a sharded pool's positions are not workspace rows: they cannot be made the query")
-        urls = [pool_thumbnail_url(ws, r, size) for r in rows]
-    else:
-        store = shared(ws)
-        urls = [store.thumbnail(r, size) for r in rows]
+    store = shared(ws)
+    urls = [store.thumbnail(r, size) for r in rows] if hits is None else \
+        [store.hit(hits, i, size) for i in range(len(hits))]
     body = head + gallery_html(urls, captions, n_cols, borders, pickable=pick_key is not None)
     if pick_key is None:
         st.html(body)
@@ -235,33 +264,12 @@ def image_gallery(ws, rows, captions=None, n_cols: int = 5, size: int = 128, bor
                            on_picked_change=functools.partial(_pick_from_gallery, pick_key, rows))
 
 
-def pool_thumbnail_url(ws, position: int, size: int) -> str:
-    """A sharded pool row's thumbnail as an image URL (:meth:`Workspace.pool_thumbnail`): a local file as a
-    ``data:`` URL; a remote http(s) URL as it is (only when the workspace opted in; the browser loads it)."""
-    im = ws.pool_thumbnail(int(position), size)
-    return im if isinstance(im, str) else jpeg_url(_encoded(im.convert("RGB"), "JPEG", quality=THUMB_QUALITY))
-
-
 def remote_hosts_caption(ws) -> None:
     """One caption naming the hosts remote pool thumbnails load from (nothing unless the workspace opted in)."""
     if ws.remote_thumbnails:
         hosts = ", ".join(ws.pool_shards.get("remote_hosts") or []) or "none"
         st.caption(f"Remote thumbnails: your browser loads them from {_safe.text(hosts)} (this workspace was built "
                    "with --remote-thumbnails).")
-
-
-def pool_grid(ws, positions, captions=None, n_cols: int = 6, size: int = 112) -> None:
-    """Thumbnails of a sharded pool's rows (:meth:`Workspace.pool_thumbnail`): local files as ``data:`` URLs;
-    remote URLs (only when the workspace opted in) are handed to the browser, which loads them, with one
-    caption line naming their hosts."""
-    positions = [int(p) for p in positions]
-    for start in range(0, len(positions), n_cols):
-        cols = st.columns(n_cols)
-        for k in range(start, min(start + n_cols, len(positions))):
-            with cols[k - start]:
-                show_image(pool_thumbnail_url(ws, positions[k], size),
-                           caption=None if captions is None else captions[k], width="stretch")
-    remote_hosts_caption(ws)
 
 
 def png_bytes(img) -> bytes:

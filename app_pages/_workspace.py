@@ -227,24 +227,19 @@ def ws_id(ws) -> str:
     return f"{ws.kind}:{ws.path}"
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _pool_index(key: str, _ws):
-    return _ws.pool_index()
-
-
-def pool_index(ws):
-    """Search index over the workspace's candidate pool, built (pool normalised) once per workspace and
-    shared by every page and session."""
-    return _pool_index(ws_id(ws), ws)
-
-
 @st.cache_resource(show_spinner="Quantizing the pool with the workspace's token codebook…", max_entries=2)
 def _quantized_pool_index(key: str, _ws):
-    return quantized_pool_index(_ws), quantization_info(_ws, None)
+    pool = _ws.quantized_pool
+    if pool is None:
+        quantized_pool_index(_ws)  # raises the ValueError that says why and how to get one
+        raise ValueError(f"workspace {_ws.name!r} has no quantized pool (its pool is shards)")
+    pool.index  # noqa: B018 -- quantize the pool now, under the spinner
+    return pool, quantization_info(_ws, None)
 
 
 def quantized_pool(ws):
-    """``(index, info)`` of the workspace's quantized pool (TiTok codebook), built once per workspace and shared
+    """``(pool, info)`` of the workspace's quantized pool (TiTok codebook; a
+    :class:`~slics_core.explorer.pool.Pool` of kind ``"quantized"``), its index built once per workspace and shared
     by every session (raises ValueError when the workspace has no codebook)."""
     return _quantized_pool_index(ws_id(ws), ws)
 

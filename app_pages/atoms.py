@@ -16,7 +16,7 @@ import streamlit as st
 from app_pages import _html, _inspect, _safe
 from app_pages import _state as state
 from app_pages._errors import visitor_text
-from app_pages._images import image_gallery, image_grid, label_text, pool_grid
+from app_pages._images import image_gallery, image_grid, label_text, remote_hosts_caption
 from app_pages._inspect import item_atoms_section
 from app_pages._ui import csv_download, d0_picker, method_picker, more_rows, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, workspace_words, ws_id
@@ -25,14 +25,12 @@ from slics_core.explorer.arrival import (
     atom_matrices,
     atoms_split,
     label_energy,
-    pool_codes,
     pool_top_items,
     profile_split,
 )
 from slics_core.explorer.atom_tables import (
     atom_health,
     atom_labels,
-    atom_top_items,
     atom_top_words,
     concept_words,
     default_sparsity,
@@ -90,11 +88,6 @@ def _matrices(key, method, d0, n_nonzero, split, _ws):
 def _health(key, method, d0, _ws):
     train = _ws.index["train"]
     return atom_health(_ws.model(method, d0), _ws.X[train], _ws.Y[train], _ws.concept_names)
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def _pool_codes(key, method, d0, _ws):
-    return pool_codes(_ws, method, d0)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -226,21 +219,21 @@ def atom_view():
     img_col, word_col = st.columns([3, 1])
     with img_col:
         st.markdown("**Pool images that use it most** (NNLS coefficients on each image's labelled concepts)")
-        if ws.sharded:  # the shards, streamed: the best MAX_TOP_ITEMS per atom on every concept (no pool labels)
-            with st.spinner("Reading the pool's shards…"):
-                top = top_items_table(*_pool_top(ws_id(ws), method, int(d0), ws), atom, k=int(k))
-        else:
-            with st.spinner("Coding the pool…"):
-                codes = _pool_codes(ws_id(ws), method, int(d0), ws)
-            top = atom_top_items(codes, atom, k=int(k), rows=ws.index["pool"])
-        if not len(top):
+        # the best MAX_TOP_ITEMS per atom (slics_core.explorer.arrival.pool_top_items: a pool with labels coded on
+        # each image's labelled concepts, shards on every concept), as hits of the workspace's pool
+        with st.spinner("Coding the pool…"):
+            top = top_items_table(*_pool_top(ws_id(ws), method, int(d0), ws), atom, k=int(k))
+        hits = ws.pool.hits(top.row, top.coefficient)
+        if not len(hits):
             st.info("No pool image uses this atom.")
-        elif ws.sharded:
-            pool_grid(ws, top.row.tolist(), captions=[f"{c:.2f}" for c in top.coefficient])
+        elif hits.labels is None:  # shard rows: no labels to show
+            image_grid(ws, hits, captions=[f"{c:.2f}" for c in hits.scores], n_cols=6, size=112)
+            remote_hosts_caption(ws)
         else:
-            image_grid(ws, top.row.tolist(), captions=[f"{c:.2f} · {label_text(ws, r)}" for r, c in
-                                                       zip(top.row, top.coefficient)], n_cols=6, size=112)
-            csv_download(top.assign(labels=[label_text(ws, r) for r in top.row]), f"atom{atom}_images.csv",
+            image_grid(ws, hits, captions=[f"{c:.2f} · {label_text(ws, r)}" for r, c in
+                                           zip(hits.rows, hits.scores)], n_cols=6, size=112)
+            rows = top.assign(row=hits.rows)
+            csv_download(rows.assign(labels=[label_text(ws, r) for r in hits.rows]), f"atom{atom}_images.csv",
                          "Download images (CSV)", key="atom_items_csv")
     with word_col:
         st.markdown("**Top words** (cosine with the atom; same order as one-atom NNLS)")
@@ -253,7 +246,7 @@ def atom_view():
             tw = atom_top_words(model.atoms_[atom], Wp, words, k=10)
             st.dataframe(_safe.table(tw[["word", "cosine"]]), hide_index=True, width="stretch")
             csv_download(tw, f"atom{atom}_words.csv", "Download words (CSV)", key="atom_words_csv")
-    shown_rows = [] if ws.sharded or not len(top) else [int(r) for r in top.row]
+    shown_rows = [] if hits.rows is None else [int(r) for r in hits.rows]
     activation_section(atom, shown_rows)
     state.use_extras("atom")
     state.sync_url()  # a fragment's rerun does not reach app.py's write

@@ -21,8 +21,8 @@ split and the ranking depth, shared by every session); mAP@k for any k <= depth 
 stored ranking (st.cache_data keyed by the same ids plus k and the normalisation), so a new k never
 re-ranks. Exports: CSVs carry their settings as leading columns (workspace, split, k, normalization,
 table d0), charts download as self-contained HTML (plotly.js inside, opens offline).
-A sharded workspace (its pool is shards without labels): every score ranks the labelled rows
-slics_core.explorer.scoring.eval_pool chooses, said in one line (scoring.eval_pool_words), with the on-disk index's
+A workspace whose pool carries no labels (shards): every score ranks its labelled pool (ws.eval_pool, the rows
+slics_core.explorer.pool.labelled_rows chooses), said in one line (scoring.eval_pool_words), with the on-disk index's
 recall measured at build (scoring.pool_index_words).
 """
 # keys: eval_k, eval_split, eval_d0, eval_norm, eval_table, eval_csv, eval_sweep_csv,
@@ -37,7 +37,7 @@ from app_pages import _safe
 from app_pages import _state as state
 from app_pages._errors import operator_sees_details, visitor_text
 from app_pages._ui import csv_download, more_rows, page_intro
-from app_pages._workspace import get_workspace, pool_index, ws_id
+from app_pages._workspace import get_workspace, ws_id
 from slics_core.analysis import HEALTH_FLAGS
 from slics_core.evaluation import (
     RECALL_KS,
@@ -74,17 +74,11 @@ NORM_LABELS = {"retrieved": "relevant retrieved (default)", "min": "min(k, relev
 LABEL_COLOURS = {"general": "#1f77b4", "sub": "#d62728"}
 
 
-def _eval_index(ws):
-    """The index over the rows the scores rank (slics_core.explorer.scoring.eval_index): an ordinary workspace's
-    is the pool index every page shares (pool_index); a sharded one's is over its labelled rows."""
-    return scoring.eval_index(ws) if ws.sharded else pool_index(ws)
-
-
 @st.cache_resource(show_spinner=False, max_entries=64)  # a sweep and two tables; the rest is on disk
 def _rankings(key: str, method: str, d0, mode, split: str, depth: int, _ws):
     """Top-``depth`` rankings of one job (read-only, shared): from the workspace's store, where the build or
     any process put them, else ranked once and stored (slics_core.explorer.arrival)."""
-    idx = job_rankings(_ws, scoring.Job(method, d0, mode, split), depth, index=lambda: _eval_index(_ws))
+    idx = job_rankings(_ws, scoring.Job(method, d0, mode, split), depth, index=lambda: _ws.eval_pool.index)
     idx.setflags(write=False)
     return idx
 
@@ -249,9 +243,9 @@ st.caption("Concept-filtered retrieval scored as in the paper (sec. 4.4): for ev
            "contains, the candidate pool is ranked by that concept's component of the query and the top k are "
            "judged relevant if they share the concept (Gen.) or also one of its sub-labels (Sub.). Scores use "
            "the models already fitted in this workspace; nothing is refitted.")
-if ws.sharded:  # the shards carry no labels: the scores rank the labelled rows (scoring.eval_pool)
+if not ws.pool.labelled:  # the shards carry no labels: the scores rank the labelled rows (ws.eval_pool)
     st.info(scoring.eval_pool_words(ws))
-    st.caption(scoring.pool_index_words(ws, pool_index(ws)))
+    st.caption(scoring.pool_index_words(ws, ws.pool.index))
 
 if getattr(ws, "building", None) is not None:
     st.info(f"Evaluate needs every method at every d0: they are being built in the background "

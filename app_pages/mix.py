@@ -26,9 +26,9 @@ from app_pages._ui import (
     page_intro,
     query_rows,
 )
-from app_pages._workspace import get_workspace, pool_index, workspace_generator, ws_id
+from app_pages._workspace import get_workspace, workspace_generator, ws_id
 from slics_core.explorer.exports import with_settings
-from slics_core.explorer.queries import concept_scores, gallery_relevance, mix_components, norms_and_cosine, rank_pool
+from slics_core.explorer.queries import concept_scores, mix_components, norms_and_cosine
 from slics_core.explorer.readings import prompt_text
 from slics_core.methods import get_method
 
@@ -165,41 +165,38 @@ with right:
         st.caption(visitor_text(gen_error, "No generator for this workspace"))
 
 # ---------------------------------------------------------------- retrieval by the mix
-# a sharded pool: positions in its shards, searched through its on-disk index, without labels
-rows, sc = rank_pool(mixed[None], ws.X, None if ws.sharded else ws.index["pool"], k, index=pool_index(ws))
-rows, sc = rows[0], sc[0]
-g1, g2 = (None, None) if ws.sharded else (gallery_relevance(rows, j1, ws.Y, ws.Z, ws.sub_to_concept, q.Z)[0],
-                                          gallery_relevance(rows, j2, ws.Y, ws.Z, ws.sub_to_concept, q2.Z)[0])
+# the workspace's pool: rows in memory with labels, or shards on disk searched through its index, without labels
+hits = ws.pool.search(mixed, k)
+sc = hits.scores
 st.divider()
 st.subheader(f"Pool images closest to the mix ({method}{'' if d0 is None else f', d0 = {d0}'})")
-if ws.sharded:
+if hits.labels is None:
     st.caption(f"The pool is {ws.n_pool:,} images in shards on disk, searched through the workspace's index; shard "
                "rows carry no labels, so the gallery has no borders and no P@k, and its images cannot be made "
                "the query.")
-    image_gallery(ws, rows, captions=[f"#{i + 1} · {s:.2f}" for i, s in enumerate(sc)], n_cols=5, size=96,
-                  pool=True)
+    image_gallery(ws, hits, captions=[f"#{i + 1} · {s:.2f}" for i, s in enumerate(sc)], n_cols=5, size=96)
     remote_hosts_caption(ws)
-    df = pd.DataFrame({"rank": np.arange(1, len(rows) + 1), "row": rows, "score": np.round(sc, 4)})
-    df.insert(2, "id", [ws.pool_item(int(r))["id"] for r in rows])
+    df = pd.DataFrame({"rank": np.arange(1, len(hits) + 1), "row": hits.positions, "score": np.round(sc, 4)})
+    df.insert(2, "id", hits.ids)
     csv_download(with_settings(df, workspace=ws.name, query=q.key, concept_1=c1, query_2=f"row:{int(r2)}",
                                concept_2=c2, method=method, d0=d0, component=mode, k=k, pool="shards"),
                  f"mix-{c1}-{c2}-{method}-k{k}.csv", label="Download the mixed gallery (CSV)", key="mix_csv")
     state.stop()
-if g1 is not None:
-    both = g1 & g2
-    m = st.columns(3)
-    m[0].metric(f"P@{len(rows)} · has {_safe.text(c1)} and {_safe.text(c2)}", f"{100 * both.mean():.0f}%")
-    m[1].metric(f"has {_safe.text(c1)}", f"{100 * g1.mean():.0f}%")
-    m[2].metric(f"has {_safe.text(c2)}", f"{100 * g2.mean():.0f}%")
-borders = None if g1 is None else ["#2e9d4f" if a and b else ("#e69500" if a or b else "#d0342c")
-                                   for a, b in zip(g1, g2)]
+rows = hits.rows
+g1, g2 = hits.labels[:, j1], hits.labels[:, j2]  # relevance: the hits have each concept
+both = g1 & g2
+m = st.columns(3)
+m[0].metric(f"P@{len(rows)} · has {_safe.text(c1)} and {_safe.text(c2)}", f"{100 * both.mean():.0f}%")
+m[1].metric(f"has {_safe.text(c1)}", f"{100 * g1.mean():.0f}%")
+m[2].metric(f"has {_safe.text(c2)}", f"{100 * g2.mean():.0f}%")
+borders = ["#2e9d4f" if a and b else ("#e69500" if a or b else "#d0342c") for a, b in zip(g1, g2)]
 st.caption("Border: green has both concepts, orange one of them, red neither. Click an image to make it the query.")
-image_gallery(ws, rows, captions=[f"#{i + 1} · {s:.2f}" for i, s in enumerate(sc)], n_cols=5, size=96,
+image_gallery(ws, hits, captions=[f"#{i + 1} · {s:.2f}" for i, s in enumerate(sc)], n_cols=5, size=96,
               borders=borders, pick_key="mix_pick")
 df = pd.DataFrame({"rank": np.arange(1, len(rows) + 1), "row": rows, "score": np.round(sc, 4),
                    "labels": [label_text(ws, int(r)) for r in rows]})
 if ws.ids:
-    df.insert(2, "id", [ws.ids[int(r)] for r in rows])
+    df.insert(2, "id", hits.ids)
 csv_download(with_settings(df, workspace=ws.name, query=q.key, concept_1=c1, query_2=f"row:{int(r2)}",
                            concept_2=c2, method=method, d0=d0, component=mode, k=k), f"mix-{c1}-{c2}-{method}-k{k}.csv",
              label="Download the mixed gallery (CSV)", key="mix_csv")

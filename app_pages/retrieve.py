@@ -26,16 +26,17 @@ from app_pages._ui import (
     more_rows,
     page_intro,
 )
-from app_pages._workspace import get_workspace, pool_index, quantized_pool, ws_id
+from app_pages._workspace import get_workspace, quantized_pool, ws_id
 from slics_core.explorer.edits import BOOST_RANGE, edit_line, edit_title, edited_gallery
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.narration import component_words
-from slics_core.explorer.quantized import has_quantized_pool
 from slics_core.explorer.queries import components_of_row, concept_galleries, concept_scores, galleries_table
 from slics_core.methods import dictionary_method_words, get_method, uses_active
 
 GREEN, ORANGE, RED = "#2e9d4f", "#e69500", "#d0342c"
 NO_EDIT = "—"
+#: The export's ``pool`` column by the kind of pool searched (slics_core.explorer.pool).
+POOL_WORDS = {"memory": "float", "quantized": "quantized", "shards": "shards"}
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -65,16 +66,16 @@ def _draw_gallery(ws, g, n_cols, pick_key, word="gen", head=""):
     if not len(g.rows):
         st.html(head + _html.caption(f"Empty: {g.note}."))
         return
-    if ws.sharded:  # positions in the shards: no labels (no borders), not rows a query can be picked from
-        image_gallery(ws, g.rows, captions=[f"#{r + 1} · {g.scores[r]:.2f}" for r in range(len(g.rows))],
-                      n_cols=n_cols, size=96, pool=True, head=head)
+    if g.hits.labels is None:  # a pool without labels (shards): no borders, and not rows a query can be picked from
+        image_gallery(ws, g.hits, captions=[f"#{r + 1} · {g.scores[r]:.2f}" for r in range(len(g.rows))],
+                      n_cols=n_cols, size=96, head=head)
         return
     borders, caps = [], []
     for r in range(len(g.rows)):
         colour, text = _mark(g.relevant_general, g.relevant_sub, r, word)
         borders.append(colour)
         caps.append(f"#{r + 1} · {g.scores[r]:.2f}" + (f" · {text}" if text else ""))
-    image_gallery(ws, g.rows, captions=caps, n_cols=n_cols, size=96, borders=borders, pick_key=pick_key, head=head)
+    image_gallery(ws, g.hits, captions=caps, n_cols=n_cols, size=96, borders=borders, pick_key=pick_key, head=head)
 
 
 def _pct(v):
@@ -126,9 +127,6 @@ def _query_atoms(ws, method, d0, q, picked):
 
 st.title("🔎 Retrieve by concept")
 ws = get_workspace()
-# a sharded pool (clip-retrieval shards on disk) is searched through its on-disk index; its rows carry no labels
-POOL_ROWS = None if ws.sharded else ws.index["pool"]
-LABELS = {} if ws.sharded else {"Y": ws.Y}
 page_intro("Look at how each concept's gallery keeps that concept of the query and drops the rest, while "
            "the unfiltered gallery beside it follows the whole scene.",
            "Pick, upload or describe a query. SLiCS splits its embedding into one component per concept; each "
@@ -146,12 +144,12 @@ with st.sidebar:
     mode = component_picker(method=method)
     k = k_picker()
     n_cols = st.slider("Columns per gallery", 2, 8, 4, key="retrieve_cols")
-    quantized = not ws.sharded and has_quantized_pool(ws) and st.toggle(
+    quantized = ws.quantized_pool is not None and st.toggle(
         "Search the quantized pool", key="retrieve_quantized",
         help="Token embeddings (TiTok): every pool image is replaced by its nearest codeword per token and "
              "scored through look-up tables (sec. 4.4.1, Table 3's “Quant. pool”). Queries stay unquantized.")
     if quantized:
-        qindex, qinfo = quantized_pool(ws)
+        qpool, qinfo = quantized_pool(ws)  # its index built once per workspace, with a spinner
         st.caption(f"Quantized pool: {qinfo['n_pool']} images × {qinfo['n_tokens']} tokens, codebook of "
                    f"{qinfo['codebook_size']}; {qinfo['code_bytes'] / 2**20:.2f} MB of codes instead of "
                    f"{qinfo['float_bytes'] / 2**20:.2f} MB of floats.")
@@ -192,12 +190,13 @@ _query_atoms(ws, method, d0, q, picked)
 
 active = tuple(sorted(picked)) if uses_active(spec, mode) else ()
 V = _components(ws_id(ws), method, mkey, q.key, mode, active, model, q.x)
-relevance = {} if ws.sharded else dict(Y=ws.Y, Z=ws.Z, sub_to_concept=ws.sub_to_concept, query_sub=q.Z)
-pairs = concept_galleries(V, q.x, ws.X, POOL_ROWS, picked, k, **relevance,
-                          index=qindex if quantized else pool_index(ws))
+# the pool searched: the workspace's (rows in memory, or shards on disk through its index), or its quantized form
+pool = qpool if quantized else ws.pool
+pairs = concept_galleries(V, q.x, pool, picked, k, sub_to_concept=ws.sub_to_concept, query_sub=q.Z)
+LABELLED = pairs[0][1].hits.labels is not None  # shard rows carry no labels: no borders, no P@k
 
 st.divider()
-if ws.sharded:
+if not LABELLED:
     st.caption(f"The pool is {ws.n_pool:,} images in shards on disk, searched through the workspace's index; shard "
                "rows carry no labels, so the galleries have no relevance borders and no P@k, and their images "
                "cannot be made the query.")
@@ -210,7 +209,7 @@ for cg, uf in pairs:
     # per concept: its heading and P@k boxes as ONE element, and each gallery (title, grid) as one: a query pick
     # changes them all, and the browser builds every element again (docs/performance.md, "Third pass")
     name = names[cg.concept]
-    st.html(_html.heading(name) + ("" if ws.sharded else _precision_boxes(name, k, cg, uf)))
+    st.html(_html.heading(name) + (_precision_boxes(name, k, cg, uf) if LABELLED else ""))
     a, b = st.columns(2)
     with a:
         _draw_gallery(ws, cg, n_cols, pick_key=f"pick_{cg.concept}",
@@ -231,7 +230,7 @@ def _copy_boost():
 
 
 @st.fragment
-def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols, index, export):
+def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols, pool, export):
     """The "without j" / "more of j" section: its own fragment, so that choosing an edit reruns this section only
     (the query's galleries above are neither recomputed nor sent again); the URL is written here too, since a
     fragment's rerun does not reach app.py's final write. ``query_was``: the query state of the page's run; an
@@ -258,21 +257,20 @@ def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols
     active = [names.index(n) for n in preselect if n in names]
     edited = []
     for edit, name, lam in state.edits(names):
-        eq = edited_gallery(model, q.x, ws.X, POOL_ROWS, names.index(name), k, edit=edit, strength=lam,
-                            active=active, index=index, **LABELS)
+        eq = edited_gallery(model, q.x, pool, names.index(name), k, edit=edit, strength=lam, active=active)
         keep_edit(q, edit, name, lam, eq.x)  # the edited query, for the other pages (Subspaces' map)
         edited.append((edit_title(edit, name, lam), eq))
         shown = _safe.text(name)
         st.markdown(f"**Without {shown}** (x − vⱼ)" if edit == "remove" else f"**More of {shown}** (x + {lam:g}·ṽⱼ)")
         a, b = st.columns(2)
         with a:
-            if not ws.sharded:
+            if LABELLED:
                 st.markdown(edit_line(eq.criterion, shown, k, eq.gallery.precision_general))
             if eq.gallery.note and len(eq.gallery.rows):
                 st.caption(_safe.text(eq.gallery.note) + ".")
             _draw_gallery(ws, eq.gallery, n_cols, pick_key=f"pick_{edit}", word=eq.criterion)
         with b:
-            st.markdown("Unfiltered" + ("" if ws.sharded else
+            st.markdown("Unfiltered" + ("" if not LABELLED else
                                         " · " + edit_line(eq.criterion, shown, k, eq.unfiltered.precision_general)))
             _draw_gallery(ws, eq.unfiltered, n_cols, pick_key=f"pick_uf_{edit}", word=eq.criterion)
     export(edited)
@@ -282,18 +280,13 @@ def _edited_galleries(ws, model, q, query_was, names, preselect, rule, k, n_cols
 def _galleries_export(edited):
     """The table of every gallery shown (the concept galleries, then the edited ones) and its CSV, with the
     settings that produced it, "rm" and "boost" included (one column each, the same on every row)."""
-    shown = pairs + [(eq.gallery, eq.unfiltered) for _, eq in edited]
-    if ws.sharded:  # the shown positions' ids, from their shards' metadata
-        ids = {int(r): ws.pool_item(int(r))["id"] for pair in shown for g in pair for r in g.rows}
-    else:
-        ids = ws.ids
-    df = galleries_table(pairs, ids, names, edited=edited)
+    df = galleries_table(pairs, None, names, edited=edited)  # ids: each gallery's hits'
     with st.expander("Table of the galleries"):
         st.dataframe(_safe.table(df), hide_index=True, width="stretch")
         more_rows(len(df))
     asked = {e: (n, lam) for e, n, lam in state.edits(names)}
     export = with_settings(df, workspace=ws.name, query=q.key, method=method, d0=d0, component=mode, k=k,
-                           pool="shards" if ws.sharded else "quantized" if quantized else "float",
+                           pool=POOL_WORDS[pool.kind],
                            rm=asked["remove"][0] if "remove" in asked else "",
                            boost=state.boost_value(*asked["boost"]) if "boost" in asked else "")
     safe_key = "".join(ch if ch.isalnum() else "-" for ch in q.key)[:60]
@@ -301,7 +294,7 @@ def _galleries_export(edited):
                  label="Download the galleries (CSV)", key="retrieve_csv")
 
 
-_edited_galleries(ws, model, q, st.session_state.get("query"), names, preselect, rule, k, n_cols,
-                  qindex if quantized else pool_index(ws), _galleries_export)
+_edited_galleries(ws, model, q, st.session_state.get("query"), names, preselect, rule, k, n_cols, pool,
+                  _galleries_export)
 
 _pages.link(_pages.MIX, label="Mix this query's concepts with another query's →", icon="🧪")

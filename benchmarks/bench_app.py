@@ -439,6 +439,7 @@ def main():
     from slics_core.explorer.encoding import embed_query, load_query_encoder, workspace_vocabulary
     from slics_core.explorer.generation import load_workspace_generator
     from slics_core.explorer.maps import subspace_map
+    from slics_core.explorer.pool import memory_pool
     from slics_core.explorer.queries import components_of_row, concept_galleries, concept_scores
     from slics_core.explorer.sphere import PRESETS, decompose, direction
 
@@ -462,7 +463,8 @@ def main():
         def retrieve():
             V = components_of_row(model, x)
             concept_scores(model, x[None])
-            return concept_galleries(V, x, ws.X, pool, concepts, 20, Y=ws.Y, Z=ws.Z,
+            # a pool made here (its exact index built in the call, as this row always measured)
+            return concept_galleries(V, x, memory_pool(ws.X, pool, Y=ws.Y, Z=ws.Z), concepts, 20,
                                      sub_to_concept=ws.sub_to_concept, query_sub=ws.Z[q])
 
         rows.append(("Retrieve: scores + galleries, all picked concepts, k=20", _t(retrieve, repeat=5)[0]))

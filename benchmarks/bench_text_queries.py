@@ -33,11 +33,12 @@ def phrases(ws, n=N_PHRASES, seed=0):
 def measure(ws, k=20):
     from slics_core.explorer.encoding import embed_text_query, load_query_encoder
     from slics_core.explorer.narration import text_tower_check
-    from slics_core.explorer.queries import concept_scores, rank_pool
+    from slics_core.explorer.pool import memory_pool
+    from slics_core.explorer.queries import concept_scores
 
     enc = load_query_encoder(ws)
     model = ws.model("S-SLiCS", ws.default_d0)
-    pool = np.asarray(ws.index["pool"])
+    pool = memory_pool(ws.X, ws.index["pool"])
     s2c = np.asarray(ws.sub_to_concept)
     pre, unf, gal = [], [], []
     for text, a, b in phrases(ws):
@@ -45,16 +46,16 @@ def measure(ws, k=20):
         ca, cb = int(s2c[a]), int(s2c[b])
         sc = concept_scores(model, x)
         pre.append({ca, cb} <= set(np.argsort(-sc)[:2].tolist()))
-        rows, _ = rank_pool(x[None], ws.X, pool, k)
-        unf.append(float(np.mean(ws.Y[rows[0], ca] & ws.Y[rows[0], cb])))
+        rows = pool.search(x, k).rows
+        unf.append(float(np.mean(ws.Y[rows, ca] & ws.Y[rows, cb])))
         V = model.project(x[None], None)[0]
         p = []
         for sub, c in ((a, ca), (b, cb)):
             if np.linalg.norm(V[c]) <= 1e-12:
                 p.append(0.0)
                 continue
-            r, _ = rank_pool(V[c][None], ws.X, pool, k)
-            p.append(float(np.mean(ws.Z[r[0], sub])))
+            r = pool.search(V[c], k).rows
+            p.append(float(np.mean(ws.Z[r, sub])))
         gal.append(float(np.mean(p)))
     zs = text_tower_check(ws)
     return {"preselect_both": float(np.mean(pre)), "unfiltered_P@20_both": float(np.mean(unf)),

@@ -110,9 +110,11 @@ def test_a_clickable_gallery_refuses_other_images():
     import pytest
 
     from app_pages import _images
+    from slics_core.explorer.pool import Pool
 
     class _Ws:  # pool thumbnails of a sharded workspace (remote URLs when opted in) are not workspace rows
         pass
 
+    shards = Pool("shards", 3, None)  # hits without workspace rows, as a sharded pool's
     with pytest.raises(ValueError, match="cannot be made the query"):
-        _images.image_gallery(_Ws(), [1, 2], pool=True, pick_key="pick_x")
+        _images.image_gallery(_Ws(), shards.hits([1, 2], [0.9, 0.8]), pick_key="pick_x")

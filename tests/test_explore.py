@@ -7,6 +7,7 @@ from sklearn.metrics import f1_score
 
 from slics_core import SLiCS
 from slics_core.explorer.edits import edit_line, edit_query, edited_gallery, parse_boost_param
+from slics_core.explorer.pool import memory_pool
 from slics_core.explorer.queries import (
     Gallery,
     check_query,
@@ -22,7 +23,6 @@ from slics_core.explorer.queries import (
     model_dim,
     n_concepts,
     parse_concept_param,
-    rank_pool,
     upload_thresholds,
 )
 from slics_core.synthetic import make_concept_cones
@@ -123,27 +123,6 @@ def test_likely_concepts():
     assert likely_concepts([0.1, 0.2, 0.15], [0.9, 0.9, 0.9]) == [1]
 
 
-def test_rank_pool_matches_full_sort(world):
-    X, pool = world["X"], world["pool"]
-    rng = np.random.default_rng(2)
-    vecs = rng.standard_normal((3, D))
-    rows, sc = rank_pool(vecs, X, pool, 7)
-    P = X[pool] / np.linalg.norm(X[pool], axis=1, keepdims=True)
-    for i, v in enumerate(vecs):
-        cos = P @ (v / np.linalg.norm(v))
-        order = np.argsort(-cos, kind="stable")[:7]
-        np.testing.assert_array_equal(rows[i], pool[order])
-        np.testing.assert_allclose(sc[i], cos[order], atol=1e-5)
-    # a prebuilt index over the pool (the app caches one per workspace) gives the same ranking
-    from slics_core.retrieval import ExactIndex
-
-    rows2, sc2 = rank_pool(vecs, X, pool, 7, index=ExactIndex(X[pool]))
-    np.testing.assert_array_equal(rows2, rows)
-    np.testing.assert_allclose(sc2, sc)
-    with pytest.raises(ValueError, match="index holds"):
-        rank_pool(vecs, X, pool, 7, index=ExactIndex(X[pool[:-1]]))
-
-
 def test_concept_galleries_brute_force(world):
     X, Y, Z, s2c, m, pool = world["X"], world["Y"], world["Z"], world["s2c"], world["model"], world["pool"]
     q = 205
@@ -151,7 +130,7 @@ def test_concept_galleries_brute_force(world):
     V = components_of_row(m, x)
     concepts = [j for j in range(S) if np.linalg.norm(V[j]) > 0][:3]
     k = 10
-    pairs = concept_galleries(V, x, X, pool, concepts, k, Y=Y, Z=Z, sub_to_concept=s2c, query_sub=Z[q])
+    pairs = concept_galleries(V, x, memory_pool(X, pool, Y=Y, Z=Z), concepts, k, sub_to_concept=s2c, query_sub=Z[q])
     P = X[pool] / np.linalg.norm(X[pool], axis=1, keepdims=True)
     uf_expected = pool[np.argsort(-(P @ x), kind="stable")[:k]]
     for (cg, uf), j in zip(pairs, concepts):
@@ -178,8 +157,9 @@ def test_concept_filtering_beats_unfiltered_on_planted_cones(world):
     """A property of the method on clean planted data: concept galleries are more precise on average."""
     X, Y, m, pool = world["X"], world["Y"], world["model"], world["pool"]
     cg_p, uf_p = [], []
+    labelled = memory_pool(X, pool, Y=Y)
     for q in range(200, 240):
-        for (cg, uf) in concept_galleries(components_of_row(m, X[q]), X[q], X, pool, np.flatnonzero(Y[q]), 10, Y=Y):
+        for (cg, uf) in concept_galleries(components_of_row(m, X[q]), X[q], labelled, np.flatnonzero(Y[q]), 10):
             if len(cg.rows):
                 cg_p.append(cg.precision_general)
                 uf_p.append(uf.precision_general)
@@ -190,7 +170,7 @@ def test_zero_component_gives_empty_gallery(world):
     X, pool = world["X"], world["pool"]
     V = np.zeros((S, D))
     V[1] = X[0]
-    pairs = concept_galleries(V, X[0], X, pool, [0, 1], 5, Y=world["Y"])
+    pairs = concept_galleries(V, X[0], memory_pool(X, pool, Y=world["Y"]), [0, 1], 5)
     assert len(pairs[0][0].rows) == 0 and "zero" in pairs[0][0].note
     assert np.isnan(pairs[0][0].precision_general)
     assert len(pairs[0][1].rows) == 5 and len(pairs[1][0].rows) == 5
@@ -210,9 +190,9 @@ def test_relevance_without_labels():
 def test_galleries_table(world):
     X, pool = world["X"], world["pool"]
     V = components_of_row(world["model"], X[201])
-    pairs = concept_galleries(V, X[201], X, pool, [0, 1], 4, Y=world["Y"])
     ids = [f"id{i}" for i in range(len(X))]
-    df = galleries_table(pairs, ids, ["a", "b", "c", "d"])
+    pairs = concept_galleries(V, X[201], memory_pool(X, pool, Y=world["Y"], ids=ids), [0, 1], 4)
+    df = galleries_table(pairs, None, ["a", "b", "c", "d"])  # the ids come with the galleries' hits
     n_rows = sum(len(g.rows) for p in pairs for g in p)
     assert len(df) == n_rows
     assert list(df.columns) == ["concept", "gallery", "edit", "rank", "item_id", "row", "score", "relevant_general",
@@ -232,8 +212,8 @@ def test_galleries_table_holds_the_edited_galleries_with_their_p_at_k(world):
 
     X, pool, Y = world["X"], world["pool"], world["Y"]
     V = components_of_row(world["model"], X[201])
-    pairs = concept_galleries(V, X[201], X, pool, [0], 4, Y=Y)
-    eq = edited_gallery(world["model"], X[201], X, pool, 1, 4, edit="remove", active=[0, 1], Y=Y)
+    pairs = concept_galleries(V, X[201], memory_pool(X, pool, Y=Y), [0], 4)
+    eq = edited_gallery(world["model"], X[201], memory_pool(X, pool, Y=Y), 1, 4, edit="remove", active=[0, 1])
     title = edit_title("remove", "b")
     df = galleries_table(pairs, None, ["a", "b", "c", "d"], edited=[(title, eq)])
     rows = df[df.edit == title]
@@ -383,7 +363,7 @@ def test_edited_gallery_brute_force(world):
     x, act = X[i], np.flatnonzero(Y[i])
     j = int(act[0])
     for edit, lam, crit in (("remove", 1.0, "lacks"), ("boost", 1.5, "has")):
-        eq = edited_gallery(m, x, X, pool, j, 10, edit=edit, strength=lam, active=act, Y=Y)
+        eq = edited_gallery(m, x, memory_pool(X, pool, Y=Y), j, 10, edit=edit, strength=lam, active=act)
         assert eq.criterion == crit and eq.gallery.kind == "edited"
         edited, _ = edit_query(m, x, j, edit, strength=lam, active=act)
         np.testing.assert_allclose(eq.x, edited)
@@ -404,8 +384,7 @@ def test_removal_raises_lacks_precision_on_the_emoji_world(ws):
     for j in range(len(ws.concept_names)):
         rows = [int(r) for r in ws.index["query"] if ws.Y[r, j]][:3]
         for r in rows:
-            eq = edited_gallery(model, ws.X[r], ws.X, ws.index["pool"], j, 20, edit="remove",
-                                active=np.flatnonzero(ws.Y[r]), Y=ws.Y)
+            eq = edited_gallery(model, ws.X[r], ws.pool, j, 20, edit="remove", active=np.flatnonzero(ws.Y[r]))
             # independent: the labels of the 20 nearest pool items to x − v_j by cosine
             P = ws.X[ws.index["pool"]]
             cos = P @ eq.x / (np.linalg.norm(P, axis=1) * np.linalg.norm(eq.x))

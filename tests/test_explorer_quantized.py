@@ -37,13 +37,20 @@ def test_workspace_quantized_pool_ranks_like_brute_force(token_cache):
     x = ws.X[q]
     V = components_of_row(ws.model("S-SVD", 2), x)
     concepts = [j for j in range(V.shape[0]) if np.linalg.norm(V[j]) > 0]
-    pairs = concept_galleries(V, x, ws.X, pool, concepts, 10, Y=ws.Y, index=qp)
+    qpool = ws.quantized_pool  # the workspace's quantized Pool: the same ranking, with the pool's labels
+    assert qpool.kind == "quantized" and qpool.labelled and qpool.n == len(pool)
+    pairs = concept_galleries(V, x, qpool, concepts, 10)
     Xt = _brute_dequantize(ws.X[pool], C)
     Xt /= np.linalg.norm(Xt, axis=1, keepdims=True)
     for (cg, uf), j in zip(pairs, concepts):
         ref = pool[np.argsort(-(Xt @ (V[j] / np.linalg.norm(V[j]))), kind="stable")[:10]]
         np.testing.assert_array_equal(cg.rows, ref)
         np.testing.assert_array_equal(uf.rows, pool[np.argsort(-(Xt @ (x / np.linalg.norm(x))), kind="stable")[:10]])
+        np.testing.assert_array_equal(cg.relevant_general, ws.Y[ref, j])
+        # the Pool's index is the existing quantized search: its positions and scores, mapped to rows
+        pos, sc = qp.search(np.asarray(V[j], np.float32)[None], 10)
+        np.testing.assert_array_equal(cg.rows, pool[pos[0]])
+        np.testing.assert_allclose(cg.scores, sc[0], rtol=1e-6)
     info = quantization_info(ws, qp)
     assert info["n_tokens"] == T and info["codebook_size"] == C.shape[0]
     assert info["code_bytes"] == len(pool) * T * 2 and info["float_bytes"] == ws.X[pool].size * 4
@@ -56,7 +63,7 @@ def test_workspace_without_codebook_says_how_to_get_one(token_cache):
     tmp, _, _, _ = token_cache
     build_workspace_from_cache(tmp / "plain", tmp / "ws2", vocabulary="none", d0_values=(2,), methods=["UF"])
     ws = load_workspace(tmp / "ws2")
-    assert ws.codebook is None and not has_quantized_pool(ws)
+    assert ws.codebook is None and not has_quantized_pool(ws) and ws.quantized_pool is None
     with pytest.raises(ValueError, match="--codebook"):
         quantized_pool_index(ws)
 

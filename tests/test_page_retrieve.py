@@ -10,10 +10,16 @@ from gallery_helpers import click_gallery, clickable, gallery_bodies, gallery_sr
 from streamlit.testing.v1 import AppTest
 
 from slics_core.explorer.edits import edited_gallery
+from slics_core.explorer.pool import memory_pool
 from slics_core.explorer.queries import components_of_row, concept_galleries
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "retrieve.py")
+
+
+def _pool(ws):
+    """The workspace's pool made again, apart from ``ws.pool``: its rows, labels and ids, exact search of its own."""
+    return memory_pool(ws.X, ws.index["pool"], Y=ws.Y, Z=ws.Z, ids=ws.ids)
 
 
 def _table(at):
@@ -50,7 +56,7 @@ def test_renders_and_widgets_change_galleries(ws, multi_row):
     model = ws.model(at.selectbox(key="method").value, at.select_slider(key="d0").value)
     V = components_of_row(model, ws.X[multi_row])
     j = ws.concept_names.index(labels[0])
-    (cg, uf), = concept_galleries(V, ws.X[multi_row], ws.X, ws.index["pool"], [j], k, Y=ws.Y)
+    (cg, uf), = concept_galleries(V, ws.X[multi_row], _pool(ws), [j], k)
     shown = df[(df.concept == labels[0]) & (df.gallery == "concept")]
     assert shown["row"].tolist() == cg.rows.tolist()
     assert df[(df.concept == labels[0]) & (df.gallery == "unfiltered")]["row"].tolist() == uf.rows.tolist()
@@ -199,15 +205,14 @@ def test_removal_and_boost_from_the_link(ws, multi_row):
     lines = _lines(at)
     for edit, name, lam, word in (("remove", labels[0], 1.0, "lacks"), ("boost", labels[1], 1.5, "has")):
         j = ws.concept_names.index(name)
-        eq = edited_gallery(model, ws.X[multi_row], ws.X, ws.index["pool"], j, k, edit=edit, strength=lam,
-                            active=active, Y=ws.Y)
+        eq = edited_gallery(model, ws.X[multi_row], _pool(ws), j, k, edit=edit, strength=lam, active=active)
         want = f"{word} {name}: P@{k} {eq.gallery.precision_general:.2f}"
         assert want in lines, (want, lines)
         assert f"Unfiltered · {word} {name}: P@{k} {eq.unfiltered.precision_general:.2f}" in lines
     assert st_state(at, "rm") == labels[0] and st_state(at, "boost") == f"{labels[1]}:1.5"
     # a click on the "without" gallery's fourth image (its section is a fragment) makes that image the query
     j = ws.concept_names.index(labels[0])
-    eq = edited_gallery(model, ws.X[multi_row], ws.X, ws.index["pool"], j, k, edit="remove", active=active, Y=ws.Y)
+    eq = edited_gallery(model, ws.X[multi_row], _pool(ws), j, k, edit="remove", active=active)
     click_gallery(at, "pick_remove", 3)
     assert not at.exception, at.exception
     assert at.session_state["query"] == int(eq.gallery.rows[3])
@@ -276,8 +281,7 @@ def test_query_pick_updates_galleries_and_url(ws, multi_row):
     k = at.slider(key="k").value
     model = ws.model(at.selectbox(key="method").value, at.select_slider(key="d0").value)
     j = ws.concept_names.index(labels[0])
-    (cg, uf), = concept_galleries(components_of_row(model, ws.X[other]), ws.X[other], ws.X, ws.index["pool"], [j],
-                                  k, Y=ws.Y)
+    (cg, uf), = concept_galleries(components_of_row(model, ws.X[other]), ws.X[other], _pool(ws), [j], k)
     store = _Shared(ws)  # a store of its own: the same encoding, made again
     shown = gallery_srcs(at)
     assert shown[0] == [store.thumbnail(r, 96) for r in cg.rows]
@@ -384,8 +388,8 @@ def test_the_galleries_csv_holds_the_edited_galleries_their_p_at_k_and_the_edits
     assert (csv["rm"] == labels[0]).all() and (csv["boost"] == f"{labels[1]}:1.5").all()
     for edit, name, lam, title in (("remove", labels[0], 1.0, f"without {labels[0]}"),
                                    ("boost", labels[1], 1.5, f"more of {labels[1]} (λ=1.5)")):
-        eq = edited_gallery(model, ws.X[multi_row], ws.X, ws.index["pool"], ws.concept_names.index(name), k,
-                            edit=edit, strength=lam, active=active, Y=ws.Y)
+        eq = edited_gallery(model, ws.X[multi_row], _pool(ws), ws.concept_names.index(name), k,
+                            edit=edit, strength=lam, active=active)
         rows = csv[(csv["edit"] == title) & (csv["gallery"] == "edited")]
         assert rows["row"].tolist() == eq.gallery.rows.tolist()
         assert rows["precision_general"].iloc[0] == pytest.approx(eq.gallery.precision_general)

@@ -9,7 +9,7 @@ from gallery_helpers import click_gallery, gallery_srcs
 from streamlit.testing.v1 import AppTest
 
 from slics_core.explorer.atom_tables import atom_labels, group_layout
-from slics_core.explorer.queries import concept_scores, mix_components, rank_pool
+from slics_core.explorer.queries import concept_scores, mix_components
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -147,13 +147,13 @@ def test_mix_page_retrieves_by_the_sum_of_two_components(ws, multi_row):
     assert at.selectbox(key="mix_c2").value == b
     model = ws.model("S-SLiCS", ws.default_d0)
     mixed, _ = mix_components(model, [(ws.X[multi_row], names.index(a), None), (ws.X[r2], names.index(b), None)])
-    rows, _ = rank_pool(mixed[None], ws.X, ws.index["pool"], 6)
+    rows = ws.pool.search(mixed, 6).rows
     p = _params(at)
     assert (p["q2"], p["c1"], p["c2"]) == (str(r2), a, b)
     # the mixed gallery's images are the pool rows of the recomputed ranking: a click on the sixth makes it the query
     assert len(gallery_srcs(at)[0]) == 6  # six results
     _ok(click_gallery(at, "mix_pick", 5))
-    assert at.session_state["query"] == int(rows[0][5])
+    assert at.session_state["query"] == int(rows[5])
 
 
 def test_atom_picker_labels_follow_the_dictionary(ws):

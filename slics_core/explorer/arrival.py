@@ -36,6 +36,7 @@ from slics_core.explorer import scoring
 from slics_core.explorer.atom_tables import (
     MAX_TOP_ITEMS,
     atom_heatmaps,
+    codes_top_items,
     concept_energy,
     default_sparsity,
     health_summary,
@@ -268,9 +269,15 @@ def pool_codes(ws, method: str, d0: int) -> np.ndarray:
 
 
 def pool_top_items(ws, method: str, d0: int) -> tuple:
-    """A sharded pool's ``(positions, coefficients)`` of :func:`~slics_core.explorer.atom_tables.stream_atom_top_items`
-    (:data:`~slics_core.explorer.atom_tables.MAX_TOP_ITEMS` per atom, the shards read block by block), stored
-    (Atoms)."""
+    """The Atoms page's pool images per atom: ``(positions, coefficients)`` in ``ws.pool``
+    (:data:`~slics_core.explorer.atom_tables.MAX_TOP_ITEMS` per atom, best first, ``-1`` past the last). A pool of
+    rows of ``X``: from its stored :func:`pool_codes` (labelled concepts,
+    :func:`~slics_core.explorer.atom_tables.codes_top_items`); a pool of shards: their codes over every concept
+    (they carry no labels), read block by block (:func:`~slics_core.explorer.atom_tables.stream_atom_top_items`),
+    stored."""
+    if ws.pool.kind != "shards":
+        return codes_top_items(pool_codes(ws, method, d0), MAX_TOP_ITEMS)
+
     def compute():
         model = ws.model(method, d0)
         blocks = ((start, ws.preprocess(raw)) for start, raw in ws.shards().blocks())
@@ -425,7 +432,7 @@ def _run_step(ws, step, cache: dict) -> None:
     kind, *args = step
     if kind == "rank":
         if "index" not in cache:
-            cache["index"] = scoring.eval_index(ws)
+            cache["index"] = ws.eval_pool.index
         job, variants = args
         for intervals in variants:
             job_scores(ws, job, DEFAULT_K, NORMALIZATIONS[0], intervals=intervals, index=cache["index"])
@@ -435,10 +442,7 @@ def _run_step(ws, step, cache: dict) -> None:
     elif kind == "atoms":
         atom_matrices(ws, *args, default_sparsity(ws.model(*args)), atoms_split(ws))
     elif kind == "codes":
-        if ws.sharded:
-            pool_top_items(ws, *args)
-        else:
-            pool_codes(ws, *args)
+        pool_top_items(ws, *args)
     elif kind == "energy":
         label_energy(ws, *args)
     elif kind == "free-codes":

@@ -70,6 +70,7 @@ __all__ = [
     "item_codes",
     "atom_top_items",
     "stream_atom_top_items",
+    "codes_top_items",
     "top_items_table",
     "MAX_TOP_ITEMS",
     "atom_top_words",
@@ -163,6 +164,22 @@ def stream_atom_top_items(model, blocks, k=MAX_TOP_ITEMS):
         C = np.asarray(item_codes(model, X), dtype=np.float64).T  # (M, b)
         i, c = top_k(C, min(k, C.shape[1]))
         best_i, best_c = merge_top(best_i, best_c, i + int(start), c, k)
+    return _kept_top(best_i, best_c, k)
+
+
+def codes_top_items(codes, k=MAX_TOP_ITEMS):
+    """:func:`stream_atom_top_items`'s arrays (per atom the ``k`` items with the largest coefficient, ties by the
+    smaller position) of codes already computed (:func:`item_codes` of a pool in memory)."""
+    k = int(k)
+    if not 1 <= k <= MAX_TOP_ITEMS:
+        raise ValueError(f"k must be between 1 and {MAX_TOP_ITEMS}; got {k}.")
+    C = np.asarray(codes, dtype=np.float64).T  # (M, n)
+    i, c = top_k(C, min(k, C.shape[1])) if C.shape[1] else (np.zeros((C.shape[0], 0), np.int64), C)
+    return _kept_top(np.asarray(i, np.int64), np.asarray(c, np.float64), k)
+
+
+def _kept_top(best_i, best_c, k):
+    """Top arrays padded to ``k`` columns, ``-1`` / ``0`` where the coefficient is not positive."""
     pad = k - best_i.shape[1]
     if pad > 0:
         best_i = np.pad(best_i, ((0, 0), (0, pad)), constant_values=-1)

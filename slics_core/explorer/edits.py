@@ -25,7 +25,6 @@ from slics_core.explorer.queries import (
     model_dim,
     n_concepts,
     parse_concept_param,
-    rank_pool,
 )
 from slics_core.rows import ZERO_NORM
 
@@ -126,48 +125,44 @@ def edit_line(criterion: str, concept_name: str, k: int, precision: float) -> st
     return f"{criterion} {concept_name}: P@{int(k)} {value}"
 
 
-def edited_gallery(model, x, X, pool_rows, concept, k, *, edit, strength=1.0, active=None, Y=None,
-                   index=None) -> EditedQuery:
+def edited_gallery(model, x, pool, concept, k, *, edit, strength=1.0, active=None) -> EditedQuery:
     """The pool ranked by the query with one concept removed or boosted, beside the unfiltered ranking.
 
     Parameters
     ----------
     model, x, concept, edit, strength, active :
         As in :func:`edit_query`.
-    X : array-like of shape (n, d)
-        Workspace embeddings; ``pool_rows`` select the candidates.
-    pool_rows : array-like of int
+    pool : slics_core.explorer.pool.Pool
+        The candidates (``ws.pool``, ``ws.quantized_pool``, or :func:`~slics_core.explorer.pool.memory_pool`).
+        With labels, each item is marked for lacking (removal) or having (boost) the concept; a pool without
+        labels gives marks None.
     k : int
-    Y : array-like of bool, shape (n, S), optional
-        General labels: each item is marked for lacking (removal) or having (boost) the concept; without
-        ``Y`` the marks are None.
-    index : optional
-        Prebuilt search index over ``X[pool_rows]`` (see :func:`rank_pool`).
 
     Returns
     -------
     EditedQuery
         When the query has no component along the concept the edited embedding is the query itself (its
-        gallery says so); when nothing is left after a removal its gallery is empty, with a note.
+        gallery says so); when nothing is left after a removal its gallery is empty, with a note. Each gallery
+        carries its :class:`~slics_core.explorer.pool.Hits`.
     """
     lam, x, concept, criterion = _check_edit(edit, strength), check_query(x, model_dim(model)), int(concept), \
         EDIT_CRITERION.get(edit)
     edited, v = edit_query(model, x, concept, edit, strength=lam, active=active)
     left = np.linalg.norm(edited) > ZERO_NORM
-    rows, scores = rank_pool(np.stack([x, edited] if left else [x]), X, pool_rows, k, index=index)
+    found = pool.search(np.stack([x, edited] if left else [x]), k)
 
-    def marks(r):
-        has = None if Y is None else np.asarray(Y, bool)[np.asarray(r, int), concept]
+    def marks(hits):
+        has = None if hits.labels is None else hits.labels[:, concept]
         return has if has is None or criterion == "has" else ~has
 
-    unfiltered = Gallery("unfiltered", concept, rows[0], scores[0], marks(rows[0]))
+    unfiltered = Gallery.of_hits("unfiltered", concept, found[0], marks(found[0]))
     note = "" if np.linalg.norm(v) > ZERO_NORM else \
         "the query has no component along the concept (it is zero), so the edited query is the query itself"
     if left:
-        gallery = Gallery("edited", concept, rows[1], scores[1], marks(rows[1]), note=note)
+        gallery = Gallery.of_hits("edited", concept, found[1], marks(found[1]), note=note)
     else:
-        gallery = Gallery("edited", concept, np.zeros(0, int), np.zeros(0), None if Y is None else np.zeros(0, bool),
-                          note="nothing of the query is left without the concept (it is all that concept)")
+        gallery = Gallery.of_hits("edited", concept, pool.empty(), marks(pool.empty()),
+                                  note="nothing of the query is left without the concept (it is all that concept)")
     return EditedQuery(edit, concept, 1.0 if edit == "remove" else lam, edited, v, gallery, unfiltered)
 
 

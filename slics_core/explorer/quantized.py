@@ -6,11 +6,10 @@ is replaced by its nearest codeword per token and scored through the look-up tab
 ``G^j[t, k] = <v_j^t, c_k>`` (:class:`slics_core.retrieval.QuantizedPool`).
 
 The index this module returns has the interface of the pool indexes the app already uses
-(``n_pool`` and ``search(vectors, k)``), so it is passed as ``index=`` to
-:func:`slics_core.explorer.queries.concept_galleries` / ``rank_pool``; the rows and scores
-that come back are workspace rows and cosines against the quantized candidates. Build it
-once per workspace (the app caches it with ``st.cache_resource``): quantizing the pool is
-a nearest-codeword search of every token.
+(``n_pool`` and ``search(vectors, k)``): it is the index of the workspace's quantized
+:class:`~slics_core.explorer.pool.Pool` (``ws.quantized_pool``, kind ``"quantized"``), whose positions are
+pool positions and whose scores are cosines against the quantized candidates. It is built once per
+workspace (kept on that pool): quantizing the pool is a nearest-codeword search of every token.
 """
 from __future__ import annotations
 

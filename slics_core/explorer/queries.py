@@ -32,15 +32,15 @@ their threshold are pre-selected, or the best-scoring one if none is.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from PIL import Image
 
 from slics_core._validation import check_embeddings
+from slics_core.explorer.pool import Hits
 from slics_core.methods import check_mode, components_of
-from slics_core.retrieval import ExactIndex
 from slics_core.rows import TIE_TOL, ZERO_NORM, unit_rows
 
 __all__ = [
@@ -53,7 +53,7 @@ __all__ = [
     "fit_score_thresholds",
     "likely_concepts",
     "Gallery",
-    "rank_pool",
+    "hits_relevance",
     "gallery_relevance",
     "concept_galleries",
     "mix_components",
@@ -223,13 +223,16 @@ class Gallery:
     concept : int
         The concept this gallery (and its relevance marks) is about.
     rows : ndarray of int, shape (k,)
-        Workspace rows, best first (empty when the component is zero).
+        Workspace rows, best first (empty when the component is zero); a pool without rows of ``X`` (shards):
+        its positions (:attr:`slics_core.explorer.pool.Hits.rows` is None).
     scores : ndarray of shape (k,)
         Cosine of each item with the ranking vector.
     relevant_general, relevant_sub : ndarray of bool, shape (k,), or None
         Relevance marks (None where unknown; see the module docstring).
     note : str
         Why the gallery is empty, if it is.
+    hits : slics_core.explorer.pool.Hits or None
+        The search's hits (ids, thumbnails, labels) when the gallery comes from a pool search.
     """
 
     kind: str
@@ -239,6 +242,14 @@ class Gallery:
     relevant_general: np.ndarray | None = None
     relevant_sub: np.ndarray | None = None
     note: str = ""
+    hits: Hits | None = field(default=None, repr=False)
+
+    @classmethod
+    def of_hits(cls, kind, concept, hits, relevant_general=None, relevant_sub=None, note="") -> Gallery:
+        """A gallery of a pool search's :class:`~slics_core.explorer.pool.Hits` (``rows``: their workspace rows,
+        else their pool positions)."""
+        rows = hits.positions if hits.rows is None else hits.rows
+        return cls(kind, int(concept), rows, hits.scores, relevant_general, relevant_sub, note, hits)
 
     @property
     def precision_general(self) -> float:
@@ -255,45 +266,6 @@ def _precision(rel):
     if rel is None or len(rel) == 0:
         return float("nan")
     return float(np.mean(rel))
-
-
-def rank_pool(vectors, X, pool_rows, k, index=None):
-    """Top-``k`` pool rows by cosine with each vector.
-
-    Parameters
-    ----------
-    vectors : array-like of shape (m, d)
-        Non-zero ranking vectors.
-    X : array-like of shape (n, d)
-        All embeddings of the workspace.
-    pool_rows : array-like of int, or None
-        Rows of ``X`` that form the candidate pool; None for a sharded pool
-        (:meth:`slics_core.explorer.workspace.Workspace.pool_index`), whose ``index`` positions are
-        returned as they are (positions in shard order, not rows of ``X``).
-    k : int
-    index : slics_core.retrieval.ExactIndex or FaissIndex, optional
-        A search index already built over ``X[pool_rows]`` (e.g. cached once per workspace by
-        the app: building it normalises the whole pool); built here when absent (required when
-        ``pool_rows`` is None).
-
-    Returns
-    -------
-    rows : ndarray of int, shape (m, min(k, n_pool))
-    scores : ndarray of shape (m, min(k, n_pool))
-    """
-    if pool_rows is None:
-        if index is None:
-            raise ValueError("a sharded pool (pool_rows=None) is searched through its index; give index=")
-        return index.search(np.atleast_2d(np.asarray(vectors, dtype=np.float32)), int(k))
-    pool_rows = np.asarray(pool_rows, dtype=int).ravel()
-    if pool_rows.size == 0:
-        raise ValueError("the pool is empty")
-    if index is None:
-        index = ExactIndex(np.asarray(X)[pool_rows])
-    elif index.n_pool != pool_rows.size:
-        raise ValueError(f"the index holds {index.n_pool} items but the pool has {pool_rows.size}")
-    pos, sc = index.search(np.atleast_2d(np.asarray(vectors, dtype=np.float32)), int(k))
-    return pool_rows[pos], sc
 
 
 def gallery_relevance(rows, concept, Y=None, Z=None, sub_to_concept=None, query_sub=None):
@@ -319,8 +291,14 @@ def gallery_relevance(rows, concept, Y=None, Z=None, sub_to_concept=None, query_
     return gen, sub
 
 
-def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to_concept=None, query_sub=None,
-                      index=None):
+def hits_relevance(hits, concept, sub_to_concept=None, query_sub=None):
+    """:func:`gallery_relevance` of a pool search's :class:`~slics_core.explorer.pool.Hits` (its label rows):
+    ``(None, None)`` for a pool without labels."""
+    k = len(hits)
+    return gallery_relevance(np.arange(k), concept, hits.labels, hits.sub_labels, sub_to_concept, query_sub)
+
+
+def concept_galleries(V, x, pool, concepts, k, *, sub_to_concept=None, query_sub=None):
     """Concept-filtered and unfiltered galleries of one query.
 
     Parameters
@@ -329,22 +307,21 @@ def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to
         The query's concept components (:func:`components_of_row`).
     x : array-like of shape (d,)
         The query itself (unfiltered ranking).
-    X : array-like of shape (n, d)
-        Workspace embeddings; ``pool_rows`` select the candidates.
-    pool_rows : array-like of int
+    pool : slics_core.explorer.pool.Pool
+        The candidates (``ws.pool``, ``ws.quantized_pool``, or :func:`~slics_core.explorer.pool.memory_pool`);
+        relevance is marked from its labels (none for a pool without labels).
     concepts : sequence of int
         Picked concepts, in display order.
     k : int
-    Y, Z, sub_to_concept, query_sub :
-        Labels for relevance (see :func:`gallery_relevance`); all optional.
-    index : optional
-        Prebuilt search index over ``X[pool_rows]`` (see :func:`rank_pool`).
+    sub_to_concept, query_sub :
+        For sub-label relevance (see :func:`gallery_relevance`); optional.
 
     Returns
     -------
     pairs : list of (Gallery, Gallery)
         ``(concept gallery, unfiltered gallery)`` for every picked concept;
         the unfiltered list is the same for all, its marks are per concept.
+        Each gallery carries its :class:`~slics_core.explorer.pool.Hits`.
     """
     V = np.asarray(V, dtype=np.float64)
     x = check_query(x, V.shape[1] if V.ndim == 2 else None)
@@ -356,21 +333,19 @@ def concept_galleries(V, x, X, pool_rows, concepts, k, *, Y=None, Z=None, sub_to
             raise ValueError(f"concept {j} out of range (0..{V.shape[0] - 1})")
     nonzero = [j for j in concepts if np.linalg.norm(V[j]) > ZERO_NORM]
     vecs = [x] + [V[j] for j in nonzero]
-    rows, scores = rank_pool(np.stack(vecs), X, pool_rows, k, index=index)
-    uf_rows, uf_scores = rows[0], scores[0]
-    found = {j: (rows[i + 1], scores[i + 1]) for i, j in enumerate(nonzero)}
+    found = pool.search(np.stack(vecs), k)
+    uf_hits = found[0]
+    by_concept = {j: found[i + 1] for i, j in enumerate(nonzero)}
     out = []
     for j in concepts:
-        g_uf, s_uf = gallery_relevance(uf_rows, j, Y, Z, sub_to_concept, query_sub)
-        uf = Gallery("unfiltered", j, uf_rows, uf_scores, g_uf, s_uf)
-        if j in found:
-            r, s = found[j]
-            g, sb = gallery_relevance(r, j, Y, Z, sub_to_concept, query_sub)
-            cg = Gallery("concept", j, r, s, g, sb)
+        uf = Gallery.of_hits("unfiltered", j, uf_hits, *hits_relevance(uf_hits, j, sub_to_concept, query_sub))
+        if j in by_concept:
+            h = by_concept[j]
+            cg = Gallery.of_hits("concept", j, h, *hits_relevance(h, j, sub_to_concept, query_sub))
         else:
-            empty = np.zeros(0, int)
-            cg = Gallery("concept", j, empty, np.zeros(0), None if Y is None else np.zeros(0, bool),
-                         None, note="this query has no component along the concept (it is zero)")
+            h = pool.empty()
+            cg = Gallery.of_hits("concept", j, h, None if h.labels is None else np.zeros(0, bool), None,
+                                 note="this query has no component along the concept (it is zero)")
         out.append((cg, uf))
     return out
 
@@ -433,7 +408,8 @@ def galleries_table(pairs, ids=None, concept_names=None, edited=()):
     ----------
     pairs : output of :func:`concept_galleries`
     ids : sequence of str, optional
-        Item ids by workspace row (default: the row number).
+        Item ids by workspace row (default: the row number), for galleries without hits; a gallery of a pool
+        search takes its ids from its :class:`~slics_core.explorer.pool.Hits`.
     concept_names : sequence of str, optional
     edited : sequence of (str, :class:`slics_core.explorer.edits.EditedQuery`), optional
         Retrieve's "without j" / "more of j" galleries with their titles
@@ -457,7 +433,8 @@ def galleries_table(pairs, ids=None, concept_names=None, edited=()):
             row = int(g.rows[r])
             recs.append({
                 "concept": name_of(g.concept), "gallery": g.kind, "edit": edit, "rank": r + 1,
-                "item_id": ids[row] if ids else str(row), "row": row, "score": float(g.scores[r]),
+                "item_id": g.hits.ids[r] if g.hits is not None else ids[row] if ids else str(row),
+                "row": row, "score": float(g.scores[r]),
                 "relevant_general": None if g.relevant_general is None else bool(g.relevant_general[r]),
                 "relevant_sub": None if g.relevant_sub is None else bool(g.relevant_sub[r]),
                 "precision_general": p_gen, "precision_sub": p_sub,

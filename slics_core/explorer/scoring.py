@@ -34,9 +34,10 @@ of jobs (the latter scores the fitted models of every ``d0``; it never refits).
 ``d0`` is chosen from its validation records by
 :func:`slics_core.evaluation.choose_d0`, the one place that applies the paper's rule.
 
-The pool every label-based score ranks is :func:`eval_pool` (one home): the workspace's pool, or, for a
-sharded workspace (shards carry no labels), the labelled cache's own candidate rows; :func:`eval_index`
-searches it. :func:`eval_pool_words` and :func:`pool_index_words` are the sentences the Evaluate page and
+The pool every label-based score ranks is the workspace's labelled pool, ``ws.eval_pool``
+(:func:`slics_core.explorer.pool.labelled_pool`, its rows :func:`eval_pool`): the workspace's pool, or, for a
+sharded workspace (shards carry no labels), the labelled cache's own candidate rows; its ``index`` searches it.
+:func:`eval_pool_words` and :func:`pool_index_words` are the sentences the Evaluate page and
 ``slics workspace`` show about what is measured where.
 
 Choices (the paper is silent): the number of zero-shot concepts per query for
@@ -56,6 +57,7 @@ from slics_core._validation import check_k
 from slics_core.data import EvalData
 from slics_core.errors import DamagedFileError
 from slics_core.evaluation import RECALL_KS, SWEEP_METHOD, intervals_of, rank_method, recall_keys, score_split
+from slics_core.explorer.pool import cache_candidates
 from slics_core.explorer.safe_text import code
 from slics_core.explorer.workspace import pool_index_kind
 from slics_core.methods import MODE_SYMBOL, MODES, check_mode, get_method
@@ -67,7 +69,6 @@ __all__ = [
     "Job",
     "eval_pool",
     "eval_pool_words",
-    "eval_index",
     "pool_index_words",
     "eval_view",
     "rank_split",
@@ -119,47 +120,21 @@ class Job:
 
 # ---------------------------------------------------------------------- the pool of the scores
 def eval_pool(ws) -> np.ndarray:
-    """Rows of ``ws.X`` that every label-based score ranks (mAP@k, Recall@k, the d0 sweep, stability): the one
-    place that chooses them.
-
-    An ordinary workspace: its pool, ``index["pool"]``. A sharded workspace, whose pool is shards without labels:
-    the labelled cache's own candidate rows, i.e. the labelled rows of ``X`` in none of train, val and query
-    (the rows :func:`slics_core.splits.make_split` made the pool, which the build's d0 sweep ranked); when there
-    are none (a split given by hand that uses every row), the training rows, which are never queries.
-    """
-    if not ws.sharded:
-        return np.asarray(ws.index.get("pool", []), dtype=int)
-    rest = _cache_candidates(ws)
-    return rest if rest.size else np.asarray(ws.index.get("train", []), dtype=int)
-
-
-def _cache_candidates(ws) -> np.ndarray:
-    """The labelled rows of ``ws.X`` in none of train, val and query."""
-    used = np.zeros(len(ws), dtype=bool)
-    for name in ("train", "val", "query"):
-        used[np.asarray(ws.index.get(name, []), dtype=int)] = True
-    return np.flatnonzero(~used & np.asarray(ws.Y).any(axis=1))
+    """Rows of ``ws.X`` that every label-based score ranks (mAP@k, Recall@k, the d0 sweep, stability): the rows of
+    ``ws.eval_pool`` (:func:`slics_core.explorer.pool.labelled_rows` chooses them)."""
+    return ws.eval_pool.rows
 
 
 def eval_pool_words(ws) -> str | None:
-    """One line saying which rows :func:`eval_pool` ranks on a sharded workspace (None on an ordinary one)."""
-    if not ws.sharded:
+    """One line saying which rows :func:`eval_pool` ranks when they are not the workspace's own pool (a sharded
+    workspace); None when they are."""
+    if ws.eval_pool is ws.pool:
         return None
     n = len(eval_pool(ws))
     which = ("labelled rows of the cache outside train, val and query (its own candidate pool)"
-             if _cache_candidates(ws).size else "training rows (the cache has no other labelled rows)")
+             if cache_candidates(ws).size else "training rows (the cache has no other labelled rows)")
     return (f"Measured on the {n:,} {which} as the pool; the {ws.n_pool:,} shard rows carry no labels, so "
             "Retrieve and Mix search them but nothing here scores them.")
-
-
-def eval_index(ws):
-    """The search index over :func:`eval_pool`: ``ws.pool_index()`` for an ordinary workspace (the one every
-    page shares); for a sharded one an index over ``X[eval_pool(ws)]`` (built once, kept on the instance)."""
-    if not ws.sharded:
-        return ws.pool_index()
-    if "eval_index" not in ws._opened:
-        ws._opened["eval_index"] = build_index(ws.X[eval_pool(ws)], "auto")
-    return ws._opened["eval_index"]
 
 
 def pool_index_words(ws, index) -> str:
@@ -408,8 +383,8 @@ def sweep_jobs(ws, method=SWEEP_METHOD, *, splits=("val", "query"), modes=MODES)
 
 
 def _run_all(ws, jobs, progress, backend="auto", **kw):
-    # one pool index for every job: the workspace's own (eval_index) unless another backend is asked for
-    index = None if not jobs else eval_index(ws) if backend == "auto" else build_index(ws.X[eval_pool(ws)], backend)
+    # one pool index for every job: the labelled pool's (ws.eval_pool) unless another backend is asked for
+    index = None if not jobs else ws.eval_pool.index if backend == "auto" else build_index(ws.X[eval_pool(ws)], backend)
     out = []
     for i, job in enumerate(jobs):
         if progress is not None:

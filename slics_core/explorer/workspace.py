@@ -25,6 +25,7 @@ from PIL import Image, ImageDraw
 from slics_core._validation import check_embeddings
 from slics_core.errors import DamagedFileError, FileSystemError, damaged_file_error, explain, shown_value
 from slics_core.evaluation import fallback_d0
+from slics_core.explorer.pool import Pool, labelled_pool, quantized_pool, workspace_pool
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
 from slics_core.extras import MissingExtraError, require
 from slics_core.formats import read_json
@@ -304,6 +305,31 @@ class Workspace(CarriesLabels):
         if "index" not in self._opened:
             self._opened["index"] = open_pool_index(self)
         return self._opened["index"]
+
+    @property
+    def pool(self) -> Pool:
+        """The workspace's pool (:func:`slics_core.explorer.pool.workspace_pool`: rows of ``X`` with labels, or its
+        shards without), opened once and kept on the instance; ``pool.search(Q, k)`` returns
+        :class:`~slics_core.explorer.pool.Hits`."""
+        if "pool" not in self._opened:
+            self._opened["pool"] = workspace_pool(self)
+        return self._opened["pool"]
+
+    @property
+    def eval_pool(self) -> Pool:
+        """The labelled pool every label-based score ranks (:func:`slics_core.explorer.pool.labelled_pool`): the
+        workspace's :attr:`pool` itself, or, for a sharded workspace, its labelled rows; kept on the instance."""
+        if "eval_pool" not in self._opened:
+            self._opened["eval_pool"] = labelled_pool(self)
+        return self._opened["eval_pool"]
+
+    @property
+    def quantized_pool(self) -> Pool | None:
+        """The pool searched quantized (:func:`slics_core.explorer.pool.quantized_pool`; its index is built at the
+        first search), or None when the workspace has none; kept on the instance."""
+        if "quantized_pool" not in self._opened:
+            self._opened["quantized_pool"] = quantized_pool(self)
+        return self._opened["quantized_pool"]
 
     def forget_pool_index(self) -> None:
         """Drop the opened pool index (the builder calls it before it builds a new one)."""
