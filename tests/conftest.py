@@ -41,15 +41,8 @@ def multi_row(ws):
 
 @pytest.fixture
 def media(monkeypatch):
-    """The in-memory media stores AppTest creates (download button data lives there)."""
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+    """The in-memory media stores AppTest creates (download button data lives there; read a button's bytes with
+    ``streamlit_private.download_data``)."""
+    from streamlit_private import record_media_stores
 
-    stores = []
-    real_init = MemoryMediaFileStorage.__init__
-
-    def init(self, *a, **k):
-        real_init(self, *a, **k)
-        stores.append(self)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "__init__", init)
-    return stores
+    return record_media_stores(monkeypatch)

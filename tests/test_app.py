@@ -31,14 +31,14 @@ def test_home_shows_workspace_and_example_reacts(ws):
     cfg = config_from_env()
     n = cfg.n_train + cfg.n_val + cfg.n_query + cfg.n_pool
     assert [m.value for m in at.metric] == [str(n), "64", "12", "71"]
-    before = [str(im.proto) for im in at.get("image")]
+    before = [(im.value, im.captions) for im in at.get("image")]
     row = at.selectbox(key="home_example").value
     shown = min(4, len(ws_labels(row)))  # the query, one list per concept (at most 4), the whole embedding
     sel = at.selectbox(key="home_example")
     assert sel.value != sel.options[3]
     sel.select_index(3).run()
     assert not at.exception
-    after = [str(im.proto) for im in at.get("image")]
+    after = [(im.value, im.captions) for im in at.get("image")]
     assert len(before) == 2 + shown and before != after  # another example query: other pictures
     assert at.selectbox(key="ws_select").options == ["Emoji world (offline demo)"]
 

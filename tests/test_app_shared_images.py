@@ -5,8 +5,7 @@ import re
 
 import numpy as np
 from PIL import Image, ImageOps
-from streamlit.elements.lib.image_utils import _pil_to_bytes
-from streamlit.url_util import is_url
+from streamlit.testing.v1 import AppTest
 
 from app_pages._images import _Shared, jpeg_url
 
@@ -17,13 +16,20 @@ def _jpeg_of(url: str) -> bytes:
     return base64.b64decode(data, validate=True)
 
 
+def _show_image(url):
+    import streamlit as st
+
+    st.image(url)
+
+
 def test_jpeg_url_carries_the_bytes_and_st_image_passes_it_through():
     im = Image.new("RGB", (5, 3), (200, 10, 30))
-    data = _pil_to_bytes(im, "JPEG")
+    data = _pil_jpeg(im, 100)
     url = jpeg_url(data)
     assert _jpeg_of(url) == data
     # st.image hands a data: URL to the browser as it is (no media file, no HTTP request)
-    assert is_url(url, allowed_schemas=("http", "https", "data"))
+    at = AppTest.from_function(_show_image, args=(url,)).run()
+    assert not at.exception and at.image[0].value == [url]
     back = Image.open(io.BytesIO(_jpeg_of(url)))
     assert back.format == "JPEG" and back.size == (5, 3)
 
@@ -42,8 +48,8 @@ def test_thumbnail_bytes_are_jpeg_at_quality_90(ws):
         framed = ImageOps.expand(ws.thumbnail(r, 96), border=4, fill="#2e9d4f")
         assert _jpeg_of(store.thumbnail(r, 96, "#2e9d4f")) == _pil_jpeg(framed, 90)
         sent += len(_jpeg_of(store.thumbnail(r, 96)))
-        # what st.image's own encoder makes of the PIL image (quality 100; what the store sent before)
-        full += len(_pil_to_bytes(ws.thumbnail(r, 96), "JPEG"))
+        # what st.image's own encoder makes of the PIL image (a JPEG at quality 100; what the store sent before)
+        full += len(_pil_jpeg(ws.thumbnail(r, 96), 100))
     assert sent < 0.6 * full  # the bytes a page sends per thumbnail
     assert store.thumbnail(0, 96) != store.thumbnail(1, 96)
     assert store.thumbnail(0, 96) != store.thumbnail(0, 160)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit_private import download_data
 
 from slics_core.analysis import HEALTH_FLAGS, dictionary_health
 from slics_core.captions import prepare_text_embeddings
@@ -56,24 +57,24 @@ def test_heatmaps_have_group_boundaries_and_concept_ticks(ws):
     model = ws.model(at.session_state["method"], at.session_state["d0"])
     M = model.atoms_.shape[0]
     for ch in charts:
-        spec = json.loads(ch.proto.spec)
+        spec = json.loads(ch.spec)
         lines = spec["layout"]["shapes"]
         assert len(lines) == 2 * (S - 1)  # one horizontal and one vertical line between consecutive concepts
         assert spec["layout"]["xaxis"]["ticktext"] == ws.concept_names
         z = _arr(spec["data"][0]["z"])
         assert z.shape == (M, M)
-    cos = _arr(json.loads(charts[1].proto.spec)["data"][0]["z"])
+    cos = _arr(json.loads(charts[1].spec)["data"][0]["z"])
     order = group_layout(model.groups_)["order"]
     B = model.atoms_[order]
     np.testing.assert_allclose(cos, B @ B.T, atol=1e-6)
-    cooc = _arr(json.loads(charts[0].proto.spec)["data"][0]["z"])
+    cooc = _arr(json.loads(charts[0].spec)["data"][0]["z"])
     np.testing.assert_allclose(np.diag(cooc)[np.diag(cooc) > 0], 1.0)
     before = [m.value for m in at.markdown if "together" in m.value]  # the sentence under the co-occurrence
     at.slider(key="n_nonzero").set_value(2).run()
     assert not at.exception
     after = [m.value for m in at.markdown if "together" in m.value]
     assert before != after
-    assert "2 atoms each" in json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    assert "2 atoms each" in json.loads(at.get("plotly_chart")[0].spec)["layout"]["title"]["text"]
 
 
 def test_every_heatmap_row_has_click_targets_naming_its_atom(ws):
@@ -88,7 +89,7 @@ def test_every_heatmap_row_has_click_targets_naming_its_atom(ws):
     order = group_layout(model.groups_)["order"]
     M = len(order)
     for ch in at.get("plotly_chart")[:2]:
-        spec = json.loads(ch.proto.spec)
+        spec = json.loads(ch.spec)
         pick = spec["data"][1]
         assert pick["type"] == "scatter" and pick["mode"] == "markers"
         row, col = _arr(pick["y"]).astype(int), _arr(pick["x"]).astype(int)
@@ -148,12 +149,12 @@ def test_health_table_counts_histogram_and_csv(ws, media):
     line = " · ".join(f"**{counts[f]}** {f}" for f in HEALTH_FLAGS)
     assert any(m.value.startswith(line) for m in at.markdown)
     assert any("NNLS codes" in c.value and f"{len(train)} training items" in c.value for c in at.caption)
-    hist = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")  # the health histogram (after the
-                if "health_hist" in c.proto.id)                          # heatmaps and the picked atom's)
+    hist = next(json.loads(c.spec) for c in at.get("plotly_chart")  # the health histogram (after the
+                if "health_hist" in c.id)                               # heatmaps and the picked atom's)
     assert "log10" in hist["layout"]["title"]["text"]
     assert sum(_arr(hist["data"][0]["y"])) == int((expected["frequency"] > 0).sum())
-    button = next(b for b in at.get("download_button") if "health_csv" in b.proto.id)
-    csv = pd.read_csv(io.BytesIO(media[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content),
+    button = next(b for b in at.get("download_button") if "health_csv" in b.id)
+    csv = pd.read_csv(io.BytesIO(download_data(media, button)),
                       keep_default_na=False)
     assert list(csv.columns[:4]) == ["workspace", "method", "d0", "split"]
     assert (csv["split"] == "train").all() and (csv["method"] == at.session_state["method"]).all()
@@ -180,7 +181,7 @@ def test_label_profile_tab_bars_table_and_csv(ws, media):
     box.set_value(S + sub).run()
     assert not at.exception
     expected = label_profile(model, ws.X[pool], ws.Z[pool], sub, Y=ws.Y[pool])
-    spec = json.loads(next(c for c in at.get("plotly_chart") if "profile_fig" in c.proto.id).proto.spec)
+    spec = json.loads(next(c for c in at.get("plotly_chart") if "profile_fig" in c.id).spec)
     bar = spec["data"][0]
     assert bar["x"] == ws.concept_names
     np.testing.assert_allclose(_arr(bar["y"]) + bar["base"], expected.lift, rtol=1e-5)  # bars stand on lift 1
@@ -198,8 +199,8 @@ def test_label_profile_tab_bars_table_and_csv(ws, media):
     assert f"({int(counts[sub])} pool items)" in spec["layout"]["title"]["text"]
     table = next(d.value for d in at.dataframe if "P(concept | label)" in d.value.columns)
     np.testing.assert_allclose(table["P(concept | label)"], expected.p_concept)
-    button = next(b for b in at.get("download_button") if "profile_csv" in b.proto.id)
-    csv = pd.read_csv(io.BytesIO(media[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content),
+    button = next(b for b in at.get("download_button") if "profile_csv" in b.id)
+    csv = pd.read_csv(io.BytesIO(download_data(media, button)),
                       keep_default_na=False)
     assert (csv["label_kind"] == "sub-label").all() and (csv["split"] == "pool").all()
     assert csv["label"].iloc[0] == f"{ws.sub_names[sub]} ({ws.concept_names[ws.sub_to_concept[sub]]})"
@@ -233,8 +234,8 @@ def test_a_rerun_builds_no_heatmap_again(ws, monkeypatch):
     at = AppTest.from_file(PAGE, default_timeout=180).run()
     assert not at.exception
     first = len(made)
-    spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    spec = [json.loads(c.spec) for c in at.get("plotly_chart")]
     at.run()
     assert not at.exception
     assert first <= 2 and len(made) == first  # none built again
-    assert [json.loads(c.proto.spec) for c in at.get("plotly_chart")] == spec  # the same figures drawn
+    assert [json.loads(c.spec) for c in at.get("plotly_chart")] == spec  # the same figures drawn

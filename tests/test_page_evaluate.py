@@ -4,6 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+from streamlit_private import download_data, styler_display_values
 
 from slics_core.metrics import evaluate_rankings
 from slics_core.retrieval import ConceptRetriever, build_index
@@ -108,13 +109,12 @@ def test_evaluate_exports_and_no_missing_cells(ws):
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180).run()
     at.switch_page("app_pages/evaluate.py").run()
     assert not at.exception, at.exception
-    import pyarrow as pa
 
     raw = at.dataframe[0].value
     # what the browser renders: the cells themselves (st.dataframe prints a null cell as "None" whatever a
     # Styler says), so the page sends text, and no Styler
-    assert not at.dataframe[0].proto.arrow_data.styler.display_values
-    shown = pa.ipc.open_stream(at.dataframe[0].proto.arrow_data.data).read_all().to_pandas()
+    assert not styler_display_values(at.dataframe[0])
+    shown = raw  # the cells as sent (.value reads the element's Arrow data)
     assert shown.isna().sum().sum() == 0
     cells = shown.astype(str).to_numpy().ravel().tolist()
     assert not {"None", "<NA>", "nan", "NaN", ""} & set(cells)
@@ -224,8 +224,8 @@ def test_stability_runs_in_the_background_and_is_stored(ws, media):
     assert any(SHARED_BETWEEN_SEEDS in c.value for c in fresh.caption)
     rows = next(d.value for d in fresh.dataframe if "S̃" in d.value.columns)
     assert rows["Method"].tolist() == ["U-SLiCS (S̃=1)", "U-SLiCS (S̃=2)"]
-    button = next(b for b in fresh.get("download_button") if "stab_csv" in b.proto.id)
-    csv = pd.read_csv(io.BytesIO(media[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content))
+    button = next(b for b in fresh.get("download_button") if "stab_csv" in b.id)
+    csv = pd.read_csv(io.BytesIO(download_data(media, button)))
     assert (csv["seeds"] == 2).all() and (csv["batch_size"] == batch).all() and (csv["d0"] == d0).all()
     np.testing.assert_allclose(csv["matched cos"], [r["matched_cos"] for r in records], atol=1e-9)
 

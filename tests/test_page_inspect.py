@@ -99,8 +99,8 @@ def test_atoms_shows_the_picked_atoms_activations(ws):
     counts = fire.sum(axis=0)
     atom = int(np.argmin(np.where(counts > 0, counts, np.inf)))
     _ok(at.selectbox(key=f"atom_{method}_d0{d0}").set_value(atom).run())
-    hist = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
-                if "Non-zero coefficients" in json.loads(c.proto.spec)["layout"]["title"]["text"])
+    hist = next(json.loads(c.spec) for c in at.get("plotly_chart")
+                if "Non-zero coefficients" in json.loads(c.spec)["layout"]["title"]["text"])
     from test_page_atoms import _arr
     # two stacked traces over the same bins: the items with the atom's concept, then those without it
     assert len(hist["data"]) == 2 and hist["layout"]["barmode"] == "stack"

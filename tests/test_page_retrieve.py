@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from gallery_helpers import click_gallery, clickable, gallery_bodies, gallery_srcs
 from streamlit.testing.v1 import AppTest
+from streamlit_private import button_kind, download_data
 
 from slics_core.explorer.edits import edited_gallery
 from slics_core.explorer.pool import memory_pool
@@ -138,7 +139,7 @@ def test_upload_goes_through_and_bad_upload_keeps_the_page(ws, multi_row):
     # and the current query's is highlighted
     strip = [b for b in at.button if b.key.startswith("query_thumb_")]
     assert [b.label for b in strip] == ["Use"] * len(strip) and len(strip) > 1
-    assert [b.proto.type for b in strip] == ["primary"] + ["secondary"] * (len(strip) - 1)
+    assert [button_kind(b) for b in strip] == ["primary"] + ["secondary"] * (len(strip) - 1)
     good = _png(ws.image(first))
     at.file_uploader(key="query_upload").set_value(("cut.png", good[: len(good) // 2], "image/png"))
     _run(at)
@@ -252,7 +253,7 @@ def _precision_boxes(at) -> dict:
 
     out = {}
     for h in at.get("html"):
-        body = h.proto.body
+        body = h.value
         if "slics-metric" not in body:
             continue
         name = html.unescape(re.search(r"<h3[^>]*>(.*?)</h3>", body).group(1))
@@ -358,7 +359,7 @@ def test_a_click_on_a_gallery_image_makes_it_the_query(ws, multi_row):
     labels = ws.labels_of(multi_row)["concepts"]
     keys = [f"pick_{ws.concept_names.index(n)}" for n in labels]
     for key in keys + [f"pick_uf_{ws.concept_names.index(n)}" for n in labels]:
-        body = json.loads(clickable(at, key).proto.json)["html"]
+        body = json.loads(clickable(at, key).json)["html"]
         k = at.slider(key="k").value
         assert re.findall(r'<button type="button" data-i="(\d+)"', body) == [str(i) for i in range(k)]
     assert not at.get("button_group")  # no "#1 … #k" pills under the galleries any more
@@ -382,8 +383,8 @@ def test_the_galleries_csv_holds_the_edited_galleries_their_p_at_k_and_the_edits
     k = at.slider(key="k").value
     model = ws.model(at.selectbox(key="method").value, at.select_slider(key="d0").value)
     active = [ws.concept_names.index(n) for n in labels]
-    button = next(b for b in at.get("download_button") if "retrieve_csv" in b.proto.id)
-    csv = pd.read_csv(io.BytesIO(media[-1].get_file(button.proto.url.rsplit("/", 1)[-1]).content),
+    button = next(b for b in at.get("download_button") if "retrieve_csv" in b.id)
+    csv = pd.read_csv(io.BytesIO(download_data(media, button)),
                       keep_default_na=False)
     assert (csv["rm"] == labels[0]).all() and (csv["boost"] == f"{labels[1]}:1.5").all()
     for edit, name, lam, title in (("remove", labels[0], 1.0, f"without {labels[0]}"),

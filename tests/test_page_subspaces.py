@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from streamlit.testing.v1 import AppTest
+from streamlit_private import download_data
 
 from slics_core.explorer.maps import (
     ATOM_SUB,
@@ -55,7 +56,7 @@ def _ids(customdata):
 
 
 def _spec(at):
-    return json.loads(at.get("plotly_chart")[0].proto.spec)
+    return json.loads(at.get("plotly_chart")[0].spec)
 
 
 def _map_traces(spec):
@@ -182,9 +183,7 @@ def test_highlight_keeps_matches_bright_and_dims_the_rest(ws):
 
 
 def _download(at, stores, key):
-    url = at.get("download_button")[[b.proto.id for b in at.get("download_button")].index(
-        next(b.proto.id for b in at.get("download_button") if key in b.proto.id))].proto.url
-    return stores[-1].get_file(url.rsplit("/", 1)[-1]).content
+    return download_data(stores, next(b for b in at.get("download_button") if key in b.id))
 
 
 def test_csv_export_carries_the_settings(ws, media):
@@ -221,10 +220,10 @@ def test_picked_points_show_a_preview_and_their_images(ws):
     assert len(at.get("image")) == 4
     r0 = int(exp.row[emb[0]])
     # "#N" in the grid's captions is the item's row (as everywhere else), never the map's point id
-    caps = [img.proto.imgs[0].caption for img in at.get("image")[1:]]
+    caps = [img.captions[0] for img in at.get("image")[1:]]
     rows = exp.set_index("point").loc[emb + comp, "row"].tolist()
     assert [c.split(" ")[0].lstrip("\\") for c in caps] == [f"#{int(r)}" for r in rows]  # "\\#": Markdown-escaped
-    assert at.button(key="map_use_query").proto.label == f"Use #{r0} as the query"
+    assert at.button(key="map_use_query").label == f"Use #{r0} as the query"
     details = at.dataframe[0].value
     assert details.point.tolist() == picked
     assert details.row.tolist() == exp.set_index("point").loc[picked, "row"].tolist()
@@ -234,7 +233,7 @@ def test_picked_points_show_a_preview_and_their_images(ws):
     # the preview can switch to another picked item
     at.selectbox(key="map_focus").set_value(comp[0]).run()
     assert not at.exception
-    assert at.button(key="map_use_query").proto.label == f"Use #{int(exp.row[comp[0]])} as the query"
+    assert at.button(key="map_use_query").label == f"Use #{int(exp.row[comp[0]])} as the query"
 
 
 def test_use_as_query_opens_retrieve_with_that_query(ws):
@@ -580,7 +579,7 @@ def test_a_large_layout_runs_in_the_background_and_is_stored(ws, monkeypatch):
     at.run()
     assert not at.exception, at.exception
     assert not at.get("plotly_chart")  # not yet: the layout's progress is shown instead
-    assert "in the background" in at.get("progress")[-1].proto.text
+    assert "in the background" in at.get("progress")[-1].text
     for _ in range(240):
         if arrival.stored_map_layout(ws, P, seed) is not None:
             break

@@ -206,7 +206,7 @@ def _atoms_page_says_what_it_shows(ws, at):
     assert f"**What to look at:** {said['look_at']}" in md and said["cosine"] in md and said["cooccurrence"] in md
     assert f"{summ['within_mean']:+.3f}" in said["cosine"]
     for ch in at.get("plotly_chart"):  # full width, tall enough to read (the heatmaps; the health histogram)
-        spec = json.loads(ch.proto.spec)
+        spec = json.loads(ch.spec)
         tall = 800 if spec["data"][0]["type"] == "heatmap" else 400
         assert spec["layout"]["height"] >= tall and spec["layout"]["xaxis"]["tickfont"]["size"] >= 14
     return summ, " ".join(md)
@@ -297,7 +297,7 @@ def test_planted_cones_matrix_is_matched(ws):
     from slics_core.synthetic import make_concept_cones
 
     at = _page("cones")
-    spec = json.loads(at.get("plotly_chart")[1].proto.spec)
+    spec = json.loads(at.get("plotly_chart")[1].spec)
     from test_page_atoms import _arr
 
     z = _arr(spec["data"][0]["z"])

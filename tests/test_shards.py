@@ -350,7 +350,7 @@ def _atoms_page(monkeypatch, folder):
 
 
 def _image_urls(at):
-    return [img.url for el in at.get("image") for img in el.proto.imgs]
+    return [url for el in at.get("image") for url in el.value]
 
 
 def test_atoms_page_shows_a_sharded_pools_top_images_without_remote_urls(world, monkeypatch):

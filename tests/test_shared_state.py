@@ -73,7 +73,7 @@ def test_choices_survive_page_switches(ws, multi_row):
     # a page offering only dictionary methods shows S-SLiCS for UF without changing the shared choice
     at.selectbox(key="method").set_value("UF")
     _ok(at.run())
-    assert at.select_slider(key="d0_fixed").proto.disabled  # UF has no atoms
+    assert at.select_slider(key="d0_fixed").disabled  # UF has no atoms
     _ok(at.switch_page("app_pages/atoms.py").run())
     assert at.selectbox(key="method").value == "S-SLiCS"
     assert _params(at)["method"] == "UF"

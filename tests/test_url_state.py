@@ -10,11 +10,10 @@ What the browser's address bar shows is the last query string the server *sent* 
 browser starts from the bare page address, which :func:`_switch` imitates.
 """
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode
 
 import pytest
-from streamlit.runtime.state.query_params import QueryParams
 from streamlit.testing.v1 import AppTest
+from streamlit_private import record_sent_query_params
 from test_cli_data import toy  # noqa: F401  (fixture)
 from test_shared_state import _ok, _params
 from test_workspace import dataset_ws  # noqa: F401  (fixture)
@@ -30,15 +29,7 @@ PAGES = ("home", "retrieve", "mix", "subspaces", "atoms", "captions", "generate"
 @pytest.fixture
 def sent(monkeypatch):
     """Query strings the server handed to the browser (a message that raised, e.g. after a stop, is not)."""
-    log = []
-    original = QueryParams._send_query_param_msg
-
-    def record(self):
-        original(self)
-        log.append(dict(parse_qsl(urlencode(self.to_dict()))))
-
-    monkeypatch.setattr(QueryParams, "_send_query_param_msg", record)
-    return log
+    return record_sent_query_params(monkeypatch)
 
 
 def _open(params, page=None):

@@ -6,6 +6,7 @@ import re
 
 import pytest
 from e2e_helpers import assert_no_errors, by_key, selectbox_value, shot, wait_for_app
+from streamlit_private import script_runs
 
 from slics_core.explorer.atom_tables import group_layout
 
@@ -64,26 +65,6 @@ def test_a_click_on_a_heatmap_cell_picks_the_atom_of_its_row(page, ws, key, scre
     shot(page, screenshot_dir, f"atoms_click_{key}")
 
 
-def _script_runs(frames: list) -> list:
-    """``(status, element ids)`` of each script run in the websocket frames the server sent: the status of its
-    ``script_finished`` message (a ``ForwardMsg.ScriptFinishedStatus`` name) and the widget keys of the elements
-    it sent (ids end with their key)."""
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-    runs, ids = [], []
-    for frame in frames:
-        msg = ForwardMsg.FromString(frame)
-        kind = msg.WhichOneof("type")
-        if kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
-            el = msg.delta.new_element
-            inner = getattr(el, el.WhichOneof("type"))
-            ids.append(getattr(inner, "id", ""))
-        elif kind == "script_finished":
-            runs.append((ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished), ids))
-            ids = []
-    return runs
-
-
 def test_a_heatmap_click_reruns_only_the_heatmaps_and_the_atom(page, ws):
     """The heatmaps and the picked atom's images and words are one fragment: a click reruns that, not the health
     tab or the label profile (no element of theirs is sent again)."""
@@ -94,7 +75,7 @@ def test_a_heatmap_click_reruns_only_the_heatmaps_and_the_atom(page, ws):
     page.goto("/atoms", wait_until="domcontentloaded")
     wait_for_app(page)
     assert_no_errors(page, "/atoms")
-    full = _script_runs(frames)
+    full = script_runs(frames)
     assert full and full[-1][0] == "FINISHED_SUCCESSFULLY"
     assert any(i.endswith("health_csv") for i in full[-1][1]), "the page's own run sends the health section"
     method = selectbox_value(by_key(page, "method"))
@@ -105,7 +86,7 @@ def test_a_heatmap_click_reruns_only_the_heatmaps_and_the_atom(page, ws):
     wait_for_app(page)
     assert _wait_for_atom(page, want).endswith(f"(atom {want})")
     assert_no_errors(page, "/atoms after a click")
-    runs = _script_runs(frames)
+    runs = script_runs(frames)
     assert runs, "the click ran nothing"
     for status, ids in runs:
         assert status == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY", (status, ids)
