@@ -13,6 +13,8 @@ but its read-only input (a fit of one method at one ``d0`` and seed, a chunk of 
 * :func:`run_tasks` - ``[fn(shared, task) for task in tasks]`` on those workers, results in task order,
   ``progress(stage, done, total)`` as tasks finish; Ctrl-C or SIGTERM stops every worker.
 * :func:`one_thread` - BLAS and OpenMP at one thread, as every task runs (here or on a worker).
+* :func:`start_workers` - start the workers of a later :func:`run_tasks` now, in the background, importing
+  what its tasks import, so that their start-up overlaps the caller's own serial work.
 
 The results never depend on the number of workers: a task's result depends on ``shared`` and the task
 alone (every task carries its own seed, and runs its BLAS at one thread wherever it runs), and they are
@@ -35,7 +37,8 @@ from threadpoolctl import threadpool_limits
 from slics_core.extras import require
 
 __all__ = ["JOBS_EXPECTED", "BACKENDS", "WORKER_BYTES", "FIT_MEMORY_FACTOR", "jobs_ok", "cores", "available_memory",
-           "fit_bytes", "shared_bytes", "choose_jobs", "one_thread", "run_tasks"]
+           "fit_bytes", "shared_bytes", "choose_jobs", "one_thread", "run_tasks", "start_workers",
+           "StartedWorkers"]
 
 #: What a ``--jobs`` value must be (the messages quote it).
 JOBS_EXPECTED = "a positive int (that many worker processes), -1 (every core) or None (automatic)"
@@ -53,7 +56,7 @@ SMALL_WORK_BYTES = 512 * 2**20
 #: Arrays of ``shared`` above this size are memory-mapped into the workers rather than pickled.
 MMAP_BYTES = "1M"
 #: Seconds an idle worker waits for more tasks before it exits (a build's stages reuse the workers).
-IDLE_WORKER_SECONDS = 20
+IDLE_WORKER_SECONDS = 120
 
 
 def jobs_ok(x) -> bool:
@@ -178,6 +181,62 @@ def _report(progress, stage, done, total):
         progress(stage, done, total)
 
 
+def _loky(n_jobs: int) -> Parallel:
+    """The one ``Parallel`` of the loky workers of ``n_jobs`` jobs (the same arguments every time, so that
+    joblib reuses the running workers: :func:`start_workers`, :func:`run_tasks`)."""
+    return Parallel(n_jobs=int(n_jobs), backend="loky", return_as="generator_unordered", max_nbytes=MMAP_BYTES,
+                    mmap_mode="r", idle_worker_timeout=IDLE_WORKER_SECONDS)
+
+
+#: Seconds each early-start task holds its worker after its imports, so that every worker takes one of
+#: :func:`start_workers`' tasks (a worker done at once would otherwise take the next one too).
+_HOLD_SECONDS = 0.05
+
+
+def _import(modules):
+    import importlib
+    import time
+
+    for name in modules:
+        importlib.import_module(name)
+    time.sleep(_HOLD_SECONDS)
+    return os.getpid()
+
+
+class StartedWorkers:
+    """Workers being started by :func:`start_workers`: :meth:`wait` for them; :meth:`done` without waiting."""
+
+    def __init__(self, n_jobs: int, modules: tuple):
+        self.n_jobs, self.modules, self._pids = n_jobs, modules, set()
+        self._thread = threading.Thread(target=self._start, name="slics-start-workers", daemon=True)
+        self._thread.start()
+
+    def _start(self):
+        try:
+            self._pids = set(_loky(self.n_jobs)(delayed(_import)(self.modules) for _ in range(self.n_jobs)))
+        except Exception:  # a failed early start only means the tasks start the workers (and say why)
+            self._pids = set()
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def wait(self) -> set:
+        """Wait until the workers have started; their process ids (empty if they could not be started)."""
+        self._thread.join()
+        return set(self._pids)
+
+
+def start_workers(n_jobs: int, modules=()) -> StartedWorkers | None:
+    """Start ``n_jobs`` loky workers now, each importing ``modules`` (names), in a background thread (None when
+    ``n_jobs`` is 1: no worker). :meth:`StartedWorkers.wait` before :func:`run_tasks` with the same ``n_jobs``,
+    which then runs its tasks on them. A worker's start (the interpreter, the library, its compiled kernels:
+    about 2-3 CPU seconds) then overlaps what the caller does meanwhile; nothing else changes (the same
+    workers would start at the first task). Workers left idle for :data:`IDLE_WORKER_SECONDS` exit."""
+    if n_jobs is None or int(n_jobs) <= 1:
+        return None
+    return StartedWorkers(int(n_jobs), tuple(modules))
+
+
 def run_tasks(fn, tasks, *, shared=None, n_jobs=1, progress=None, stage="tasks", backend="loky",
               address=None, on_result=None) -> list:
     """``[fn(shared, task) for task in tasks]``, on ``n_jobs`` worker processes, results in task order.
@@ -228,8 +287,7 @@ def run_tasks(fn, tasks, *, shared=None, n_jobs=1, progress=None, stage="tasks",
         return out
     results = [None] * total
     with _sigterm_interrupts():
-        parallel = Parallel(n_jobs=min(int(n_jobs), total), backend="loky", return_as="generator_unordered",
-                            max_nbytes=MMAP_BYTES, mmap_mode="r", idle_worker_timeout=IDLE_WORKER_SECONDS)
+        parallel = _loky(min(int(n_jobs), total))
         done = 0
         for index, value in parallel(delayed(_call)(fn, shared, i, t) for i, t in enumerate(tasks)):
             results[index] = value

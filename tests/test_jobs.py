@@ -18,7 +18,7 @@ from benchmarks.bench_build import differing_files, files
 from benchmarks.bench_reproduce import write_dataset
 from slics_core.cli import main
 from slics_core.emoji.scenes import SCENE_CHUNK, make_scenes
-from slics_core.tasks import SMALL_WORK_BYTES, WORKER_BYTES, choose_jobs, jobs_ok, run_tasks
+from slics_core.tasks import SMALL_WORK_BYTES, WORKER_BYTES, choose_jobs, jobs_ok, run_tasks, start_workers
 
 GiB = 2**30
 
@@ -98,6 +98,21 @@ def test_run_tasks_in_task_order_from_a_memory_mapped_input():
     # on the workers the matrix is a memory map of one file, the same for every task (written once)
     names = run_tasks(getattr, ["filename"] * 4, shared=shared, n_jobs=2)
     assert len(set(names)) == 1 and names[0] and Path(names[0]).suffix == ".pkl", names
+
+
+def _probe(modules, task):
+    return os.getpid(), all(m in sys.modules for m in modules)
+
+
+def test_started_workers_are_the_ones_the_tasks_run_on():
+    """``start_workers(2, modules)``: two processes that have imported ``modules``; ``run_tasks`` with the same
+    ``n_jobs`` then runs every task on them (no new worker is started)."""
+    assert start_workers(1, ("colorsys",)) is None
+    started = start_workers(2, ("colorsys", "wave"))
+    pids = started.wait()
+    assert started.done() and len(pids) == 2 and os.getpid() not in pids
+    seen = run_tasks(_probe, range(6), shared=("colorsys", "wave"), n_jobs=2)
+    assert {pid for pid, _ in seen} <= pids and all(imported for _, imported in seen), (seen, pids)
 
 
 def test_scenes_rendered_in_chunks_on_workers_are_the_same_world():

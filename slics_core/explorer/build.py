@@ -51,7 +51,7 @@ from slics_core.retrieval import StreamingIndex
 from slics_core.shards import BLOCK_ROWS, SAMPLE_ROWS, PoolShards, seeded_sample
 from slics_core.splits import Split, make_split
 from slics_core.store import EmbeddingStore
-from slics_core.tasks import choose_jobs, fit_bytes, one_thread, run_tasks, shared_bytes
+from slics_core.tasks import choose_jobs, fit_bytes, one_thread, run_tasks, shared_bytes, start_workers
 from slics_core.vocabulary_names import DEFAULT_VOCABULARY, NO_VOCABULARY
 
 __all__ = ["attach_pool_shards", "build_pool_index", "build_workspace", "build_workspace_from_cache",
@@ -108,6 +108,21 @@ def resolve_jobs(jobs, n_tasks, inputs, say=None) -> int:
     if say is not None:
         say(f"fits: {why}")
     return n
+
+
+def _early_workers(data, split, d0_values, methods, n_jobs, backend):
+    """Start the fits' workers (:func:`slics_core.tasks.start_workers`) before the vocabulary and the centring,
+    when :func:`resolve_jobs` will choose more than one: the number it will choose, estimated from the
+    training split's shape and every method that may be fitted (the same number on every ordinary build; a
+    different one only costs the early start). None when the fits will run here."""
+    if backend != "loky" or n_jobs == 1:
+        return None
+    names = method_names() if methods is None else [get_method(m).name for m in methods]
+    n_tasks = sum(len(d0_values) if get_method(m).dictionary else 1 for m in names)
+    n_train, d = len(split.train), np.shape(data.raw)[1]
+    X = np.broadcast_to(np.float64(0), (n_train, d))  # a shape, no memory
+    n, _why = choose_jobs(n_jobs, n_tasks, fit_bytes(X), shared_bytes=n_train * d * (8 + 4))  # centred + raw
+    return start_workers(n, ("slics_core.explorer.build",)) if n > 1 else None
 
 
 def _fit_all(inputs, jobs, skipped, *, n_iter, seed, progress, n_jobs, backend, address, say):
@@ -232,6 +247,7 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
         raise ValueError(f"d0 values must be positive integers; got {d0_values}")
     if split is None:
         split = make_split(data.Y, n_train, n_val, n_query, seed)
+    early = _early_workers(data, split, d0_values, methods, n_jobs, backend)
     words = get_words(vocabulary)
     W = _embed_vocabulary(encoder, words, store, progress)
     Wo = _embed_vocabulary(encoder, oracle_vocabulary, store, progress)
@@ -252,6 +268,10 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
             skipped[m] = why
             continue
         jobs += [(m, d) for d in d0_values] if get_method(m).dictionary else [(m, None)]
+    if early is not None and not early.done():  # a stage of its own, so that the fits' seconds are the fits'
+        report_progress(progress, "start the workers", 0, 1)
+        early.wait()  # the workers have started (or failed to: the fits then start them)
+        report_progress(progress, "start the workers", 1, 1)
     models = _fit_all(inputs, jobs, skipped, n_iter=n_iter, seed=seed, progress=progress, n_jobs=n_jobs,
                       backend=backend, address=address, say=say)
     report_progress(progress, "fit", len(jobs), len(jobs))
