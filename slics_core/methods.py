@@ -94,7 +94,6 @@ __all__ = [
     "Method",
     "REGISTRY",
     "register",
-    "unregister",
     "get_method",
     "method_names",
     "missing_needs",
@@ -289,11 +288,6 @@ def register(method: Method, *, replace: bool = False) -> Method:
         raise ValueError(f"method {method.name!r} needs unknown inputs {sorted(unknown)}; known: {sorted(NEEDS)}")
     REGISTRY[method.name] = method
     return method
-
-
-def unregister(name: str) -> None:
-    """Remove a method from :data:`REGISTRY` (no error if absent)."""
-    REGISTRY.pop(name, None)
 
 
 def get_method(name) -> Method:
