@@ -1,4 +1,6 @@
-"""No public function or class of the library exists only for the tests.
+"""Public and private names: no public function or class of the library exists only for the tests, and the
+product reads no private attribute of another library (numpy's ``memmap._mmap``, a DataLoader iterator's
+``_shutdown_workers``: they change without notice).
 
 A public top-level name of ``slics_core`` is used by the product (the library, the command line, the app, the
 benchmarks that measure them), or is a user's entry point (named in README / docs, or exported by a package's
@@ -67,3 +69,49 @@ def test_the_rule_sees_a_planted_test_only_function(tmp_path):
     (lib / "mod.py").write_text("def used():\n    return 1\n\ndef only_tests():\n    return 2\n\n"
                                 "def _private():\n    return used()\n", encoding="utf-8")
     assert _only_for_tests([lib / "mod.py"], docs="only_tests") == ["mod.py:only_tests"]
+
+
+#: Private-looking names of other libraries that are their documented public API.
+DOCUMENTED = {"_exit"}  # os._exit: the documented exit without cleanup (a forked child, an orphaned builder)
+
+
+def _foreign_private(files):
+    """``obj._name`` reads and ``getattr(obj, "_name")`` of names the product defines nowhere itself."""
+    trees = {p: ast.parse(p.read_text(encoding="utf-8")) for p in files}
+    defined, reads = set(DOCUMENTED), []
+    for path, tree in trees.items():
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(n.name)
+            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                defined.add(n.id)
+            elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
+                defined.add(n.attr)
+            elif isinstance(n, ast.arg):
+                defined.add(n.arg)
+            elif isinstance(n, ast.keyword) and n.arg:
+                defined.add(n.arg)  # set_defaults(_parser=...)
+            elif isinstance(n, ast.alias):
+                defined.add(n.asname or n.name.split(".")[-1])
+            name = None
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load):
+                name = n.attr
+            elif isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("getattr", "hasattr") and \
+                    len(n.args) > 1 and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str):
+                name = n.args[1].value
+            if name and name.startswith("_") and not name.startswith("__"):
+                reads.append((path, n.lineno, name))
+    return [f"{p.name}:{line} {name}" for p, line, name in reads if name not in defined]
+
+
+def test_the_product_reads_no_private_attribute_of_another_library():
+    found = _foreign_private(list(_product_files()))
+    assert not found, "use the library's public API instead: " + ", ".join(found)
+
+
+def test_the_private_rule_sees_numpy_and_torch_internals(tmp_path):
+    mod = tmp_path / "mod.py"
+    mod.write_text("def f(a, it):\n    m = getattr(a, '_mmap', None)\n    it._shutdown_workers()\n"
+                   "    return a._own\n\nclass C:\n    def __init__(self):\n        self._own = 1\n",
+                   encoding="utf-8")
+    assert _foreign_private([mod]) == ["mod.py:2 _mmap", "mod.py:3 _shutdown_workers"]
