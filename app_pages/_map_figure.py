@@ -57,7 +57,7 @@ def map_figure(table, texts, groups, order, colours, hit, *, component, include=
     texts : list of str
         Hover sentences (used for maps of at most :data:`WEBGL_MIN_POINTS` points).
     groups, order, colours
-        :func:`slics_core.explorer.maps.map_colours`.
+        :func:`slics_core.explorer.map_colours.map_colours`.
     hit : ndarray of bool
         Highlighted points (used when ``highlight``).
     include : tuple of int

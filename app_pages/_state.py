@@ -46,7 +46,7 @@ from app_pages import _safe
 from slics_core.explorer.arrival import DEFAULT_K
 from slics_core.explorer.current_query import TEXT_PREFIX
 from slics_core.explorer.edits import parse_boost_param
-from slics_core.explorer.maps import parse_colour_param
+from slics_core.explorer.map_colours import parse_colour_param
 from slics_core.explorer.queries import parse_concept_param
 from slics_core.explorer.workspace import EMOJI
 from slics_core.methods import MODES

@@ -54,8 +54,9 @@ with right:
     cos = P @ L[order].T
     fig = go.Figure(go.Heatmap(z=cos, zmin=-1, zmax=1, colorscale="RdBu_r",
                                hovertemplate="planted %{y} · learned (matched) %{x}<br>cos %{z:.3f}<extra></extra>"))
-    fig.update_layout(title="Cosine: planted atoms (rows) vs learned atoms (columns, matched)",
-                      xaxis_title="learned atom, in matched order", yaxis_title="planted atom",
+    # a short title (a half-width chart cut the long one off); the axes say which atoms are rows and columns
+    fig.update_layout(title="Cosine: planted vs learned atoms",
+                      xaxis_title="learned atom (columns, matched order)", yaxis_title="planted atom (rows)",
                       yaxis=dict(autorange="reversed", scaleanchor="x"), height=520)
     st.plotly_chart(fig, width="stretch")
     good = int(np.sum(np.abs(matched) >= 0.9))

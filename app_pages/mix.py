@@ -37,6 +37,13 @@ def _seed(key, value, options):
     st.session_state[key] = value if value in options else options[0]
 
 
+def _query_option(labels, r, recent) -> str:
+    """A second-query option: ``#r · its concepts``, with ``(recent)`` for a query of this session. The
+    sub-labels are left out (they are shown under the picked query's picture), so the option fits its box."""
+    concepts = labels.label(r).partition(" — ")[0]  # _Shared.label writes "concepts — sub-labels"
+    return _safe.plain(f"#{r} · {concepts}") + (" (recent)" if recent else "")
+
+
 def _ranked_concepts(model, x) -> list:
     """Names of the concepts along which ``x`` has a non-zero component, best score first."""
     scores = concept_scores(model, x)
@@ -90,7 +97,7 @@ if q2_default not in candidates:  # default: a query whose best concept differs 
     q2_default = next((r for r in candidates if int(np.argmax(concept_scores(model, ws.X[r]))) != best_a),
                       candidates[0])
 
-left, mid, right = st.columns([2, 2, 3])
+left, mid, right = st.columns([2, 3, 3])  # the middle one holds the second query's picker (its options' text)
 with left:
     st.markdown("**From this query**")
     show_query(ws, q, width=160)
@@ -101,9 +108,9 @@ with mid:
     st.markdown("**…plus, from this query**")
     _seed("mix_q2", q2_default, candidates)
     labels = shared(ws)  # one store lookup, not one per listed row
+    recent = set(state.history())
     r2 = st.selectbox("second query", candidates, key="mix_q2", on_change=state.copy_widget, args=("mix_q2", "q2"),
-                      format_func=lambda r: _safe.plain(f"#{r} · {labels.label(r)}")
-                      + (" (recent)" if r in state.history() else ""))
+                      format_func=lambda r: _query_option(labels, r, r in recent))
     q2 = row_query(ws, int(r2))
     show_query(ws, q2, width=160)
     order_b = _ranked_concepts(model, q2.x)

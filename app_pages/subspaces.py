@@ -95,16 +95,13 @@ from slics_core.explorer.layouts import (
     place_points,
     tsne_engine,
 )
+from slics_core.explorer.map_colours import COLOUR_MODES, colour_param, map_colours, parse_colour_param
 from slics_core.explorer.maps import (
-    COLOUR_MODES,
     KINDS,
     MAX_PICTURES,
-    colour_param,
-    map_colours,
     map_points,
     map_sample,
     match_points,
-    parse_colour_param,
     point_text,
     sample_words,
     selected_point_ids,

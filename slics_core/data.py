@@ -35,7 +35,7 @@ from slics_core.formats import read_json
 from slics_core.labels import CarriesLabels, Labels
 from slics_core.methods import FitInputs
 from slics_core.preprocessing import make_preprocessor
-from slics_core.rows import ZERO_NORM, unit_rows
+from slics_core.rows import unit_rows
 from slics_core.splits import Split
 from slics_core.store import EmbeddingStore
 
@@ -319,7 +319,7 @@ def vocabulary_embeddings(encoder, words, *, store=None, batch_size=256):
         if arr is not None and info.get("encoder_id") == ident and arr.shape[0] == len(words):
             return arr
     V = np.asarray(encoder.encode_texts(words, batch_size=batch_size), dtype=np.float32)
-    V = unit_rows(V, zero="keep", tol=ZERO_NORM)
+    V = unit_rows(V, zero="keep")
     if store is not None:
         store.save_array(name, V, encoder_id=ident, n=len(words))
     return V

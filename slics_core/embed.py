@@ -10,6 +10,7 @@ import inspect
 import io
 import os
 import sys
+import traceback
 import warnings
 
 import numpy as np
@@ -84,14 +85,18 @@ def _tensor_batches(paths, batches, loader, transform, workers, pin_memory):
     data = _LoadAndPreprocess(paths, loader, transform)
     kwargs = {"prefetch_factor": 2} if workers > 0 else {}
     collate = functools.partial(_collate, stack=not isinstance(transform, _JpegBytes))
+    # persistent_workers=False (the default): the workers stop when the batches run out, and when the
+    # iterator is deleted (its __del__); on an early end (the consumer's error or interruption closes this
+    # generator) or an error of the loader, ``it`` is the last reference, so deleting it stops them at once
     it = iter(DataLoader(data, batch_sampler=batches, num_workers=workers, collate_fn=collate,
-                         pin_memory=pin_memory, **kwargs))
+                         pin_memory=pin_memory, persistent_workers=False, **kwargs))
     try:
         yield from it
+    except BaseException as exc:
+        traceback.clear_frames(exc.__traceback__)  # the loader's frames in the traceback would keep ``it`` alive
+        raise
     finally:
-        shutdown = getattr(it, "_shutdown_workers", None)  # at once, not when the iterator is collected
-        if shutdown is not None:
-            shutdown()
+        del it
 
 
 def _image_batches(paths, batches, loader):

@@ -363,8 +363,10 @@ def release_pages(array) -> bool:
     resident set; the kernel keeps them in its page cache, so reading them again is cheap. A pass over a pool
     larger than memory then holds the chunk it reads, not every page it has read (the peak RSS of
     ``benchmarks/bench_scale.py``). Returns whether pages were released (False: not a memory map)."""
-    m = getattr(array, "_mmap", None)  # numpy's memmap keeps its mmap.mmap here (views share it)
-    if m is None or not hasattr(mmap, "MADV_DONTNEED"):
+    m = array
+    while isinstance(m, np.ndarray):  # a view's base is the array it views; a map's base is its mmap.mmap
+        m = m.base
+    if not isinstance(m, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
         return False
     try:
         m.madvise(mmap.MADV_DONTNEED)

@@ -25,9 +25,9 @@ a method:
     the baseline model file (both in :mod:`slics_core.formats`).
 
 Every model is a scikit-learn estimator: ``get_params``, ``clone`` and pickling work. The
-models of UF, SpLiCE and F-SpLiCE are made whole by their constructor arguments (no training:
-SpLiCE's vocabulary is given), so their ``fit`` only checks its input, and ``clone`` gives an
-equal model.
+models of UF, SpLiCE and F-SpLiCE (:mod:`slics_core.method_models`) are made whole by their
+constructor arguments (no training: SpLiCE's vocabulary is given), so their ``fit`` only checks its
+input, and ``clone`` gives an equal model.
 
 Dictionary methods (``dictionary=True``) also have ``atoms_`` and ``groups_``
 and are fitted once per ``d0``. Unfiltered methods (``filtered=False``: UF,
@@ -65,17 +65,15 @@ vocabulary mean, unit; concept prompts centred with the *vocabulary* mean).
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.base import BaseEstimator
 
-from slics_core._validation import MODES, check_concept, check_embeddings, check_mode, check_targets
+from slics_core._validation import MODES, check_mode
 from slics_core.baselines import FSpLiCE, SpLiCE, supervised_svd
 from slics_core.captions import prepare_text_embeddings
-from slics_core.formats import load_baseline_model, save_baseline_model
+from slics_core.method_models import FSpLiCEModel, SpLiCEModel, UnfilteredModel
 from slics_core.slics import SLiCS
 from slics_core.unsupervised import estimate_n_active, zero_shot_labels
 
@@ -94,7 +92,6 @@ __all__ = [
     "Method",
     "REGISTRY",
     "register",
-    "unregister",
     "get_method",
     "method_names",
     "missing_needs",
@@ -105,9 +102,6 @@ __all__ = [
     "is_oracle",
     "contenders",
     "absent",
-    "UnfilteredModel",
-    "SpLiCEModel",
-    "FSpLiCEModel",
     "DEFAULT_METHOD",
     "preferred_method",
     "dictionary_method_words",
@@ -291,11 +285,6 @@ def register(method: Method, *, replace: bool = False) -> Method:
     return method
 
 
-def unregister(name: str) -> None:
-    """Remove a method from :data:`REGISTRY` (no error if absent)."""
-    REGISTRY.pop(name, None)
-
-
 def get_method(name) -> Method:
     """The registered method called ``name`` (a :class:`Method` is passed through)."""
     if isinstance(name, Method):
@@ -414,178 +403,6 @@ def active_concepts(method, Y=None, X_raw=None, concept_text=None, n_active=2, c
     if Y is None:
         raise ValueError(f"{m.name} with full components needs the queries' active concepts")
     return np.asarray(Y, dtype=bool)
-
-
-# ---------------------------------------------------------------------- models without a dictionary
-#: The arrays each kind of model without a dictionary saves (the baseline model file,
-#: :func:`slics_core.formats.save_baseline_model`), and their dtype kinds.
-_STATE_MEMBERS = {
-    "UF": {"n_features": "iu"},
-    "SpLiCE": {"vocabulary": "f", "words": "U", "alpha": "f"},
-    "F-SpLiCE": {"vocabulary": "f", "words": "U", "alpha": "f", "concepts": "f"},
-}
-
-
-def _load_state(path, kind, build):
-    """``build(arrays, concept_names)`` of a baseline model file of ``kind``, checked before it is read."""
-    return load_baseline_model(path, kind, _STATE_MEMBERS[kind], build, dense=("vocabulary",))
-
-
-def _vocab_arrays(splice):
-    return {"vocabulary": splice.dictionary, "words": np.array(list(splice.words or []), dtype=str),
-            "alpha": np.array(splice.alpha)}
-
-
-class _Broadcast(BaseEstimator):
-    """Shared behaviour of the unfiltered models: one vector per query, used for every concept."""
-
-    filtered = False
-    modes = ("partial",)
-
-    def _vectors(self, X):  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def _check(self, X):
-        return check_embeddings(X, n_features=self.n_features_in_, name="X", allow_zero_rows=True)
-
-    def project(self, X, concept: int | None = None) -> np.ndarray:
-        """The model's vector for every concept: ``(n, S, d)``, or ``(n, d)`` for one concept."""
-        V = self._vectors(self._check(X))
-        if concept is not None:
-            check_concept(concept, self.n_concepts_)
-            return V
-        return np.repeat(V[:, None, :], self.n_concepts_, axis=1)
-
-    def components(self, X, Y=None) -> np.ndarray:
-        """Same as :meth:`project` (an unfiltered method has one kind of component)."""
-        return self.project(X)
-
-
-class UnfilteredModel(_Broadcast):
-    """UF: the whole query embedding ranks the pool for every concept."""
-
-    def fit(self, X, Y=None, concept_names=None, n_concepts: int | None = None) -> UnfilteredModel:
-        """Record the embedding width and the concepts (from ``Y``, ``n_concepts`` or ``concept_names``)."""
-        X = check_embeddings(X, name="X", allow_zero_rows=True)
-        if n_concepts is None and Y is None and concept_names is not None:
-            n_concepts = len(concept_names)
-        S = int(n_concepts if n_concepts is not None else check_targets(Y, X.shape[0])[0].shape[1])
-        self.n_features_in_ = int(X.shape[1])
-        self.n_concepts_ = S
-        self.concept_names_ = list(concept_names) if concept_names is not None else [f"concept {j}" for j in range(S)]
-        return self
-
-    def _vectors(self, X):
-        return np.asarray(X, dtype=np.float64)
-
-    def save(self, path: str | os.PathLike) -> None:
-        save_baseline_model(path, "UF", self.concept_names_, n_features=np.array(self.n_features_in_))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike):
-        return _load_state(path, "UF", lambda z, names: cls().fit(np.ones((1, int(z["n_features"]))),
-                                                                   concept_names=names, n_concepts=len(names)))
-
-
-class _GivenVocabulary(BaseEstimator):
-    """A SpLiCE model: whole once its constructor has the vocabulary (``splice``) and the concept names."""
-
-    def __sklearn_is_fitted__(self):
-        return self.splice is not None and self.concept_names is not None
-
-    def fit(self, X=None, y=None):
-        """Nothing to learn (the vocabulary is given); checks ``X``'s width if given. Returns ``self``."""
-        if X is not None:
-            check_embeddings(X, n_features=self.n_features_in_, name="X", allow_zero_rows=True)
-        return self
-
-    @property
-    def n_features_in_(self) -> int:
-        return int(self.splice.dictionary.shape[1])
-
-    @property
-    def concept_names_(self) -> list:
-        return list(self.concept_names)
-
-    @property
-    def n_concepts_(self) -> int:
-        return len(self.concept_names)
-
-
-class SpLiCEModel(_Broadcast, _GivenVocabulary):
-    """SpLiCE, unfiltered: the query's sparse reconstruction over the vocabulary ranks the pool.
-
-    Parameters
-    ----------
-    splice : slics_core.baselines.SpLiCE
-    concept_names : list of str
-    """
-
-    def __init__(self, splice=None, concept_names=None):
-        self.splice = splice
-        self.concept_names = concept_names
-
-    def _vectors(self, X):
-        return np.asarray(self.splice.reconstruct(X))
-
-    def save(self, path: str | os.PathLike) -> None:
-        save_baseline_model(path, "SpLiCE", self.concept_names_, **_vocab_arrays(self.splice))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike):
-        return _load_state(path, "SpLiCE", lambda z, names: cls(
-            SpLiCE(z["vocabulary"], words=[str(w) for w in z["words"]], alpha=float(z["alpha"])), names))
-
-
-class FSpLiCEModel(_GivenVocabulary):
-    """F-SpLiCE: the SpLiCE reconstruction split by word groups (one per concept).
-
-    Parameters
-    ----------
-    fsplice : slics_core.baselines.FSpLiCE
-    concepts : array-like of shape (S, d)
-        The prepared concept prompt embeddings the words were grouped by (saved with the model).
-    concept_names : list of str
-        One per word group.
-    """
-
-    filtered = True
-    modes = ("partial",)
-
-    def __init__(self, fsplice=None, concepts=None, concept_names=None):
-        self.fsplice = fsplice
-        self.concepts = concepts
-        self.concept_names = concept_names
-        if fsplice is not None and concept_names is not None and len(concept_names) != fsplice.n_concepts:
-            raise ValueError(f"{len(concept_names)} concept names for {fsplice.n_concepts} word groups")
-
-    @property
-    def splice(self):
-        return self.fsplice
-
-    @property
-    def concepts_(self) -> np.ndarray:
-        return np.asarray(self.concepts, dtype=np.float64)
-
-    def project(self, X, concept: int | None = None) -> np.ndarray:
-        """Per-group parts of the reconstruction, ``(n, S, d)`` (or ``(n, d)`` for one concept)."""
-        X = check_embeddings(X, n_features=self.n_features_in_, name="X", allow_zero_rows=True)
-        V = np.asarray(self.fsplice.components(X))
-        return V if concept is None else V[:, check_concept(concept, self.n_concepts_)]
-
-    def components(self, X, Y=None) -> np.ndarray:
-        """Same as :meth:`project` (F-SpLiCE has one kind of component)."""
-        return self.project(X)
-
-    def save(self, path: str | os.PathLike) -> None:
-        save_baseline_model(path, "F-SpLiCE", self.concept_names_, concepts=self.concepts_,
-                            **_vocab_arrays(self.fsplice))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike):
-        return _load_state(path, "F-SpLiCE", lambda z, names: cls(
-            FSpLiCE(z["vocabulary"], z["concepts"], words=[str(w) for w in z["words"]], alpha=float(z["alpha"])),
-            z["concepts"], names))
 
 
 def _prepared_vocabulary(inputs: FitInputs, oracle: bool = False):

@@ -21,7 +21,7 @@ from slics_core._validation import check_embeddings, validate_embeddings
 from slics_core.errors import UserError, refused_pickle_error
 from slics_core.extras import require
 from slics_core.formats import load_user_array
-from slics_core.rows import ZERO_NORM, unit_rows
+from slics_core.rows import unit_rows
 
 
 def normalize_tokens(tokens: ArrayLike) -> np.ndarray:
@@ -91,7 +91,7 @@ class EmbeddingNormalizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         """Return ``unit(unit(X) - mean_)``."""
         check_is_fitted(self, "mean_")
         U = unit_rows(validate_embeddings(self, X, reset=False), name="X")
-        return unit_rows(U - self.mean_, tol=ZERO_NORM, name="X after centring (an embedding equal to the mean)")
+        return unit_rows(U - self.mean_, name="X after centring (an embedding equal to the mean)")
 
 
 class TokenNormalizer(TransformerMixin, BaseEstimator):

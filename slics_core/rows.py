@@ -6,7 +6,8 @@ into unit vectors. A row of zero norm has no direction, and the caller says
 what that means for it: ``zero="raise"`` (the row is a failed encoding or a
 bug: a one-line ``ValueError`` naming the rows) or ``zero="keep"`` (the row is
 legitimately empty, e.g. an inactive concept's component or padding: it stays
-all zero and scores 0 against everything).
+all zero and scores 0 against everything). A zero row is one whose norm is at
+most :data:`ZERO_NORM` unless the caller names another tolerance.
 
 The library's numerical thresholds on such vectors live here too, each with its reason:
 :data:`ZERO_NORM` (a vector with no direction), :data:`TIE_TOL` (two values equal up to
@@ -40,7 +41,7 @@ TIE_TOL = 1e-12
 RANK_RTOL = 1e-12
 
 
-def unit_rows(X: ArrayLike, *, zero: str = "raise", tol: float = 0.0, dtype: DTypeLike | None = None,
+def unit_rows(X: ArrayLike, *, zero: str = "raise", tol: float = ZERO_NORM, dtype: DTypeLike | None = None,
               name: str = "rows") -> np.ndarray:
     """Scale every vector along the last axis of ``X`` to unit Euclidean norm.
 
@@ -53,8 +54,10 @@ def unit_rows(X: ArrayLike, *, zero: str = "raise", tol: float = 0.0, dtype: DTy
         What a zero row (norm ``<= tol``) becomes: ``"raise"`` raises
         ``ValueError`` naming ``name`` and the first such rows; ``"keep"``
         returns it as all zeros.
-    tol : float, default=0.0
-        Rows with a norm at most ``tol`` are zero rows (``0``: exactly zero).
+    tol : float, default=ZERO_NORM
+        Rows with a norm at most ``tol`` are zero rows: by default those that are
+        zero up to float64 rounding (:data:`ZERO_NORM`); ``0`` counts only
+        exactly zero rows. A caller with another scale passes its own.
     dtype : numpy dtype, optional
         Dtype of the computation and of the result (the input is cast first).
         Default: the input's floating dtype, float64 for integer input.

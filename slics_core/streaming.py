@@ -23,8 +23,6 @@ min_positives`` kept pseudo-positives and the model).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 from sklearn.utils import check_random_state
 
@@ -38,7 +36,7 @@ from slics_core.slics import SLiCS
 from slics_core.store import EmbeddingStore
 from slics_core.unsupervised import ZeroShotLabeller
 
-__all__ = ["DEFAULT_EPOCHS", "DEFAULT_START_SIZE", "STREAM_METHODS", "Reservoir", "reservoir_sample", "stream_fit"]
+__all__ = ["DEFAULT_EPOCHS", "DEFAULT_START_SIZE", "STREAM_METHODS", "Reservoir", "stream_fit"]
 
 #: Passes over the batches after the start (``slics fit --stream --epochs``): the in-memory fit's ``n_iter``
 #: default, so both fits see every item as often.
@@ -100,22 +98,6 @@ class Reservoir:
             return np.zeros((0,)), np.zeros(0, dtype=np.int64)
         order = np.argsort(self._ids[:m], kind="stable") if m else np.zeros(0, dtype=np.int64)
         return self._rows[:m][order], self._ids[:m][order]
-
-
-def reservoir_sample(batches: Iterable, n, random_state=None):
-    """A seeded uniform sample of ``n`` rows of the row batches ``batches`` (:class:`Reservoir`).
-
-    Returns
-    -------
-    rows : ndarray of shape (min(n, N), ...)
-        The sampled rows, in the order they came.
-    ids : ndarray of int64
-        Their numbers in the stream (0 .. N-1).
-    """
-    res = Reservoir(n, random_state)
-    for rows in batches:
-        res.add(rows)
-    return res.sample()
 
 
 def _stream_labels(store, meta):

@@ -91,6 +91,23 @@ def test_gallery_html_escapes_captions_and_lays_out_columns():
     assert "\u202e" not in body and "abc\\u202egpj.exe" in body and len(body) < 2_000  # bidi shown, cut
 
 
+def test_a_caption_breaks_between_its_parts_not_inside_one():
+    """Each part of "#3 · 0.71 · gen yes, sub no" is one inline block (a narrow column puts "gen yes, sub no" on
+    its own line instead of cutting it after "gen yes,"); the text read is the caption, escaped."""
+    import html
+
+    from app_pages._images import caption_html, gallery_html
+
+    out = caption_html("#3 · 0.71 · gen yes, sub no")
+    blocks = re.findall(r'<span style="display:inline-block">(.*?)</span>', out)
+    assert blocks == ["#3 ·", "0.71 ·", "gen yes, sub no"]
+    assert re.sub(r"<[^>]+>", "", out) == "#3 · 0.71 · gen yes, sub no"
+    assert re.findall(r'<span[^>]*>([^<]*)</span>', caption_html("<i>x</i> · y")) == ["&lt;i&gt;x&lt;/i&gt; ·", "y"]
+    body = gallery_html(["data:image/jpeg;base64,AAAA"], captions=["#1 · 0.50 · gen no"])
+    assert html.unescape(re.search(r'alt="([^"]*)"', body).group(1)) == "#1 · 0.50 · gen no"  # alt: the plain text
+    assert "<figcaption" in body and out.count("<span") == 3
+
+
 def test_a_pickable_gallery_is_buttons_numbered_by_position():
     from app_pages._images import gallery_html
 

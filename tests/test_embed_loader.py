@@ -356,6 +356,36 @@ def test_sigkill_mid_embed_resumes_bit_identically(folder, tiny_clip, tmp_path):
     assert got == got2 and store.failed() == clean.failed()
 
 
+class _BrokenTransform(_Resize8):
+    """A transform with a bug (not an unreadable image): it raises in the worker on the second batch's images."""
+
+    def __call__(self, im):
+        if im.size[0] > 160 + 8 * 4:
+            raise RuntimeError("a bug in the transform")
+        return super().__call__(im)
+
+
+class _BuggyEncoder(CountingTensorEncoder):
+    def image_transform(self):
+        return _BrokenTransform()
+
+
+def test_an_error_in_a_worker_stops_the_workers_at_once(folder, tmp_path):
+    """A worker's error reaches the caller, and no DataLoader worker outlives it (no garbage collection needed:
+    the loader's frames in the traceback do not keep the iterator alive)."""
+    import gc
+    import multiprocessing
+
+    gc.disable()
+    try:
+        with pytest.raises(RuntimeError, match="a bug in the transform"):
+            embed_dataset(folder, _ids(folder), _BuggyEncoder(), tmp_path / "c", batch_size=4, workers=2,
+                          progress=False)
+        assert multiprocessing.active_children() == []
+    finally:
+        gc.enable()
+
+
 def test_interruption_stops_workers_and_keeps_finished_batches(folder, tmp_path):
     class Interrupted(CountingTensorEncoder):
         def encode_tensors(self, x):
@@ -363,9 +393,16 @@ def test_interruption_stops_workers_and_keeps_finished_batches(folder, tmp_path)
                 raise KeyboardInterrupt
             return super().encode_tensors(x)
 
-    with pytest.raises(KeyboardInterrupt):
-        embed_dataset(folder, _ids(folder), Interrupted(), tmp_path / "c", batch_size=4, workers=2, progress=False)
+    import gc
     import multiprocessing
+
+    gc.disable()  # the workers stop at once, not when a collection finds the iterator
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            embed_dataset(folder, _ids(folder), Interrupted(), tmp_path / "c", batch_size=4, workers=2,
+                          progress=False)
+    finally:
+        gc.enable()
 
     assert multiprocessing.active_children() == []  # the DataLoader workers were shut down
     assert EmbeddingStore(tmp_path / "c").finished_batches() == {0}

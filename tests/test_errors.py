@@ -228,7 +228,7 @@ def _reader(name, tmp_path):
     from slics_core.errors import DEFAULT_DAMAGED_FIX
     from slics_core.explorer.generation import read_pairs
     from slics_core.explorer.workspace_files import load_workspace
-    from slics_core.methods import UnfilteredModel
+    from slics_core.method_models import UnfilteredModel
     from slics_core.preprocessing import load_mean
 
     npz, npy = tmp_path / "f.npz", tmp_path / "f.npy"

@@ -119,3 +119,9 @@ def test_release_pages_drops_a_memory_map_from_the_resident_set(tmp_path):
     assert _rss_file_kib() - base < 2 * 1024
     np.testing.assert_array_equal(m[-3:], A[-3:])  # read again from the page cache
     assert not release_pages(A)  # not a memory map: nothing to release
+    view = m[len(m) // 2:, ::2]  # a view of the map (a shard's rows): its base chain ends at the same map
+    assert float(np.asarray(view, dtype=np.float64).sum()) > 0
+    assert _rss_file_kib() - base > 6 * 1024
+    assert release_pages(view)
+    assert _rss_file_kib() - base < 2 * 1024
+    assert not release_pages(np.frombuffer(A.tobytes(), dtype=np.float32))  # a buffer that is not a map

@@ -1,4 +1,4 @@
-"""Per-label concept profiles (slics_core.explorer.atom_tables.label_profile): against a direct numpy
+"""Per-label concept profiles (slics_core.explorer.atom_tables.concept_energy + profile_table): against a direct numpy
 computation on a fitted dictionary, and on planted cones where a concept the labels never name shows up."""
 import numpy as np
 import pytest
@@ -7,11 +7,11 @@ from slics_core.explorer.atom_tables import (
     concept_energy,
     concept_words,
     label_options,
-    label_profile,
     profile_table,
 )
 from slics_core.slics import SLiCS
 from slics_core.synthetic import make_concept_cones
+from tests.label_profiles import label_profile
 
 S, K, D = 4, 3, 96
 

@@ -3,6 +3,8 @@
 * Every ``slics_core.…`` name and every repository path written in the docs, docstrings and comments
   exists, so no page sends a reader to a module that moved.
 * No module is over 700 lines unless its docstring says why it is one job (``One job:``).
+* Every module of ``slics_core`` and its packages is listed in docs/architecture.md's table of packages and
+  modules (a new module gets its row when it is written).
 """
 import ast
 import re
@@ -80,3 +82,41 @@ def test_no_module_over_700_lines_without_saying_why_it_is_one_job(module):
     if n > 700:
         doc = ast.get_docstring(ast.parse(text)) or ""
         assert "One job:" in doc, f"{module} has {n} lines; split it by job or say why it is one (``One job: ...``)"
+
+
+def _module_table(text):
+    """``{package: set of module names}`` of docs/architecture.md's "Packages and modules" table."""
+    table = text.split("## Packages and modules", 1)[1].strip().split("\n\n", 1)[0]
+    out = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`"):
+            package = cells[0].split("`")[1]
+            out.setdefault(package, set()).update(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", cells[1]))
+    return out
+
+
+def _unlisted(table, root=ROOT / "slics_core"):
+    missing = []
+    for package in [root] + sorted(p for p in root.iterdir() if (p / "__init__.py").exists()):
+        name = ".".join(package.relative_to(root.parent).parts)
+        listed = table.get(name, set())
+        for module in sorted(package.glob("*.py")):
+            if module.stem not in ("__init__", "__main__") and module.stem not in listed:
+                missing.append(f"{name}.{module.stem}")
+    return missing
+
+
+def test_every_module_has_a_row_in_the_architecture_table():
+    table = _module_table((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"))
+    assert _unlisted(table) == [], "add them to docs/architecture.md, \"Packages and modules\""
+
+
+def test_the_table_check_finds_a_module_without_a_row(tmp_path):
+    pkg = tmp_path / "slics_core"
+    (pkg / "sub").mkdir(parents=True)
+    for f in ("__init__.py", "listed.py", "new.py", "sub/__init__.py", "sub/inner.py"):
+        (pkg / f).write_text("", encoding="utf-8")
+    text = "## Packages and modules\n\n| package | modules |\n| --- | --- |\n| `slics_core` (library) | `listed` |\n"
+    pkg_name = "slics_core."  # split: the reference scan reads this file too
+    assert _unlisted(_module_table(text), pkg) == [pkg_name + "new", pkg_name + "sub.inner"]

@@ -16,7 +16,7 @@ from slics_core.explorer.atom_tables import (
 )
 from slics_core.explorer.exports import with_settings
 from slics_core.explorer.layouts import tsne_layout
-from slics_core.explorer.maps import (
+from slics_core.explorer.map_colours import (
     ATOM_SUB,
     COLOUR_MODES,
     LACKS_GREY,
@@ -26,6 +26,8 @@ from slics_core.explorer.maps import (
     SEVERAL,
     colour_groups,
     map_colours,
+)
+from slics_core.explorer.maps import (
     map_points,
     map_sample,
     match_points,

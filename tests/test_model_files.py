@@ -14,7 +14,7 @@ import pytest
 from slics_core.baselines import FSpLiCE, SpLiCE
 from slics_core.errors import DamagedFileError
 from slics_core.formats import check_npz
-from slics_core.methods import FSpLiCEModel, SpLiCEModel, UnfilteredModel
+from slics_core.method_models import FSpLiCEModel, SpLiCEModel, UnfilteredModel
 
 
 def _unit(A):

@@ -165,7 +165,7 @@ def test_health_table_counts_histogram_and_csv(ws, media):
 def test_label_profile_tab_bars_table_and_csv(ws, media):
     """The "Label profile" tab: a sub-label picked in its select box draws every concept's mean ‖v_j‖²/‖x̂‖²
     over the pool items carrying it (decomposed without labels), P(concept | label) beside it, and its CSV."""
-    from slics_core.explorer.atom_tables import label_profile
+    from tests.label_profiles import label_profile
 
     at = AppTest.from_file(PAGE, default_timeout=180).run()
     assert not at.exception

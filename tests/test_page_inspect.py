@@ -116,7 +116,9 @@ def test_atoms_shows_the_picked_atoms_activations(ws):
     values = codes[fire[:, atom], atom]
     for body, (level, q) in zip(bodies, ACTIVATION_LEVELS.items()):
         assert f"<strong>{level.capitalize()}</strong>" in body
-        caps = re.findall(r"<figcaption[^>]*>#(\d+) · ([0-9.]+)</figcaption>", body)
+        # each caption's text (its parts' markup taken off): "#row · coefficient"
+        texts = [re.sub(r"<[^>]+>", "", t) for t in re.findall(r"<figcaption[^>]*>(.*?)</figcaption>", body)]
+        caps = [re.fullmatch(r"#(\d+) · ([0-9.]+)", t).groups() for t in texts]
         assert caps
         target = np.quantile(values, q)
         nearest = np.sort(np.abs(values - target))[:len(caps)]

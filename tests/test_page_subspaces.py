@@ -10,12 +10,9 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 from streamlit_private import download_data
 
+from slics_core.explorer.map_colours import ATOM_SUB, OTHER_CONCEPTS, SEVERAL, colour_groups
 from slics_core.explorer.maps import (
-    ATOM_SUB,
     KINDS,
-    OTHER_CONCEPTS,
-    SEVERAL,
-    colour_groups,
     map_points,
     map_sample,
     match_points,
@@ -465,7 +462,7 @@ def test_a_20000_item_map_is_a_message_under_8_mb():
     """The figure of 20 000 items with their components (~64 000 points) as Streamlit sends it (plotly JSON), with a
     highlight (per-point opacity) and with 400 pictures of 2 KB each, stays under 8 MB."""
     from app_pages._map_figure import map_figure
-    from slics_core.explorer.maps import map_colours
+    from slics_core.explorer.map_colours import map_colours
 
     table, names, _ = _synthetic_map()
     assert len(table) > 60_000
@@ -712,10 +709,11 @@ def test_retrieves_edited_query_is_kept_and_placed_on_the_map(ws, multi_row):
 def test_a_click_does_not_colour_or_export_the_map_again(ws, monkeypatch, media):
     """What a pick does not change (the points' colour groups, the layout's CSV) is made once per map and colouring:
     across the first view and two picks, once each; the CSV still holds every point and its colour group."""
-    from slics_core.explorer import exports, maps
+    from slics_core.explorer import exports
+    from slics_core.explorer import map_colours as colour_rules
 
     calls = {"colours": 0, "export": 0}
-    real_colours, real_settings = maps.map_colours, exports.with_settings
+    real_colours, real_settings = colour_rules.map_colours, exports.with_settings
 
     def colours(*a, **k):
         calls["colours"] += 1
@@ -725,7 +723,7 @@ def test_a_click_does_not_colour_or_export_the_map_again(ws, monkeypatch, media)
         calls["export"] += "colour_group" in df.columns
         return real_settings(df, **k)
 
-    monkeypatch.setattr(maps, "map_colours", colours)
+    monkeypatch.setattr(colour_rules, "map_colours", colours)
     monkeypatch.setattr(exports, "with_settings", settings)
     at = _page(n_points=37, map_seed=977)  # a map no other test draws (the caches live as long as the process)
     assert not at.exception
@@ -757,7 +755,8 @@ def test_pictures_keep_the_colouring_in_a_frame_of_each_point_colour():
     """Issue 38: with "Pictures" on, a picture hid its dot and the has-concept / sub-label colours were gone. Each
     picture now sits in a frame of its point's colour group's colour."""
     from app_pages._map_figure import map_figure
-    from slics_core.explorer.maps import map_colours, picture_points
+    from slics_core.explorer.map_colours import map_colours
+    from slics_core.explorer.maps import picture_points
 
     table, names, _ = _synthetic_map(n_items=150)
     texts = point_text(table, "partial")

@@ -216,7 +216,7 @@ def test_real_architecture_with_random_weights(tmp_path, workspaces_root, capsys
 
 def test_registered_method_appears_in_table_and_picker(tmp_path, workspaces_root, capsys):
     """Adding a method to the registry makes it fitted, scored and offered, with no other change."""
-    from slics_core.methods import Method, register, unregister
+    from slics_core.methods import REGISTRY, Method, register
     from slics_core.slics import SLiCS
 
     def fit_shuffled(inputs, d0, *, n_iter, batch_size, seed, ridge):  # labels permuted: a weak method
@@ -239,7 +239,7 @@ def test_registered_method_appears_in_table_and_picker(tmp_path, workspaces_root
         assert not at.exception
         assert "Shuffled" in at.selectbox(key="method").options
     finally:
-        unregister("Shuffled")
+        REGISTRY.pop("Shuffled", None)  # the registry as it was
 
 
 def test_bad_workspace_link_shows_message_and_picker(workspaces_root):

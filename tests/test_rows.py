@@ -31,10 +31,10 @@ def test_zero_rows_raise_by_default_naming_the_rows():
 
 def test_keep_returns_zero_rows_as_zeros():
     X = np.array([[3.0, 4.0], [0.0, 0.0], [1e-13, 0.0]])
-    np.testing.assert_allclose(unit_rows(X, zero="keep"), [[0.6, 0.8], [0, 0], [1, 0]])
-    np.testing.assert_allclose(unit_rows(X, zero="keep", tol=1e-12), [[0.6, 0.8], [0, 0], [0, 0]])
+    np.testing.assert_allclose(unit_rows(X, zero="keep", tol=0.0), [[0.6, 0.8], [0, 0], [1, 0]])
+    np.testing.assert_allclose(unit_rows(X, zero="keep", tol=ZERO_NORM), [[0.6, 0.8], [0, 0], [0, 0]])
     with pytest.raises(ValueError, match=r"norm <= 1e-12"):
-        unit_rows(X, tol=1e-12)
+        unit_rows(X, tol=ZERO_NORM)
     with pytest.raises(ValueError, match="zero must be"):
         unit_rows(X, zero="drop")
 
@@ -76,3 +76,23 @@ def test_zero_norm_separates_rounding_from_directions():
     assert np.all(unit_rows(np.stack([x, tiny]), zero="keep", tol=ZERO_NORM)[1] == 0)
     small = x / np.linalg.norm(x) * 1e-9  # small but a direction
     np.testing.assert_allclose(unit_rows(small, tol=ZERO_NORM), x / np.linalg.norm(x))
+
+
+def test_the_default_tolerance_is_zero_norm():
+    """The callers' rule is the default: a rounding-sized row is a zero row without naming ZERO_NORM, and a
+    row just above it keeps its direction; ``tol=0.0`` still asks for exactly zero rows only."""
+    x = np.array([1.0, 2.0, 3.0]) / np.sqrt(14.0)
+    at, above = x * ZERO_NORM, x * ZERO_NORM * 10
+    kept = unit_rows(np.stack([at, above]), zero="keep")
+    assert np.all(kept[0] == 0)
+    np.testing.assert_allclose(kept[1], x)
+    with pytest.raises(ValueError, match=r"tiny: it is all zero \(norm <= 1e-12\)"):
+        unit_rows(at * 0.5, name="tiny")
+    np.testing.assert_allclose(unit_rows(at * 0.5, tol=0.0), x)
+
+
+def test_callers_do_not_repeat_the_default_tolerance():
+    """One home for the zero-row rule: no caller passes ``tol=ZERO_NORM`` to unit_rows (it is the default)."""
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in _code_files()
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if "tol=ZERO_NORM" in line]
+    assert not found, "drop tol=ZERO_NORM (unit_rows' default): " + ", ".join(found)

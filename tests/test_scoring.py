@@ -9,7 +9,8 @@ from slics_core.evaluation import choose_d0
 from slics_core.explorer import scoring
 from slics_core.explorer.workspace import Workspace
 from slics_core.labels import Labels
-from slics_core.methods import FitInputs, UnfilteredModel, fit_method
+from slics_core.method_models import UnfilteredModel
+from slics_core.methods import FitInputs, fit_method
 from slics_core.slics import SLiCS
 from slics_core.synthetic import make_concept_cones
 from slics_core.unsupervised import zero_shot_labels

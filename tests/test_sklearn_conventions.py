@@ -22,7 +22,7 @@ from sklearn.utils.estimator_checks import (
 
 from slics_core import SLiCS
 from slics_core.baselines import FSpLiCE, SpLiCE
-from slics_core.methods import FSpLiCEModel, SpLiCEModel, UnfilteredModel
+from slics_core.method_models import FSpLiCEModel, SpLiCEModel, UnfilteredModel
 from slics_core.metrics import RetrievalScorer
 from slics_core.preprocessing import EmbeddingNormalizer
 from slics_core.slics import SKLEARN_EXPECTED_FAILED_CHECKS

@@ -13,7 +13,7 @@ from slics_core.data import load_cache
 from slics_core.preprocessing import make_preprocessor
 from slics_core.slics import SLiCS
 from slics_core.store import EmbeddingStore
-from slics_core.streaming import DEFAULT_EPOCHS, DEFAULT_START_SIZE, Reservoir, reservoir_sample
+from slics_core.streaming import DEFAULT_EPOCHS, DEFAULT_START_SIZE, Reservoir
 from slics_core.unsupervised import MIN_POSITIVES, ZeroShotLabeller, zero_shot_labels
 from tests.test_cli_data import toy  # noqa: F401 (the fixture: a labelled folder of 90 images and a toy encoder)
 
@@ -27,6 +27,14 @@ def _warnings(action):
 
 def _cut(X, size):
     return [X[i:i + size] for i in range(0, len(X), size)]
+
+
+def reservoir_sample(batches, n, random_state=None):
+    """``(rows, ids)`` of a seeded :class:`Reservoir` of ``n`` rows fed the row batches ``batches``."""
+    res = Reservoir(n, random_state)
+    for rows in batches:
+        res.add(rows)
+    return res.sample()
 
 
 # ------------------------------------------------------------------------------------------ reservoir

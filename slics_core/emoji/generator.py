@@ -48,7 +48,7 @@ from slics_core.emoji.catalog import (
 from slics_core.emoji.scenes import load_sprites
 from slics_core.emoji.weight_folders import load_state, read_weights, write_weights
 from slics_core.extras import require
-from slics_core.rows import ZERO_NORM, unit_rows
+from slics_core.rows import unit_rows
 
 __all__ = ["EmojiGenerator", "build_reader", "READER_CONFIG", "Reading", "Place", "generator_dir", "render_reading",
            "OWN_PLACE_MIN", "SHOW_MIN", "FAINT_MIN", "FULL_OPACITY_AT", "ALTERNATIVE_MIN", "IMAGE_SIZE", "BACKGROUND"]
@@ -238,8 +238,8 @@ class EmojiGenerator:
     def condition(self, raw_embeddings: np.ndarray) -> np.ndarray:
         """Raw large-encoder image embeddings -> centred, unit conditioning vectors."""
         x = np.asarray(raw_embeddings, dtype=np.float32)
-        x = unit_rows(x, zero="keep", tol=ZERO_NORM)
-        return unit_rows(x - self.mean, zero="keep", tol=ZERO_NORM)
+        x = unit_rows(x, zero="keep")
+        return unit_rows(x - self.mean, zero="keep")
 
     def read(self, embeddings) -> np.ndarray:
         """Object probabilities ``(n, 71)`` (columns: :data:`CATEGORIES`) of conditioning rows ``(n, dim)``.

@@ -24,7 +24,7 @@ from slics_core.emoji.catalog import MODELS_DIR, SUPERCATEGORIES
 from slics_core.errors import damaged_file_error
 from slics_core.extras import require
 from slics_core.formats import atomic_write_bytes
-from slics_core.rows import ZERO_NORM, unit_rows
+from slics_core.rows import unit_rows
 
 __all__ = [
     "EMOJI_CLIP_CONFIGS",
@@ -221,7 +221,7 @@ def zero_shot_scores(model, tokenizer, image_embeddings: np.ndarray, words=SUPER
     """Cosine similarities (n, len(words)) between unit image embeddings and prompt embeddings."""
     w = encode_texts(model, tokenizer, [template.format(x) for x in words])
     x = np.asarray(image_embeddings, dtype=np.float32)
-    x = unit_rows(x, zero="keep", tol=ZERO_NORM)
+    x = unit_rows(x, zero="keep")
     return x @ w.T
 
 

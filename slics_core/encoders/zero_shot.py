@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from slics_core.encoders.base import check_texts
-from slics_core.rows import ZERO_NORM, unit_rows
+from slics_core.rows import unit_rows
 
 __all__ = ["PAPER_TEMPLATE", "ENSEMBLE_TEMPLATES", "concept_text_embeddings"]
 
@@ -66,7 +66,7 @@ def concept_text_embeddings(encoder, concepts: Sequence[str], templates="paper",
             raise ValueError(f"template {t!r} has no '{{}}' placeholder for the concept word")
     prompts = [t.format(c) for c in concepts for t in templates]
     E = encoder.encode_texts(prompts, batch_size=batch_size).astype(np.float64)
-    E = unit_rows(E, zero="keep", tol=ZERO_NORM)
+    E = unit_rows(E, zero="keep")
     W = E.reshape(len(concepts), len(templates), -1).mean(axis=1)
-    W = unit_rows(W, zero="keep", tol=ZERO_NORM)
+    W = unit_rows(W, zero="keep")
     return W.astype(np.float32)

@@ -17,9 +17,9 @@ Choices (the paper is silent on them)
   on each item's labelled concepts (``model.transform(X, Y)``) of the training split, the
   codes the dictionary was fitted with; the Evaluate page's active atoms per item and
   ``cos(x, x̂)`` come from the same kind of codes on the validation split.
-* **Label profile** (:func:`label_profile`). The items carrying one label (a concept or a sub-label) are
-  decomposed *without* their labels: ``v_j`` from the joint NNLS of each item over every concept's atoms
-  (:func:`slics_core.methods.components_of`, ``mode="full"`` with every concept active, i.e.
+* **Label profile** (:func:`concept_energy`, then :func:`profile_table`). The items carrying one label (a
+  concept or a sub-label) are decomposed *without* their labels: ``v_j`` from the joint NNLS of each item
+  over every concept's atoms (:func:`slics_core.methods.components_of`, ``mode="full"`` with every concept active, i.e.
   ``transform(X, None)``), so a concept the label never names still shows when its atoms carry part of
   the items (a spurious concept). Each concept's bar is the mean over the items of
   ``‖v_j‖² / ‖x̂‖²`` (``x̂ = Σ_j v_j``; an item with ``x̂ = 0`` counts 0; the shares need not sum to 1, the
@@ -87,7 +87,6 @@ __all__ = [
     "concept_energy",
     "label_options",
     "profile_table",
-    "label_profile",
     "concept_words",
 ]
 
@@ -545,39 +544,6 @@ def profile_table(energy, L, label, Y, concept_names, words=None, *, n_null=N_SU
             raise ValueError(f"{len(words)} word lists for {S} concepts.")
         table["words"] = [", ".join(w) for w in words]
     return table
-
-
-def label_profile(model, X, Y_or_Z, label, *, Y=None, concept_names=None, words=None):
-    """Which concepts the items carrying one label are made of (module notes: decomposed without labels).
-
-    Parameters
-    ----------
-    model : fitted SLiCS (or any dictionary model of the registry)
-    X : array-like of shape (n, d)
-    Y_or_Z : array-like of shape (n, K)
-        Labels whose column ``label`` picks the items: the concepts ``Y`` or the sub-labels ``Z``.
-    label : int
-    Y : array-like of shape (n, S), optional
-        The items' concept labels, for ``P(concept j | label)``; default ``Y_or_Z`` (then it must be ``Y``).
-    concept_names : sequence of str, optional
-        Default: the model's ``concept_names_``.
-    words : list of list of str, optional
-        Words of each concept (:func:`concept_words`).
-
-    Returns
-    -------
-    table : DataFrame
-        :func:`profile_table`'s columns.
-    """
-    X = check_embeddings(X, name="X", allow_zero_rows=True)
-    L = np.asarray(Y_or_Z)
-    Y = L if Y is None else np.asarray(Y)
-    names = list(concept_names if concept_names is not None else model.concept_names_)
-    if L.ndim != 2 or L.shape[0] != X.shape[0]:
-        raise ValueError(f"labels of shape {L.shape} for {X.shape[0]} items.")
-    if not 0 <= int(label) < L.shape[1]:
-        raise ValueError(f"label {int(label)} out of range (0..{L.shape[1] - 1}).")
-    return profile_table(concept_energy(model, X), L, label, Y, names, words)
 
 
 def concept_words(model, words, word_embeddings, k=5, *, prepared=True):

@@ -132,7 +132,7 @@ def components_of_row(model, x, mode="partial", *, active=None) -> np.ndarray:
 
 def _cosines(V, x):
     V = np.atleast_2d(np.asarray(V, dtype=np.float64))
-    return unit_rows(V, zero="keep", tol=ZERO_NORM) @ unit_rows(x, name="query")
+    return unit_rows(V, zero="keep") @ unit_rows(x, name="query")
 
 
 def concept_scores(model, X) -> np.ndarray:
@@ -154,7 +154,7 @@ def concept_scores(model, X) -> np.ndarray:
     if X.ndim != 2:
         raise ValueError(f"X must be (d,) or (n, d), got shape {X.shape}")
     X = check_embeddings(X, n_features=model_dim(model), name="queries")
-    V = unit_rows(components_of(model, X, "partial"), zero="keep", tol=ZERO_NORM)
+    V = unit_rows(components_of(model, X, "partial"), zero="keep")
     return np.einsum("nsd,nd->ns", V, unit_rows(X, name="queries"))
 
 
@@ -353,7 +353,7 @@ def concept_galleries(V, x, pool, concepts, k, *, sub_to_concept=None, query_sub
 def norms_and_cosine(a, b) -> tuple:
     """``(|a|, |b|, cos(a, b))`` of two vectors; the cosine is 0 when either is zero (Mix's caption)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    cos = float(unit_rows(a, zero="keep", tol=ZERO_NORM) @ unit_rows(b, zero="keep", tol=ZERO_NORM))
+    cos = float(unit_rows(a, zero="keep") @ unit_rows(b, zero="keep"))
     return float(np.linalg.norm(a)), float(np.linalg.norm(b)), cos
 
 

@@ -35,7 +35,7 @@ from slics_core.methods import DEFAULT_METHOD, get_method, method_names
 from slics_core.ondisk_index import SETTINGS_FILE, open_ondisk_index
 from slics_core.preprocessing import make_preprocessor
 from slics_core.retrieval import StreamingIndex, build_index
-from slics_core.rows import ZERO_NORM, unit_rows
+from slics_core.rows import unit_rows
 from slics_core.search_index import index_kind
 from slics_core.shards import PoolShards
 
@@ -425,9 +425,9 @@ class Workspace(CarriesLabels):
         if self.concept_text is None:
             return None
         raw = np.atleast_2d(np.asarray(raw, dtype=np.float64))
-        raw = unit_rows(raw, zero="keep", tol=ZERO_NORM)
+        raw = unit_rows(raw, zero="keep")
         T = np.asarray(self.concept_text, dtype=np.float64)
-        return raw @ unit_rows(T, zero="keep", tol=ZERO_NORM).T
+        return raw @ unit_rows(T, zero="keep").T
 
 
 def _fitted(load, size: int):

@@ -45,7 +45,7 @@ from slics_core.generators.pipeline import (
     seeded_noise,
     step_callback,
 )
-from slics_core.rows import ZERO_NORM, unit_rows
+from slics_core.rows import unit_rows
 from slics_core.torch_device import device_dtype
 
 #: The encoder whose space SD 1.x is conditioned in: CLIP ViT-L/14 (its text states; its text projection maps
@@ -179,7 +179,7 @@ class ImageToPromptSD(PipelineGenerator):
         """Steps 1-3: rows of the joint space -> rescaled token states ``(n, width)``."""
         V = self._prepare(embeddings, alignment)
         Hs = V @ self._back if self._back is not None else V
-        return unit_rows(Hs, tol=ZERO_NORM, name="mapped embeddings") * self.token_norm
+        return unit_rows(Hs, name="mapped embeddings") * self.token_norm
 
     def prompt_embeds(self, embeddings, alignment=None) -> np.ndarray:
         """The full conditioning ``(n, 77, width)`` passed as ``prompt_embeds``."""

@@ -33,7 +33,7 @@ import numpy as np
 from slics_core import weights as _weights
 from slics_core._validation import check_k
 from slics_core.extras import require
-from slics_core.rows import ZERO_NORM, unit_rows
+from slics_core.rows import unit_rows
 
 __all__ = ["PipelineGenerator", "seeded_noise", "is_consistency_model", "fast_scheduler", "check_rows",
            "image_seeds", "check_run_args", "quiet_dtype_warning", "place_pipeline", "check_tokenizer",
@@ -172,7 +172,7 @@ class PipelineGenerator:
     def _prepare(self, embeddings, alignment):
         if alignment is not None:
             embeddings = alignment.transform(np.atleast_2d(np.asarray(embeddings, dtype=np.float64)))
-        return unit_rows(check_rows(embeddings, self.embedding_dim), tol=ZERO_NORM,
+        return unit_rows(check_rows(embeddings, self.embedding_dim),
                          name="embeddings to draw (a concept that is not active has no component)")
 
     def _latent_shape(self, height, width) -> tuple[int, int, int]:
