@@ -25,9 +25,11 @@ on Ray ``shared`` is put once in the object store (``ray.put``) and every task r
 """
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import threading
+import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -194,9 +196,6 @@ _HOLD_SECONDS = 0.05
 
 
 def _import(modules):
-    import importlib
-    import time
-
     for name in modules:
         importlib.import_module(name)
     time.sleep(_HOLD_SECONDS)

@@ -7,7 +7,6 @@ from scipy.optimize import nnls
 from slics_core.explorer.atom_tables import (
     atom_heatmaps,
     atom_labels,
-    atom_top_items,
     atom_top_words,
     caption_table,
     group_layout,
@@ -40,6 +39,7 @@ from slics_core.explorer.maps import (
 )
 from slics_core.slics import SLiCS
 from slics_core.synthetic import make_concept_cones
+from tests.top_items_reference import atom_top_items
 
 S, D0, D = 4, 3, 40
 

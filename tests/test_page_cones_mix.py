@@ -17,7 +17,7 @@ OPTION_FITS = 50
 def test_planted_cones_titles_fit_and_the_axes_say_rows_and_columns():
     at = AppTest.from_file(str(ROOT / "app_pages" / "cones.py"), default_timeout=300).run()
     assert not at.exception
-    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    specs = [json.loads(c.spec) for c in at.get("plotly_chart")]
     titles = [s["layout"]["title"]["text"] for s in specs]
     assert len(titles) == 2 and all(len(t) <= TITLE_FITS for t in titles), titles
     heat = next(s for s in specs if s["data"][0]["type"] == "heatmap")

@@ -19,7 +19,7 @@ from slics_core.cli import main
 from slics_core.data import LabelledEmbeddings, load_cache
 from slics_core.explorer import safe_text
 from slics_core.explorer.arrival import pool_top_items
-from slics_core.explorer.atom_tables import atom_top_items, item_codes, stream_atom_top_items, top_items_table
+from slics_core.explorer.atom_tables import item_codes, stream_atom_top_items, top_items_table
 from slics_core.explorer.build import build_pool_index, build_workspace
 from slics_core.explorer.workspace import POOL_INDEX
 from slics_core.explorer.workspace_files import load_workspace, save_workspace
@@ -27,6 +27,7 @@ from slics_core.labels import Labels
 from slics_core.retrieval import ExactIndex, StreamingIndex
 from slics_core.shards import PoolShards, remote_url
 from slics_core.splits import Split
+from tests.top_items_reference import atom_top_items
 
 D = 32
 N_POOL = 50_000

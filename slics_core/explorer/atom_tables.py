@@ -53,7 +53,6 @@ from slics_core.analysis import (
     MISPLACED_LEVEL,
     atom_cooccurrence,
     atom_cosine,
-    codes_and_atom,
     dictionary_health,
     firing,
     reconstruction_cosine,
@@ -68,7 +67,6 @@ from slics_core.uncertainty import N_SUBSETS, subset_mean_band
 
 __all__ = [
     "item_codes",
-    "atom_top_items",
     "stream_atom_top_items",
     "codes_top_items",
     "top_items_table",
@@ -100,33 +98,6 @@ def item_codes(model, X, Y=None):
     """Coefficients ``(n, M)`` of items on the dictionary (``model.transform``; ``Y`` restricts concepts)."""
     return np.asarray(model.transform(X, Y))
 
-def atom_top_items(codes, atom, k=12, rows=None):
-    """The items with the largest coefficient on one atom.
-
-    Parameters
-    ----------
-    codes : array-like of shape (n, M)
-        Coefficients (:func:`item_codes`).
-    atom : int
-    k : int
-    rows : array-like of int, optional
-        Workspace row of each line of ``codes`` (default ``0..n-1``).
-
-    Returns
-    -------
-    table : DataFrame
-        ``rank`` (1 = largest), ``row``, ``coefficient``; only items with a
-        positive coefficient, at most ``k``; ties by row order.
-    """
-    codes, atom = codes_and_atom(codes, atom)
-    rows = np.arange(codes.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
-    if rows.shape != (codes.shape[0],):
-        raise ValueError(f"rows must have one entry per line of codes ({codes.shape[0]}).")
-    c = codes[:, atom]
-    order = np.lexsort((np.arange(c.size), -c))
-    order = order[c[order] > 0][: int(k)]
-    return pd.DataFrame({"rank": np.arange(1, order.size + 1), "row": rows[order], "coefficient": c[order]})
-
 #: Most items kept per atom by :func:`stream_atom_top_items`.
 MAX_TOP_ITEMS = 60
 
@@ -134,7 +105,7 @@ MAX_TOP_ITEMS = 60
 def stream_atom_top_items(model, blocks, k=MAX_TOP_ITEMS):
     """Per atom, the ``k`` items with the largest coefficient, over blocks of items (bounded memory).
 
-    The streaming form of :func:`atom_top_items` for a pool that is never in memory at once (a sharded
+    The streaming form of :func:`codes_top_items` for a pool that is never in memory at once (a sharded
     workspace): each block is coded with :func:`item_codes` (no labels: every concept) and only the
     best ``k`` per atom are kept between blocks.
 
@@ -188,8 +159,9 @@ def _kept_top(best_i, best_c, k):
 
 
 def top_items_table(positions, coefficients, atom, k=12):
-    """:func:`atom_top_items`'s table (``rank``, ``row``, ``coefficient``) from :func:`stream_atom_top_items`'s
-    arrays; ``row`` is the pool position."""
+    """The table of one atom's top items (``rank``, ``row``, ``coefficient``; only positive coefficients, ties by
+    position) from :func:`stream_atom_top_items`'s or :func:`codes_top_items`' arrays; ``row`` is the pool
+    position."""
     atom = int(atom)
     if not 0 <= atom < positions.shape[0]:
         raise ValueError(f"atom {atom} out of range (0..{positions.shape[0] - 1}).")
