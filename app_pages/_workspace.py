@@ -227,15 +227,10 @@ def ws_id(ws) -> str:
     return f"{ws.kind}:{ws.path}"
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _pool_index(key: str, _ws):
-    return _ws.pool_index()
-
-
 def pool_index(ws):
-    """Search index over the workspace's candidate pool, built (pool normalised) once per workspace and
-    shared by every page and session."""
-    return _pool_index(ws_id(ws), ws)
+    """Search index over the workspace's candidate pool: :meth:`Workspace.pool_index`, opened once and kept on the
+    workspace, which every page and session shares (one cache: the registry keeps the workspace)."""
+    return ws.pool_index()
 
 
 @st.cache_resource(show_spinner="Quantizing the pool with the workspace's token codebook…", max_entries=2)
@@ -275,17 +270,17 @@ def workspace_generator(ws):
     return _generator(_generator_key(ws), ws)
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _vocabulary(key: str, _ws):
+def _vocabulary(ws):
     t0 = time.perf_counter()
-    words, Wp = prepared_vocabulary(_ws)
+    words, Wp = prepared_vocabulary(ws)
     return words, Wp, time.perf_counter() - t0
 
 
 def workspace_words(ws):
     """``(words, prepared text embeddings, seconds it took)`` of the workspace's caption vocabulary, prepared
-    once per workspace for every page (raises FileNotFoundError when it has none)."""
-    return _vocabulary(ws_id(ws), ws)
+    once per workspace (kept on it: :meth:`Workspace.remember`) for every page (raises FileNotFoundError when it
+    has none; nothing is kept then, so the next visit tries again)."""
+    return ws.remember("vocabulary", lambda: _vocabulary(ws))
 
 
 def sidebar_workspace_note(ws):

@@ -10,8 +10,8 @@ Widget keys: "eval_k" (k of mAP@k), "eval_split" (query split for the table and 
 Stability: slics_core.explorer.stability_runs (seed stability and U-SLiCS at S̃ through slics_core.stability) in a
 background thread per (workspace, settings), held process-wide (slics_core.explorer.background.JOBS) so every tab
 sees its progress, and stored in the workspace's store, so a revisit shows the table at once.
-Dictionary health: one line per dictionary method at the table's d0 (slics_core.explorer.atom_tables.health_summary,
-st.cache_data keyed by ws_id, method and d0).
+Dictionary health: one line per dictionary method at the table's d0 (slics_core.explorer.arrival.health_numbers:
+the counts of the stored health table Atoms shows, the one health route; st.cache_data keyed by ws_id, method, d0).
 Uncertainty: each methods-table score is shown with its 95 % bootstrap interval over queries ("0.990 [0.988, 0.992]",
 scoring.run_job(intervals=True), slics_core.uncertainty) and each Recall@k column names its ceiling; the CSV has the
 bounds and ceilings as columns (<column> lo / hi / ceiling).
@@ -50,11 +50,12 @@ from slics_core.evaluation import (
     recall_keys,
 )
 from slics_core.explorer import scoring
-from slics_core.explorer.arrival import atoms_split, health_numbers, job_rankings, job_scores, sweep_splits
+from slics_core.explorer.arrival import health_numbers, job_rankings, job_scores
 from slics_core.explorer.atom_tables import health_note
 from slics_core.explorer.background import JOBS
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.narration import EVALUATE_LOOK_AT_FIRST, MISSING, evaluate_look_at, missing
+from slics_core.explorer.page_settings import atoms_split, sweep_splits
 from slics_core.explorer.stability_runs import (
     N_ACTIVE_DEFAULT,
     StabilityRun,

@@ -159,13 +159,13 @@ def test_stored_health_counts_are_read_back_under_the_same_rules_only(dataset_ws
     earlier *misplaced* null, say) are computed again, never read back as these."""
     ws = load_workspace(dataset_ws[1])
     calls = []
-    real = arrival.health_summary
+    real = arrival.atom_health
 
     def counted(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(arrival, "health_summary", counted)
+    monkeypatch.setattr(arrival, "atom_health", counted)
     split = arrival.atoms_split(ws)
     first = arrival.health_numbers(ws, "S-SLiCS", int(ws.default_d0), split)  # computed, or stored at build
     n = len(calls)

@@ -157,9 +157,7 @@ def eval_index(ws):
     page shares); for a sharded one an index over ``X[eval_pool(ws)]`` (built once, kept on the instance)."""
     if not ws.sharded:
         return ws.pool_index()
-    if "eval_index" not in ws._opened:
-        ws._opened["eval_index"] = build_index(ws.X[eval_pool(ws)], "auto")
-    return ws._opened["eval_index"]
+    return ws.remember("eval_index", lambda: build_index(ws.X[eval_pool(ws)], "auto"))
 
 
 def pool_index_words(ws, index) -> str:

@@ -214,6 +214,25 @@ class Workspace(CarriesLabels):
     def __post_init__(self):
         self._check_labels(int(np.shape(self.X)[0]), "items")
 
+    # ------------------------------------------------------------------ kept values
+    def remember(self, name, factory):
+        """The value kept on this instance under ``name`` (any hashable), else ``factory()``, kept and returned:
+        what is opened or computed once per workspace and process (an evaluation index, a shard reader) lives here,
+        on the one object every page and the builder share, instead of in each caller's own cache.
+
+        ``factory`` is called at most once per name and instance while the value is kept (not under a lock: two
+        threads asking at once may both compute, and the first kept wins, so keep factories free of side effects).
+        """
+        kept = self._opened
+        if name not in kept:
+            value = factory()
+            kept.setdefault(name, value)
+        return kept[name]
+
+    def forget(self, name) -> None:
+        """Drop the value kept under ``name`` (:meth:`remember`), if any: the next :meth:`remember` computes it."""
+        self._opened.pop(name, None)
+
     # ------------------------------------------------------------------ sizes
     def __len__(self) -> int:
         return int(self.X.shape[0])
