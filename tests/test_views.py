@@ -98,35 +98,61 @@ def built(dataset_ws):  # noqa: F811
     return folder
 
 
-def _fresh_and_stored(folder, view):
-    """``view(ws)`` on a workspace read back from the build's store, and on one whose store was removed (computed
-    there, as a page would without the store), each on a newly loaded workspace."""
+COMPUTATIONS = ("atom_health", "health_summary", "atom_heatmaps", "item_codes", "concept_energy", "atom_codes",
+                "map_points", "tsne_fit")
+
+
+def _no_computing(monkeypatch):
+    """Make every computation behind the stored views raise (and Evaluate's ranking and scoring): what is then
+    returned was read from the store. Undo with ``monkeypatch.undo()``."""
+    def not_here(*a, **k):
+        raise AssertionError("computed, not read from the store")
+
+    for name in COMPUTATIONS:
+        monkeypatch.setattr(arrival, name, not_here)
+    monkeypatch.setattr(scoring, "run_job", not_here)
+    monkeypatch.setattr(scoring, "rank_job", not_here)
+
+
+def _fresh_and_stored(folder, view, monkeypatch):
+    """``view(ws)`` on a workspace read back from the build's store (nothing computed: the computation raises),
+    and on one whose store was removed (computed there, as a page would without the store), each on a newly
+    loaded workspace."""
+    real = arrival.atom_health
+
+    def not_here(*a, **k):
+        raise AssertionError("computed, not read from the store")
+
+    monkeypatch.setattr(arrival, "atom_health", not_here)
     stored_value = view(load_workspace(folder))
+    monkeypatch.setattr(arrival, "atom_health", real)
     shutil.rmtree(folder / arrival.STORE)
     return view(load_workspace(folder)), stored_value
 
 
-def test_health_table_is_the_atoms_table_computed_fresh(built):
+def test_health_table_is_the_atoms_table_computed_fresh(built, monkeypatch):
     ws = load_workspace(built)
     method, d0 = "S-SLiCS", int(ws.default_d0)
     tr = ws.index["train"]
     truth = atom_health(ws.model(method, d0), ws.X[tr], ws.Y[tr], ws.concept_names)  # what Atoms computed
-    fresh, stored_value = _fresh_and_stored(built, lambda w: arrival.health_table(w, method, d0))
+    fresh, stored_value = _fresh_and_stored(built, lambda w: arrival.health_table(w, method, d0), monkeypatch)
     for got in (fresh, stored_value):
         assert list(got.columns) == list(truth.columns)
-        pd.testing.assert_frame_equal(got.drop(columns="flags"), truth.drop(columns="flags"), check_dtype=False)
+        pd.testing.assert_frame_equal(got.drop(columns="flags"), truth.drop(columns="flags"))
         assert got["flags"].tolist() == truth["flags"].tolist()
 
 
-def test_health_line_counts_the_atoms_table(built):
+def test_health_line_counts_the_atoms_table(built, monkeypatch):
     ws = load_workspace(built)
     split = page_settings.atoms_split(ws)
     for method in ws.dictionary_methods():
         d0 = int(ws.default_d0)
         tr, ev = ws.index["train"], ws.index[split]
         model = ws.model(method, d0)
-        truth = health_summary(atom_health(model, ws.X[tr], ws.Y[tr]), model, ws.X[ev], ws.Y[ev])
+        _no_computing(monkeypatch)
         got = arrival.health_numbers(ws, method, d0, split)  # read back from the build's store
+        monkeypatch.undo()
+        truth = health_summary(atom_health(model, ws.X[tr], ws.Y[tr]), model, ws.X[ev], ws.Y[ev])
         assert got["counts"] == truth["counts"] and got["n_atoms"] == truth["n_atoms"] == model.atoms_.shape[0]
         assert got["n_eval"] == len(ev)
         np.testing.assert_allclose([got["active_per_item"], got["mean_cos"]],
@@ -135,23 +161,26 @@ def test_health_line_counts_the_atoms_table(built):
         assert got["counts"] == {f: int(sum(f in fl for fl in table["flags"])) for f in got["counts"]}
 
 
-def test_atoms_views_equal_a_fresh_computation(built):
+def test_atoms_views_equal_a_fresh_computation(built, monkeypatch):
     ws = load_workspace(built)
     method, d0 = "S-SLiCS", int(ws.default_d0)
     model = ws.model(method, d0)
     split, pool = page_settings.atoms_split(ws), ws.index["pool"]
     nz = default_sparsity(model)
-    truth = atom_heatmaps(model, ws.X[ws.index[split]], n_nonzero=nz)
+    rows = ws.index[page_settings.profile_split(ws)]
+    _no_computing(monkeypatch)  # the build stored them: read back
     got = arrival.atom_matrices(ws, method, d0, nz, split)
+    codes, energy = arrival.pool_codes(ws, method, d0), arrival.label_energy(ws, method, d0)
+    monkeypatch.undo()
+    truth = atom_heatmaps(model, ws.X[ws.index[split]], n_nonzero=nz)
     for key in ("cooccurrence", "cosine", "codes", "usage"):
         np.testing.assert_allclose(got[key], truth[key], equal_nan=True)
     assert got["summary"] == pytest.approx(truth["summary"], nan_ok=True)
-    np.testing.assert_allclose(arrival.pool_codes(ws, method, d0), item_codes(model, ws.X[pool], ws.Y[pool]))
-    rows = ws.index[page_settings.profile_split(ws)]
-    np.testing.assert_allclose(arrival.label_energy(ws, method, d0), concept_energy(model, ws.X[rows]))
+    np.testing.assert_allclose(codes, item_codes(model, ws.X[pool], ws.Y[pool]))
+    np.testing.assert_allclose(energy, concept_energy(model, ws.X[rows]))
 
 
-def test_the_first_map_is_the_pages_map(built):
+def test_the_first_map_is_the_pages_map(built, monkeypatch):
     """Subspaces' first view and the build's layout are one function's points: the page's own recipe (its
     widgets at MAP_DEFAULTS) gives the same points, and the layout the build stored is the one looked up."""
     ws = load_workspace(built)
@@ -163,6 +192,7 @@ def test_the_first_map_is_the_pages_map(built):
     P, table = arrival.map_points_view(ws, method, d0)
     np.testing.assert_array_equal(P, P_truth)
     pd.testing.assert_frame_equal(table, table_truth)
+    monkeypatch.setattr(arrival, "tsne_fit", lambda *a, **k: pytest.fail("t-SNE run on a first visit"))
     known = arrival.known_map_layout(ws, P, m["seed"])
     assert known is not None  # stored at build: a first visit computes no t-SNE
     assert arrival.known_map_layout(ws, P, m["seed"])[0] is known[0]  # then kept on the workspace: no file read
@@ -170,14 +200,16 @@ def test_the_first_map_is_the_pages_map(built):
     assert len(P2) < len(P) and arrival.known_map_layout(ws, P2, 0) is None
 
 
-def test_evaluate_scores_equal_a_fresh_run(built):
+def test_evaluate_scores_equal_a_fresh_run(built, monkeypatch):
     ws = load_workspace(built)
     job = scoring.table_jobs(ws, ws.default_d0, split="query")[0]
     k = page_settings.DEFAULT_K
+    _no_computing(monkeypatch)
+    got = arrival.job_scores(ws, job, k, "retrieved", intervals=True)  # stored at build
+    monkeypatch.undo()
     truth = scoring.run_job(ws, job, k=k, normalization="retrieved", intervals=True,
                             rankings=scoring.rank_job(ws, job, depth=scoring.stored_depth(k),
                                                       index=scoring.eval_index(ws)))
-    got = arrival.job_scores(ws, job, k, "retrieved", intervals=True)  # stored at build
     assert got.keys() == truth.keys()
     for key, v in truth.items():
         if isinstance(v, float):

@@ -388,7 +388,7 @@ def health_table(ws, method: str, d0: int):
         for i, c in enumerate(table.columns):
             if c != "flags":
                 col = table[c]
-                out[f"c{i}"] = np.array(col.tolist(), dtype=str) if col.dtype == object else col.to_numpy()
+                out[f"c{i}"] = col.to_numpy() if col.dtype.kind in "biuf" else np.array(col.tolist(), dtype=str)
         return out
 
     got = stored(ws, "health-table", _health_description(method, d0), compute, names=("columns", "flags"))
