@@ -20,6 +20,8 @@ from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._state import apply_link, capture_link, link_problems
 from slics_core.errors import audiences, explain, user_message
+from slics_core.explorer.arrival import prepare_pages, prepared
+from slics_core.explorer.background import JOBS, BackgroundRun
 from slics_core.explorer.emoji_build import PROVISIONAL_D0, BuildProgress, start_emoji_workspace
 from slics_core.explorer.encoding import load_query_encoder, prepared_vocabulary
 from slics_core.explorer.generation import generator_version, load_workspace_generator
@@ -197,11 +199,24 @@ def _open_current():
 _OPENED = "_ws_opened"
 
 
+def prepare_in_background(ws):
+    """A workspace whose store lacks this release's first views (built by an earlier release, or without
+    ``prepare``: :func:`slics_core.explorer.arrival.prepared`) gets them from
+    :func:`~slics_core.explorer.arrival.prepare_pages` in a background run (one per workspace and build, shared by
+    every session), so that first visits read them instead of computing them while a visitor waits. Asked once
+    per workspace and process (:meth:`Workspace.remember`). Returns the run, or None when nothing is to prepare."""
+    if getattr(ws, "building", None) is not None or ws.remember("views-prepared", lambda: prepared(ws)):
+        return None
+    return JOBS.start(("prepare-pages", ws_id(ws), ws.build_id),
+                      lambda: BackgroundRun(lambda progress: prepare_pages(ws, progress), name="slics-prepare-pages"))
+
+
 def open_for_run():
     """The frame's call (app.py), once per run before a page that explores a workspace: opens the current
     workspace (:func:`_open_current`) and draws the sidebar workspace note; the page reads it with
     :func:`get_workspace`. Pair with :func:`end_run`."""
     ws = _open_current()
+    prepare_in_background(ws)  # a store without this release's first views: made in the background
     sidebar_workspace_note(ws)
     st.session_state[_OPENED] = ws
     return ws

@@ -216,3 +216,42 @@ def test_evaluate_scores_equal_a_fresh_run(built, monkeypatch):
             assert got[key] == pytest.approx(v, nan_ok=True), key
         else:
             assert got[key] == v, key
+
+
+# ---------------------------------------------------------------------- a store without this release's views
+def test_prepared_marks_a_finished_preparation_of_this_release(built, monkeypatch):
+    import slics_core
+
+    ws = load_workspace(built)
+    assert arrival.prepared(ws)  # slics workspace prepared it
+    monkeypatch.setattr(slics_core, "__version__", "99.0.0")  # another release: its steps may differ
+    assert not arrival.prepared(ws)
+    monkeypatch.undo()
+    shutil.rmtree(built / arrival.STORE)
+    assert not arrival.prepared(ws)
+    arrival.prepare_pages(ws)
+    assert arrival.prepared(ws)
+    preview = load_workspace(built)
+    preview.path = None
+    assert arrival.prepared(preview)  # nothing to prepare without a folder
+
+
+def test_the_app_prepares_a_store_it_finds_unprepared_in_the_background(built, monkeypatch):
+    """A workspace built by an earlier release (its store emptied here): the app's first run starts
+    prepare_pages in the background, and once it is done Atoms' and Evaluate's first views are stored."""
+    from streamlit.testing.v1 import AppTest
+
+    from slics_core.explorer.background import JOBS
+
+    shutil.rmtree(built / arrival.STORE)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.query_params["ws"] = built.name
+    at.run()
+    assert not at.exception, at.exception
+    JOBS.wait(timeout=240)
+    ws = load_workspace(built)
+    assert arrival.prepared(ws)
+    _no_computing(monkeypatch)  # the views are read back, not computed
+    assert len(arrival.health_table(ws, "S-SLiCS", int(ws.default_d0))) == ws.model("S-SLiCS").atoms_.shape[0]
+    job = scoring.table_jobs(ws, ws.default_d0, split="query")[0]
+    assert arrival.job_scores(ws, job, page_settings.DEFAULT_K, "retrieved", intervals=True)["method"] == job.method

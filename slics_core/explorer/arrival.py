@@ -70,7 +70,7 @@ from slics_core.tasks import choose_jobs, one_thread, run_tasks
 __all__ = ["ATOM_WORDS", "SCORES_VERSION", "STORE", "activity_codes", "atom_matrices", "atom_words",
            "default_map_points", "health_numbers", "health_table", "job_rankings", "job_scores", "kept_embedding",
            "known_map_layout", "label_energy", "layout_name", "map_embedding", "map_layout", "map_layout_timed",
-           "map_points_view", "page_task_bytes", "pool_codes", "pool_top_items", "prepare_pages", "stored",
+           "map_points_view", "page_task_bytes", "pool_codes", "pool_top_items", "prepare_pages", "prepared", "stored",
            "stored_map_layout"]
 
 MAX_ENTRY_BYTES = 256 * 2**20
@@ -544,6 +544,26 @@ def page_task_bytes(ws) -> int:
     return int(3 * (np.asarray(ws.X).nbytes + np.asarray(ws.raw).nbytes))
 
 
+def _prepared_description(ws) -> dict:
+    """What a finished :func:`prepare_pages` is named by: the release, the steps and the settings they were made
+    with (a workspace built by another release, or before a step was added, is prepared again)."""
+    from slics_core import __version__
+
+    rules = hashlib.sha256(json.dumps(HEALTH_RULES, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+    return {"release": __version__, "steps": [repr(step) for _, step in _page_steps(ws)], "k": DEFAULT_K,
+            "map": MAP_DEFAULTS, "scores": SCORES_VERSION, "rules": rules}
+
+
+def prepared(ws) -> bool:
+    """Whether :func:`prepare_pages` finished on ``ws``'s store with this release's steps (it leaves a mark when
+    done); True when there is no store to prepare (a workspace being built, or not saved). The app prepares a
+    store that is not in the background (``app_pages/_workspace.py``, ``prepare_in_background``), so that a
+    workspace built by an earlier release does not compute its first views while a visitor waits."""
+    if _folder(ws) is None:
+        return True
+    return stored_only(ws, "prepared", _prepared_description(ws), ("steps",)) is not None
+
+
 def prepare_pages(ws, progress=None, n_jobs=1, say=None) -> list:
     """Compute and store what the pages show on arrival with their default settings: Evaluate's d0 sweep and
     methods table (rankings at :func:`~slics_core.explorer.scoring.stored_depth`, deep enough for Recall@100
@@ -582,6 +602,7 @@ def prepare_pages(ws, progress=None, n_jobs=1, say=None) -> list:
             done.append(name)
             with one_thread():  # as on a worker: the same rankings, to the order of near ties, for any n_jobs
                 _run_step(ws, step, cache)
+    stored(ws, "prepared", _prepared_description(ws), lambda: {"steps": np.array(done, dtype=str)})
     if progress is not None:
         progress("prepare the pages", total, total)
     return done
