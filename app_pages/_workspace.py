@@ -211,6 +211,28 @@ def prepare_in_background(ws):
                       lambda: BackgroundRun(lambda progress: prepare_pages(ws, progress), name="slics-prepare-pages"))
 
 
+@st.fragment(run_every=2)
+def _preparing_banner(run):
+    """Live progress of the background preparation of the first views; reruns the page when it is done."""
+    snap = run.snapshot()
+    if snap["finished"]:
+        st.rerun()
+    st.progress(min(1.0, snap["done"] / max(1, snap["total"])),
+                text=f"This workspace's first views are being prepared in the background ({snap['stage']}, "
+                     f"{snap['elapsed']:.0f} s; once, after an upgrade): this page fills in by itself when it is done.")
+
+
+def wait_for_prepared_views(ws) -> bool:
+    """For a page whose first view is costly to compute (Evaluate): when the background preparation
+    (:func:`prepare_in_background`) of ``ws`` is running, show its progress (the page reruns when it is done) and
+    return True, so that the page stops instead of computing the same views a second time beside it."""
+    run = JOBS.get(("prepare-pages", ws_id(ws), ws.build_id))
+    if run is None or run.snapshot()["finished"]:
+        return False
+    _preparing_banner(run)
+    return True
+
+
 def open_for_run():
     """The frame's call (app.py), once per run before a page that explores a workspace: opens the current
     workspace (:func:`_open_current`) and draws the sidebar workspace note; the page reads it with

@@ -37,7 +37,7 @@ from app_pages import _safe
 from app_pages import _state as state
 from app_pages._errors import operator_sees_details, visitor_text
 from app_pages._ui import csv_download, more_rows, page_intro
-from app_pages._workspace import get_workspace, pool_index, ws_id
+from app_pages._workspace import get_workspace, pool_index, wait_for_prepared_views, ws_id
 from slics_core.analysis import HEALTH_FLAGS
 from slics_core.evaluation import (
     RECALL_KS,
@@ -257,6 +257,8 @@ if ws.sharded:  # the shards carry no labels: the scores rank the labelled rows 
 if getattr(ws, "building", None) is not None:
     st.info(f"Evaluate needs every method at every d0: they are being built in the background "
             f"({ws.building.percent():.0f} %). This page fills in by itself when the build is done.")
+    state.stop()
+if wait_for_prepared_views(ws):  # a store from an earlier release, being prepared: not computed twice
     state.stop()
 if not ws.d0_values or SWEEP_METHOD not in ws.methods:
     st.info(f"This workspace has no fitted {SWEEP_METHOD} models to evaluate."

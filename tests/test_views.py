@@ -92,7 +92,12 @@ def test_no_module_outside_the_workspace_class_touches_its_kept_values():
 # ---------------------------------------------------------------------- stored first views = fresh ones
 @pytest.fixture
 def built(dataset_ws):  # noqa: F811
-    """The saved toy workspace as the build left it (its first views prepared by ``slics workspace``)."""
+    """The saved toy workspace as the build left it (its first views prepared by ``slics workspace``); the app's
+    process-wide caches are emptied (each test's workspace is a new folder under the same name)."""
+    import streamlit as st
+
+    st.cache_resource.clear()
+    st.cache_data.clear()
     folder = dataset_ws[1]
     assert any((folder / arrival.STORE).glob("health-table-*.npz"))  # the build stored the health table
     return folder
@@ -255,3 +260,38 @@ def test_the_app_prepares_a_store_it_finds_unprepared_in_the_background(built, m
     assert len(arrival.health_table(ws, "S-SLiCS", int(ws.default_d0))) == ws.model("S-SLiCS").atoms_.shape[0]
     job = scoring.table_jobs(ws, ws.default_d0, split="query")[0]
     assert arrival.job_scores(ws, job, page_settings.DEFAULT_K, "retrieved", intervals=True)["method"] == job.method
+
+
+def test_evaluate_waits_for_the_background_preparation_instead_of_computing_beside_it(built, monkeypatch):
+    """While the background preparation runs, Evaluate shows its progress and computes nothing (no score is
+    stored by the page); once it is done, the page shows the methods table it prepared."""
+    import threading
+
+    from streamlit.testing.v1 import AppTest
+
+    import app_pages._workspace as opened
+    from slics_core.explorer.background import JOBS
+
+    release, started = threading.Event(), []
+
+    def held_prepare(ws, progress=None, **kwargs):
+        started.append(1)
+        release.wait(120)
+        return arrival.prepare_pages(ws, progress, **kwargs)
+
+    monkeypatch.setattr(opened, "prepare_pages", held_prepare)
+    shutil.rmtree(built / arrival.STORE)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.query_params["ws"] = built.name
+    try:
+        at.run()
+        at.switch_page("app_pages/evaluate.py").run()
+        assert not at.exception, at.exception
+        assert started and not len(at.dataframe)  # no methods table yet
+        assert not list((built / arrival.STORE).glob("scores-*.npz"))  # and nothing computed by the page
+    finally:
+        release.set()
+        JOBS.wait(timeout=240)
+    at.switch_page("app_pages/evaluate.py").run()
+    assert not at.exception, at.exception
+    assert len(at.dataframe) and "Methods" in at.subheader[0].value
