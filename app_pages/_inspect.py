@@ -12,9 +12,10 @@ import streamlit as st
 from app_pages import _pages, _safe
 from app_pages import _state as state
 from app_pages._workspace import ws_id
-from slics_core.explorer.arrival import activity_codes, atom_words, profile_split
+from slics_core.explorer.arrival import activity_codes, atom_words
 from slics_core.explorer.atom_tables import atom_labels
 from slics_core.explorer.inspection import ACTIVITY_CODES, atom_frequencies, item_atom_table
+from slics_core.explorer.page_settings import profile_split
 
 #: Atoms of an item that get an "open on Atoms" button (the table lists every atom that fires).
 MAX_LINKS = 6

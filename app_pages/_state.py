@@ -43,17 +43,17 @@ from typing import NoReturn
 import streamlit as st
 
 from app_pages import _safe
-from slics_core.explorer.arrival import DEFAULT_K
 from slics_core.explorer.current_query import TEXT_PREFIX
 from slics_core.explorer.edits import parse_boost_param
 from slics_core.explorer.map_colours import parse_colour_param
+from slics_core.explorer.page_settings import DEFAULT_K
 from slics_core.explorer.queries import parse_concept_param
 from slics_core.explorer.workspace import EMOJI
 from slics_core.methods import MODES
 
 SHARED = ("method", "d0", "mode", "k")
-#: The shared k: its range, and DEFAULT_K (explorer.arrival, which prepares Evaluate's first view at it)
-#: before a visitor picks one.
+#: The shared k: its range, and DEFAULT_K (explorer.page_settings; explorer.arrival prepares Evaluate's first view
+#: at it) before a visitor picks one.
 K_RANGE = (1, 200)
 #: Shared values before a visitor picks them (:func:`get`); the others default per page.
 DEFAULTS = {"k": DEFAULT_K}

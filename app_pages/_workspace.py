@@ -20,6 +20,8 @@ from app_pages import _state as state
 from app_pages._errors import visitor_text
 from app_pages._state import apply_link, capture_link, link_problems
 from slics_core.errors import audiences, explain, user_message
+from slics_core.explorer.arrival import prepare_pages, prepared
+from slics_core.explorer.background import JOBS, BackgroundRun
 from slics_core.explorer.emoji_build import PROVISIONAL_D0, BuildProgress, start_emoji_workspace
 from slics_core.explorer.encoding import load_query_encoder, prepared_vocabulary
 from slics_core.explorer.generation import generator_version, load_workspace_generator
@@ -197,11 +199,46 @@ def _open_current():
 _OPENED = "_ws_opened"
 
 
+def prepare_in_background(ws):
+    """A workspace whose store lacks this release's first views (built by an earlier release, or without
+    ``prepare``: :func:`slics_core.explorer.arrival.prepared`) gets them from
+    :func:`~slics_core.explorer.arrival.prepare_pages` in a background run (one per workspace and build, shared by
+    every session), so that first visits read them instead of computing them while a visitor waits. Asked once
+    per workspace and process (:meth:`Workspace.remember`). Returns the run, or None when nothing is to prepare."""
+    if getattr(ws, "building", None) is not None or ws.remember("views-prepared", lambda: prepared(ws)):
+        return None
+    return JOBS.start(("prepare-pages", ws_id(ws), ws.build_id),
+                      lambda: BackgroundRun(lambda progress: prepare_pages(ws, progress), name="slics-prepare-pages"))
+
+
+@st.fragment(run_every=2)
+def _preparing_banner(run):
+    """Live progress of the background preparation of the first views; reruns the page when it is done."""
+    snap = run.snapshot()
+    if snap["finished"]:
+        st.rerun()
+    st.progress(min(1.0, snap["done"] / max(1, snap["total"])),
+                text=f"This workspace's first views are being prepared in the background ({snap['stage']}, "
+                     f"{snap['elapsed']:.0f} s; once, after an upgrade): this page fills in by itself when it is done.")
+
+
+def wait_for_prepared_views(ws) -> bool:
+    """For a page whose first view is costly to compute (Evaluate): when the background preparation
+    (:func:`prepare_in_background`) of ``ws`` is running, show its progress (the page reruns when it is done) and
+    return True, so that the page stops instead of computing the same views a second time beside it."""
+    run = JOBS.get(("prepare-pages", ws_id(ws), ws.build_id))
+    if run is None or run.snapshot()["finished"]:
+        return False
+    _preparing_banner(run)
+    return True
+
+
 def open_for_run():
     """The frame's call (app.py), once per run before a page that explores a workspace: opens the current
     workspace (:func:`_open_current`) and draws the sidebar workspace note; the page reads it with
     :func:`get_workspace`. Pair with :func:`end_run`."""
     ws = _open_current()
+    prepare_in_background(ws)  # a store without this release's first views: made in the background
     sidebar_workspace_note(ws)
     st.session_state[_OPENED] = ws
     return ws
@@ -270,17 +307,17 @@ def workspace_generator(ws):
     return _generator(_generator_key(ws), ws)
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _vocabulary(key: str, _ws):
+def _vocabulary(ws):
     t0 = time.perf_counter()
-    words, Wp = prepared_vocabulary(_ws)
+    words, Wp = prepared_vocabulary(ws)
     return words, Wp, time.perf_counter() - t0
 
 
 def workspace_words(ws):
     """``(words, prepared text embeddings, seconds it took)`` of the workspace's caption vocabulary, prepared
-    once per workspace for every page (raises FileNotFoundError when it has none)."""
-    return _vocabulary(ws_id(ws), ws)
+    once per workspace (kept on it: :meth:`Workspace.remember`) for every page (raises FileNotFoundError when it
+    has none; nothing is kept then, so the next visit tries again)."""
+    return ws.remember("vocabulary", lambda: _vocabulary(ws))
 
 
 def sidebar_workspace_note(ws):

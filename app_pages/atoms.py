@@ -21,15 +21,8 @@ from app_pages._inspect import item_atoms_section
 from app_pages._ui import csv_download, d0_picker, method_picker, more_rows, page_intro, require_dictionaries
 from app_pages._workspace import get_workspace, workspace_words, ws_id
 from slics_core.analysis import FIRE_RTOL, FIRE_RULE, HEALTH_FLAGS, HEALTH_RULES
-from slics_core.explorer.arrival import (
-    atom_matrices,
-    atoms_split,
-    label_energy,
-    pool_top_items,
-    profile_split,
-)
+from slics_core.explorer.arrival import atom_matrices, health_table, label_energy, pool_top_items
 from slics_core.explorer.atom_tables import (
-    atom_health,
     atom_labels,
     atom_top_words,
     concept_words,
@@ -48,6 +41,7 @@ from slics_core.explorer.exports import with_settings
 from slics_core.explorer.inspection import ACTIVITY_CODES, LEVEL_WORDS, activation_sentence, atom_activation_view
 from slics_core.explorer.maps import selected_point_ids
 from slics_core.explorer.narration import atom_sentences, missing
+from slics_core.explorer.page_settings import atoms_split, profile_split
 from slics_core.uncertainty import N_SUBSETS
 
 st.title("Atoms")
@@ -86,8 +80,9 @@ def _matrices(key, method, d0, n_nonzero, split, _ws):
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _health(key, method, d0, _ws):
-    train = _ws.index["train"]
-    return atom_health(_ws.model(method, d0), _ws.X[train], _ws.Y[train], _ws.concept_names)
+    """The dictionary's health table: stored at build (slics_core.explorer.arrival.health_table, the route
+    Evaluate's health line takes too), else computed once and stored."""
+    return health_table(_ws, method, d0)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

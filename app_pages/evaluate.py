@@ -10,8 +10,8 @@ Widget keys: "eval_k" (k of mAP@k), "eval_split" (query split for the table and 
 Stability: slics_core.explorer.stability_runs (seed stability and U-SLiCS at S̃ through slics_core.stability) in a
 background thread per (workspace, settings), held process-wide (slics_core.explorer.background.JOBS) so every tab
 sees its progress, and stored in the workspace's store, so a revisit shows the table at once.
-Dictionary health: one line per dictionary method at the table's d0 (slics_core.explorer.atom_tables.health_summary,
-st.cache_data keyed by ws_id, method and d0).
+Dictionary health: one line per dictionary method at the table's d0 (slics_core.explorer.arrival.health_numbers:
+the counts of the stored health table Atoms shows, the one health route; st.cache_data keyed by ws_id, method, d0).
 Uncertainty: each methods-table score is shown with its 95 % bootstrap interval over queries ("0.990 [0.988, 0.992]",
 scoring.run_job(intervals=True), slics_core.uncertainty) and each Recall@k column names its ceiling; the CSV has the
 bounds and ceilings as columns (<column> lo / hi / ceiling).
@@ -37,7 +37,7 @@ from app_pages import _safe
 from app_pages import _state as state
 from app_pages._errors import operator_sees_details, visitor_text
 from app_pages._ui import csv_download, more_rows, page_intro
-from app_pages._workspace import get_workspace, ws_id
+from app_pages._workspace import get_workspace, wait_for_prepared_views, ws_id
 from slics_core.analysis import HEALTH_FLAGS
 from slics_core.evaluation import (
     RECALL_KS,
@@ -50,11 +50,12 @@ from slics_core.evaluation import (
     recall_keys,
 )
 from slics_core.explorer import scoring
-from slics_core.explorer.arrival import atoms_split, health_numbers, job_rankings, job_scores, sweep_splits
+from slics_core.explorer.arrival import health_numbers, job_rankings, job_scores
 from slics_core.explorer.atom_tables import health_note
 from slics_core.explorer.background import JOBS
 from slics_core.explorer.exports import figure_html, with_settings
 from slics_core.explorer.narration import EVALUATE_LOOK_AT_FIRST, MISSING, evaluate_look_at, missing
+from slics_core.explorer.page_settings import atoms_split, sweep_splits
 from slics_core.explorer.stability_runs import (
     N_ACTIVE_DEFAULT,
     StabilityRun,
@@ -250,6 +251,8 @@ if not ws.pool.labelled:  # the shards carry no labels: the scores rank the labe
 if getattr(ws, "building", None) is not None:
     st.info(f"Evaluate needs every method at every d0: they are being built in the background "
             f"({ws.building.percent():.0f} %). This page fills in by itself when the build is done.")
+    state.stop()
+if wait_for_prepared_views(ws):  # a store from an earlier release, being prepared: not computed twice
     state.stop()
 if not ws.d0_values or SWEEP_METHOD not in ws.methods:
     st.info(f"This workspace has no fitted {SWEEP_METHOD} models to evaluate."

@@ -77,12 +77,12 @@ from app_pages._ui import (
 )
 from app_pages._workspace import get_workspace, ws_id
 from slics_core.explorer.arrival import (
-    MAP_DEFAULTS,
     kept_embedding,
+    known_map_layout,
     layout_name,
     map_embedding,
     map_layout_timed,
-    stored_map_layout,
+    map_points_view,
 )
 from slics_core.explorer.background import JOBS, BackgroundRun
 from slics_core.explorer.current_query import query_points
@@ -99,14 +99,13 @@ from slics_core.explorer.map_colours import COLOUR_MODES, colour_param, map_colo
 from slics_core.explorer.maps import (
     KINDS,
     MAX_PICTURES,
-    map_points,
-    map_sample,
     match_points,
     point_text,
     sample_words,
     selected_point_ids,
     selection_summary,
 )
+from slics_core.explorer.page_settings import MAP_DEFAULTS
 from slics_core.methods import MODES
 
 MAX_SHOWN = 40
@@ -235,18 +234,16 @@ if not kinds:
 # ---------------------------------------------------------------- layout (cached, two steps with progress)
 @st.cache_data(show_spinner=False, max_entries=24)
 def _points(key, method, d0, kinds, component, n_points, concepts, split, seed, _ws):
-    rows = map_sample(_ws.Y, _ws.index[split], n_points, random_state=seed, concepts=list(concepts) or None,
-                      concept_names=_ws.concept_names)
-    return map_points(_ws.model(method, d0), _ws.X, _ws.Y, rows, kinds=list(kinds), component=component,
-                      concepts=list(concepts) or None, Z=_ws.Z, sub_to_concept=_ws.sub_to_concept,
-                      concept_names=_ws.concept_names, sub_names=_ws.sub_names)
+    """The map's points: the one function the build's first view is made with (arrival.map_points_view)."""
+    return map_points_view(_ws, method, d0, {"kinds": kinds, "component": component, "n_points": n_points,
+                                             "concepts": concepts, "split": split, "seed": seed})
 
 
 @st.cache_resource(show_spinner=False)
 def _layouts():
-    """Layouts this process has shown, ``(workspace id, layout name) -> (xy, seconds)``, and placed queries,
-    ``(workspace id, layout name, hash of the query vectors) -> ((text, x, y), ...)``: a rerun reads no file."""
-    return {"xy": {}, "placed": {}}
+    """Placed queries this process has shown, ``(workspace id, layout name, hash of the query vectors) ->
+    ((text, x, y), ...)``: a rerun places nothing again (the layouts themselves: arrival.known_map_layout)."""
+    return {"placed": {}}
 
 
 def _remember(cache, key, value, keep=24):
@@ -273,20 +270,16 @@ def _layout(P, seed):
     """``(xy, seconds)`` of the points ``P``: remembered, stored in the workspace, or computed here when small;
     a large layout is computed in a background run whose progress is shown, and the page stops until it is done.
     ``seconds``: how long the t-SNE took when it was computed (kept with the layout), None when not known."""
-    key = (ws_id(ws), layout_name(P, seed))
-    got = _layouts()["xy"].get(key)
+    got = known_map_layout(ws, P, seed)  # this process's, else the workspace's store (the build's first view)
     if got is not None:
         return got
-    if len(P) <= BACKGROUND_MIN_POINTS:  # about 2 s at most: computed here
-        return _remember(_layouts()["xy"], key, map_layout_timed(ws, P, seed))
-    got = stored_map_layout(ws, P, seed, with_seconds=True)
-    if got is not None:
-        return _remember(_layouts()["xy"], key, got)
-    run = JOBS.start(("map",) + key, lambda: BackgroundRun(
+    if len(P) <= BACKGROUND_MIN_POINTS:  # about 2 s at most: computed here (stored and kept by arrival)
+        return map_layout_timed(ws, P, seed)
+    run = JOBS.start(("map", ws_id(ws), layout_name(P, seed)), lambda: BackgroundRun(
         lambda progress: map_layout_timed(ws, P, seed, progress), total=20, name="slics-map"))
     snap = run.snapshot()
     if snap["finished"] and not snap["error"]:
-        return _remember(_layouts()["xy"], key, snap["result"])
+        return snap["result"]
     bar.empty()
     if snap["error"]:
         st.warning(visitor_text(snap["error"], "The map's layout failed", "Rerun the page to try again."))

@@ -10,7 +10,7 @@ from test_cli_data import toy  # noqa: F401  (fixture)
 from test_workspace import dataset_ws  # noqa: F401  (fixture)
 
 from slics_core import formats
-from slics_core.explorer import arrival, scoring
+from slics_core.explorer import arrival, page_settings, scoring
 from slics_core.explorer.workspace_files import load_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,14 +159,14 @@ def test_stored_health_counts_are_read_back_under_the_same_rules_only(dataset_ws
     earlier *misplaced* null, say) are computed again, never read back as these."""
     ws = load_workspace(dataset_ws[1])
     calls = []
-    real = arrival.health_summary
+    real = arrival.atom_health
 
     def counted(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(arrival, "health_summary", counted)
-    split = arrival.atoms_split(ws)
+    monkeypatch.setattr(arrival, "atom_health", counted)
+    split = page_settings.atoms_split(ws)
     first = arrival.health_numbers(ws, "S-SLiCS", int(ws.default_d0), split)  # computed, or stored at build
     n = len(calls)
     assert n <= 1

@@ -5,7 +5,7 @@ import pytest
 
 from slics_core.analysis import FIRE_RTOL, item_atoms
 from slics_core.captions import prepare_text_embeddings
-from slics_core.explorer import arrival
+from slics_core.explorer import arrival, page_settings
 from slics_core.explorer.atom_tables import atom_labels, atom_top_words
 from slics_core.explorer.encoding import workspace_vocabulary
 from slics_core.explorer.inspection import (
@@ -92,7 +92,7 @@ def test_stored_atom_words_are_the_atoms_pages_top_words(ws):
 
 def test_activity_codes_are_the_label_free_codes_of_the_profile_items(ws):
     method, d0 = "S-SLiCS", ws.default_d0
-    split = arrival.profile_split(ws)
+    split = page_settings.profile_split(ws)
     codes = arrival.activity_codes(ws, method, d0)
     want = ws.model(method, d0).transform(ws.X[ws.index[split]], None)
     np.testing.assert_allclose(codes, want, atol=1e-9)

@@ -605,7 +605,7 @@ def test_large_layouts_use_open_tsne_stored_with_their_embedding(tmp_path, monke
     monkeypatch.setattr(layouts, "OPENTSNE_GRADIENT", "bh")
     monkeypatch.setattr(layouts, "OPENTSNE_MIN_POINTS", 100)
     X, _ = _clusters()
-    ws = SimpleNamespace(path=tmp_path, building=None)
+    ws = SimpleNamespace(path=tmp_path, building=None, remember=lambda name, factory: factory())  # keeps nothing
     xy = arrival.map_layout(ws, X, 0)
     np.testing.assert_allclose(xy, layouts.tsne_fit(X, random_state=0, engine="openTSNE")[0])  # openTSNE's
     np.testing.assert_array_equal(arrival.stored_map_layout(ws, X, 0), xy)
@@ -638,7 +638,7 @@ def test_a_stored_layout_says_how_long_its_t_sne_took_not_how_long_reading_it_to
         return np.zeros((len(P), 2)) + random_state, None
 
     monkeypatch.setattr(arrival, "tsne_fit", slow_tsne)
-    ws = SimpleNamespace(path=tmp_path, building=None)
+    ws = SimpleNamespace(path=tmp_path, building=None, remember=lambda name, factory: factory())  # keeps nothing
     X = np.random.default_rng(0).standard_normal((30, 5))
     xy, seconds = arrival.map_layout_timed(ws, X, 0)
     assert seconds == 50.0

@@ -327,14 +327,14 @@ def test_current_query_is_marked_with_its_components(ws, monkeypatch):
 def test_every_map_widget_starts_at_map_defaults(ws, monkeypatch):
     """The page's first view is MAP_DEFAULTS, the view the build prepares: change every default and each
     widget follows, and the map drawn is the prepared one (arrival.default_map_points)."""
-    from slics_core.explorer import arrival
+    from slics_core.explorer import arrival, page_settings
 
     changed = {"kinds": ("component", "atom"), "component": "full", "n_points": 60,
                "concepts": (ws.concept_names[1],), "split": "query", "seed": 7}
-    assert set(changed) == set(arrival.MAP_DEFAULTS)
-    assert all(changed[k] != v for k, v in arrival.MAP_DEFAULTS.items())  # each default is changed
+    assert set(changed) == set(page_settings.MAP_DEFAULTS)
+    assert all(changed[k] != v for k, v in page_settings.MAP_DEFAULTS.items())  # each default is changed
     for k, v in changed.items():
-        monkeypatch.setitem(arrival.MAP_DEFAULTS, k, v)
+        monkeypatch.setitem(page_settings.MAP_DEFAULTS, k, v)
     at = AppTest.from_file(PAGE, default_timeout=240).run()
     assert not at.exception, at.exception
     s = at.session_state

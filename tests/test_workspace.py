@@ -314,7 +314,7 @@ def test_without_a_validation_split_the_build_and_the_model_use_one_fallback_d0(
     import dataclasses
 
     from slics_core.evaluation import fallback_d0
-    from slics_core.explorer import arrival, scoring
+    from slics_core.explorer import arrival, page_settings, scoring
 
     built, folder = no_val_ws
     assert len(built.index["val"]) == 0 and built.d0_values == [1, 2, 3, 4]
@@ -328,7 +328,7 @@ def test_without_a_validation_split_the_build_and_the_model_use_one_fallback_d0(
     # the pages' first views were prepared for that d0 (and the build did not stop on the missing split)
     job = scoring.Job("S-SLiCS", 3, "partial", "query")
     desc = {"method": job.method, "d0": job.d0, "mode": job.mode, "split": job.split,
-            "depth": scoring.stored_depth(arrival.DEFAULT_K)}
+            "depth": scoring.stored_depth(page_settings.DEFAULT_K)}
     assert (folder / arrival.STORE / arrival._name(built, "rank", desc)).is_file()
     assert fallback_d0([]) is None and fallback_d0([5]) == 5 and fallback_d0([20, 5, 10]) == 10
 

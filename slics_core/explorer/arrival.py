@@ -1,4 +1,17 @@
-"""What the pages need on arrival, computed once per workspace and kept in its folder for every process.
+"""The views module: what the pages show on arrival, each first view one function that reads the workspace's
+store and computes and writes it when it is missing, used both by :func:`prepare_pages` (at build time) and by
+the page (so a page never computes a first view its own way).
+
+Views: Evaluate's rankings and scores (:func:`job_rankings`, :func:`job_scores`: scores with or without their
+intervals), the dictionary health (:func:`health_table`, the Atoms table; :func:`health_numbers`, Evaluate's
+line, counted from that table: one route), the Subspaces map (:func:`map_points_view`, :func:`map_layout_timed`,
+:func:`known_map_layout`), the Atoms matrices, pool codes, label-profile energies, label-free codes and atoms'
+words (:func:`atom_matrices`, :func:`pool_codes` / :func:`pool_top_items`, :func:`label_energy`,
+:func:`activity_codes`, :func:`atom_words`). The settings a first view is made with (``DEFAULT_K``, the map's
+defaults, which split each page reads) live in :mod:`slics_core.explorer.page_settings`; what is kept in memory
+per process is kept on the workspace (:meth:`slics_core.explorer.workspace.Workspace.remember`).
+
+What the pages need on arrival, computed once per workspace and kept in its folder for every process.
 
 A page's first visit in a new server process used to redo work that depends only on the workspace:
 Evaluate ranked every job of its d0 sweep and methods table, Subspaces ran t-SNE, Atoms sparse-coded
@@ -35,6 +48,7 @@ from slics_core.evaluation import SWEEP_METHOD
 from slics_core.explorer import scoring
 from slics_core.explorer.atom_tables import (
     MAX_TOP_ITEMS,
+    atom_health,
     atom_heatmaps,
     codes_top_items,
     concept_energy,
@@ -46,6 +60,7 @@ from slics_core.explorer.atom_tables import (
 from slics_core.explorer.encoding import prepared_vocabulary
 from slics_core.explorer.layouts import tsne_embedding, tsne_fit
 from slics_core.explorer.maps import map_points, map_sample
+from slics_core.explorer.page_settings import DEFAULT_K, MAP_DEFAULTS, atoms_split, profile_split, sweep_splits
 from slics_core.explorer.workspace import PAGE_STORE as STORE
 from slics_core.explorer.workspace_files import load_workspace
 from slics_core.formats import atomic_save_npz, load_npz
@@ -53,20 +68,14 @@ from slics_core.methods import preferred_method
 from slics_core.metrics import NORMALIZATIONS
 from slics_core.tasks import choose_jobs, one_thread, run_tasks
 
-__all__ = ["ATOM_WORDS", "DEFAULT_K", "MAP_DEFAULTS", "SCORES_VERSION", "STORE", "activity_codes", "atom_matrices",
-           "atom_words", "job_rankings", "job_scores", "kept_embedding", "layout_name", "map_embedding", "map_layout",
-           "map_layout_timed", "page_task_bytes", "pool_codes", "pool_top_items", "prepare_pages", "stored",
-           "stored_map_layout", "sweep_splits"]
+__all__ = ["ATOM_WORDS", "SCORES_VERSION", "STORE", "activity_codes", "atom_matrices", "atom_words",
+           "default_map_points", "health_numbers", "health_table", "job_rankings", "job_scores", "kept_embedding",
+           "known_map_layout", "label_energy", "layout_name", "map_embedding", "map_layout", "map_layout_timed",
+           "map_points_view", "page_task_bytes", "pool_codes", "pool_top_items", "prepare_pages", "prepared", "stored",
+           "stored_map_layout"]
 
 MAX_ENTRY_BYTES = 256 * 2**20
 MAX_ENTRIES = 512
-#: The Subspaces page's first view: every one of its map widgets starts at these values (app_pages/subspaces.py
-#: reads them), and :func:`prepare_pages` prepares exactly this view at build time.
-MAP_DEFAULTS = {"kinds": ("embedding", "component", "atom"), "component": "partial", "n_points": 200,
-                "concepts": (), "split": "pool", "seed": 0}
-#: The app's shared k before a visitor picks one (app_pages/_state.py, which the pages read it from): k of
-#: mAP@k on Evaluate and images per gallery on Retrieve / Mix. Evaluate's first view is prepared at this k.
-DEFAULT_K = 20
 
 
 def _folder(ws) -> Path | None:
@@ -206,7 +215,37 @@ def map_layout_timed(ws, P, seed: int, progress=None):
         return {"xy": xy, "seconds": np.float64(time.perf_counter() - t0)}
 
     got = stored(ws, "tsne", _layout_description(P, seed), compute, names=("xy",))
-    return got["xy"], (float(got["seconds"]) if "seconds" in got else None)
+    return _keep_layout(ws, P, seed, (got["xy"], float(got["seconds"]) if "seconds" in got else None))
+
+
+#: Layouts kept in memory per workspace and process (:func:`known_map_layout`; least recently used go).
+MAX_KEPT_LAYOUTS = 24
+_LAYOUTS_LOCK = threading.Lock()
+
+
+def _keep_layout(ws, P, seed, got):
+    kept = ws.remember("map-layouts", OrderedDict)
+    with _LAYOUTS_LOCK:
+        kept[layout_name(P, seed)] = got
+        kept.move_to_end(layout_name(P, seed))
+        while len(kept) > MAX_KEPT_LAYOUTS:
+            kept.popitem(last=False)
+    return got
+
+
+def known_map_layout(ws, P, seed: int):
+    """``(xy, seconds)`` of the layout of ``P`` (as :func:`map_layout_timed` gives them) when it is known without
+    computing it: kept in this process (on ``ws``: a rerun reads no file), else stored in the workspace (then kept);
+    None when neither (the page computes a small layout, :func:`map_layout_timed`, and a large one in the
+    background)."""
+    P = np.ascontiguousarray(P, dtype=np.float64)
+    kept = ws.remember("map-layouts", OrderedDict)
+    with _LAYOUTS_LOCK:
+        got = kept.get(layout_name(P, seed))
+    if got is not None:
+        return got
+    got = stored_map_layout(ws, P, seed, with_seconds=True)
+    return None if got is None else _keep_layout(ws, P, seed, got)
 
 
 def stored_map_layout(ws, P, seed: int, with_seconds: bool = False):
@@ -332,50 +371,81 @@ def atom_words(ws, method: str, d0: int) -> list:
     return [[str(w) for w in row] for row in got["words"]]
 
 
-def health_numbers(ws, method: str, d0: int, split: str) -> dict:
-    """:func:`slics_core.explorer.atom_tables.health_summary` of one dictionary (flags on the training split,
-    active atoms and cos(x, x̂) on ``split``), stored (Evaluate's health line)."""
+def _health_description(method, d0) -> dict:
+    # the rules' words name the entry too: a table stored under other rules is not read back as this one
+    rules = hashlib.sha256(json.dumps(HEALTH_RULES, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+    return {"method": method, "d0": int(d0), "split": "train", "rules": rules}
+
+
+def health_table(ws, method: str, d0: int):
+    """:func:`slics_core.explorer.atom_tables.atom_health` of one dictionary on the training split, stored: the
+    one health route, the Atoms page's table and the counts of Evaluate's health line (:func:`health_numbers`).
+
+    Stored column by column (strings as text arrays, the flags as a boolean matrix over
+    :data:`slics_core.analysis.HEALTH_FLAGS`) and read back as the same frame, columns in the same order.
+    """
+    import pandas as pd
+
     def compute():
-        tr, ev = ws.index["train"], ws.index[split]
-        h = health_summary(ws.model(method, d0), ws.X[tr], ws.Y[tr], ws.X[ev], ws.Y[ev])
+        tr = ws.index["train"]
+        table = atom_health(ws.model(method, d0), ws.X[tr], ws.Y[tr], ws.concept_names)
+        out = {"columns": np.array(json.dumps([c for c in table.columns])),
+               "flags": np.array([[f in fl for f in HEALTH_FLAGS] for fl in table["flags"]],
+                                 dtype=bool).reshape(len(table), len(HEALTH_FLAGS))}
+        for i, c in enumerate(table.columns):
+            if c != "flags":
+                col = table[c]
+                out[f"c{i}"] = col.to_numpy() if col.dtype.kind in "biuf" else np.array(col.tolist(), dtype=str)
+        return out
+
+    got = stored(ws, "health-table", _health_description(method, d0), compute, names=("columns", "flags"))
+    columns = json.loads(str(got["columns"]))
+    frame = {}
+    for i, c in enumerate(columns):
+        if c == "flags":
+            frame[c] = [[f for f, on in zip(HEALTH_FLAGS, row) if on] for row in got["flags"]]
+        else:
+            v = got[f"c{i}"]
+            frame[c] = [str(x) for x in v] if v.dtype.kind == "U" else v
+    return pd.DataFrame(frame, columns=columns)
+
+
+def health_numbers(ws, method: str, d0: int, split: str) -> dict:
+    """:func:`slics_core.explorer.atom_tables.health_summary` of one dictionary: the flag counts of its stored
+    :func:`health_table` (the table Atoms shows), active atoms and cos(x, x̂) on ``split``, stored (Evaluate's
+    health line)."""
+    def compute():
+        ev = ws.index[split]
+        h = health_summary(health_table(ws, method, d0), ws.model(method, d0), ws.X[ev], ws.Y[ev])
         return {"counts": np.array([h["counts"][f] for f in HEALTH_FLAGS]), "n_atoms": h["n_atoms"],
                 "active_per_item": h["active_per_item"], "mean_cos": h["mean_cos"], "n_eval": h["n_eval"]}
 
     keep = ("counts", "n_atoms", "active_per_item", "mean_cos", "n_eval")
-    # the rules' words name the entry too: counts stored under other rules are not read back as these
-    rules = hashlib.sha256(json.dumps(HEALTH_RULES, sort_keys=True).encode("utf-8")).hexdigest()[:16]
-    got = stored(ws, "health", {"method": method, "d0": int(d0), "split": split, "rules": rules}, compute,
+    got = stored(ws, "health", {**_health_description(method, d0), "split": split, "route": "table"}, compute,
                  names=keep)
     return {"counts": dict(zip(HEALTH_FLAGS, (int(c) for c in got["counts"]))), "n_atoms": int(got["n_atoms"]),
             "active_per_item": float(got["active_per_item"]), "mean_cos": float(got["mean_cos"]),
             "n_eval": int(got["n_eval"])}
 
 
-def default_map_points(ws, method: str, d0: int):
-    """``(P, table)`` of the Subspaces page's first view (:data:`MAP_DEFAULTS`) for ``method`` and ``d0``."""
-    m = MAP_DEFAULTS
+def map_points_view(ws, method: str, d0: int, settings=None):
+    """``(P, table)``: the points of a Subspaces map (:func:`slics_core.explorer.maps.map_points` of the
+    :func:`~slics_core.explorer.maps.map_sample` of its items) for ``method``, ``d0`` and ``settings`` (the keys of
+    :data:`~slics_core.explorer.page_settings.MAP_DEFAULTS`; default: the page's first view, the one
+    :func:`prepare_pages` lays out). The page and the build ask this one function, so the layout the build stored
+    is the one the page's first view looks up."""
+    m = MAP_DEFAULTS if settings is None else {**MAP_DEFAULTS, **settings}
     concepts = [c for c in m["concepts"] if c in ws.concept_names] or None  # as the page's widget keeps them
-    rows = map_sample(ws.Y, ws.index[m["split"]], m["n_points"], random_state=m["seed"], concepts=concepts,
+    rows = map_sample(ws.Y, ws.index[m["split"]], int(m["n_points"]), random_state=int(m["seed"]), concepts=concepts,
                       concept_names=ws.concept_names, include=[])
     return map_points(ws.model(method, d0), ws.X, ws.Y, rows, kinds=list(m["kinds"]), component=m["component"],
                       concepts=concepts, Z=ws.Z, sub_to_concept=ws.sub_to_concept, concept_names=ws.concept_names,
                       sub_names=ws.sub_names)
 
 
-def atoms_split(ws) -> str:
-    """The items the Atoms page sparse-codes: the validation split (the paper's), else the training split."""
-    return "val" if len(ws.index.get("val", [])) else "train"
-
-
-def profile_split(ws) -> str:
-    """The labelled items of the Atoms page's label profile: the pool, else (a sharded pool carries no labels)
-    :func:`atoms_split`."""
-    return "pool" if len(ws.index.get("pool", [])) else atoms_split(ws)
-
-
-def sweep_splits(ws) -> tuple:
-    """The splits Evaluate's d0 sweep scores: validation (where d0 is chosen) and query, those with items."""
-    return tuple(s for s in ("val", "query") if len(ws.index.get(s, [])))
+def default_map_points(ws, method: str, d0: int):
+    """``(P, table)`` of the Subspaces page's first view (:data:`MAP_DEFAULTS`): :func:`map_points_view`."""
+    return map_points_view(ws, method, d0)
 
 
 #: The version of the stored job scores: raise it when what :func:`slics_core.explorer.scoring.run_job` computes
@@ -423,7 +493,7 @@ def _page_steps(ws) -> list:
                   ("Atoms label profile", ("energy", method, d0)), ("Atoms activations", ("free-codes", method, d0))]
         if ws.vocab_text is not None and ws.vocab_words:
             steps.append(("Atoms words", ("words", method, d0)))
-    steps += [(f"Evaluate health of {m}", ("health", m, int(ws.default_d0))) for m in healthy]
+    steps += [(f"Atoms and Evaluate health of {m}", ("health", m, int(ws.default_d0))) for m in healthy]
     return steps
 
 
@@ -449,7 +519,8 @@ def _run_step(ws, step, cache: dict) -> None:
         activity_codes(ws, *args)
     elif kind == "words":
         atom_words(ws, *args)
-    elif kind == "health":
+    elif kind == "health":  # the table Atoms shows, then Evaluate's line from it (the one health route)
+        health_table(ws, *args)
         health_numbers(ws, *args, atoms_split(ws))
 
 
@@ -475,6 +546,26 @@ def page_task_bytes(ws) -> int:
     """Estimated memory of one worker of :func:`prepare_pages`: its own copy of the workspace's arrays (the
     items, their raw embeddings, the pool's evaluation index) and room for the step's rankings and codes."""
     return int(3 * (np.asarray(ws.X).nbytes + np.asarray(ws.raw).nbytes))
+
+
+def _prepared_description(ws) -> dict:
+    """What a finished :func:`prepare_pages` is named by: the release, the steps and the settings they were made
+    with (a workspace built by another release, or before a step was added, is prepared again)."""
+    from slics_core import __version__
+
+    rules = hashlib.sha256(json.dumps(HEALTH_RULES, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+    return {"release": __version__, "steps": [repr(step) for _, step in _page_steps(ws)], "k": DEFAULT_K,
+            "map": MAP_DEFAULTS, "scores": SCORES_VERSION, "rules": rules}
+
+
+def prepared(ws) -> bool:
+    """Whether :func:`prepare_pages` finished on ``ws``'s store with this release's steps (it leaves a mark when
+    done); True when there is no store to prepare (a workspace being built, or not saved). The app prepares a
+    store that is not in the background (``app_pages/_workspace.py``, ``prepare_in_background``), so that a
+    workspace built by an earlier release does not compute its first views while a visitor waits."""
+    if _folder(ws) is None:
+        return True
+    return stored_only(ws, "prepared", _prepared_description(ws), ("steps",)) is not None
 
 
 def prepare_pages(ws, progress=None, n_jobs=1, say=None) -> list:
@@ -515,6 +606,7 @@ def prepare_pages(ws, progress=None, n_jobs=1, say=None) -> list:
             done.append(name)
             with one_thread():  # as on a worker: the same rankings, to the order of near ties, for any n_jobs
                 _run_step(ws, step, cache)
+    stored(ws, "prepared", _prepared_description(ws), lambda: {"steps": np.array(done, dtype=str)})
     if progress is not None:
         progress("prepare the pages", total, total)
     return done

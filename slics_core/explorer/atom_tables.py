@@ -319,17 +319,17 @@ def health_histogram(frequency, n_bins=20):
     return {"edges": edges, "counts": counts, "n_dead": int(f.size - alive.size)}
 
 
-def health_summary(model, X_train, Y_train, X_eval, Y_eval):
-    """Evaluate's one line per dictionary: flag counts (training split health table) and, on ``X_eval``
-    (the validation split), the mean number of active atoms per item and the mean ``cos(x, x̂)``, both from
-    the NNLS codes on the items' labelled concepts.
+def health_summary(table, model, X_eval, Y_eval):
+    """Evaluate's one line per dictionary: the flag counts of its health table (``table``: :func:`atom_health` of
+    the training split, the Atoms page's table) and, on ``X_eval`` (the validation split), the mean number of
+    active atoms per item and the mean ``cos(x, x̂)``, both from the NNLS codes on the items' labelled concepts.
 
     Returns
     -------
     summary : dict
         ``counts`` (:func:`health_counts`), ``n_atoms``, ``active_per_item``, ``mean_cos``, ``n_eval``.
     """
-    counts = health_counts(dictionary_health(model, X_train, Y_train))
+    counts = health_counts(table)
     codes = item_codes(model, X_eval, Y_eval)
     cos = reconstruction_cosine(X_eval, codes, model.atoms_)
     return {"counts": counts, "n_atoms": int(model.atoms_.shape[0]),

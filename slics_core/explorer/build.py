@@ -325,7 +325,8 @@ def attach_pool_shards(ws: Workspace, shards: PoolShards, *, remote_thumbnails=F
     ws.pool_shards = {**shards.describe(), "remote_thumbnails": bool(remote_thumbnails),
                       "remote_hosts": shards.remote_hosts() if remote_thumbnails else []}
     ws.index["pool"] = np.zeros(0, dtype=np.int64)
-    ws._opened["shards"] = shards
+    ws.forget("shards")  # the reader of these shards, opened once: Workspace.shards() returns it
+    ws.remember("shards", lambda: shards)
     report_progress(progress, f"sample {rows.size} pool rows", 1, 1)
 
 

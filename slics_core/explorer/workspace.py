@@ -215,6 +215,25 @@ class Workspace(CarriesLabels):
     def __post_init__(self):
         self._check_labels(int(np.shape(self.X)[0]), "items")
 
+    # ------------------------------------------------------------------ kept values
+    def remember(self, name, factory):
+        """The value kept on this instance under ``name`` (any hashable), else ``factory()``, kept and returned:
+        what is opened or computed once per workspace and process (an evaluation index, a shard reader) lives here,
+        on the one object every page and the builder share, instead of in each caller's own cache.
+
+        ``factory`` is called at most once per name and instance while the value is kept (not under a lock: two
+        threads asking at once may both compute, and the first kept wins, so keep factories free of side effects).
+        """
+        kept = self._opened
+        if name not in kept:
+            value = factory()
+            kept.setdefault(name, value)
+        return kept[name]
+
+    def forget(self, name) -> None:
+        """Drop the value kept under ``name`` (:meth:`remember`), if any: the next :meth:`remember` computes it."""
+        self._opened.pop(name, None)
+
     # ------------------------------------------------------------------ sizes
     def __len__(self) -> int:
         return int(self.X.shape[0])
@@ -280,10 +299,8 @@ class Workspace(CarriesLabels):
         counts recorded at build time). Raises ValueError on an ordinary workspace."""
         if not self.sharded:
             raise ValueError(f"workspace {self.name!r} has no sharded pool")
-        if "shards" not in self._opened:
-            info = self.pool_shards
-            self._opened["shards"] = PoolShards(info["folder"], dim=self.X.shape[1], counts=info["counts"])
-        return self._opened["shards"]
+        info = self.pool_shards
+        return self.remember("shards", lambda: PoolShards(info["folder"], dim=self.X.shape[1], counts=info["counts"]))
 
     @property
     def remote_thumbnails(self) -> bool:
@@ -302,38 +319,30 @@ class Workspace(CarriesLabels):
         ``search(Q, k)`` returns ``(positions, scores)``: positions in the pool (rows of
         ``X[index["pool"]]``, or positions in shard order for a sharded workspace), best first.
         """
-        if "index" not in self._opened:
-            self._opened["index"] = open_pool_index(self)
-        return self._opened["index"]
+        return self.remember("index", lambda: open_pool_index(self))
 
     @property
     def pool(self) -> Pool:
         """The workspace's pool (:func:`slics_core.explorer.pool.workspace_pool`: rows of ``X`` with labels, or its
         shards without), opened once and kept on the instance; ``pool.search(Q, k)`` returns
         :class:`~slics_core.explorer.pool.Hits`."""
-        if "pool" not in self._opened:
-            self._opened["pool"] = workspace_pool(self)
-        return self._opened["pool"]
+        return self.remember("pool", lambda: workspace_pool(self))
 
     @property
     def eval_pool(self) -> Pool:
         """The labelled pool every label-based score ranks (:func:`slics_core.explorer.pool.labelled_pool`): the
         workspace's :attr:`pool` itself, or, for a sharded workspace, its labelled rows; kept on the instance."""
-        if "eval_pool" not in self._opened:
-            self._opened["eval_pool"] = labelled_pool(self)
-        return self._opened["eval_pool"]
+        return self.remember("eval_pool", lambda: labelled_pool(self))
 
     @property
     def quantized_pool(self) -> Pool | None:
         """The pool searched quantized (:func:`slics_core.explorer.pool.quantized_pool`; its index is built at the
         first search), or None when the workspace has none; kept on the instance."""
-        if "quantized_pool" not in self._opened:
-            self._opened["quantized_pool"] = quantized_pool(self)
-        return self._opened["quantized_pool"]
+        return self.remember("quantized_pool", lambda: quantized_pool(self))
 
     def forget_pool_index(self) -> None:
         """Drop the opened pool index (the builder calls it before it builds a new one)."""
-        self._opened.pop("index", None)
+        self.forget("index")
 
     def pool_index_recall(self) -> dict | None:
         """The on-disk pool index's recall measured at build (:data:`POOL_RECALL`: ``k``, ``recall``,
@@ -414,11 +423,9 @@ class Workspace(CarriesLabels):
         # the fitted step depends on the settings and the width only (the mean is given): fitted once, kept, so
         # streaming the shards (exact search) pays for the transform alone
         key = (self.preprocessing, self.n_tokens, raw.shape[1], None if mean is None else np.asarray(mean).tobytes())
-        kept = self._opened.get("preprocessor")
-        if kept is None or kept[0] != key:
-            kept = (key, make_preprocessor(self.preprocessing, mean=mean, n_tokens=self.n_tokens).fit(raw[:1]))
-            self._opened["preprocessor"] = kept
-        return kept[1].transform(raw).astype(np.float32)
+        step = self.remember(("preprocessor", key), lambda: make_preprocessor(
+            self.preprocessing, mean=mean, n_tokens=self.n_tokens).fit(raw[:1]))
+        return step.transform(raw).astype(np.float32)
 
     def zero_shot(self, raw) -> np.ndarray | None:
         """Cosines (n, S) between embeddings and the concept prompts (None without prompts)."""
