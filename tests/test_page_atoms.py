@@ -14,7 +14,6 @@ from slics_core.analysis import HEALTH_FLAGS, dictionary_health
 from slics_core.captions import prepare_text_embeddings
 from slics_core.explorer.atom_tables import (
     atom_labels,
-    atom_top_items,
     atom_top_words,
     group_layout,
     item_codes,
@@ -22,6 +21,7 @@ from slics_core.explorer.atom_tables import (
 )
 from slics_core.explorer.encoding import workspace_vocabulary
 from slics_core.explorer.safe_text import figure_text
+from tests.top_items_reference import atom_top_items
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "atoms.py")

@@ -8,10 +8,11 @@ import pytest
 
 from slics_core.cli import main
 from slics_core.explorer.arrival import pool_codes, pool_top_items
-from slics_core.explorer.atom_tables import MAX_TOP_ITEMS, atom_top_items, codes_top_items, top_items_table
+from slics_core.explorer.atom_tables import MAX_TOP_ITEMS, codes_top_items, top_items_table
 from slics_core.explorer.pool import Pool, labelled_rows, memory_pool
 from slics_core.explorer.workspace_files import load_workspace
 from slics_core.retrieval import ExactIndex
+from tests.top_items_reference import atom_top_items
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -214,7 +214,7 @@ def test_evaluate_scores_equal_a_fresh_run(built, monkeypatch):
     monkeypatch.undo()
     truth = scoring.run_job(ws, job, k=k, normalization="retrieved", intervals=True,
                             rankings=scoring.rank_job(ws, job, depth=scoring.stored_depth(k),
-                                                      index=scoring.eval_index(ws)))
+                                                      index=ws.eval_pool.index))
     assert got.keys() == truth.keys()
     for key, v in truth.items():
         if isinstance(v, float):
@@ -225,11 +225,9 @@ def test_evaluate_scores_equal_a_fresh_run(built, monkeypatch):
 
 # ---------------------------------------------------------------------- a store without this release's views
 def test_prepared_marks_a_finished_preparation_of_this_release(built, monkeypatch):
-    import slics_core
-
     ws = load_workspace(built)
     assert arrival.prepared(ws)  # slics workspace prepared it
-    monkeypatch.setattr(slics_core, "__version__", "99.0.0")  # another release: its steps may differ
+    monkeypatch.setattr(arrival, "__version__", "99.0.0")  # another release: its steps may differ
     assert not arrival.prepared(ws)
     monkeypatch.undo()
     shutil.rmtree(built / arrival.STORE)

@@ -41,7 +41,9 @@ from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
+from slics_core import __version__
 from slics_core.analysis import HEALTH_FLAGS, HEALTH_RULES, atom_codes
 from slics_core.captions import atom_word_ranking
 from slics_core.evaluation import SWEEP_METHOD
@@ -384,8 +386,6 @@ def health_table(ws, method: str, d0: int):
     Stored column by column (strings as text arrays, the flags as a boolean matrix over
     :data:`slics_core.analysis.HEALTH_FLAGS`) and read back as the same frame, columns in the same order.
     """
-    import pandas as pd
-
     def compute():
         tr = ws.index["train"]
         table = atom_health(ws.model(method, d0), ws.X[tr], ws.Y[tr], ws.concept_names)
@@ -551,8 +551,6 @@ def page_task_bytes(ws) -> int:
 def _prepared_description(ws) -> dict:
     """What a finished :func:`prepare_pages` is named by: the release, the steps and the settings they were made
     with (a workspace built by another release, or before a step was added, is prepared again)."""
-    from slics_core import __version__
-
     rules = hashlib.sha256(json.dumps(HEALTH_RULES, sort_keys=True).encode("utf-8")).hexdigest()[:16]
     return {"release": __version__, "steps": [repr(step) for _, step in _page_steps(ws)], "k": DEFAULT_K,
             "map": MAP_DEFAULTS, "scores": SCORES_VERSION, "rules": rules}
