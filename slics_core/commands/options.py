@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 
 from slics_core._parallel import N_JOBS_EXPECTED, n_jobs_ok
 from slics_core.commands import CLIError, check_at_least
-from slics_core.encoders import parse_encoder_spec
+from slics_core.encoders import check_encoder_name
+from slics_core.errors import user_message
+from slics_core.explorer.workspace_names import check_workspace_name
 from slics_core.generators.registry import DEFAULT_CONDITIONING_ENCODER, generator_names_text
 from slics_core.tasks import jobs_ok
 from slics_core.vocabulary_names import DEFAULT_VOCABULARY, VOCABULARY_SPECS
@@ -64,12 +67,14 @@ def check_jobs(args) -> None:
 
 
 def check_encoder_spec(spec: str | None, option: str = "--encoder") -> None:
-    """Refuse an encoder name no encoder form reads (the message lists the forms); None passes."""
+    """Refuse an encoder name no encoder form reads (the message lists the forms), an open_clip architecture
+    open_clip does not ship, or a checkpoint file or ``local:`` folder that is not there
+    (:func:`slics_core.encoders.check_encoder_name`: nothing is imported); None passes."""
     if spec is None:
         return
     try:
-        parse_encoder_spec(spec)
-    except ValueError as exc:
+        check_encoder_name(spec)
+    except (ValueError, FileNotFoundError) as exc:
         raise CLIError(f"{option}: {exc}") from None
 
 
@@ -131,8 +136,55 @@ def _add_embed_args(p, reproduce=False):
     g.add_argument("--concurrency", type=int, default=1, metavar="N", help="encoder actors (default 1)")
 
 
+#: What each ``--dataset`` reads: the options it needs (with the words of the message when one is missing) and
+#: the path options it reads, each a folder (``"dir"``), a file (``"file"``) or either (``"any"``).
+_DATASET_NEEDS = {
+    "coco": ((("--annotations", "--images"), "--annotations instances_*.json and --images DIR"),
+             {"--annotations": "file", "--images": "dir"}),
+    "mirflickr": ((("--root",), "--root (folder with mirflickr/ and the annotations)"),
+                  {"--root": "dir", "--annotations": "dir"}),
+    "folder": ((("--images",), "--images DIR (and --labels FILE.csv|json)"), {"--images": "dir", "--labels": "file"}),
+    "precomputed": ((("--embeddings",), "--embeddings (a clip-retrieval folder, .npy or .parquet)"),
+                    {"--embeddings": "any", "--metadata": "file", "--labels": "file", "--images": "dir"}),
+    "emoji": (((), ""), {}),
+}
+_KIND_WORDS = {"dir": "folder", "file": "file", "any": "file or folder"}
+
+
+def check_path(option: str, value, kind: str = "any") -> None:
+    """Refuse an ``option`` whose ``value`` names no folder (``kind="dir"``), no file (``"file"``) or
+    nothing (``"any"``), in one line naming the option and the path; ``None`` passes."""
+    if value is None:
+        return
+    path = os.path.expanduser(os.fspath(value))
+    want = _KIND_WORDS[kind]
+    if not os.path.exists(path):
+        raise CLIError(f"{option} {value!r}: no such {want} (check the path, relative to {os.getcwd()!r})")
+    if kind == "dir" and not os.path.isdir(path):
+        raise CLIError(f"{option} {value!r} is a file, not a folder: give the folder")
+    if kind == "file" and os.path.isdir(path):
+        raise CLIError(f"{option} {value!r} is a folder, not a file: give the file")
+
+
+def check_dataset_paths(args) -> None:
+    """``--dataset``'s own options: those it needs are given, and each path it reads exists (before any import)."""
+    (needed, words), paths = _DATASET_NEEDS[args.dataset]
+    if any(getattr(args, o[2:]) is None for o in needed):
+        raise CLIError(f"--dataset {args.dataset} needs {words}")
+    for option, kind in paths.items():
+        check_path(option, getattr(args, option[2:]), kind)
+    if args.dataset not in ("emoji", "precomputed") and not args.encoder:
+        raise CLIError(f"--dataset {args.dataset} needs --encoder (e.g. ViT-B-32/openai or emoji-small)")
+
+
 def _check_embed(args):
-    """``embed`` and ``reproduce``: batch size, workers and the encoder's name, before any import of torch."""
+    """``embed`` and ``reproduce``: the dataset's options and paths, batch size, workers, the backend's options
+    and the encoder's name, before any import of torch, scikit-learn or Ray."""
+    check_dataset_paths(args)
+    check_path("--codebook", args.codebook, "file")
+    if args.backend == "ray" and args.transfer == "jpeg":
+        raise CLIError("--transfer jpeg (decoding on the encoder's device) runs on the local backend only: with "
+                       "--backend ray leave --transfer out (or give uint8 or float32)")
     option = "--batch-size" if args.command == "embed" else "--embed-batch-size"
     if args.embed_batch_size < 1:
         raise CLIError(f"{option} must be at least 1; got {args.embed_batch_size}")
@@ -200,6 +252,7 @@ def _check_eval(args):
     check_at_least(args, 1, "--seeds", "--k", "--n-atoms", "--n-train", "--n-query", "--n-words", "--batch-size")
     check_at_least(args, 1 if args.sweep else 0, "--n-val")  # the sweep chooses d0 on the validation set
     check_at_least(args, 2, "--stability")  # one seed has nothing to be matched with
+    check_path("--mean-file", args.mean_file, "file")
     for value in args.n_active or ():
         if value < 1:
             raise CLIError(f"--n-active values must be at least 1; got {value}")
@@ -320,10 +373,44 @@ def add_generator_options(p, *, required=False) -> None:
 def _check_generator(args):
     check_at_least(args, 5, "--align-n")
     check_encoder_spec(args.align_encoder, "--align-encoder")
+    check_path("--align-pairs", args.align_pairs, "file")
+
+
+def _check_align(args):
+    """``slics align``: one of its two forms, with the files it reads."""
+    _check_generator(args)
+    if args.workspace is not None:
+        if args.source or args.target or args.output:
+            raise CLIError("--workspace fits the alignment from the workspace itself: give no SOURCE/TARGET/-o")
+        return
+    if args.generator or args.align_pairs or args.align_encoder:
+        raise CLIError("--generator, --align-encoder and --align-pairs go with --workspace NAME")
+    if not (args.source and args.target and args.output):
+        raise CLIError("give SOURCE.npy TARGET.npy -o ALIGN.npz, or --workspace NAME --generator SPEC")
+    check_path("SOURCE", args.source, "file")
+    check_path("TARGET", args.target, "file")
+
+
+def _check_workspace_name(option, name) -> None:
+    try:
+        check_workspace_name(name)
+    except ValueError as exc:
+        raise CLIError(f"{option}: {user_message(exc)}") from None
 
 
 def _check_workspace(args):
     check_jobs(args)
+    if args.info is None:
+        if not args.cache:
+            raise CLIError("slics workspace needs --cache DIR (an embedding cache from `slics embed`) or --info NAME")
+        check_path("--cache", args.cache, "dir")
+        if args.name is not None:
+            _check_workspace_name("--name", args.name)
+        elif args.out is None:  # named after the cache's folder
+            _check_workspace_name(f"--cache {args.cache!r} (its folder names the workspace; give --name)",
+                                  os.path.basename(os.path.abspath(args.cache)))
+    check_path("--mean-file", args.mean_file, "file")
+    check_path("--pool-shards", args.pool_shards, "dir")
     if args.backend != "ray" and args.address:
         raise CLIError("--address: only with --backend ray")
     if any(d < 1 for d in args.d0):
@@ -435,7 +522,7 @@ def _register_align(subparsers) -> None:
                    help="a workspace (name under $SLICS_WORKSPACES, or its folder) to give the generator")
     add_generator_options(a)
     a.add_argument("--quiet", action="store_true")
-    a.set_defaults(check=_check_generator)
+    a.set_defaults(check=_check_align)
 
 
 # --------------------------------------------------------------------------- models, download, app

@@ -111,8 +111,6 @@ def cmd_workspace(args) -> int:
                 summary["generator_alignment"] = f"not usable: {user_message(exc)}"
         print(json.dumps(summary, indent=1))
         return 0
-    if not args.cache:
-        raise CLIError("slics workspace needs --cache (an embedding cache from `slics embed`) or --info NAME")
     name = check_workspace_name(args.name) if args.name is not None else None
     out = Path(args.out) if args.out else workspaces_root() / (name or check_workspace_name(
         Path(args.cache).resolve().name))
