@@ -170,6 +170,18 @@ def test_commands_table_matches_the_parsers():
         assert command_function(name).__module__ == f"slics_core.commands.{command.module}"
 
 
+def test_every_command_and_option_says_what_it_does():
+    """`slics COMMAND --help` opens with a description, and every option and argument has help text (issue 40:
+    emoji-build had no description and several options of most commands none)."""
+    full = build_parser()
+    sub = next(a for a in full._actions if a.dest == "command")
+    missing = {name: [a.option_strings[0] if a.option_strings else a.dest for a in parser._actions
+                      if a.help is None or not str(a.help).strip()]
+               for name, parser in sub.choices.items()}
+    assert not {k: v for k, v in missing.items() if v}, missing
+    assert all(parser.description and len(parser.description) > 20 for parser in sub.choices.values())
+
+
 def test_no_arguments_prints_full_help(capsys):
     assert main([]) == 0
     out = capsys.readouterr().out
