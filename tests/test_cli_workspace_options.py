@@ -172,8 +172,8 @@ def test_long_stages_print_counts_and_time_left(monkeypatch):
         "[emoji] fit: model 1 of 2, S-SLiCS d0=3",
         "[emoji] fit: model 2 of 2, S-SLiCS d0=3, 50 %, about 20 s left",
         "[emoji] fit: 40.0 s"]
-    assert ws_command._duration(30) == "30 s" and ws_command._duration(600) == "10 min"
-    assert ws_command._duration(4 * 3600) == "4.0 h"
+    assert ws_command.duration_words(30) == "30 s" and ws_command.duration_words(600) == "10 min"
+    assert ws_command.duration_words(4 * 3600) == "4.0 h"
 
 
 def test_emoji_build_prints_counts_of_every_stage(tmp_path, capsys, monkeypatch):

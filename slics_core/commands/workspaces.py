@@ -20,7 +20,7 @@ from slics_core.encoders import parse_encoder_spec
 from slics_core.errors import user_message
 from slics_core.explorer.arrival import STORE, prepare_pages
 from slics_core.explorer.build import build_workspace_from_cache
-from slics_core.explorer.emoji_build import open_emoji_workspace
+from slics_core.explorer.emoji_build import duration_words, open_emoji_workspace
 from slics_core.explorer.emoji_report import contact_sheet, emoji_report
 from slics_core.explorer.generation import DEFAULT_ALIGN_PAIRS, attach_generator, load_workspace_alignment
 from slics_core.explorer.narration import d0_choice
@@ -34,15 +34,6 @@ from slics_core.methods import method_names
 from slics_core.shards import PoolShards
 
 __all__ = ["StageProgress", "add_generator", "check_generator_args", "recorded_conditioning_encoder"]
-
-
-def _duration(seconds: float) -> str:
-    """``12 s``, ``3 min``, ``1.5 h``: a time left as a presenter reads it."""
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 90 * 60:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 class StageProgress:
@@ -105,7 +96,7 @@ class StageProgress:
         frac = min(1.0, max(0.0, done / total))
         text = f"{label}: {where + ', ' if where else ''}{100 * frac:.0f} %"
         if 0 < frac < 1:
-            text += f", about {_duration((now - self.started) * (1 - frac) / frac)} left"
+            text += f", about {duration_words((now - self.started) * (1 - frac) / frac)} left"
         return text
 
     def say(self, line: str) -> None:
