@@ -191,8 +191,6 @@ def check_dataset_paths(args) -> None:
 def _check_embed(args):
     """``embed`` and ``reproduce``: the dataset's options and paths, batch size, workers, the backend's options
     and the encoder's name, before any import of torch, scikit-learn or Ray."""
-    check_dataset_paths(args)
-    check_path("--codebook", args.codebook, "file")
     if args.backend == "ray" and args.transfer == "jpeg":
         raise CLIError("--transfer jpeg (decoding on the encoder's device) runs on the local backend only: with "
                        "--backend ray leave --transfer out (or give uint8 or float32)")
@@ -208,6 +206,8 @@ def _check_embed(args):
         if given:
             raise CLIError(f"{', '.join(given)}: only with --backend ray")
     check_encoder_spec(args.encoder)
+    check_dataset_paths(args)  # then what it reads
+    check_path("--codebook", args.codebook, "file")
 
 
 def _add_split_args(p):
@@ -413,17 +413,6 @@ def _check_workspace_name(option, name) -> None:
 
 def _check_workspace(args):
     check_jobs(args)
-    if args.info is None:
-        if not args.cache:
-            raise CLIError("slics workspace needs --cache DIR (an embedding cache from `slics embed`) or --info NAME")
-        check_path("--cache", args.cache, "dir")
-        if args.name is not None:
-            _check_workspace_name("--name", args.name)
-        elif args.out is None:  # named after the cache's folder
-            _check_workspace_name(f"--cache {args.cache!r} (its folder names the workspace; give --name)",
-                                  os.path.basename(os.path.abspath(args.cache)))
-    check_path("--mean-file", args.mean_file, "file")
-    check_path("--pool-shards", args.pool_shards, "dir")
     if args.backend != "ray" and args.address:
         raise CLIError("--address: only with --backend ray")
     if any(d < 1 for d in args.d0):
@@ -437,6 +426,18 @@ def _check_workspace(args):
         raise CLIError("--pool-rerank needs --pool-shards DIR (it sets the shards' on-disk index)")
     check_at_least(args, 0, "--pool-rerank")
     _check_generator(args)
+    # then what it reads (after the options alone, which answer the same whatever the paths)
+    if args.info is None:
+        if not args.cache:
+            raise CLIError("slics workspace needs --cache DIR (an embedding cache from `slics embed`) or --info NAME")
+        check_path("--cache", args.cache, "dir")
+        if args.name is not None:
+            _check_workspace_name("--name", args.name)
+        elif args.out is None:  # named after the cache's folder
+            _check_workspace_name(f"--cache {args.cache!r} (its folder names the workspace; give --name)",
+                                  os.path.basename(os.path.abspath(args.cache)))
+    check_path("--mean-file", args.mean_file, "file")
+    check_path("--pool-shards", args.pool_shards, "dir")
 
 
 def _check_emoji(args):

@@ -11,6 +11,7 @@ import difflib
 import importlib.util
 import os
 import pickle
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -34,9 +35,11 @@ __all__ = ["OpenCLIPEncoder", "shipped_architectures", "unknown_architecture_mes
 
 
 def shipped_architectures() -> list[str] | None:
-    """The architectures open_clip ships (its ``model_configs/*.json``), read without importing open_clip
-    (and torch); None when open_clip is not installed. ``open_clip.list_models()`` also lists configs that
-    code added at run time (``open_clip.add_model_config``), which a name on the command line cannot have."""
+    """The architectures open_clip knows, read without importing open_clip (and torch) when it is not imported
+    yet: the ones it ships (its ``model_configs/*.json``); once imported, ``open_clip.list_models()``, which also
+    lists configs code added at run time (``open_clip.add_model_config``). None when open_clip is not installed."""
+    if "open_clip" in sys.modules:
+        return list(sys.modules["open_clip"].list_models())
     spec = importlib.util.find_spec("open_clip")
     if spec is None or not spec.submodule_search_locations:
         return None
