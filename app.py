@@ -8,10 +8,15 @@ none). Pages only arrange and draw; all computation is in :mod:`slics_core`.
 """
 import streamlit as st
 
-from app_pages import _pages, _workspace
-from app_pages import _state as state
-
 st.set_page_config(page_title="SLiCS Explorer", page_icon="🧩", layout="wide")
+# a server's first run imports the pages and the library (seconds on a busy laptop): say so instead of a blank page
+_starting = st.empty()
+_starting.caption("Starting SLiCS Explorer: loading its pages and library (a few seconds on the server's first visit)…")
+
+from app_pages import _pages, _workspace  # noqa: E402  (after the line above, which the browser shows at once)
+from app_pages import _state as state  # noqa: E402
+
+_starting.empty()
 
 entry, page = _pages.navigation()
 state.capture_link()

@@ -22,7 +22,13 @@ from app_pages._state import apply_link, capture_link, link_problems
 from slics_core.errors import audiences, explain, user_message
 from slics_core.explorer.arrival import prepare_pages, prepared
 from slics_core.explorer.background import JOBS, BackgroundRun
-from slics_core.explorer.emoji_build import PROVISIONAL_D0, BuildProgress, start_emoji_workspace
+from slics_core.explorer.emoji_build import (
+    PROVISIONAL_D0,
+    BuildProgress,
+    progress_words,
+    start_emoji_workspace,
+    step_fraction,
+)
 from slics_core.explorer.encoding import load_query_encoder, prepared_vocabulary
 from slics_core.explorer.generation import generator_version, load_workspace_generator
 from slics_core.explorer.quantized import quantization_info, quantized_pool_index
@@ -89,20 +95,19 @@ def _no_such_workspace(exc) -> _NoSuchWorkspace:
                    operator_fix=told.operator_fix if told is not None else "")
 
 
-def _progress_text(snap) -> str:
-    stage = snap["stage"]
-    if snap["total"] > 1:
-        stage += f" ({snap['done']}/{snap['total']})"
-    return f"{stage} · {snap['percent']:.0f} % · {snap['stage_elapsed']:.0f} s in this step, " \
-           f"{snap['elapsed']:.0f} s in all"
+#: What a presenter can do while the emoji world's first build has published nothing yet.
+_NOTHING_YET = ("Opening the emoji world for the first time. Nothing to explore yet: a preview (its first scenes, "
+                "one model) opens on this page in a few seconds, then the whole world is built in the background.")
 
 
 def _progress_bar(handle):
-    """Wait (polling the shared progress, so every tab sees it move) until ``handle`` has a workspace."""
-    bar = st.progress(0.0, text="Preparing the workspace…")
+    """Wait (polling the shared progress, so every tab sees it move) until ``handle`` has a workspace: what is
+    usable (nothing yet), then a bar of the current step's own progress naming the step (``progress_words``)."""
+    st.info(_NOTHING_YET)
+    bar = st.progress(0.0, text="Starting the build…")
     while handle.workspace is None and not handle.finished:
         snap = handle.snapshot()
-        bar.progress(min(1.0, snap["percent"] / 100), text="Preparing the workspace: " + _progress_text(snap))
+        bar.progress(step_fraction(snap), text=progress_words(snap))
         time.sleep(0.3)
     bar.empty()
 
@@ -120,11 +125,13 @@ def _build_banner(handle, seen_generation: int):
                                 "The preview stays usable; the server's log has the details for whoever runs it.",
                                 log=not logged))
         return
-    st.progress(min(1.0, snap["percent"] / 100),
-                text="Preview open: the first scenes of the emoji world, S-SLiCS at a provisional d0 = "
-                     f"{PROVISIONAL_D0} (d0 is chosen on validation when the build finishes). Building the whole "
-                     "world in the background (every method, every d0; this page updates by itself): "
-                     + _progress_text(snap))
+    ws = handle.workspace
+    usable = (f"the preview, the first {len(ws):,} scenes of the emoji world with S-SLiCS at a provisional "
+              f"d0 = {PROVISIONAL_D0} and UF, on every page" if snap.get("preview") and ws is not None else
+              "the preview on every page")
+    st.caption(f"**Usable now:** {usable} (d0 is chosen on validation when the build finishes). Building the whole "
+               "world in the background (every method, every d0; this page updates by itself).")
+    st.progress(step_fraction(snap), text=progress_words(snap))
 
 
 def workspace_choices() -> dict:

@@ -160,7 +160,8 @@ class _JpegBytes:
     (:data:`~slics_core.images.MAX_PIXELS`, from the header) and of at most ``3 * max_pixels`` bytes (a file is
     never read whole beyond that). Everything else falls back: PNG, GIF and every other
     format, CMYK/YCCK JPEGs (Pillow converts them differently), EXIF-rotated JPEGs (:func:`load_image` turns
-    them upright), truncated JPEGs and unreadable files (:func:`load_image` reports them as every route does).
+    them upright), truncated JPEGs, JPEGs whose compressed data are damaged (:func:`slics_core._jpeg.jpeg_damage`)
+    and unreadable files (:func:`load_image` reports them as every route does).
     A JPEG that the device then cannot decode is decoded by :func:`load_image` in the main process
     (:class:`_DeviceDecode`), so damaged files are reported as failed as on the other routes.
     """
@@ -174,6 +175,8 @@ class _JpegBytes:
 
     def plain_jpeg(self, data) -> bool:
         """Whether ``data`` (a file's bytes) may be decoded on the device (see the class notes)."""
+        from slics_core._jpeg import jpeg_damage  # numba: imported when a JPEG is checked
+
         if not data.startswith(b"\xff\xd8") or not data.rstrip(b"\0").endswith(b"\xff\xd9"):
             return False
         try:
@@ -183,7 +186,7 @@ class _JpegBytes:
             with im:
                 w, h = im.size
                 return (im.format == "JPEG" and im.mode in ("RGB", "L") and w * h <= self.max_pixels
-                        and im.getexif().get(0x0112, 1) == 1)
+                        and im.getexif().get(0x0112, 1) == 1 and jpeg_damage(data) is None)
         except Exception:  # any header Pillow cannot read: load_image names the problem
             return False
 
@@ -390,8 +393,7 @@ def begin_run(paths, ids, encoder, cache_dir, *, batch_size=64, preprocessing=No
     decode = {"draft_size": int(draft_size) if draft and draft_size else None}
     if device_decode:
         decode["device_decode"] = True
-    loader = image_loader or (functools.partial(load_image, draft=decode["draft_size"]) if decode["draft_size"]
-                              else load_image)
+    loader = image_loader or functools.partial(load_image, draft=decode["draft_size"], check_data=True)
     store.begin(ids, getattr(encoder, "id", type(encoder).__name__), getattr(encoder, "dim", -1), batch_size,
                 preprocessing, dataset_info, overwrite=overwrite, decode=decode)
     if labels is not None:

@@ -76,7 +76,7 @@ def decode_cost(size, mode, fmt, max_side) -> int:
     return w * h * (_BYTES_PER_PIXEL.get(mode, _DEFAULT_BYTES_PER_PIXEL) + _FORMAT_EXTRA.get(fmt, 0))
 
 
-def load_image(path, *, max_pixels=MAX_PIXELS, draft=None, max_decode_bytes=None):
+def load_image(path, *, max_pixels=MAX_PIXELS, draft=None, max_decode_bytes=None, check_data=False):
     """Open an image as 8-bit RGB, whatever its format quirks.
 
     Handles files whose extension lies about the format (PIL reads the
@@ -100,6 +100,10 @@ def load_image(path, *, max_pixels=MAX_PIXELS, draft=None, max_decode_bytes=None
         Refuse an image whose decoding would take more memory
         (:func:`decode_cost`, judged from the header); the app passes one
         so a huge file in a shared workspace cannot exhaust the server.
+    check_data : bool
+        Also walk a JPEG's compressed data (:func:`slics_core._jpeg.jpeg_damage`) and refuse one whose data are
+        damaged in a way the decoder passes over (it would decode with grey or garbled parts and no error). The
+        embedding cache's loader sets it (about one more decode's CPU time; docs/scale.md).
 
     Raises
     ------
@@ -122,7 +126,10 @@ def load_image(path, *, max_pixels=MAX_PIXELS, draft=None, max_decode_bytes=None
                     raise ImageLoadError(f"{path}: {w}x{h} pixels ({im.mode}, {im.format}) would take about "
                                          f"{cost / 2**20:.0f} MB to decode, over the {max_decode_bytes / 2**20:.0f} MB "
                                          "allowed here.")
-                return upright_rgb(im)
+                rgb = upright_rgb(im)
+                if check_data and im.format == "JPEG":
+                    _refuse_damaged_jpeg(path, w * h)
+                return rgb
     except ImageLoadError:
         raise
     except FileNotFoundError:
@@ -131,6 +138,21 @@ def load_image(path, *, max_pixels=MAX_PIXELS, draft=None, max_decode_bytes=None
         raise ImageLoadError(f"{path}: not a readable image ({exc.__class__.__name__}).") from None
     except (OSError, SyntaxError, ValueError, EOFError) as exc:
         raise ImageLoadError(f"{path}: damaged image ({exc}).") from None
+
+
+def _refuse_damaged_jpeg(path, pixels) -> None:
+    """Raise :class:`ImageLoadError` when the JPEG at ``path`` (``pixels`` large) has damaged compressed data that
+    Pillow decoded without a word (its size is checked: at most 3 bytes a pixel and 1 MiB more are read)."""
+    from slics_core._jpeg import jpeg_damage  # numba: compiled code, imported when a JPEG is checked
+
+    limit = 3 * pixels + 2**20
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise ImageLoadError(f"{path}: a {len(data)}-byte JPEG file for {pixels} pixels is not a plain JPEG.")
+    why = jpeg_damage(data)
+    if why is not None:
+        raise ImageLoadError(f"{path}: damaged JPEG ({why}): it decodes, with grey or garbled parts.")
 
 
 def upright_rgb(im):

@@ -30,7 +30,7 @@ from slics_core.embed import begin_run, check_encoder_output, image_route, write
 from slics_core.extras import require
 from slics_core.images import ImageLoadError
 
-__all__ = ["embed_dataset_ray", "start_ray"]
+__all__ = ["check_resources", "embed_dataset_ray", "start_ray"]
 
 
 def start_ray(address=None, num_cpus=None):
@@ -48,6 +48,36 @@ def start_ray(address=None, num_cpus=None):
     else:
         ray.init(num_cpus=num_cpus, include_dashboard=False)
     return True
+
+
+def check_resources(resources, concurrency, num_gpus_per_actor, *, local=True):
+    """Refuse a pipeline the Ray whose ``resources`` (``ray.cluster_resources()``) are given cannot run.
+
+    CPU encoder actors take 1 CPU each and every decoding task 1 CPU, so ``concurrency`` CPU actors need
+    ``concurrency + 1`` CPUs: with fewer, the actors hold every CPU and the decoding waits for ever (Ray Data
+    only says "backpressured" every 10 s). GPU actors need ``concurrency * num_gpus_per_actor`` GPUs. On a
+    ``local`` Ray (this machine's, whose size is fixed) a shortfall raises ValueError saying what Ray sees;
+    on a cluster, which may be growing (an autoscaler), it returns the warning to print instead (else None).
+    """
+    cpus, gpus = float(resources.get("CPU", 0)), float(resources.get("GPU", 0))
+    if num_gpus_per_actor:
+        need, have, what = concurrency * num_gpus_per_actor, gpus, "GPU"
+        fix = f"--concurrency {int(gpus // num_gpus_per_actor)} or fewer GPUs per actor"
+        short = need > have
+    else:
+        need, have, what = concurrency + 1, cpus, "CPU"
+        fix = f"--concurrency {max(int(cpus) - 1, 1)}" if cpus >= 2 else "a Ray with at least 2 CPUs"
+        short = need > have
+    if not short:
+        return None
+    actors = (f"{concurrency} encoder actor{'s' if concurrency > 1 else ''} on {num_gpus_per_actor:g} GPU each"
+              if num_gpus_per_actor else
+              f"{concurrency} CPU encoder actor{'s' if concurrency > 1 else ''} (1 CPU each) and the image decoding "
+              "(1 CPU)")
+    text = f"{actors} need {need:g} {what}s, but Ray sees {have:g}"
+    if local:
+        raise ValueError(f"{text}: use {fix}, or start Ray with more {what}s (nothing was embedded)")
+    return f"{text}: the run waits until the cluster has them (or use {fix})"
 
 
 def _own(encoder):
@@ -144,7 +174,8 @@ def embed_dataset_ray(paths, ids, encoder, cache_dir, *, encoder_factory=None, b
     Raises
     ------
     ValueError
-        Bad arguments, an encoder without a tensor-level API, or a cache of another run in ``cache_dir``.
+        Bad arguments, an encoder without a tensor-level API, a cache of another run in ``cache_dir``, or a
+        local Ray with too few CPUs or GPUs for ``concurrency`` actors and the decoding (:func:`check_resources`).
     slics_core.extras.MissingExtraError
         Ray is not installed.
     """
@@ -168,6 +199,10 @@ def embed_dataset_ray(paths, ids, encoder, cache_dir, *, encoder_factory=None, b
     started = start_ray(address, num_cpus) if todo else False
     try:
         if todo:
+            warning = check_resources(ray.cluster_resources(), concurrency, num_gpus_per_actor,
+                                      local=not (address or ray.util.client.ray.is_connected()))
+            if warning:
+                print(f"embed (ray): {warning}", file=sys.stderr)
             ctx = ray.data.DataContext.get_current()
             ctx.enable_progress_bars = bool(progress)
             rows = [{"b": b, "positions": list(range(b * bs, min(len(paths), (b + 1) * bs))),

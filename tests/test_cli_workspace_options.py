@@ -127,11 +127,13 @@ def test_moved_pipeline_folder_says_how_to_repair(workspace_with_generator, tmp_
 # -- progress ----------------------------------------------------------------------------------------------
 def test_one_progress_line_per_stage():
     """The builder's reports (planted: two counters under one fit label, sub-stages of the pages) give one line
-    per stage on a non-terminal."""
+    per stage on a non-terminal when each stage is shorter than StageProgress.EVERY, saying what it counts."""
     calls = [("render scenes", d, 160) for d in (0, 64, 128, 160)]
     calls += [("embed with emoji-small", d, 160) for d in (64, 128, 160)]
-    calls += [("fit S-SLiCS d0=3", 0, 6)] + [("fit S-SLiCS d0=3", d, 60) for d in range(1, 11)]
-    calls += [("fit S-SLiCS d0=5", 1, 6)] + [("fit S-SLiCS d0=5", d, 60) for d in range(11, 21)]
+    calls += [("fit: model 1 of 2, S-SLiCS d0=3", 0, 2)] + [("fit: model 1 of 2, S-SLiCS d0=3", d, 20)
+                                                            for d in range(1, 11)]
+    calls += [("fit: model 2 of 2, S-SLiCS d0=5", 1, 2)] + [("fit: model 2 of 2, S-SLiCS d0=5", d, 20)
+                                                            for d in range(11, 21)]
     calls += [(f"prepare the pages: {n}", i, 3) for i, n in enumerate(("atoms", "maps", "texts"))]
     calls += [("prepare the pages", 3, 3), ("save the workspace", 0, 1), ("save the workspace", 1, 1)]
     out = io.StringIO()
@@ -140,9 +142,56 @@ def test_one_progress_line_per_stage():
         progress(*call)
     progress.close()
     assert out.getvalue().splitlines() == [
-        "[emoji] render scenes", "[emoji] embed with emoji-small", "[emoji] fit S-SLiCS d0=3",
-        "[emoji] fit S-SLiCS d0=5", "[emoji] prepare the pages", "[emoji] save the workspace"]
+        "[emoji] render scenes: 0/160", "[emoji] embed with emoji-small: 64/160",
+        "[emoji] fit: model 1 of 2, S-SLiCS d0=3", "[emoji] prepare the pages: atoms", "[emoji] save the workspace"]
     quiet = io.StringIO()
     progress = ws_command.StageProgress("emoji", quiet=True, file=quiet)
     progress("render scenes", 1, 2)
     assert quiet.getvalue() == ""
+
+
+def test_long_stages_print_counts_and_time_left(monkeypatch):
+    """A stage longer than StageProgress.EVERY prints, every EVERY seconds, its counts (or its detail), its
+    percentage and the time left at its rate so far (a planted clock: 10 of 40 scenes in 20 s leave
+    60 s)."""
+    clock = iter(range(0, 1000, 20))  # every report is 20 s after the one before
+    monkeypatch.setattr(ws_command.time, "perf_counter", lambda: float(next(clock)))
+    out = io.StringIO()
+    progress = ws_command.StageProgress("emoji", file=out, timings=True)
+    for done in (0, 10, 20, 40):
+        progress("render scenes", done, 40)
+    for done in (0, 1):
+        progress(f"fit: model {done + 1} of 2, S-SLiCS d0=3", done, 2)
+    progress.close()
+    assert out.getvalue().splitlines() == [
+        "[emoji] render scenes: 0/40",
+        "[emoji] render scenes: 10/40, 25 %, about 60 s left",
+        "[emoji] render scenes: 20/40, 50 %, about 40 s left",
+        "[emoji] render scenes: 40/40, 100 %",
+        "[emoji] render scenes: 80.0 s",
+        "[emoji] fit: model 1 of 2, S-SLiCS d0=3",
+        "[emoji] fit: model 2 of 2, S-SLiCS d0=3, 50 %, about 20 s left",
+        "[emoji] fit: 40.0 s"]
+    assert ws_command.duration_words(30) == "30 s" and ws_command.duration_words(600) == "10 min"
+    assert ws_command.duration_words(4 * 3600) == "4.0 h"
+
+
+def test_emoji_build_prints_counts_of_every_stage(tmp_path, capsys, monkeypatch):
+    """`slics emoji-build` on a tiny world (issue 40: it printed only stage names and a bare "[emoji] fit"): the
+    scenes rendered and embedded are counted, the fits are counted model by model, each stage ends with its
+    seconds."""
+    from slics_core.cli import main
+
+    monkeypatch.setattr(ws_command.StageProgress, "EVERY", 0.0)  # a line on every report
+    args = ["--cache-dir", str(tmp_path), "--n-train", "40", "--n-val", "10", "--n-query", "10", "--n-pool", "20",
+            "--d0", "2", "3", "--jobs", "1"]
+    assert main(["emoji-build", *args]) == 0
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[emoji] ")]
+    assert any(x.startswith("[emoji] render scenes: ") and "/80" in x for x in lines), lines
+    assert any(x.startswith("[emoji] embed with emoji-small: ") and "/80" in x for x in lines), lines
+    fits = [x for x in lines if x.startswith("[emoji] fit: model ")]
+    n_models = int(fits[0].split(" of ")[1].split(",")[0])
+    assert fits[0].startswith("[emoji] fit: model 1 of ") and n_models > 5
+    assert any(x.startswith(f"[emoji] fit: model {n_models} of {n_models}, ") for x in fits), fits
+    assert "[emoji] fit" not in lines  # no bare stage name
+    assert any(x.startswith("[emoji] fit: ") and x.endswith(" s") for x in lines)

@@ -79,8 +79,9 @@ def test_stage_seconds_are_printed_when_each_stage_ends():
     progress.close()
     lines = out.getvalue().splitlines()
     assert [re.sub(r"[0-9]+\.[0-9] s$", "N s", x) for x in lines] == [
-        "[emoji] render scenes", "[emoji] render scenes: N s", "[emoji] fit", "[emoji] fit: N s",
-        "[emoji] prepare the pages", "[emoji] fits: 2 jobs as asked", "[emoji] prepare the pages: N s"], lines
+        "[emoji] render scenes: 0/2", "[emoji] render scenes: N s", "[emoji] fit: 3 models on 2 workers",
+        "[emoji] fit: N s", "[emoji] prepare the pages: atoms", "[emoji] fits: 2 jobs as asked",
+        "[emoji] prepare the pages: N s"], lines
 
 
 # -- the task runner ----------------------------------------------------------------------------------------

@@ -184,3 +184,37 @@ def test_ray_refuses_bad_arguments(images, encoder, tmp_path):
     with pytest.raises(ValueError, match="num_gpus_per_actor"):
         embed_dataset_ray(images, _ids(), encoder, tmp_path / "c", num_gpus_per_actor=-1)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_more_cpu_actors_than_ray_has_cpus_for_is_refused(ray_session, images, capsys, tmp_path):
+    """docs/scale.md's first example on a 2-CPU Ray: two CPU actors took both CPUs, the decoding waited for ever
+    and nothing was written (issue 40). Now one line says what Ray sees and what to give."""
+    from slics_core.cli import main
+
+    code = main(["embed", "--dataset", "folder", "--images", os.path.dirname(images[0]), "--encoder", "emoji-small",
+                 "--cache", str(tmp_path / "c"), "--batch-size", str(BATCH), "--device", "cpu", "--no-progress",
+                 "--backend", "ray", "--concurrency", "2"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2
+    assert err == ("slics embed: error: 2 CPU encoder actors (1 CPU each) and the image decoding (1 CPU) need 3 CPUs, "
+                   "but Ray sees 2: use --concurrency 1, or start Ray with more CPUs (nothing was embedded)")
+    assert not list((tmp_path / "c").glob("batches/*.npz"))
+
+
+@pytest.mark.parametrize("resources,concurrency,gpus,fits", [
+    ({"CPU": 2.0}, 1, 0, True), ({"CPU": 2.0}, 2, 0, False), ({"CPU": 3.0}, 2, 0, True), ({"CPU": 1.0}, 1, 0, False),
+    ({"CPU": 16.0, "GPU": 4.0}, 4, 1, True), ({"CPU": 16.0, "GPU": 4.0}, 5, 1, False),
+    ({"CPU": 16.0, "GPU": 1.0}, 4, 0.25, True), ({"CPU": 16.0}, 1, 1, False),
+])
+def test_check_resources_counts_actors_and_decoding(resources, concurrency, gpus, fits):
+    """CPU actors take one CPU each and the decoding one more; GPU actors their GPUs (the decoding its CPUs)."""
+    from slics_core.ray_embed import check_resources
+
+    warning = check_resources(resources, concurrency, gpus, local=False)  # a cluster may grow: a warning
+    assert (warning is None) == fits
+    assert fits or "the run waits until the cluster has them" in warning
+    if fits:
+        assert check_resources(resources, concurrency, gpus) is None
+    else:
+        with pytest.raises(ValueError, match=f"but Ray sees {resources.get('GPU' if gpus else 'CPU', 0):g}"):
+            check_resources(resources, concurrency, gpus)

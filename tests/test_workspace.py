@@ -217,10 +217,10 @@ def test_fit_progress_moves_batch_by_batch_within_each_fit(toy, tmp_path, monkey
                                methods=["S-SVD", "S-SLiCS"], progress=lambda *a: calls.append(a))
     fits = [c for c in calls if c[0].startswith("fit")]
     # jobs: S-SVD d0=1, S-SVD d0=2 (no epochs), S-SLiCS d0=1, S-SLiCS d0=2 (3 full-batch epochs each)
-    for job, stage in [(2, "fit S-SLiCS d0=1"), (3, "fit S-SLiCS d0=2")]:
+    for job, stage in [(2, "fit: model 3 of 4, S-SLiCS d0=1"), (3, "fit: model 4 of 4, S-SLiCS d0=2")]:
         mine = [c for c in fits if c[0] == stage]
         assert mine == [(stage, job, 4)] + [(stage, job * 3 + k, 12) for k in (1, 2, 3)]
-    assert [c for c in fits if c[0] == "fit S-SVD d0=1"] == [("fit S-SVD d0=1", 0, 4)]
+    assert [c for c in fits if c[0] == "fit: model 1 of 4, S-SVD d0=1"] == [("fit: model 1 of 4, S-SVD d0=1", 0, 4)]
     fractions = [done / total for _, done, total in fits]
     assert fractions == sorted(fractions) and fits[-1] == ("fit", 4, 4)
 

@@ -33,10 +33,7 @@ def _load_npy(path: str, what: str):
 def cmd_align(args: argparse.Namespace) -> int:
     if args.workspace is not None:
         return _cmd_align_workspace(args)
-    if args.generator or args.align_pairs or args.align_encoder:
-        raise CLIError("--generator, --align-encoder and --align-pairs go with --workspace NAME")
-    if not (args.source and args.target and args.output):
-        raise CLIError("give SOURCE.npy TARGET.npy -o ALIGN.npz, or --workspace NAME --generator SPEC")
+    # the form and its files were checked before this module was imported (options._check_align)
     X = _load_npy(args.source, "source")
     Y = _load_npy(args.target, "target")
     align = fit_alignment(X, Y, test_size=args.test_size, random_state=args.seed,
@@ -48,8 +45,6 @@ def cmd_align(args: argparse.Namespace) -> int:
 
 
 def _cmd_align_workspace(args: argparse.Namespace) -> int:
-    if args.source or args.target or args.output:
-        raise CLIError("--workspace fits the alignment from the workspace itself: give no SOURCE/TARGET/-o")
     folder = Path(args.workspace) if Path(args.workspace).is_dir() else workspace_path(args.workspace)
     ws = load_workspace(folder)
     recorded = ws.generator if ws.generator and ws.generator != "emoji" else None

@@ -104,19 +104,13 @@ def resolve_encoder(spec, device=None):
 
 
 def load_dataset(args):
-    """The dataset named by ``--dataset`` and its path options."""
+    """The dataset named by ``--dataset`` and its path options (checked before: ``options.check_dataset_paths``)."""
     kind = args.dataset
     if kind == "coco":
-        if not args.annotations or not args.images:
-            raise CLIError("--dataset coco needs --annotations instances_*.json and --images DIR")
         return datasets.load_coco(args.annotations, args.images)
     if kind == "mirflickr":
-        if not args.root:
-            raise CLIError("--dataset mirflickr needs --root (folder with mirflickr/ and the annotations)")
         return datasets.load_mirflickr(args.root, args.annotations)
     if kind == "folder":
-        if not args.images:
-            raise CLIError("--dataset folder needs --images DIR (and --labels FILE.csv|json)")
         return datasets.load_folder(args.images, args.labels)
     if kind == "emoji":  # the app's world: its scenes, labels and sizes ($SLICS_EMOJI_SCALE)
         return emoji_dataset()
@@ -164,8 +158,6 @@ def _save_codebook(store, C):
 
 
 def _embed_precomputed(args, encoder):
-    if not args.embeddings:
-        raise CLIError("--dataset precomputed needs --embeddings (a clip-retrieval folder, .npy or .parquet)")
     E, ds = load_precomputed(args.embeddings, metadata=args.metadata, labels=args.labels,
                                       images=args.images)
     if encoder is not None and getattr(encoder, "dim", E.shape[1]) != E.shape[1]:
@@ -200,9 +192,7 @@ def run_embed(args):
         return _embed_precomputed(args, encoder), encoder
     ds = load_dataset(args)
     defaults = dataset_defaults(ds.name)
-    args.encoder = args.encoder or defaults.encoder
-    if not args.encoder:
-        raise CLIError(f"--dataset {args.dataset} needs --encoder (e.g. ViT-B-32/openai or emoji-small)")
+    args.encoder = args.encoder or defaults.encoder  # given unless it has its own (options.check_dataset_paths)
     if len(ds) == 0:
         raise CLIError("the dataset has no images")
     encoder = resolve_encoder(args.encoder, args.device)

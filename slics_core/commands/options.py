@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 
 from slics_core._parallel import N_JOBS_EXPECTED, n_jobs_ok
 from slics_core.commands import CLIError, check_at_least
-from slics_core.encoders import parse_encoder_spec
+from slics_core.encoders import check_encoder_name
+from slics_core.errors import user_message
+from slics_core.explorer.workspace_names import check_workspace_name
 from slics_core.generators.registry import DEFAULT_CONDITIONING_ENCODER, generator_names_text
 from slics_core.tasks import jobs_ok
 from slics_core.vocabulary_names import DEFAULT_VOCABULARY, VOCABULARY_SPECS
@@ -64,16 +67,27 @@ def check_jobs(args) -> None:
 
 
 def check_encoder_spec(spec: str | None, option: str = "--encoder") -> None:
-    """Refuse an encoder name no encoder form reads (the message lists the forms); None passes."""
+    """Refuse an encoder name no encoder form reads (the message lists the forms), an open_clip architecture
+    open_clip does not ship, or a checkpoint file or ``local:`` folder that is not there
+    (:func:`slics_core.encoders.check_encoder_name`: nothing is imported); None passes."""
     if spec is None:
         return
     try:
-        parse_encoder_spec(spec)
-    except ValueError as exc:
+        check_encoder_name(spec)
+    except (ValueError, FileNotFoundError) as exc:
         raise CLIError(f"{option}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- data commands
+def _add_command(subparsers, name, help, description=None):
+    """Sub-command ``name``'s parser: ``help`` is its line in ``slics --help``, ``description`` (default: ``help``)
+    opens ``slics NAME --help``."""
+    return subparsers.add_parser(name, help=help, description=description or f"{help[0].upper()}{help[1:]}.")
+
+
+_N_ITER_HELP = "epochs of the iterative methods (S-SLiCS, U-SLiCS; 0: their SVD start) (10)"
+
+
 def _add_dataset_args(p):
     g = p.add_argument_group("dataset")
     g.add_argument("--dataset", choices=("coco", "mirflickr", "folder", "precomputed", "emoji"), required=True,
@@ -117,8 +131,10 @@ def _add_embed_args(p, reproduce=False):
                         "that evaluate/reproduce also score the quantized pool (Table 3); a TiTok encoder's own "
                         "codebook is stored without this option")
     p.add_argument("--overwrite", action="store_true", help="discard an existing cache")
-    p.add_argument("--device", default=None)
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--device", default=None,
+                   help="torch device of the encoder: cpu, cuda, cuda:1, ... (default: cuda when a CUDA GPU is usable, "
+                        "else cpu)")
+    p.add_argument("--no-progress", action="store_true", help="print no progress bar (the summary only)")
     g = p.add_argument_group("embedding on Ray (pip install \"slics-explorer[ray]\"; docs/scale.md)")
     g.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local (default: this process and its decoding workers) or ray (Ray Data: decoding tasks and "
@@ -131,8 +147,53 @@ def _add_embed_args(p, reproduce=False):
     g.add_argument("--concurrency", type=int, default=1, metavar="N", help="encoder actors (default 1)")
 
 
+#: What each ``--dataset`` reads: the options it needs (with the words of the message when one is missing) and
+#: the path options it reads, each a folder (``"dir"``), a file (``"file"``) or either (``"any"``).
+_DATASET_NEEDS = {
+    "coco": ((("--annotations", "--images"), "--annotations instances_*.json and --images DIR"),
+             {"--annotations": "file", "--images": "dir"}),
+    "mirflickr": ((("--root",), "--root (folder with mirflickr/ and the annotations)"),
+                  {"--root": "dir", "--annotations": "dir"}),
+    "folder": ((("--images",), "--images DIR (and --labels FILE.csv|json)"), {"--images": "dir", "--labels": "file"}),
+    "precomputed": ((("--embeddings",), "--embeddings (a clip-retrieval folder, .npy or .parquet)"),
+                    {"--embeddings": "any", "--metadata": "file", "--labels": "file", "--images": "dir"}),
+    "emoji": (((), ""), {}),
+}
+_KIND_WORDS = {"dir": "folder", "file": "file", "any": "file or folder"}
+
+
+def check_path(option: str, value, kind: str = "any") -> None:
+    """Refuse an ``option`` whose ``value`` names no folder (``kind="dir"``), no file (``"file"``) or
+    nothing (``"any"``), in one line naming the option and the path; ``None`` passes."""
+    if value is None:
+        return
+    path = os.path.expanduser(os.fspath(value))
+    want = _KIND_WORDS[kind]
+    if not os.path.exists(path):
+        raise CLIError(f"{option} {value!r}: no such {want} (check the path, relative to {os.getcwd()!r})")
+    if kind == "dir" and not os.path.isdir(path):
+        raise CLIError(f"{option} {value!r} is a file, not a folder: give the folder")
+    if kind == "file" and os.path.isdir(path):
+        raise CLIError(f"{option} {value!r} is a folder, not a file: give the file")
+
+
+def check_dataset_paths(args) -> None:
+    """``--dataset``'s own options: those it needs are given, and each path it reads exists (before any import)."""
+    (needed, words), paths = _DATASET_NEEDS[args.dataset]
+    if any(getattr(args, o[2:]) is None for o in needed):
+        raise CLIError(f"--dataset {args.dataset} needs {words}")
+    for option, kind in paths.items():
+        check_path(option, getattr(args, option[2:]), kind)
+    if args.dataset not in ("emoji", "precomputed") and not args.encoder:
+        raise CLIError(f"--dataset {args.dataset} needs --encoder (e.g. ViT-B-32/openai or emoji-small)")
+
+
 def _check_embed(args):
-    """``embed`` and ``reproduce``: batch size, workers and the encoder's name, before any import of torch."""
+    """``embed`` and ``reproduce``: the dataset's options and paths, batch size, workers, the backend's options
+    and the encoder's name, before any import of torch, scikit-learn or Ray."""
+    if args.backend == "ray" and args.transfer == "jpeg":
+        raise CLIError("--transfer jpeg (decoding on the encoder's device) runs on the local backend only: with "
+                       "--backend ray leave --transfer out (or give uint8 or float32)")
     option = "--batch-size" if args.command == "embed" else "--embed-batch-size"
     if args.embed_batch_size < 1:
         raise CLIError(f"{option} must be at least 1; got {args.embed_batch_size}")
@@ -145,6 +206,8 @@ def _check_embed(args):
         if given:
             raise CLIError(f"{', '.join(given)}: only with --backend ray")
     check_encoder_spec(args.encoder)
+    check_dataset_paths(args)  # then what it reads
+    check_path("--codebook", args.codebook, "file")
 
 
 def _add_split_args(p):
@@ -161,12 +224,12 @@ def _add_eval_args(p, with_sweep=True):
     _add_split_args(p)
     p.add_argument("--split-seed", type=int, default=None, help="seed of the split (0; the emoji world: its own)")
     p.add_argument("--n-atoms", type=int, default=10, help="d0 when no sweep is run (10)")
-    p.add_argument("--n-iter", type=int, default=10)
+    p.add_argument("--n-iter", type=int, default=10, help=_N_ITER_HELP)
     p.add_argument("--batch-size", type=int, default=None, help="SLiCS mini-batch size (e.g. 2000 for COCO)")
     p.add_argument("--seeds", type=int, default=5, help="seeds for mini-batch runs (5)")
     p.add_argument("--methods", default=None, help="comma-separated registered methods (default: every one; an "
                                                    "unknown name lists them)")
-    p.add_argument("--k", type=int, default=20)
+    p.add_argument("--k", type=int, default=20, help="retrieval depth of mAP@k (20)")
     modes = LazyChoices("slics_core.methods", "MODES", default="partial")
     p.add_argument("--mode", type=modes, default=modes.default, metavar="MODE",
                    help="component mode: partial (default) or full")
@@ -190,7 +253,7 @@ def _add_eval_args(p, with_sweep=True):
     p.add_argument("--vocab", default=None,
                    help=f"vocabulary: {VOCABULARY_SPECS}; not given: the emoji world's own words for its caches, "
                         f"else {DEFAULT_VOCABULARY}")
-    p.add_argument("--n-words", type=int, default=10_000)
+    p.add_argument("--n-words", type=int, default=10_000, help="words of the vocabulary, most frequent first (10000)")
     p.add_argument("--out-dir", default=None, required=not with_sweep,
                    help="write methods.csv/.json/.md (and d0_sweep.json) here")
 
@@ -200,6 +263,7 @@ def _check_eval(args):
     check_at_least(args, 1, "--seeds", "--k", "--n-atoms", "--n-train", "--n-query", "--n-words", "--batch-size")
     check_at_least(args, 1 if args.sweep else 0, "--n-val")  # the sweep chooses d0 on the validation set
     check_at_least(args, 2, "--stability")  # one seed has nothing to be matched with
+    check_path("--mean-file", args.mean_file, "file")
     for value in args.n_active or ():
         if value < 1:
             raise CLIError(f"--n-active values must be at least 1; got {value}")
@@ -245,20 +309,22 @@ def _check_captions(args):
 
 
 def _register_data(subparsers):
-    p = subparsers.add_parser("embed", help="embed a dataset (or import precomputed embeddings) into a resumable cache")
+    p = _add_command(subparsers, "embed",
+                     help="embed a dataset (or import precomputed embeddings) into a resumable cache")
     _add_dataset_args(p)
     _add_embed_args(p)
     p.set_defaults(check=_check_embed)
 
-    p = subparsers.add_parser("fit", help="fit one method on the training split of a cached dataset")
-    p.add_argument("--cache", required=True)
+    p = _add_command(subparsers, "fit", help="fit one method on the training split of a cached dataset")
+    p.add_argument("--cache", required=True, help="embedding cache directory (from `slics embed`)")
     p.add_argument("--out", required=True, help="model file (.npz)")
     method = LazyChoices("slics_core.methods", "method_names", default="S-SLiCS", dictionary=True)
     p.add_argument("--method", type=method, default=method.default, metavar="METHOD",
                    help="registered dictionary method (default S-SLiCS; an unknown name lists them)")
-    p.add_argument("--n-atoms", type=int, default=10)
-    p.add_argument("--n-iter", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--n-atoms", type=int, default=10, help="atoms per concept, d0 (10)")
+    p.add_argument("--n-iter", type=int, default=10, help=_N_ITER_HELP)
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="SLiCS mini-batch size (default: the whole training split at once)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split and of mini-batches")
     p.add_argument("--n-active", type=int, default=None, help="concepts per image for U-SLiCS pseudo-labels")
     p.add_argument("--stream", action="store_true",
@@ -274,25 +340,25 @@ def _register_data(subparsers):
     _add_split_args(p)
     p.set_defaults(check=_check_fit)
 
-    p = subparsers.add_parser("evaluate", help="methods table (mAP@k) on a cached dataset")
-    p.add_argument("--cache", required=True)
+    p = _add_command(subparsers, "evaluate", help="methods table (mAP@k) on a cached dataset")
+    p.add_argument("--cache", required=True, help="embedding cache directory (from `slics embed`)")
     p.add_argument("--encoder", default=None, help="text encoder for SpLiCE (default: the cache's encoder)")
     _add_eval_args(p)
     add_jobs_option(p, " (the sweep's, the table's dictionaries and the stability seeds; without --out-dir they are "
                        "kept in a temporary folder for the run)")
     p.set_defaults(check=_check_evaluate)
 
-    p = subparsers.add_parser("captions", help="top words of every concept subspace")
-    p.add_argument("--model", required=True)
+    p = _add_command(subparsers, "captions", help="top words of every concept subspace")
+    p.add_argument("--model", required=True, help="model file (.npz) from `slics fit`")
     p.add_argument("--cache", required=True, help="cache (for the encoder and the vocabulary cache)")
-    p.add_argument("--encoder", default=None)
+    p.add_argument("--encoder", default=None, help="text encoder of the vocabulary (default: the cache's encoder)")
     p.add_argument("--vocab", default=None, help="as for evaluate")
-    p.add_argument("--n-words", type=int, default=10_000)
-    p.add_argument("--top", type=int, default=5)
+    p.add_argument("--n-words", type=int, default=10_000, help="words of the vocabulary, most frequent first (10000)")
+    p.add_argument("--top", type=int, default=5, help="words shown per concept subspace (5)")
     p.add_argument("--out", default=None, help="write captions as JSON")
     p.set_defaults(check=_check_captions)
 
-    p = subparsers.add_parser("reproduce", help="embed -> d0 sweep -> evaluate -> captions in one go")
+    p = _add_command(subparsers, "reproduce", help="embed -> d0 sweep -> evaluate -> captions in one go")
     _add_dataset_args(p)
     _add_embed_args(p, reproduce=True)
     _add_eval_args(p, with_sweep=False)
@@ -324,6 +390,29 @@ def add_generator_options(p, *, required=False) -> None:
 def _check_generator(args):
     check_at_least(args, 5, "--align-n")
     check_encoder_spec(args.align_encoder, "--align-encoder")
+    check_path("--align-pairs", args.align_pairs, "file")
+
+
+def _check_align(args):
+    """``slics align``: one of its two forms, with the files it reads."""
+    _check_generator(args)
+    if args.workspace is not None:
+        if args.source or args.target or args.output:
+            raise CLIError("--workspace fits the alignment from the workspace itself: give no SOURCE/TARGET/-o")
+        return
+    if args.generator or args.align_pairs or args.align_encoder:
+        raise CLIError("--generator, --align-encoder and --align-pairs go with --workspace NAME")
+    if not (args.source and args.target and args.output):
+        raise CLIError("give SOURCE.npy TARGET.npy -o ALIGN.npz, or --workspace NAME --generator SPEC")
+    check_path("SOURCE", args.source, "file")
+    check_path("TARGET", args.target, "file")
+
+
+def _check_workspace_name(option, name) -> None:
+    try:
+        check_workspace_name(name)
+    except ValueError as exc:
+        raise CLIError(f"{option}: {user_message(exc)}") from None
 
 
 def add_fit_backend_options(p) -> None:
@@ -362,6 +451,18 @@ def _check_workspace(args):
         raise CLIError("--pool-rerank needs --pool-shards DIR (it sets the shards' on-disk index)")
     check_at_least(args, 0, "--pool-rerank")
     _check_generator(args)
+    # then what it reads (after the options alone, which answer the same whatever the paths)
+    if args.info is None:
+        if not args.cache:
+            raise CLIError("slics workspace needs --cache DIR (an embedding cache from `slics embed`) or --info NAME")
+        check_path("--cache", args.cache, "dir")
+        if args.name is not None:
+            _check_workspace_name("--name", args.name)
+        elif args.out is None:  # named after the cache's folder
+            _check_workspace_name(f"--cache {args.cache!r} (its folder names the workspace; give --name)",
+                                  os.path.basename(os.path.abspath(args.cache)))
+    check_path("--mean-file", args.mean_file, "file")
+    check_path("--pool-shards", args.pool_shards, "dir")
 
 
 def _check_emoji(args):
@@ -382,14 +483,14 @@ def _add_emoji(p):
                        help=f"{what} scenes (default: the world's, scaled by $SLICS_EMOJI_SCALE)")
     p.add_argument("--d0", type=int, nargs="+", default=None,
                    help="dictionary sizes to fit (default: the world's); the best on validation is the default")
-    p.add_argument("--rebuild", action="store_true", help="ignore the cache")
+    p.add_argument("--rebuild", action="store_true", help="build again, ignoring a cached workspace of these sizes")
     add_jobs_option(p, " and the scene rendering")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="print no progress (errors and the result only)")
     p.set_defaults(check=_check_emoji)
 
 
 def _register_workspaces(subparsers) -> None:
-    p = subparsers.add_parser("workspace", help="split, fit every registered method for several d0 and save a "
+    p = _add_command(subparsers, "workspace", help="split, fit every registered method for several d0 and save a "
                                                 "workspace the app can open")
     p.add_argument("--cache", default=None, help="embedding cache directory (from `slics embed`)")
     p.add_argument("--name", default=None, help="workspace name: the folder under $SLICS_WORKSPACES (default: the "
@@ -401,14 +502,15 @@ def _register_workspaces(subparsers) -> None:
     p.add_argument("--encoder", default=None, help="text encoder for the vocabulary (default: the cache's encoder)")
     p.add_argument("--d0", type=int, nargs="+", default=[5, 10, 15], help="atoms per concept to fit (5 10 15)")
     p.add_argument("--methods", nargs="+", default=None, help="registered methods to fit (default: all)")
-    p.add_argument("--n-iter", type=int, default=10)
+    p.add_argument("--n-iter", type=int, default=10, help=_N_ITER_HELP)
     p.add_argument("--n-train", type=int, default=None, help="training items (default 60%% of the rest)")
     p.add_argument("--n-val", type=int, default=None, help="validation items (default 500, at most 10%%)")
     p.add_argument("--n-query", type=int, default=None, help="query items (default 1000, at most 20%%)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the split and of mini-batches (0)")
     p.add_argument("--mean-file", default=None, help="precomputed centring mean (default: the training mean)")
     p.add_argument("--vocab", default=DEFAULT_VOCABULARY, help=f"caption vocabulary: {VOCABULARY_SPECS}")
-    p.add_argument("--n-words", type=int, default=10_000)
+    p.add_argument("--n-words", type=int, default=10_000,
+                   help="words of the caption vocabulary, most frequent first (10000)")
     p.add_argument("--info", default=None, metavar="NAME", help="print the summary of an existing workspace")
     p.add_argument("--pool-shards", default=None, metavar="DIR",
                    help="the pool is these clip-retrieval shards (img_emb/img_emb_N.npy + "
@@ -424,13 +526,26 @@ def _register_workspaces(subparsers) -> None:
     add_jobs_option(p, " (every method at every d0)")
     add_fit_backend_options(p)
     add_generator_options(p)
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="print no progress (errors and the summary only)")
     p.set_defaults(check=_check_workspace)
 
-    p = subparsers.add_parser("emoji-build", help="render, embed and fit the offline emoji workspace (cached)")
+    p = _add_command(
+        subparsers, "emoji-build", help="render, embed and fit the offline emoji workspace (cached)",
+        description="Build the emoji world's workspace, the one `slics app` opens first, offline: render its scenes, "
+                    "embed them with the shipped emoji-small encoder (and emoji-large, the generator's conditioning "
+                    "space), embed the caption vocabulary, fit every registered method at each d0, choose the "
+                    "default d0 on the validation split and prepare the pages' first views. Each stage is printed "
+                    "with its counts, the time it has left and, when it ends, its seconds. The result is cached "
+                    "under --cache-dir by its sizes: a second run with the same sizes only opens it (--rebuild "
+                    "builds again). Sizes default to the world's, scaled by $SLICS_EMOJI_SCALE (0.2 is the tests' "
+                    "small world).")
     _add_emoji(p)
     add_fit_backend_options(p)
-    p = subparsers.add_parser("emoji-report", help="quality numbers of the emoji world")
+    p = _add_command(
+        subparsers, "emoji-report", help="quality numbers of the emoji world",
+        description="Print the emoji world's quality numbers (zero-shot precision, mAP@20 of every method, the "
+                    "chosen d0, the generator's concept accuracy), building the workspace first when it is not "
+                    "cached (the options of emoji-build).")
     _add_emoji(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--contact-sheet", default=None, metavar="PNG", help="also write a labelled sheet of random "
@@ -440,8 +555,9 @@ def _register_workspaces(subparsers) -> None:
 
 
 def _register_align(subparsers) -> None:
-    a = subparsers.add_parser(
-        "align", help="fit a Procrustes alignment between two embedding spaces, or give a workspace a generator",
+    a = _add_command(
+        subparsers, "align",
+        help="fit a Procrustes alignment between two embedding spaces, or give a workspace a generator",
         description="Fit the (semi-)orthogonal map W from source to target embeddings of the same images "
                     "(rows paired), report the mean cosine on held-out pairs, and save it. With --workspace: "
                     "fit the map from that workspace's space into the generator's conditioning space and make "
@@ -450,27 +566,29 @@ def _register_align(subparsers) -> None:
     a.add_argument("target", nargs="?", help=".npy file (n, d_dst), e.g. ViT-L/14 embeddings of the same images")
     a.add_argument("-o", "--output", default=None, help="where to write the alignment (.npz)")
     a.add_argument("--test-size", type=float, default=0.2, help="fraction of pairs held out (default 0.2)")
-    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--seed", type=int, default=0, help="seed of the held-out pairs and of the alignment's "
+                                                        "training images (0)")
     a.add_argument("--no-normalize", action="store_true", help="do not L2-normalise rows before fitting")
-    a.add_argument("--source-id", default=None)
-    a.add_argument("--target-id", default=None)
+    a.add_argument("--source-id", default=None, help="name of the source space saved with the alignment (e.g. the "
+                                                     "encoder that made SOURCE)")
+    a.add_argument("--target-id", default=None, help="name of the target space saved with the alignment")
     a.add_argument("--workspace", default=None, metavar="NAME",
                    help="a workspace (name under $SLICS_WORKSPACES, or its folder) to give the generator")
     add_generator_options(a)
-    a.add_argument("--quiet", action="store_true")
-    a.set_defaults(check=_check_generator)
+    a.add_argument("--quiet", action="store_true", help="print no progress (the result only)")
+    a.set_defaults(check=_check_align)
 
 
 # --------------------------------------------------------------------------- models, download, app
 def _register_models(subparsers) -> None:
-    p = subparsers.add_parser(
-        "models", help="list model presets and whether their weights are on disk",
+    p = _add_command(
+        subparsers, "models", help="list model presets and whether their weights are on disk",
         description="List the model presets (encoders and generators) and whether their weights are on disk. "
                     "Uses no network.")
     p.add_argument("--cache-dir", default=None, help="Hugging Face hub cache to look in (default: the hub's own)")
 
-    d = subparsers.add_parser(
-        "download", help="download model weights (with progress)",
+    d = _add_command(
+        subparsers, "download", help="download model weights (with progress)",
         description="Download the weights of one or more presets into the Hugging Face cache, with progress bars. "
                     "Run `slics models` for the names.")
     d.add_argument("names", nargs="*", metavar="MODEL", help="preset name, e.g. ViT-B-32/openai, dinov2-base, sd-1.5")
@@ -486,8 +604,8 @@ def _register_models(subparsers) -> None:
 
 
 def _register_app(subparsers) -> None:
-    p = subparsers.add_parser(
-        "app", help="run the explorer (Streamlit) on the emoji world",
+    p = _add_command(
+        subparsers, "app", help="run the explorer (Streamlit) on the emoji world",
         description="Run the SLiCS explorer (the same pages as `streamlit run app.py` in a checkout). Every "
                     "option after `app` goes to `streamlit run`, e.g. `slics app --server.port 8600 "
                     "--server.headless true`; see `streamlit run --help`.")

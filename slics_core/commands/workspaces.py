@@ -21,7 +21,7 @@ from slics_core.encoders import parse_encoder_spec
 from slics_core.errors import user_message
 from slics_core.explorer.arrival import STORE, prepare_pages
 from slics_core.explorer.build import build_workspace_from_cache
-from slics_core.explorer.emoji_build import open_emoji_workspace
+from slics_core.explorer.emoji_build import duration_words, open_emoji_workspace
 from slics_core.explorer.emoji_report import contact_sheet, emoji_report
 from slics_core.explorer.generation import DEFAULT_ALIGN_PAIRS, attach_generator, load_workspace_alignment
 from slics_core.explorer.narration import d0_choice
@@ -38,19 +38,25 @@ __all__ = ["StageProgress", "add_generator", "check_generator_args", "recorded_c
 
 
 class StageProgress:
-    """``progress(stage, done, total)`` shown as one progress bar per stage.
+    """``progress(stage, done, total)`` shown stage by stage, with counts and the time left.
 
-    A stage is the text before ``": "`` (``"prepare the pages: atoms"`` is stage ``prepare the pages``);
-    counts reported under one stage move its one bar, whatever their totals. On a terminal with ``tqdm``
-    installed the bar is drawn in place; otherwise each stage is one line, written when it starts.
-    ``close()`` ends the last bar. With ``timings``, the end of every stage is one more line with its wall
-    seconds (``[emoji] render scenes: 12.3 s``), so that one sees where the time goes.
+    A stage is the text before ``": "`` (``"prepare the pages: atoms"`` is stage ``prepare the pages``; the rest,
+    the detail, says where in the stage the work is: ``"fit: model 5 of 22, S-SLiCS d0=10"``). Counts reported
+    under one stage move its one bar, whatever their totals. On a terminal with ``tqdm`` installed the bar is
+    drawn in place (the detail beside it); otherwise the start of a stage is one line, and while it runs one more
+    line at most every :attr:`EVERY` seconds: the detail, or ``done/total`` when there is none, the percentage of
+    the stage and, once something is done, an estimate of its time left (the stage's seconds so far, scaled by
+    what remains). ``close()`` ends the last bar. With ``timings``, the end of every stage is one more line with
+    its wall seconds (``[emoji] render scenes: 12.3 s``), so that one sees where the time goes.
     """
+
+    #: Seconds between two progress lines of one stage on a non-terminal.
+    EVERY = 15.0
 
     def __init__(self, tag: str, *, quiet: bool = False, file=None, timings: bool = False):
         self.tag, self.quiet, self.timings = tag, quiet, timings
         self.file = sys.stderr if file is None else file
-        self.stage, self.bar, self.started = None, None, None
+        self.stage, self.bar, self.started, self.printed, self.shown = None, None, None, None, None
         isatty = getattr(self.file, "isatty", None)
         self._tqdm = None
         if not quiet and isatty is not None and isatty():
@@ -63,31 +69,49 @@ class StageProgress:
     def __call__(self, stage: str, done: int, total: int) -> None:
         if self.quiet:
             return
-        label = str(stage).split(": ", 1)[0]
+        label, _, detail = str(stage).partition(": ")
+        done, total = int(done), max(int(total), 1)
+        now = time.perf_counter()
         if label != self.stage:
-            self.close()
-            self.stage, self.started = label, time.perf_counter()
+            self.close(now)
+            self.stage, self.started, self.printed, self.shown = label, now, now, (detail, done)
             if self._tqdm is not None:
-                self.bar = self._tqdm(total=max(int(total), 1), desc=f"[{self.tag}] {label}", file=self.file,
-                                      leave=True)
+                self.bar = self._tqdm(total=total, desc=f"[{self.tag}] {label}", file=self.file, leave=True)
             else:
-                print(f"[{self.tag}] {label}", file=self.file, flush=True)
+                print(f"[{self.tag}] {self._line(label, detail, done, total, now, start=True)}", file=self.file,
+                      flush=True)
+        elif self._tqdm is None and now - self.printed >= self.EVERY and (detail, done) != self.shown:
+            self.printed, self.shown = now, (detail, done)
+            print(f"[{self.tag}] {self._line(label, detail, done, total, now)}", file=self.file, flush=True)
         if self.bar is not None:
-            self.bar.total = max(int(total), 1)
-            self.bar.n = min(int(done), self.bar.total)
+            self.bar.total = total
+            self.bar.n = min(done, total)
+            if detail:
+                self.bar.set_postfix_str(detail, refresh=False)
             self.bar.refresh()
+
+    def _line(self, label, detail, done, total, now, start=False) -> str:
+        where = detail if detail else (f"{min(done, total)}/{total}" if total > 1 or done else "")
+        if start:
+            return f"{label}: {where}" if where else label
+        frac = min(1.0, max(0.0, done / total))
+        text = f"{label}: {where + ', ' if where else ''}{100 * frac:.0f} %"
+        if 0 < frac < 1:
+            text += f", about {duration_words((now - self.started) * (1 - frac) / frac)} left"
+        return text
 
     def say(self, line: str) -> None:
         """One line of its own (e.g. the number of jobs chosen), unless quiet."""
         if not self.quiet:
             print(f"[{self.tag}] {line}", file=self.file, flush=True)
 
-    def close(self) -> None:
+    def close(self, now=None) -> None:
+        """End the current stage (at ``now``, a ``time.perf_counter()`` reading; default: now)."""
         if self.bar is not None:
             self.bar.close()
         self.bar = None
         if self.timings and self.started is not None:
-            self.say(f"{self.stage}: {time.perf_counter() - self.started:.1f} s")
+            self.say(f"{self.stage}: {(time.perf_counter() if now is None else now) - self.started:.1f} s")
         self.started = None
 
 
@@ -112,8 +136,6 @@ def cmd_workspace(args) -> int:
                 summary["generator_alignment"] = f"not usable: {user_message(exc)}"
         print(json.dumps(summary, indent=1))
         return 0
-    if not args.cache:
-        raise CLIError("slics workspace needs --cache (an embedding cache from `slics embed`) or --info NAME")
     name = check_workspace_name(args.name) if args.name is not None else None
     out = Path(args.out) if args.out else workspaces_root() / (name or check_workspace_name(
         Path(args.cache).resolve().name))

@@ -54,6 +54,7 @@ from slics_core.encoders.openclip import OpenCLIPEncoder
 from slics_core.encoders.registry import (
                                           EMOJI_ENCODERS,
                                           EncoderSpec,
+                                          check_encoder_name,
                                           create_encoder,
                                           encoder_spec_of,
                                           parse_encoder_spec,
@@ -74,6 +75,7 @@ __all__ = [
     "EMOJI_ENCODERS",
     "EncoderSpec",
     "parse_encoder_spec",
+    "check_encoder_name",
     "create_encoder",
     "encoder_spec_of",
 ]

@@ -7,8 +7,11 @@ torch are imported only when a model is built.
 """
 from __future__ import annotations
 
+import difflib
+import importlib.util
 import os
 import pickle
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +31,29 @@ from slics_core.errors import refused_pickle_error
 from slics_core.extras import require
 from slics_core.torch_device import device_dtype
 
-__all__ = ["OpenCLIPEncoder"]
+__all__ = ["OpenCLIPEncoder", "shipped_architectures", "unknown_architecture_message"]
+
+
+def shipped_architectures() -> list[str] | None:
+    """The architectures open_clip knows, read without importing open_clip (and torch) when it is not imported
+    yet: the ones it ships (its ``model_configs/*.json``); once imported, ``open_clip.list_models()``, which also
+    lists configs code added at run time (``open_clip.add_model_config``). None when open_clip is not installed."""
+    if "open_clip" in sys.modules:
+        return list(sys.modules["open_clip"].list_models())
+    spec = importlib.util.find_spec("open_clip")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "model_configs"
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else None
+
+
+def unknown_architecture_message(arch: str, known=None) -> str:
+    """The one message for an open_clip architecture open_clip does not have (with the closest names)."""
+    known = shipped_architectures() if known is None else known
+    close = difflib.get_close_matches(arch, known or (), n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    return (f"unknown open_clip model {arch!r}: {hint}open_clip has {len(known or ())} architectures "
+            "(python -c \"import open_clip; print(open_clip.list_models())\"); `slics models` lists the presets")
 
 
 class OpenCLIPEncoder:
@@ -132,7 +157,7 @@ class OpenCLIPEncoder:
         open_clip = require("open_clip", "an open_clip encoder")
 
         if arch not in open_clip.list_models():
-            raise ValueError(f"unknown open_clip model {arch!r}")
+            raise ValueError(unknown_architecture_message(arch, open_clip.list_models()))
         try:
             model_, _, preprocess = open_clip.create_model_and_transforms(
                 arch, pretrained=str(path), force_quick_gelu=bool(quick_gelu))
@@ -178,7 +203,7 @@ class OpenCLIPEncoder:
         torch = require("torch")
 
         if model not in open_clip.list_models():
-            raise ValueError(f"unknown open_clip model {model!r}")
+            raise ValueError(unknown_architecture_message(model, open_clip.list_models()))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
             model_, _, preprocess = open_clip.create_model_and_transforms(model, pretrained=None, **model_kwargs)

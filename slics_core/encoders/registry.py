@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from slics_core import weights as _weights
 from slics_core.encoders.dinov2 import DINOv2Encoder
-from slics_core.encoders.openclip import OpenCLIPEncoder
+from slics_core.encoders.openclip import OpenCLIPEncoder, shipped_architectures, unknown_architecture_message
 
-__all__ = ["EMOJI_ENCODERS", "EncoderSpec", "create_encoder", "encoder_presets", "encoder_spec_of",
-           "parse_encoder_spec", "unknown_encoder_message"]
+__all__ = ["EMOJI_ENCODERS", "EncoderSpec", "check_encoder_name", "create_encoder", "encoder_presets",
+           "encoder_spec_of", "parse_encoder_spec", "unknown_encoder_message"]
 
 #: Shipped encoders of the offline emoji world (open_clip ``local-dir`` checkpoints in ``assets/models``).
 EMOJI_ENCODERS = ("emoji-small", "emoji-large")
@@ -108,6 +108,32 @@ def parse_encoder_spec(spec) -> EncoderSpec:
     if text.lower() in {k.lower() for k in _weights.PRESETS}:
         return EncoderSpec("preset", _weights.get_preset(text).name)
     raise ValueError(unknown_encoder_message(text))
+
+
+def check_encoder_name(spec) -> EncoderSpec:
+    """``spec`` parsed, after what can be checked without loading anything: its form (:func:`parse_encoder_spec`),
+    its open_clip architecture (one open_clip ships: ``ARCH/TAG`` beyond the presets, ``ARCH/random``,
+    ``ARCH/CHECKPOINT``), and the checkpoint file or ``local:`` folder it names.
+
+    Raises
+    ------
+    ValueError
+        What :func:`create_encoder` would say after importing torch and open_clip.
+    FileNotFoundError
+        The checkpoint file or the ``local:`` folder does not exist.
+    """
+    s = parse_encoder_spec(spec)
+    if s.kind == "local" and not os.path.isdir(s.path):
+        raise FileNotFoundError(f"encoder {s.text!r}: no folder at {s.path} (local:DIR names an open_clip "
+                                "local-dir folder: open_clip_config.json and the weights)")
+    if s.kind == "checkpoint" and not os.path.isfile(s.path):
+        raise FileNotFoundError(f"encoder {s.text!r}: checkpoint file {s.path} does not exist")
+    preset = _weights.find_preset(s.text) if s.kind == "preset" else None
+    if s.arch and s.kind in ("preset", "random", "checkpoint") and preset is None:
+        known = shipped_architectures()
+        if known is not None and s.arch not in known:
+            raise ValueError(f"encoder {s.text!r}: {unknown_architecture_message(s.arch, known)}")
+    return s
 
 
 def encoder_presets() -> list:

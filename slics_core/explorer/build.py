@@ -139,15 +139,16 @@ def _fit_all(inputs, jobs, skipped, *, n_iter, seed, progress, n_jobs, backend, 
     if n == 1 and backend == "loky":
         results = []
         for i, (m, d0) in enumerate(jobs):
-            stage = f"fit {m}" + (f" d0={d0}" if d0 is not None else "")
+            stage = f"fit: model {i + 1} of {len(jobs)}, {m}" + (f" d0={d0}" if d0 is not None else "")
             report_progress(progress, stage, i, len(jobs))
             with one_thread():  # as on a worker (slics_core.tasks.one_thread)
                 results.append(_fit_task(inputs, tasks[i], callback=_fit_progress(progress, stage, i, len(jobs))))
     else:  # the longest fits first (iterative methods, large d0), so that no worker is left with one at the end
         order = sorted(range(len(tasks)), key=lambda i: _fit_cost(tasks[i]), reverse=True)
-        done = run_tasks(_fit_task, [tasks[i] for i in order], shared=inputs, n_jobs=n, progress=progress,
-                         stage=f"fit: {len(tasks)} models on {n} {backend} workers", backend=backend,
-                         address=address)
+        counted = None if progress is None else (  # the detail counts the models: "fit: 5 of 22 models on 2 ..."
+            lambda _stage, d, t: progress(f"fit: {d} of {t} models on {n} {backend} workers", d, t))
+        done = run_tasks(_fit_task, [tasks[i] for i in order], shared=inputs, n_jobs=n, progress=counted,
+                         stage="fit", backend=backend, address=address)
         results = [None] * len(tasks)
         for i, result in zip(order, done):
             results[i] = result

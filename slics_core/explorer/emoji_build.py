@@ -49,7 +49,8 @@ from slics_core.explorer.workspace_files import is_workspace, load_workspace, sa
 from slics_core.methods import DEFAULT_METHOD
 
 __all__ = ["open_emoji_workspace", "start_emoji_workspace", "BuildProgress", "PROVISIONAL_D0", "Stage",
-           "Published", "Failed", "encode_message", "parse_message", "main"]
+           "Published", "Failed", "encode_message", "parse_message", "main", "duration_words", "progress_words",
+           "step_fraction"]
 
 
 def _emoji_folder(cache_dir, cfg) -> Path:
@@ -132,7 +133,8 @@ PROVISIONAL_D0 = 5
 
 #: Relative cost of the steps of a staged emoji build (CPU seconds measured on the default world, 2 cores),
 #: used to turn per-step progress into one overall fraction.
-_STEPS = (("preview render", 3.5), ("preview embed", 4.0), ("preview fit", 1.0), ("render", 21.0),
+_STEPS = (("preview load", 2.0), ("preview render", 3.5), ("preview embed", 4.0), ("preview fit", 1.0), ("load", 4.0),
+          ("render", 21.0),
           (f"embed with {ENCODER}", 24.0), (f"embed with {CONDITION_ENCODER}", 40.0), ("embed the vocabulary", 2.0),
           ("fit", 90.0), ("choose d0", 10.0), ("save", 2.0), ("prepare the pages", 40.0))
 
@@ -162,7 +164,7 @@ class BuildProgress:
         self._frac = 0.0
         self.stage, self.done, self.total = "starting", 0, 1
         self.started = time.monotonic()
-        self.stage_started = self.started
+        self.stage_started = self.step_started = self.started
         self.workspace = None
         self.generation = 0
         self.finished = False
@@ -180,6 +182,8 @@ class BuildProgress:
             key = f"{self._phase} {stage}".strip()
             for i in range(self._step, len(self._steps)):  # steps only move forward
                 if key.startswith(self._steps[i][0]):
+                    if i != self._step:
+                        self.step_started = time.monotonic()
                     self._step = i
                     break
             if stage != self.stage:
@@ -207,14 +211,65 @@ class BuildProgress:
             return 100.0 * self._frac
 
     def snapshot(self) -> dict:
-        """``stage``, ``done``, ``total``, ``percent``, ``elapsed`` (s), ``stage_elapsed`` (s), ``generation``,
-        ``finished``, ``error``, ``preview`` (the published workspace is a preview)."""
+        """``stage``, ``done``, ``total``, ``percent`` (of the whole build), ``elapsed`` (s), ``stage_elapsed`` (s),
+        ``generation``, ``finished``, ``error``, ``preview`` (the published workspace is a preview), and the
+        step the build is in: ``part`` (``"preview"`` or ``"world"``), ``step`` (1-based) of ``n_steps`` of that
+        part, ``step_elapsed`` (s)."""
         with self._lock:
             now = time.monotonic()
+            name = self._steps[self._step][0] if self._steps else ""
+            part = "preview" if name.startswith("preview ") else "world"
+            steps = [k for k, _ in self._steps if k.startswith("preview ") == (part == "preview")]
             return {"stage": self.stage, "done": self.done, "total": self.total, "percent": 100.0 * self._frac,
                     "elapsed": now - self.started, "stage_elapsed": now - self.stage_started,
                     "generation": self.generation, "finished": self.finished, "error": self.error,
-                    "preview": self.workspace is not None and self.workspace.building is not None}
+                    "preview": self.workspace is not None and self.workspace.building is not None,
+                    "part": part, "step": steps.index(name) + 1 if name in steps else 1, "n_steps": len(steps),
+                    "step_elapsed": now - self.step_started}
+
+
+def duration_words(seconds: float) -> str:
+    """``12 s``, ``3 min``, ``1.5 h``: a time as a presenter reads it (the page's and ``slics emoji-build``'s)."""
+    if seconds < 90:
+        return f"{max(0, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def progress_words(snap: dict) -> str:
+    """What a build's :meth:`BuildProgress.snapshot` says to a presenter, in one line: the part (the preview or
+    the whole world), the step of it and what that step is doing, its own progress (counts, percentage, time
+    left at its rate so far; a step without counts its seconds so far), then the whole build's percentage.
+
+    e.g. ``"Whole world, step 6 of 9: fit: model 5 of 22, S-SLiCS d0=10 · 45 % of this step, about 1 min
+    left · whole build 38 % after 2 min, about 3 min left"``.
+    """
+    stage = snap.get("stage") or "starting"
+    stage = "start the build process" if stage == "starting" else stage
+    done, total = int(snap.get("done", 0)), max(int(snap.get("total", 1)), 1)
+    head = (f"{'Preview' if snap.get('part') == 'preview' else 'Whole world'}, step {snap.get('step', 1)} of "
+            f"{snap.get('n_steps', 1)}: {stage}")
+    if ": " not in stage and total > 1:
+        head += f", {min(done, total)} of {total}"
+    elapsed = float(snap.get("step_elapsed", snap.get("stage_elapsed", 0.0)))
+    if total > 1 or done:
+        frac = min(1.0, max(0.0, done / total))
+        own = f"{100 * frac:.0f} % of this step"
+        if 0 < frac < 1:
+            own += f", about {duration_words(elapsed * (1 - frac) / frac)} left"
+    else:
+        own = f"{duration_words(elapsed)} in this step"
+    percent, so_far = float(snap.get("percent", 0.0)), float(snap.get("elapsed", 0.0))
+    whole = f"whole build {percent:.0f} % after {duration_words(so_far)}"
+    if 5 <= percent < 100:  # the steps' weights are their measured CPU seconds: the rate so far extrapolates
+        whole += f", about {duration_words(so_far * (100 - percent) / percent)} left"
+    return f"{head} · {own} · {whole}"
+
+
+def step_fraction(snap: dict) -> float:
+    """The current step's own fraction done (0..1), for a progress bar that moves within the step."""
+    return min(1.0, max(0.0, int(snap.get("done", 0)) / max(int(snap.get("total", 1)), 1)))
 
 
 def _staged_build(cfg, folder: Path, n_preview: int, progress, publish, n_jobs=1) -> None:
@@ -426,7 +481,7 @@ def start_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None
     folder = _emoji_folder(cache_dir, cfg)
     n_preview = PREVIEW_SCENES if preview_scenes is None else int(preview_scenes)
     pc = preview_config(cfg, n_preview)
-    handle = BuildProgress(_STEPS if pc is not None else _STEPS[3:])
+    handle = BuildProgress(_STEPS if pc is not None else [s for s in _STEPS if not s[0].startswith("preview ")])
     ws = _open_emoji_cache(folder, handle)
     if ws is not None:
         handle.publish(ws, final=True)

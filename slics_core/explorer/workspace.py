@@ -13,8 +13,6 @@ Workspace names are validated (no separators, no ``..``, not absolute); the app 
 """
 from __future__ import annotations
 
-import os
-import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +21,11 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from slics_core._validation import check_embeddings
-from slics_core.errors import DamagedFileError, FileSystemError, damaged_file_error, explain, shown_value
+from slics_core.errors import DamagedFileError, FileSystemError, damaged_file_error
 from slics_core.evaluation import fallback_d0
 from slics_core.explorer.pool import Pool, labelled_pool, quantized_pool, workspace_pool
 from slics_core.explorer.uploads import DEFAULT_MAX_DECODE_BYTES
+from slics_core.explorer.workspace_names import check_workspace_name, workspaces_root
 from slics_core.extras import MissingExtraError, require
 from slics_core.formats import read_json
 from slics_core.images import ImageLoadError, load_image
@@ -57,35 +56,6 @@ POOL_INDEX = "pool_index"
 #: (:func:`slics_core.explorer.build.measure_pool_index`; goes with the index it describes).
 POOL_RECALL = "recall.json"
 _RECALL_KEYS = {"k": int, "recall": float, "n_queries": int, "rerank": int, "seed": int, "query_rows": list}
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,99}$")
-
-
-def workspaces_root() -> Path:
-    """Where dataset workspaces are listed: ``$SLICS_WORKSPACES`` or ``~/.cache/slics/workspaces``."""
-    env = os.environ.get("SLICS_WORKSPACES")
-    return Path(env) if env else Path.home() / ".cache" / "slics" / "workspaces"
-
-
-def check_workspace_name(name) -> str:
-    """``name`` if it is a safe workspace name (a folder name under :func:`workspaces_root`).
-
-    Raises
-    ------
-    ValueError
-        Empty, a path (separators, ``..``, absolute) or odd characters.
-    """
-    if not isinstance(name, str) or not _NAME.match(name) or name in (".", "..") or ".." in name:
-        rule = "letters, digits, '.', '_', '-' or spaces, at most 100, starting with a letter or digit"
-        path = isinstance(name, str) and any(c in name for c in "/\\")
-        raise explain(ValueError(f"workspace name {shown_value(name)} is not allowed: use {rule} (no '/', no '..'); "
-                                 "to write elsewhere use --out"),
-                      f"{shown_value(name)} is a folder path, not a workspace name" if path else
-                      f"workspace name {shown_value(name)} is not allowed",
-                      visitor_fix=f"a workspace is named by its folder's name: {rule}",
-                      operator_fix=f"the app opens the workspaces in {str(workspaces_root())!r} ($SLICS_WORKSPACES) "
-                                   "by their folder's name: move (or link) a workspace folder there, or set "
-                                   "SLICS_WORKSPACES to its parent")
-    return name
 
 
 def _in_header(**kw):
