@@ -25,6 +25,10 @@ DEFERRED = {
         "the token normaliser brings scikit-learn, which the instant commands must not load",
     ("generators/registry.py", "slics_core.encoders"):
         "`slics models` / `download` read the generator presets without loading the encoders' scikit-learn",
+    ("images.py", "slics_core._jpeg"):
+        "the damaged-JPEG check is compiled by numba: loaded only when an embedding run checks a file",
+    ("embed.py", "slics_core._jpeg"):
+        "the damaged-JPEG check is compiled by numba: loaded only when the jpeg route checks a batch",
     ("shards.py", "pyarrow.parquet"):
         "pyarrow is pandas' Parquet engine, no dependency of the library: read only when a pool's metadata is checked",
 }
