@@ -143,13 +143,23 @@ def _bpp_one(G, idx, c, F, x, max_steps):
     return False
 
 
+#: Block-pivoting steps tried on a row allowed more atoms than the Gram matrix's rank before the exact fallback
+#: takes it (measured: docs/performance.md, "Rank-deficient rows").
+DEFICIENT_STEPS = 30
+
+
 @njit(cache=True, nogil=True)
-def _bpp_allowed(G, rhs, allowed, init, warm):
+def _bpp_allowed(G, rhs, allowed, init, warm, rank):
     """:func:`_bpp_one` for every row ``i`` on its allowed atoms: ``G[P, P]``, ``rhs[i, P]``.
 
     The passive set starts at the support of ``init[i]`` (``warm``; all of ``P``
-    when that support is empty). Returns the coefficients (n, M) and which rows
-    converged.
+    when that support is empty). A row with more allowed atoms than ``rank`` (the
+    rank of ``G`` without its jitter: the atoms' dimension, when there is no ridge)
+    gets :data:`DEFICIENT_STEPS` steps, not ``5 k + 30``: its passive systems may be
+    singular, where block principal pivoting is not guaranteed to end (measured:
+    a third of such rows ran to the step limit), and the exact fallback takes the
+    rows not solved by then. Returns the coefficients (n, M) and which rows were
+    solved here.
     """
     n, M = rhs.shape
     coef = np.zeros((n, M))
@@ -178,7 +188,7 @@ def _bpp_allowed(G, rhs, allowed, init, warm):
         if not support:  # no previous support: start from the unconstrained solution
             for q in range(k):
                 F[q] = True
-        ok[i] = _bpp_one(G, idx, c, F, x, 5 * k + 30)
+        ok[i] = _bpp_one(G, idx, c, F, x, 5 * k + 30 if k <= rank else DEFICIENT_STEPS)
         for q in range(k):
             coef[i, idx[q]] = x[q]
     return coef, ok
@@ -235,10 +245,21 @@ def solver_gram(gram, M=None):
     return np.ascontiguousarray(gram + _jitter(np.diag(gram)) * np.eye(M))
 
 
-def nnls_rows(G, rhs, allowed, init=None):
+def gram_rank(atoms, ridge=0.0) -> int:
+    """The rank bound of the Gram matrix ``B B^T + ridge I`` of ``atoms`` (M, d) that :func:`nnls_rows` takes:
+    ``min(M, d)`` without a ridge, ``M`` with one (then every passive system is positive definite)."""
+    M, d = np.shape(atoms)
+    return int(M if ridge else min(M, d))
+
+
+def nnls_rows(G, rhs, allowed, init=None, rank=None):
     """:func:`nnls_gram` on rows already checked: ``G`` from :func:`solver_gram`, ``rhs`` (n, M) float64,
-    ``allowed`` (n, M) bool and ``init`` (n, M) float64 or None, all C-ordered; one thread, no copies."""
-    coef, ok = _bpp_allowed(G, rhs, allowed, rhs if init is None else init, init is not None)
+    ``allowed`` (n, M) bool and ``init`` (n, M) float64 or None, all C-ordered; one thread, no copies.
+    ``rank``: the rank of ``G`` without its jitter when it is known to be below ``M`` (``B B^T`` of ``M`` atoms
+    in ``d < M`` dimensions, no ridge: ``d``); a row with more allowed atoms than that is solved by the exact
+    fallback at once (:func:`_bpp_allowed`)."""
+    rank = G.shape[0] if rank is None else int(rank)
+    coef, ok = _bpp_allowed(G, rhs, allowed, rhs if init is None else init, init is not None, rank)
     if not ok.all():
         for i in np.flatnonzero(~ok):  # not converged: exact fallback on the row's allowed atoms
             P = np.flatnonzero(allowed[i])

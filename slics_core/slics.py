@@ -125,7 +125,7 @@ from slics_core._validation import (
 )
 from slics_core.atom_steps import initial_atoms, update_each_atom
 from slics_core.formats import load_model, save_model
-from slics_core.nnls import nnls_rows, nnls_shared, solver_gram
+from slics_core.nnls import gram_rank, nnls_rows, nnls_shared, solver_gram
 
 
 def _allowed_atoms(Y, groups):
@@ -524,10 +524,10 @@ class SLiCS(TransformerMixin, BaseEstimator):
         gram = B @ B.T
         return solver_gram(gram + self.ridge * np.eye(B.shape[0]) if self.ridge else gram)
 
-    @staticmethod
-    def _codes(X, B, G, allowed, init=None):
-        """NNLS codes (eq. 5) of the rows of ``X`` on their allowed atoms; each row on its own."""
-        return nnls_rows(G, allowed_products(X, B, allowed), allowed, init)
+    def _codes(self, X, B, G, allowed, init=None):
+        """NNLS codes (eq. 5) of the rows of ``X`` on their allowed atoms; each row on its own (a row allowed more
+        atoms than the Gram matrix's rank goes to the exact fallback at once: :func:`slics_core.nnls.gram_rank`)."""
+        return nnls_rows(G, allowed_products(X, B, allowed), allowed, init, rank=gram_rank(B, self.ridge))
 
     def _coefficients(self, X, B, allowed):
         """NNLS codes of every row of ``X`` (``allowed`` None: every atom), by blocks of rows on ``n_jobs`` threads."""

@@ -91,3 +91,27 @@ def test_rows_the_compiled_solver_does_not_finish_go_to_scipy(monkeypatch):
     again = nnls_gram(B @ B.T, X @ B.T, allowed)
     np.testing.assert_allclose(again, good, atol=1e-8)
     assert not again[~allowed].any()
+
+
+def test_rows_allowed_more_atoms_than_the_rank_reach_the_exact_optimum():
+    """More allowed atoms than dimensions (a singular passive system): the residual is scipy's NNLS optimum, and
+    rows allowed no more atoms than the rank are solved exactly as before (the same bits)."""
+    from scipy.optimize import nnls as scipy_nnls
+
+    rng = np.random.default_rng(3)
+    B = rng.standard_normal((24, 6))  # 24 atoms in 6 dimensions
+    X = np.abs(rng.standard_normal((60, 24))) @ B * 0.3 + 0.2 * rng.standard_normal((60, 6))
+    allowed = np.zeros((60, 24), dtype=bool)
+    allowed[:30] = True  # 24 > 6 atoms
+    allowed[30:, :5] = True  # 5 <= 6 atoms
+    assert nnls_module.gram_rank(B) == 6 and nnls_module.gram_rank(B, ridge=0.1) == 24
+    G = nnls_module.solver_gram(B @ B.T)
+    rhs = np.ascontiguousarray(X @ B.T)
+    coef = nnls_module.nnls_rows(G, rhs, allowed, rank=nnls_module.gram_rank(B))
+    assert (coef >= 0).all() and not coef[~allowed].any()
+    for i in range(60):
+        P = np.flatnonzero(allowed[i])
+        _, best = scipy_nnls(B[P].T, X[i])
+        assert np.linalg.norm(X[i] - coef[i] @ B) <= best + 1e-9, i
+    before = nnls_module.nnls_rows(G, rhs[30:], allowed[30:])  # no rank given: every row as before
+    assert np.array_equal(coef[30:], before)
