@@ -50,11 +50,12 @@ BACKENDS = ("loky", "ray")
 #: (measured: docs/performance.md, "Independent tasks in parallel"); counted once per worker.
 WORKER_BYTES = 300 * 2**20
 #: Automatic ``--jobs``: below this much working memory over all tasks (:func:`choose_jobs`'s ``task_bytes``
-#: times the tasks), the work is too small to pay for starting workers (a few seconds each: they import
-#: the library and load its compiled kernels), and it runs here. Measured (docs/performance.md,
-#: "Independent tasks"): the emoji world's 22 fits (135 MiB by this estimate) gained nothing from two
-#: workers, the 20 000 x 512 workspace's 9 fits (1.6 GiB) 1.47x.
-SMALL_WORK_BYTES = 512 * 2**20
+#: times the tasks), the work is too small to pay for starting workers (a second or two each: they import
+#: the library and load its compiled kernels), and it runs here. Measured (docs/performance.md, "Measured
+#: again on a quiet machine"): the emoji world's 22 fits (129 MiB by this estimate) 1.83x faster on two
+#: workers, its whole build 1.24x, and beside one busy process per core at most 1.05x slower; the test
+#: worlds (scale 0.2: 26 MiB of fits) stay in one process.
+SMALL_WORK_BYTES = 100 * 2**20
 #: Arrays of ``shared`` above this size are memory-mapped into the workers rather than pickled.
 MMAP_BYTES = "1M"
 #: Seconds an idle worker waits for more tasks before it exits (a build's stages reuse the workers).
