@@ -53,38 +53,15 @@ class _Shared:
         self.ws, self.max_bytes, self.nbytes = ws, max_bytes, 0
         self.thumbs, self.labels, self.lock = OrderedDict(), {}, threading.Lock()
 
-    def thumbnail(self, row: int, size: int, border: str | None = None) -> str:
-        key = (int(row), int(size), border)
+    def _kept(self, key, make) -> str:
+        """The URL kept under ``key``, else ``make()`` (a PIL image, or a URL string passed as it is) encoded once,
+        kept (least recently used first out past :attr:`max_bytes`) and returned."""
         with self.lock:
             url = self.thumbs.get(key)
             if url is not None:
                 self.thumbs.move_to_end(key)
                 return url
-        im = self.ws.thumbnail(key[0], key[1])
-        if border is not None:
-            im = ImageOps.expand(im, border=4, fill=border)
-        url = jpeg_url(_encoded(im.convert("RGB"), "JPEG", quality=THUMB_QUALITY))
-        with self.lock:
-            if key not in self.thumbs:
-                self.thumbs[key] = url
-                self.nbytes += len(url)
-            while self.nbytes > self.max_bytes and len(self.thumbs) > 1:
-                self.nbytes -= len(self.thumbs.popitem(last=False)[1])
-        return url
-
-    def hit(self, hits, i: int, size: int) -> str:
-        """The ``i``-th hit's thumbnail URL (:meth:`slics_core.explorer.pool.Hits.thumbnail`): a hit with a workspace
-        row is :meth:`thumbnail` of the row (the same bytes in every gallery); a shard row's is encoded once too,
-        or a remote http(s) URL passed as it is (the browser loads it)."""
-        if hits.rows is not None:
-            return self.thumbnail(int(hits.rows[i]), size)
-        key = ("pool", int(hits.positions[i]), int(size))
-        with self.lock:
-            url = self.thumbs.get(key)
-            if url is not None:
-                self.thumbs.move_to_end(key)
-                return url
-        im = hits.thumbnail(i, size)
+        im = make()
         url = im if isinstance(im, str) else jpeg_url(_encoded(im.convert("RGB"), "JPEG", quality=THUMB_QUALITY))
         with self.lock:
             if key not in self.thumbs:
@@ -93,6 +70,20 @@ class _Shared:
             while self.nbytes > self.max_bytes and len(self.thumbs) > 1:
                 self.nbytes -= len(self.thumbs.popitem(last=False)[1])
         return url
+
+    def thumbnail(self, row: int, size: int, border: str | None = None) -> str:
+        def make():
+            im = self.ws.thumbnail(int(row), int(size))
+            return im if border is None else ImageOps.expand(im, border=4, fill=border)
+        return self._kept((int(row), int(size), border), make)
+
+    def hit(self, hits, i: int, size: int) -> str:
+        """The ``i``-th hit's thumbnail URL (:meth:`slics_core.explorer.pool.Hits.thumbnail`): a hit with a workspace
+        row is :meth:`thumbnail` of the row (the same bytes in every gallery); a shard row's is encoded once too,
+        or a remote http(s) URL passed as it is (the browser loads it)."""
+        if hits.rows is not None:
+            return self.thumbnail(int(hits.rows[i]), size)
+        return self._kept(("pool", int(hits.positions[i]), int(size)), lambda: hits.thumbnail(i, size))
 
     def label(self, i: int) -> str:
         i = int(i)

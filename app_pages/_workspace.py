@@ -219,14 +219,18 @@ def prepare_in_background(ws):
 
 
 @st.fragment(run_every=2)
-def _preparing_banner(run):
-    """Live progress of the background preparation of the first views; reruns the page when it is done."""
+def background_progress(run, words):
+    """Live progress of a background run (:class:`slics_core.explorer.background.BackgroundRun`), its text
+    ``words(snapshot)``, every 2 s; reruns the page when the run is done."""
     snap = run.snapshot()
     if snap["finished"]:
         st.rerun()
-    st.progress(min(1.0, snap["done"] / max(1, snap["total"])),
-                text=f"This workspace's first views are being prepared in the background ({snap['stage']}, "
-                     f"{snap['elapsed']:.0f} s; once, after an upgrade): this page fills in by itself when it is done.")
+    st.progress(min(1.0, snap["done"] / max(1, snap["total"])), text=words(snap))
+
+
+def _preparing_words(snap) -> str:
+    return (f"This workspace's first views are being prepared in the background ({snap['stage']}, "
+            f"{snap['elapsed']:.0f} s; once, after an upgrade): this page fills in by itself when it is done.")
 
 
 def wait_for_prepared_views(ws) -> bool:
@@ -236,7 +240,7 @@ def wait_for_prepared_views(ws) -> bool:
     run = JOBS.get(("prepare-pages", ws_id(ws), ws.build_id))
     if run is None or run.snapshot()["finished"]:
         return False
-    _preparing_banner(run)
+    background_progress(run, _preparing_words)
     return True
 
 

@@ -37,7 +37,7 @@ from app_pages import _safe
 from app_pages import _state as state
 from app_pages._errors import operator_sees_details, visitor_text
 from app_pages._ui import csv_download, more_rows, page_intro
-from app_pages._workspace import get_workspace, wait_for_prepared_views, ws_id
+from app_pages._workspace import background_progress, get_workspace, wait_for_prepared_views, ws_id
 from slics_core.analysis import HEALTH_FLAGS
 from slics_core.evaluation import (
     RECALL_KS,
@@ -361,15 +361,9 @@ with st.expander("Sweep numbers"):
 
 
 # ---------------------------------------------------------------------- stability
-@st.fragment(run_every=2)
-def _stability_progress(run):
-    """Live progress of a background stability run; reruns the page when it is done."""
-    snap = run.snapshot()
-    if snap["finished"]:
-        st.rerun()
-    st.progress(min(1.0, snap["done"] / max(1, snap["total"])),
-                text=f"Stability in the background: {snap['stage']} ({snap['done']}/{snap['total']} fits, "
-                     f"{snap['elapsed']:.0f} s; this section fills in by itself)")
+def _stability_words(snap) -> str:
+    return (f"Stability in the background: {snap['stage']} ({snap['done']}/{snap['total']} fits, "
+            f"{snap['elapsed']:.0f} s; this section fills in by itself)")
 
 
 def stability_section():
@@ -410,7 +404,7 @@ def stability_section():
                     st.caption(f"Not run yet with these settings ({settings.steps()} fits).")
                     return
                 run = JOBS.start(key, lambda: StabilityRun(ws, settings))
-            _stability_progress(run)
+            background_progress(run, _stability_words)
             return
     summ = result["summary"]
     st.markdown(f"Mean matched cos over every atom: **{missing(summ['matched_cos'])}**; mAP@{summ['k']} over "
