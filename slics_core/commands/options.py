@@ -162,15 +162,15 @@ _DATASET_NEEDS = {
 _KIND_WORDS = {"dir": "folder", "file": "file", "any": "file or folder"}
 
 
-def check_path(option: str, value, kind: str = "any") -> None:
+def check_path(option: str, value, kind: str = "any", what: str = "") -> None:
     """Refuse an ``option`` whose ``value`` names no folder (``kind="dir"``), no file (``"file"``) or
-    nothing (``"any"``), in one line naming the option and the path; ``None`` passes."""
+    nothing (``"any"``), in one line naming the option, the path and ``what`` it should be; ``None`` passes."""
     if value is None:
         return
     path = os.path.expanduser(os.fspath(value))
     want = _KIND_WORDS[kind]
     if not os.path.exists(path):
-        raise CLIError(f"{option} {value!r}: no such {want} (check the path, relative to {os.getcwd()!r})")
+        raise CLIError(f"{option} {value!r}: no such {want}{what} (check the path, relative to {os.getcwd()!r})")
     if kind == "dir" and not os.path.isdir(path):
         raise CLIError(f"{option} {value!r} is a file, not a folder: give the folder")
     if kind == "file" and os.path.isdir(path):
@@ -462,7 +462,8 @@ def _check_workspace(args):
             _check_workspace_name(f"--cache {args.cache!r} (its folder names the workspace; give --name)",
                                   os.path.basename(os.path.abspath(args.cache)))
     check_path("--mean-file", args.mean_file, "file")
-    check_path("--pool-shards", args.pool_shards, "dir")
+    check_path("--pool-shards", args.pool_shards, "dir",
+               ", the clip-retrieval output folder holding img_emb/ (img_emb_N.npy) and metadata/")
 
 
 def _check_emoji(args):
