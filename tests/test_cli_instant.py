@@ -88,7 +88,7 @@ def test_help_imports_nothing_heavy(command, tmp_path):
     (["embed", "--dataset", "folder", "--images", "tests", "--cache", "c"], "--dataset folder needs --encoder"),
     (["embed", "--dataset", "coco", "--images", "tests", "--cache", "c"], "--dataset coco needs --annotations"),
     (["embed", "--dataset", "folder", "--images", "tests", "--labels", "tests", "--cache", "c", "--encoder",
-      "emoji-small"], "--labels 'tests' is a folder, not a file"),
+      "emoji-small"], "--labels 'tests' is a folder, not a label file"),
     (["embed", "--dataset", "emoji", "--cache", "c", "--transfer", "jpeg", "--backend", "ray"],
      "--transfer jpeg (decoding on the encoder's device) runs on the local backend only"),
     (["reproduce", "--dataset", "folder", "--images", "no-such-folder", "--out-dir", "o", "--encoder", "emoji-small"],

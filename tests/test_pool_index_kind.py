@@ -151,6 +151,7 @@ def test_preprocess_keeps_its_fitted_step_and_gives_what_a_fresh_fit_gives():
     raw = rng.standard_normal((40, 8))
     ws = types.SimpleNamespace(X=np.zeros((1, 8), np.float32), mean=rng.standard_normal(8) * 0.1,
                                preprocessing="clip", n_tokens=32, _opened={})
+    ws.remember = lambda name, factory: Workspace.remember(ws, name, factory)
     for _ in range(2):
         want = make_preprocessor("clip", mean=ws.mean).fit(raw).transform(raw).astype(np.float32)
         np.testing.assert_array_equal(Workspace.preprocess(ws, raw), want)

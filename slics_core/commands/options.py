@@ -160,6 +160,8 @@ _DATASET_NEEDS = {
     "emoji": (((), ""), {}),
 }
 _KIND_WORDS = {"dir": "folder", "file": "file", "any": "file or folder"}
+#: What a file option names, where "a folder, not a file" would not say what to give.
+_FILE_WORDS = {"--labels": ("label file", "the labels CSV file")}
 
 
 def check_path(option: str, value, kind: str = "any", what: str = "") -> None:
@@ -174,7 +176,8 @@ def check_path(option: str, value, kind: str = "any", what: str = "") -> None:
     if kind == "dir" and not os.path.isdir(path):
         raise CLIError(f"{option} {value!r} is a file, not a folder: give the folder")
     if kind == "file" and os.path.isdir(path):
-        raise CLIError(f"{option} {value!r} is a folder, not a file: give the file")
+        noun, give = _FILE_WORDS.get(option, ("file", "the file"))
+        raise CLIError(f"{option} {value!r} is a folder, not a {noun}; give {give}")
 
 
 def check_dataset_paths(args) -> None:
@@ -455,10 +458,10 @@ def _check_workspace(args):
     if args.info is None:
         if not args.cache:
             raise CLIError("slics workspace needs --cache DIR (an embedding cache from `slics embed`) or --info NAME")
-        check_path("--cache", args.cache, "dir")
-        if args.name is not None:
+        if args.name is not None:  # the option alone first, then the path it reads
             _check_workspace_name("--name", args.name)
-        elif args.out is None:  # named after the cache's folder
+        check_path("--cache", args.cache, "dir")
+        if args.name is None and args.out is None:  # named after the cache's folder
             _check_workspace_name(f"--cache {args.cache!r} (its folder names the workspace; give --name)",
                                   os.path.basename(os.path.abspath(args.cache)))
     check_path("--mean-file", args.mean_file, "file")
