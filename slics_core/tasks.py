@@ -25,6 +25,7 @@ on Ray ``shared`` is put once in the object store (``ray.put``) and every task r
 """
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import signal
@@ -320,7 +321,9 @@ def _run_ray(fn, tasks, shared, n_jobs, progress, stage, address, on_result):
                     i, t = queue.pop(0)
                     pending.append(remote.remote(fn, ref, i, t))
                 ready, pending = ray.wait(pending, num_returns=1)
-                index, value = ray.get(ready[0])
+                # a copy: NumPy arrays come out of Ray's object store read-only (and keep it pinned); the
+                # results are then plain objects of this process, as loky's are
+                index, value = copy.deepcopy(ray.get(ready[0]))
                 results[index] = value
                 if on_result is not None:
                     on_result(index, value)

@@ -202,10 +202,13 @@ def test_workspace_on_a_local_ray_equals_the_local_build(cache, tmp_path):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         lines = []
-        build_workspace_from_cache(cache, tmp_path / "ray", backend="ray", n_jobs=2, say=lines.append, **settings)
+        built = build_workspace_from_cache(cache, tmp_path / "ray", backend="ray", n_jobs=2, say=lines.append,
+                                           **settings)
     finally:
         ray.shutdown()
     assert len(lines) == 1 and lines[0].startswith("fits: 2 jobs as asked"), lines
+    assert all(a.flags.writeable for m in built.models.values() for a in vars(m).values()
+               if isinstance(a, np.ndarray)), "arrays out of Ray's object store are read-only: copy them"
     one, two = files(tmp_path / "local"), files(tmp_path / "ray")
     assert sorted(one) == sorted(two) and [name for name in one if one[name] != two[name]] == []
 
