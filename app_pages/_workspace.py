@@ -31,7 +31,7 @@ from slics_core.explorer.emoji_build import (
 )
 from slics_core.explorer.encoding import load_query_encoder, prepared_vocabulary
 from slics_core.explorer.generation import generator_version, load_workspace_generator
-from slics_core.explorer.quantized import quantization_info, quantized_pool_index
+from slics_core.explorer.quantized import quantization_info, quantized_pool_problem
 from slics_core.explorer.workspace import EMOJI
 from slics_core.explorer.workspace_files import list_workspaces, load_workspace, workspace_path
 
@@ -275,21 +275,16 @@ def ws_id(ws) -> str:
     return f"{ws.kind}:{ws.path}"
 
 
-@st.cache_resource(show_spinner="Quantizing the pool with the workspace's token codebook…", max_entries=2)
-def _quantized_pool_index(key: str, _ws):
-    pool = _ws.quantized_pool
-    if pool is None:
-        quantized_pool_index(_ws)  # raises the ValueError that says why and how to get one
-        raise ValueError(f"workspace {_ws.name!r} has no quantized pool (its pool is shards)")
-    pool.index  # noqa: B018 -- quantize the pool now, under the spinner
-    return pool, quantization_info(_ws, None)
-
-
 def quantized_pool(ws):
     """``(pool, info)`` of the workspace's quantized pool (TiTok codebook; a
-    :class:`~slics_core.explorer.pool.Pool` of kind ``"quantized"``), its index built once per workspace and shared
-    by every session (raises ValueError when the workspace has no codebook)."""
-    return _quantized_pool_index(ws_id(ws), ws)
+    :class:`~slics_core.explorer.pool.Pool` of kind ``"quantized"``, kept on the workspace, which every session
+    shares: its index is built once, under a spinner); raises ValueError saying why when it has none."""
+    pool = ws.quantized_pool
+    if pool is None:
+        raise ValueError(quantized_pool_problem(ws))
+    with st.spinner("Quantizing the pool with the workspace's token codebook…"):
+        pool.index  # noqa: B018 -- built at the first use and kept on the pool
+    return pool, quantization_info(ws, None)
 
 
 @st.cache_resource(show_spinner="Loading the encoder…", max_entries=4)

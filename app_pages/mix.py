@@ -28,7 +28,7 @@ from app_pages._ui import (
 )
 from app_pages._workspace import get_workspace, workspace_generator, ws_id
 from slics_core.explorer.exports import with_settings
-from slics_core.explorer.queries import concept_scores, mix_components, norms_and_cosine
+from slics_core.explorer.queries import concept_scores, hits_relevance, mix_components, norms_and_cosine
 from slics_core.explorer.readings import prompt_text
 from slics_core.methods import get_method
 
@@ -190,7 +190,7 @@ if hits.labels is None:
                  f"mix-{c1}-{c2}-{method}-k{k}.csv", label="Download the mixed gallery (CSV)", key="mix_csv")
     state.stop()
 rows = hits.rows
-g1, g2 = hits.labels[:, j1], hits.labels[:, j2]  # relevance: the hits have each concept
+g1, g2 = hits_relevance(hits, j1)[0], hits_relevance(hits, j2)[0]  # the hits that have each concept
 both = g1 & g2
 m = st.columns(3)
 m[0].metric(f"P@{len(rows)} · has {_safe.text(c1)} and {_safe.text(c2)}", f"{100 * both.mean():.0f}%")

@@ -129,6 +129,19 @@ def _entropy(raw, start, out, piece_end, rst):
 
 
 @njit(cache=True, nogil=True)
+def _bits(data, pos, end, n):
+    """The ``n`` bits from bit ``pos`` of ``data`` (most significant first) as a number, and the position after
+    them; -1 when they would pass ``end``."""
+    v = 0
+    for _ in range(n):
+        if pos >= end:
+            return -1, pos
+        v = (v << 1) | ((data[pos >> 3] >> (7 - (pos & 7))) & 1)
+        pos += 1
+    return v, pos
+
+
+@njit(cache=True, nogil=True)
 def _bit_set(nz, blk, k):
     return (nz[blk] >> np.uint64(k)) & np.uint64(1)
 
@@ -180,12 +193,10 @@ def _walk(data, starts, ends, n_units, plan, dc_t, ac_t, ss, se, ah, nz, lut, sl
                                     return 1, 0
                                 pos += 1  # the new coefficient's sign
                             elif r != 15:
-                                eobrun = 1 << r
-                                for _bit in range(r):
-                                    if pos >= end:
-                                        return 3, 0
-                                    eobrun += ((data[pos >> 3] >> (7 - (pos & 7))) & 1) << (r - 1 - _bit)
-                                    pos += 1
+                                run, pos = _bits(data, pos, end, r)
+                                if run < 0:
+                                    return 3, 0
+                                eobrun = (1 << r) + run
                                 break
                             while k <= se:  # correction bits of non-zero ones, past r zero ones
                                 if _bit_set(nz, blk, k):
@@ -227,12 +238,9 @@ def _walk(data, starts, ends, n_units, plan, dc_t, ac_t, ss, se, ah, nz, lut, sl
                             k += 16
                             continue
                         if ss > 0 and r > 0:  # progressive end-of-band run
-                            run = 0
-                            for _bit in range(r):
-                                if pos >= end:
-                                    return 3, 0
-                                run = (run << 1) | ((data[pos >> 3] >> (7 - (pos & 7))) & 1)
-                                pos += 1
+                            run, pos = _bits(data, pos, end, r)
+                            if run < 0:
+                                return 3, 0
                             eobrun = (1 << r) + run - 1
                         break
                     k += r

@@ -238,8 +238,9 @@ def test_evaluate_and_subspaces_have_a_sentence_and_no_none(dataset_ws):  # noqa
     assert any(m.value.startswith("**What to look at:**") for m in at.markdown)
 
 
-def test_evaluate_has_its_sentence_where_it_stops_before_the_table(tmp_path, monkeypatch):
-    """A workspace without S-SLiCS: Evaluate stops before its table, and still says what to look at."""
+def _tiny_workspace(root, name, methods, monkeypatch):
+    """A 40-item, 6-d workspace of two alternating concepts with only ``methods`` fitted, in ``root``, which
+    becomes the app's workspaces folder."""
     from slics_core.data import LabelledEmbeddings
     from slics_core.explorer.build import build_workspace
     from slics_core.labels import Labels
@@ -247,8 +248,13 @@ def test_evaluate_has_its_sentence_where_it_stops_before_the_table(tmp_path, mon
     rng = np.random.default_rng(0)
     data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
                               labels=Labels(np.eye(2, dtype=bool)[np.arange(40) % 2], ["a", "b"]))
-    build_workspace(data, tmp_path / "uf-only", methods=["UF"], d0_values=(1,), n_iter=1)
-    monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path))
+    build_workspace(data, root / name, methods=methods, d0_values=(1,), n_iter=1)
+    monkeypatch.setenv("SLICS_WORKSPACES", str(root))
+
+
+def test_evaluate_has_its_sentence_where_it_stops_before_the_table(tmp_path, monkeypatch):
+    """A workspace without S-SLiCS: Evaluate stops before its table, and still says what to look at."""
+    _tiny_workspace(tmp_path, "uf-only", ["UF"], monkeypatch)
     at = _page("evaluate", ws="uf-only")
     intro = [m.value for m in at.markdown if m.value.startswith("**What to look at:**")]
     assert len(intro) == 1 and "against UF" in intro[0], [m.value for m in at.markdown]
@@ -266,19 +272,11 @@ def test_evaluate_has_its_sentence_where_it_stops_before_the_table(tmp_path, mon
 
 def test_captions_names_u_slics_only_where_the_workspace_has_it(ws, tmp_path, monkeypatch):
     """The emoji world's preview (S-SLiCS alone) and a workspace without U-SLiCS: no U-SLiCS in the sentence."""
-    from slics_core.data import LabelledEmbeddings
-    from slics_core.explorer.build import build_workspace
-    from slics_core.labels import Labels
-
     def intro(at):
         return next(m.value for m in at.markdown if m.value.startswith("**What to look at:**"))
 
     assert "U-SLiCS" in intro(_page("captions"))  # the emoji world has it
-    rng = np.random.default_rng(0)
-    data = LabelledEmbeddings(raw=rng.standard_normal((40, 6)).astype(np.float32), ids=[str(i) for i in range(40)],
-                              labels=Labels(np.eye(2, dtype=bool)[np.arange(40) % 2], ["a", "b"]))
-    build_workspace(data, tmp_path / "s-only", methods=["S-SLiCS"], d0_values=(1,), n_iter=1)
-    monkeypatch.setenv("SLICS_WORKSPACES", str(tmp_path))
+    _tiny_workspace(tmp_path, "s-only", ["S-SLiCS"], monkeypatch)
     at = _page("captions", ws="s-only")
     assert "U-SLiCS" not in intro(at) and not any("U-SLiCS" in c.value for c in at.caption), intro(at)
 

@@ -471,11 +471,14 @@ def _check_workspace(args):
 
 def _check_emoji(args):
     check_jobs(args)
-    if hasattr(args, "backend"):
-        check_fit_backend(args)
     check_at_least(args, 1, "--n-train", "--n-val", "--n-query", "--n-pool")
     if args.d0 is not None and min(args.d0) < 1:
         raise CLIError(f"--d0 values must be positive; got {args.d0}")
+
+
+def _check_emoji_build(args):
+    _check_emoji(args)
+    check_fit_backend(args)
 
 
 def _add_emoji(p):
@@ -545,6 +548,7 @@ def _register_workspaces(subparsers) -> None:
                     "small world).")
     _add_emoji(p)
     add_fit_backend_options(p)
+    p.set_defaults(check=_check_emoji_build)
     p = _add_command(
         subparsers, "emoji-report", help="quality numbers of the emoji world",
         description="Print the emoji world's quality numbers (zero-shot precision, mAP@20 of every method, the "

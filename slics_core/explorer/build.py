@@ -110,6 +110,16 @@ def resolve_jobs(jobs, n_tasks, inputs, say=None) -> int:
     return n
 
 
+def _method_list(methods) -> list:
+    """The registered names of ``methods`` (None: every registered method)."""
+    return method_names() if methods is None else [get_method(m).name for m in methods]
+
+
+def _fit_jobs(names, d0_values) -> list:
+    """The build's fits ``(method, d0)``: a dictionary method at every d0, the others once (d0 None)."""
+    return [(m, d) for m in names for d in (d0_values if get_method(m).dictionary else (None,))]
+
+
 def _early_workers(data, split, d0_values, methods, n_jobs, backend):
     """Start the fits' workers (:func:`slics_core.tasks.start_workers`) before the vocabulary and the centring,
     when :func:`resolve_jobs` will choose more than one: the number it will choose, estimated from the
@@ -117,8 +127,7 @@ def _early_workers(data, split, d0_values, methods, n_jobs, backend):
     different one only costs the early start). None when the fits will run here."""
     if backend != "loky" or n_jobs == 1:
         return None
-    names = method_names() if methods is None else [get_method(m).name for m in methods]
-    n_tasks = sum(len(d0_values) if get_method(m).dictionary else 1 for m in names)
+    n_tasks = len(_fit_jobs(_method_list(methods), d0_values))  # at most: before the vocabulary is known
     n_train, d = len(split.train), np.shape(data.raw)[1]
     X = np.broadcast_to(np.float64(0), (n_train, d))  # a shape, no memory
     n, _why = choose_jobs(n_jobs, n_tasks, fit_bytes(X), shared_bytes=n_train * d * (8 + 4))  # centred + raw
@@ -259,16 +268,16 @@ def build_workspace(data: LabelledEmbeddings, out, *, split: Split | None = None
     Ws = _embed_vocabulary(encoder, splice_vocabulary, store, progress)
     if Ws is not None:
         inputs.vocab_words, inputs.vocab_text = list(splice_vocabulary), Ws
-    names = method_names() if methods is None else [get_method(m).name for m in methods]
-    jobs, skipped = [], {}
-    for m in names:
+    names, skipped = [], {}
+    for m in _method_list(methods):
         if absent(m, inputs):
             continue
         why = needs_message(m, inputs)
         if why:
             skipped[m] = why
             continue
-        jobs += [(m, d) for d in d0_values] if get_method(m).dictionary else [(m, None)]
+        names.append(m)
+    jobs = _fit_jobs(names, d0_values)
     if early is not None and not early.done():  # a stage of its own, so that the fits' seconds are the fits'
         report_progress(progress, "start the workers", 0, 1)
         early.wait()  # the workers have started (or failed to: the fits then start them)

@@ -17,19 +17,34 @@ import numpy as np
 
 from slics_core.retrieval import QuantizedPool, token_count
 
-__all__ = ["has_quantized_pool", "quantized_pool_index", "quantization_info"]
+__all__ = ["has_quantized_pool", "quantized_pool_problem", "quantized_pool_index", "quantization_info"]
+
+
+def _codebook_problem(ws) -> str | None:
+    """Why the workspace's token codebook cannot quantize its pool (none, or one that does not fit its
+    embeddings), in one line saying what to do; None when it can."""
+    C = getattr(ws, "codebook", None)
+    if C is None:
+        return (f"workspace {ws.name!r} has no token codebook, so it has no quantized pool; import the token "
+                "embeddings with `slics embed ... --codebook CODEBOOK.npy` and rebuild the workspace")
+    try:
+        token_count(ws.X.shape[1], C)
+    except ValueError as exc:
+        return f"workspace {ws.name!r}: {exc}"
+    return None
 
 
 def has_quantized_pool(ws) -> bool:
     """Whether the workspace can search a quantized pool (it keeps a token codebook that fits its embeddings)."""
-    C = getattr(ws, "codebook", None)
-    if C is None:
-        return False
-    try:
-        token_count(ws.X.shape[1], C)
-    except ValueError:
-        return False
-    return True
+    return _codebook_problem(ws) is None
+
+
+def quantized_pool_problem(ws) -> str | None:
+    """Why the workspace has no quantized pool (:func:`has_quantized_pool` says no, or its pool is shards on
+    disk), in one line; None when it has one (:func:`slics_core.explorer.pool.quantized_pool`)."""
+    if getattr(ws, "pool_shards", None) is not None:
+        return f"workspace {ws.name!r} has no quantized pool: its pool is shards on disk"
+    return _codebook_problem(ws)
 
 
 def quantized_pool_index(ws) -> QuantizedPool:
@@ -45,8 +60,7 @@ def quantized_pool_index(ws) -> QuantizedPool:
     """
     C = getattr(ws, "codebook", None)
     if C is None:
-        raise ValueError(f"workspace {ws.name!r} has no token codebook, so it has no quantized pool; import the "
-                         "token embeddings with `slics embed ... --codebook CODEBOOK.npy` and rebuild the workspace")
+        raise ValueError(_codebook_problem(ws))
     pool = np.asarray(ws.index["pool"], dtype=int)
     return QuantizedPool.from_embeddings(np.asarray(ws.X)[pool], C, token_count(ws.X.shape[1], C))
 
