@@ -1,4 +1,4 @@
 """``python -m slics_core`` runs the ``slics`` command line."""
-from slics_core.cli import main
+from slics_core.cli import run
 
-raise SystemExit(main())
+raise SystemExit(run())

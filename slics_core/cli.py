@@ -16,10 +16,16 @@ and damaged files are printed as one line naming the file and what to do
 (:func:`slics_core.errors.user_message`), without a traceback, and the exit
 code is 2. Warnings raised while a command runs are printed as one line too
 (``slics CMD: warning: ...``), never with their Python source line.
+
+:func:`run` is the process's entry point (the ``slics`` script, ``python -m slics_core``): :func:`main`, then
+the heap frozen (``gc.freeze``) so that the interpreter's last collections at exit do not walk the half a
+million objects torch, numba and scikit-learn leave (1.7 s of every emoji build's 48 s went there:
+docs/performance.md, "Leaving the process").
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import warnings
 
@@ -29,7 +35,7 @@ from slics_core.encoders import parse_encoder_spec
 from slics_core.errors import DAMAGED_FILE_ERRORS, UserError, short_words, user_message
 from slics_core.extras import MissingExtraError, extra_for, missing_extra_message
 
-__all__ = ["CLIError", "build_parser", "check_encoder_weights", "main"]
+__all__ = ["CLIError", "build_parser", "check_encoder_weights", "main", "run"]
 
 _HELP = {"-h", "--help"}
 
@@ -127,6 +133,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     return _run(args)
+
+
+def run() -> int:
+    """The ``slics`` process: :func:`main` on ``sys.argv``, its exit code returned for ``sys.exit``. Every object
+    left is then frozen (``gc.freeze``): the process ends next, and its final garbage collections skip them
+    (only for the process's end: a caller of :func:`main` keeps its collector as it was)."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    gc.freeze()
+    return code
 
 
 def _run(args) -> int:

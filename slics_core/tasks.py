@@ -26,12 +26,15 @@ on Ray ``shared`` is put once in the object store (``ray.put``) and every task r
 from __future__ import annotations
 
 import copy
+import gc
 import importlib
 import os
 import signal
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -40,7 +43,7 @@ from threadpoolctl import threadpool_limits
 from slics_core.extras import require
 
 __all__ = ["JOBS_EXPECTED", "BACKENDS", "WORKER_BYTES", "FIT_MEMORY_FACTOR", "jobs_ok", "cores", "available_memory",
-           "fit_bytes", "shared_bytes", "choose_jobs", "one_thread", "run_tasks", "start_workers",
+           "fit_bytes", "shared_bytes", "choose_jobs", "one_thread", "run_tasks", "sigterm_interrupts", "start_workers",
            "StartedWorkers"]
 
 #: What a ``--jobs`` value must be (the messages quote it).
@@ -154,9 +157,10 @@ def choose_jobs(requested, n_tasks: int, task_bytes: int, *, shared_bytes: int =
 
 
 @contextmanager
-def _sigterm_interrupts():
+def sigterm_interrupts():
     """While running, SIGTERM raises KeyboardInterrupt in the main thread (as Ctrl-C does), so that the
-    workers are stopped and nothing is written; the previous handler is restored after."""
+    workers are stopped and nothing is written; the previous handler is restored after. (Outside the main
+    thread it does nothing: tasks sent from another thread are covered by the main thread's context.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -192,15 +196,25 @@ def _loky(n_jobs: int) -> Parallel:
                     mmap_mode="r", idle_worker_timeout=IDLE_WORKER_SECONDS)
 
 
-#: Seconds each early-start task holds its worker after its imports, so that every worker takes one of
-#: :func:`start_workers`' tasks (a worker done at once would otherwise take the next one too).
-_HOLD_SECONDS = 0.05
+#: Seconds an early-start task waits at most for the other workers to take theirs (:func:`_import`).
+_MEET_SECONDS = 30.0
 
 
-def _import(modules):
+def _import(modules, meeting: str, n_jobs: int):
+    """An early-start task: import ``modules``, freeze the heap, then wait until ``n_jobs`` workers have done
+    so (each leaves its process id as a file in the folder ``meeting``), so that every worker takes exactly one
+    of these tasks (a worker done at once would otherwise take the next one too), and its first task, after
+    which loky measures the memory it later compares for a leak, is this one."""
     for name in modules:
         importlib.import_module(name)
-    time.sleep(_HOLD_SECONDS)
+    # what the imports made lives as long as the worker: its garbage collections (and the last ones, when it
+    # exits and the building process waits for it) skip those objects from now on
+    gc.freeze()
+    folder = Path(meeting)
+    (folder / str(os.getpid())).touch()
+    deadline = time.monotonic() + _MEET_SECONDS
+    while len(list(folder.iterdir())) < n_jobs and time.monotonic() < deadline:
+        time.sleep(0.01)
     return os.getpid()
 
 
@@ -214,7 +228,9 @@ class StartedWorkers:
 
     def _start(self):
         try:
-            self._pids = set(_loky(self.n_jobs)(delayed(_import)(self.modules) for _ in range(self.n_jobs)))
+            with tempfile.TemporaryDirectory(prefix="slics-workers-") as meeting:
+                self._pids = set(_loky(self.n_jobs)(delayed(_import)(self.modules, meeting, self.n_jobs)
+                                                    for _ in range(self.n_jobs)))
         except Exception:  # a failed early start only means the tasks start the workers (and say why)
             self._pids = set()
 
@@ -287,7 +303,7 @@ def run_tasks(fn, tasks, *, shared=None, n_jobs=1, progress=None, stage="tasks",
             _report(progress, stage, i + 1, total)
         return out
     results = [None] * total
-    with _sigterm_interrupts():
+    with sigterm_interrupts():
         parallel = _loky(min(int(n_jobs), total))
         done = 0
         for index, value in parallel(delayed(_call)(fn, shared, i, t) for i, t in enumerate(tasks)):
@@ -312,7 +328,7 @@ def _run_ray(fn, tasks, shared, n_jobs, progress, stage, address, on_result):
     results = [None] * total
     pending = []
     try:
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             ref = ray.put(shared)
             queue = list(enumerate(tasks))
             done = 0

@@ -116,6 +116,42 @@ def test_started_workers_are_the_ones_the_tasks_run_on():
     assert {pid for pid, _ in seen} <= pids and all(imported for _, imported in seen), (seen, pids)
 
 
+def _freeze_count(_shared, _task):
+    import gc
+
+    return os.getpid(), gc.get_freeze_count()
+
+
+def test_started_workers_freeze_what_their_imports_made():
+    """A started worker freezes its heap after its imports (its later collections, and its exit, skip those
+    objects); a task run here is not affected (this process's collector is left as it was)."""
+    import gc
+
+    before = gc.get_freeze_count()
+    started = start_workers(2, ("colorsys",))
+    pids = started.wait()
+    seen = run_tasks(_freeze_count, range(4), n_jobs=2)
+    assert {pid for pid, _ in seen} <= pids and all(count > 1000 for _, count in seen), seen
+    assert gc.get_freeze_count() == before
+
+
+def test_the_slics_process_freezes_its_heap_only_at_its_end():
+    """``slics`` (``cli.run``): the exit code of :func:`main`, and the heap frozen once it returned, so that the
+    interpreter's last collections skip it; :func:`main` itself (what tests and callers use) freezes nothing."""
+    code = ("import gc, sys; from slics_core import cli; sys.argv = ['slics', 'fit', '--no-such-option'];\n"
+            "before = gc.get_freeze_count()\n"
+            "try:\n    cli.main(sys.argv[1:])\n"
+            "except SystemExit as e:\n    print('main', e.code, gc.get_freeze_count() == before)\n"
+            "sys.argv = ['slics', 'models']; code = cli.run(); print('run', code, gc.get_freeze_count() > 1000)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stdout.splitlines() if line.startswith(("main ", "run "))]
+    assert lines == ["main 2 True", "run 0 True"], out.stdout
+    bad = subprocess.run([sys.executable, "-m", "slics_core", "workspace", "--cache", "nowhere", "--jobs", "0"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--jobs" in bad.stderr, bad.stderr
+
+
 def test_scenes_rendered_in_chunks_on_workers_are_the_same_world():
     n = 2 * SCENE_CHUNK + 17
     seen = []
@@ -227,6 +263,25 @@ def test_emoji_build_on_a_local_ray_equals_the_local_build(tmp_path, capsys, mon
     assert on_ray and sum(on_ray) >= 8, on_ray  # S-SVD, S-SLiCS, U-SLiCS at two d0, UF, SpLiCE…: on Ray
     capsys.readouterr()
     (one,), (two,) = (list((tmp_path / kind).glob("workspace-*")) for kind in ("local", "ray"))
+    a, b = files(one), files(two)
+    assert len(a) > 5 and differing_files(a, b) == []
+
+
+def test_emoji_build_with_two_jobs_equals_one_job(tmp_path, capsys):
+    """``slics emoji-build --jobs 2``: workers started first (importing the scenes and the fits), the scenes
+    rendered on them in chunks while the encoders load here, the fits and pages on the same workers: the world
+    built with ``--jobs 1``, file by file."""
+    from joblib.externals.loky import get_reusable_executor
+
+    tiny = ["--n-train", "200", "--n-val", "60", "--n-query", "60", "--n-pool", "240", "--d0", "2", "3"]
+    get_reusable_executor().shutdown(wait=True)  # the build starts its own workers, as a new `slics` process does
+    for jobs in (1, 2):
+        assert main(["emoji-build", "--cache-dir", str(tmp_path / f"j{jobs}"), "--jobs", str(jobs)] + tiny) == 0
+        err = capsys.readouterr().err
+        assert ("[emoji] render: 2 jobs as asked" in err) == (jobs == 2), err
+        assert ("load the emoji-small encoder" in err) == (jobs == 1), err  # on workers, it loads meanwhile
+        assert "worker stopped" not in err, err  # loky restarts no worker (its leak check: docs/performance.md)
+    (one,), (two,) = (list((tmp_path / f"j{jobs}").glob("workspace-*")) for jobs in (1, 2))
     a, b = files(one), files(two)
     assert len(a) > 5 and differing_files(a, b) == []
 

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -44,7 +45,7 @@ from slics_core.emoji.scenes import SCENE_CHUNK, ZERO_SHOT_TEMPLATE, make_scenes
 from slics_core.encoders import create_encoder
 from slics_core.labels import Labels
 from slics_core.splits import make_split
-from slics_core.tasks import choose_jobs
+from slics_core.tasks import choose_jobs, sigterm_interrupts
 
 __all__ = ["EmojiWorldConfig", "WORLD_SEED", "PREVIEW_SCENES", "EMBED_BATCH", "DATASET_NAME", "PROMPT_TEMPLATE",
            "default_cache_dir", "config_from_env", "render_emoji_world", "render_emoji_preview", "preview_config",
@@ -61,6 +62,9 @@ DATASET_NAME = "emoji world"
 PROMPT_TEMPLATE = ZERO_SHOT_TEMPLATE
 #: Scenes embedded per batch (the preview is a multiple of it).
 EMBED_BATCH = 256
+#: Images per forward pass of an emoji encoder (within each :data:`EMBED_BATCH`): the same embeddings, bit for bit,
+#: as 256 at once, and the large encoder a fifth faster (docs/performance.md, "The emoji world's serial steps").
+MODEL_BATCH = 32
 #: Scenes of the preview the app opens on while the whole world is built (2 batches).
 PREVIEW_SCENES = 2 * EMBED_BATCH
 
@@ -166,7 +170,7 @@ def _embed(encoder, images, progress, stage, batch=EMBED_BATCH):
     out = []
     for s in range(0, len(images), batch):
         out.append(np.asarray(encoder.encode_images([Image.fromarray(a) for a in images[s:s + batch]],
-                                                    batch_size=batch), dtype=np.float32))
+                                                    batch_size=MODEL_BATCH), dtype=np.float32))
         if progress:
             progress(stage, min(len(images), s + batch), len(images))
     return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
@@ -196,12 +200,21 @@ def render_jobs(n_jobs, n_scenes, say=None) -> int:
     return n
 
 
-def _render_rows(seed, start, n, small, progress, n_jobs=1, say=None) -> _Rows:
-    scenes = make_scenes(n, seed=seed, start=start, n_jobs=1 if n_jobs == 1 else render_jobs(n_jobs, n, say),
-                         progress=(lambda d, t: progress("render scenes", d, t)) if progress else None)
+def _scenes(seed, start, n, progress, n_jobs=1, say=None, workers=None):
+    if workers is not None:  # the caller's early start of the workers (tasks.start_workers) finishes first
+        workers.wait()
+    return make_scenes(n, seed=seed, start=start, n_jobs=1 if n_jobs == 1 else render_jobs(n_jobs, n, say),
+                       progress=(lambda d, t: progress("render scenes", d, t)) if progress else None)
+
+
+def _rows(scenes, small, progress) -> _Rows:
     raw = _embed(small, scenes.images, progress, f"embed with {ENCODER}")
     return _Rows(np.asarray(scenes.images, np.uint8), np.asarray(scenes.general, bool), np.asarray(scenes.sub, bool),
                  list(scenes.captions), raw)
+
+
+def _render_rows(seed, start, n, small, progress, n_jobs=1, say=None) -> _Rows:
+    return _rows(_scenes(seed, start, n, progress, n_jobs, say), small, progress)
 
 
 def _concat(a: _Rows, b: _Rows) -> _Rows:
@@ -364,7 +377,7 @@ def render_emoji_preview(config: EmojiWorldConfig | None = None, progress=None, 
 
 
 def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, encoder=None, *, prefix=None,
-                       n_jobs=1, say=None):
+                       n_jobs=1, say=None, workers=None):
     """Render and embed the emoji world.
 
     Parameters
@@ -372,7 +385,8 @@ def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, en
     config : EmojiWorldConfig, optional
     progress : callable ``progress(stage, done, total)``, optional
     encoder : the ``emoji-small`` encoder, optional
-        Passed by callers that use it afterwards (loaded here otherwise).
+        Passed by callers that use it afterwards (loaded here otherwise: while the scenes render, when workers
+        render them).
     prefix : rows returned by :func:`render_emoji_preview`, optional
         Scenes already rendered and embedded; the rest are rendered after them.
     n_jobs : int or None
@@ -380,6 +394,9 @@ def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, en
         memory allows); the world is the same for every ``n_jobs``.
     say : callable ``say(line)``, optional
         Gets one line saying how many workers render, and why.
+    workers : slics_core.tasks.StartedWorkers, optional
+        The ``n_jobs`` workers the caller has started (importing what its later stages need): the scenes are
+        sent to them once they have started.
 
     Returns
     -------
@@ -390,13 +407,25 @@ def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, en
         ``n_train`` / ``n_val`` / ``n_query`` scenes, the rest (``n_pool``) is the pool.
     """
     cfg = config or EmojiWorldConfig()
-    small = encoder if encoder is not None else create_encoder(ENCODER, device="cpu", half=False)
     m = 0 if prefix is None else len(prefix)
     if m % EMBED_BATCH or m > cfg.n_total:
         raise ValueError(f"prefix of {m} scenes: it must be a multiple of {EMBED_BATCH} and at most {cfg.n_total}")
-    rest = _render_rows(cfg.seed, m, cfg.n_total - m, small, progress, n_jobs=n_jobs, say=say)
+    n, small, large = cfg.n_total - m, encoder, None
+    if n_jobs == 1:  # rendered here, then the encoders load
+        scenes = _scenes(cfg.seed, m, n, progress)
+    else:  # the scenes render on workers (sent from a thread) while the encoders load here: both cores busy
+        with sigterm_interrupts(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="slics-render") as thread:
+            rendering = thread.submit(_scenes, cfg.seed, m, n, progress, n_jobs, say, workers)
+            small = small if small is not None else create_encoder(ENCODER, device="cpu", half=False)
+            large = create_encoder(CONDITION_ENCODER, device="cpu", half=False)
+            scenes = rendering.result()
+    if small is None:
+        if progress is not None:
+            progress(f"load the {ENCODER} encoder", 0, 1)
+        small = create_encoder(ENCODER, device="cpu", half=False)
+    rest = _rows(scenes, small, progress)
+    large = large if large is not None else create_encoder(CONDITION_ENCODER, device="cpu", half=False)
     rows = rest if prefix is None else _concat(prefix, rest)
-    large = create_encoder(CONDITION_ENCODER, device="cpu", half=False)
     cond = _embed(large, rows.images, progress, f"embed with {CONDITION_ENCODER} (generator conditioning)")
     data = _labelled(rows, small, cond, DATASET_NAME)
     return data, world_split(data.Y, cfg)

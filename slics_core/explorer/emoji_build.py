@@ -38,6 +38,7 @@ from slics_core.emoji.world import (
     preview_config,
     render_emoji_preview,
     render_emoji_world,
+    render_jobs,
     vocabulary_fingerprint,
 )
 from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
@@ -47,6 +48,7 @@ from slics_core.explorer.build import build_workspace, report_progress
 from slics_core.explorer.workspace import EMOJI, Workspace
 from slics_core.explorer.workspace_files import is_workspace, load_workspace, save_workspace
 from slics_core.methods import DEFAULT_METHOD
+from slics_core.tasks import start_workers
 
 __all__ = ["open_emoji_workspace", "start_emoji_workspace", "BuildProgress", "PROVISIONAL_D0", "Stage",
            "Published", "Failed", "encode_message", "parse_message", "main", "duration_words", "progress_words",
@@ -76,6 +78,12 @@ def _open_emoji_cache(folder: Path, progress):
     return None
 
 
+#: What a build's worker processes import when they start (before the first scene): the scenes, the fits and
+#: the pages' steps (so that the memory a worker has after its first task, loky's reference for a leak, is
+#: already the library's).
+_WORKER_MODULES = ("slics_core.emoji.scenes", "slics_core.explorer.build")
+
+
 def _build_emoji(cfg, folder, encoder, progress, prefix=None, n_jobs=1, say=None, backend="loky",
                  address=None) -> Workspace:
     """The whole world's workspace: captions read the label names (the words its text tower knows); the
@@ -83,8 +91,14 @@ def _build_emoji(cfg, folder, encoder, progress, prefix=None, n_jobs=1, say=None
     of the oracle row only (``docs/emoji_world.md``). ``n_jobs`` worker processes render the scenes and fit
     the models (None: every core, as memory allows; the same world and models for every ``n_jobs``); with
     ``backend="ray"`` the fits are Ray tasks (on ``address``, else a local Ray) and the scenes still render
-    here."""
-    data, split = render_emoji_world(cfg, progress, encoder=encoder, prefix=prefix, n_jobs=n_jobs, say=say)
+    here. ``encoder`` (``emoji-small``) None: it is loaded while the workers render the scenes."""
+    m = 0 if prefix is None else len(prefix)
+    jobs = 1 if n_jobs == 1 else render_jobs(n_jobs, cfg.n_total - m, say)
+    modules = _WORKER_MODULES if backend == "loky" else _WORKER_MODULES[:1]  # on Ray, the workers only render
+    data, split = render_emoji_world(cfg, progress, encoder=encoder, prefix=prefix, n_jobs=jobs,
+                                     workers=start_workers(jobs, modules))
+    if encoder is None:  # loaded by the render while the scenes rendered (open_clip imported: about 0.1 s)
+        encoder = create_encoder(EMOJI_ENCODER, device="cpu", half=False)
     return build_workspace(data, folder, split=split, d0_values=cfg.d0_values, n_iter=cfg.n_iter, seed=0,
                            vocabulary=WORLD_DEFAULTS.vocabulary(), splice_vocabulary=WORLD_DEFAULTS.splice_vocabulary(),
                            oracle_vocabulary=WORLD_DEFAULTS.oracle_vocabulary(), encoder=encoder, name=DATASET_NAME,
@@ -124,8 +138,7 @@ def open_emoji_workspace(cache_dir=None, config: EmojiWorldConfig | None = None,
     if ws is not None:
         return ws
     _make_cache_root(folder)
-    return _build_emoji(cfg, folder, create_encoder(EMOJI_ENCODER, device="cpu", half=False), progress,
-                        n_jobs=n_jobs, say=say, backend=backend, address=address)
+    return _build_emoji(cfg, folder, None, progress, n_jobs=n_jobs, say=say, backend=backend, address=address)
 
 
 #: d0 of the preview's S-SLiCS model, before d0 is chosen on validation (the full world's choice, README).
