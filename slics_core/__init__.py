@@ -13,7 +13,7 @@ Importing this package (and therefore any of its modules, e.g.
 scikit-learn and SciPy are imported on first use of ``slics_core.SLiCS``,
 not when ``slics --version`` or ``slics models`` only need the package.
 """
-__version__ = "0.6.0"
+__version__ = "0.6.1"
 
 __all__ = ["SLiCS", "__version__"]
 

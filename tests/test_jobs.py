@@ -357,3 +357,20 @@ def test_signal_mid_fit_stops_every_worker_and_leaves_the_folder(cache, tmp_path
         time.sleep(0.2)
     assert not [p for p in workers if _alive(p)], "worker processes outlived the build"
     assert files(out) == before
+
+
+def test_emoji_embeddings_do_not_depend_on_the_forward_batch():
+    """The world's embeddings with torch's own threads are the same, bit for bit, for 256 images a forward pass
+    (before 0.6.1) and ``MODEL_BATCH``, on scenes the batch size was not chosen on (seed 3, 300 scenes: the last
+    batch is partial)."""
+    pytest.importorskip("torch")
+    from PIL import Image
+
+    from slics_core.emoji.world import CONDITION_ENCODER, ENCODER, MODEL_BATCH
+    from slics_core.encoders import create_encoder
+
+    pil = [Image.fromarray(a) for a in make_scenes(300, seed=3).images]
+    for name in (ENCODER, CONDITION_ENCODER):
+        enc = create_encoder(name, device="cpu", half=False)
+        one, two = (enc.encode_images(pil, batch_size=b) for b in (256, MODEL_BATCH))
+        assert np.array_equal(one, two), name

@@ -62,8 +62,10 @@ DATASET_NAME = "emoji world"
 PROMPT_TEMPLATE = ZERO_SHOT_TEMPLATE
 #: Scenes embedded per batch (the preview is a multiple of it).
 EMBED_BATCH = 256
-#: Images per forward pass of an emoji encoder (within each :data:`EMBED_BATCH`): the same embeddings, bit for bit,
-#: as 256 at once, and the large encoder a fifth faster (docs/performance.md, "The emoji world's serial steps").
+#: Images per forward pass of an emoji encoder (within each :data:`EMBED_BATCH`): with torch's own number of threads
+#: the same embeddings, bit for bit, as 256 at once, and the large encoder a fifth faster (docs/performance.md,
+#: "The emoji world's serial steps"; at another number of threads the last bits may differ, so the build leaves
+#: torch's threads as they are).
 MODEL_BATCH = 32
 #: Scenes of the preview the app opens on while the whole world is built (2 batches).
 PREVIEW_SCENES = 2 * EMBED_BATCH
