@@ -20,7 +20,7 @@ code is 2. Warnings raised while a command runs are printed as one line too
 :func:`run` is the process's entry point (the ``slics`` script, ``python -m slics_core``): :func:`main`, then
 the heap frozen (``gc.freeze``) so that the interpreter's last collections at exit do not walk the half a
 million objects torch, numba and scikit-learn leave (1.7 s of every emoji build's 48 s went there:
-docs/performance.md, "Leaving the process").
+docs/performance.md, "The emoji world's serial steps").
 """
 from __future__ import annotations
 

@@ -56,9 +56,9 @@ WORKER_BYTES = 300 * 2**20
 #: Automatic ``--jobs``: below this much working memory over all tasks (:func:`choose_jobs`'s ``task_bytes``
 #: times the tasks), the work is too small to pay for starting workers (a second or two each: they import
 #: the library and load its compiled kernels), and it runs here. Measured (docs/performance.md, "Measured
-#: again on a quiet machine"): the emoji world's 22 fits (129 MiB by this estimate) 1.83x faster on two
-#: workers, its whole build 1.24x, and beside one busy process per core at most 1.05x slower; the test
-#: worlds (scale 0.2: 26 MiB of fits) stay in one process.
+#: again on a quiet machine", "The emoji world's serial steps"): the emoji world's 22 fits (129 MiB by this
+#: estimate) 1.8x faster on two workers, its whole build 1.44x (0.6.1), and beside one busy process per core
+#: never slower; the test worlds (scale 0.2: 26 MiB of fits) stay in one process.
 SMALL_WORK_BYTES = 100 * 2**20
 #: Arrays of ``shared`` above this size are memory-mapped into the workers rather than pickled.
 MMAP_BYTES = "1M"
