@@ -97,7 +97,7 @@ def _build_emoji(cfg, folder, encoder, progress, prefix=None, n_jobs=1, say=None
     modules = _WORKER_MODULES if backend == "loky" else _WORKER_MODULES[:1]  # on Ray, the workers only render
     data, split = render_emoji_world(cfg, progress, encoder=encoder, prefix=prefix, n_jobs=jobs,
                                      workers=start_workers(jobs, modules))
-    if encoder is None:  # loaded by the render while the scenes rendered (open_clip imported: about 0.1 s)
+    if encoder is None:  # the render built its own; open_clip is imported by now, so this one takes about 0.1 s
         encoder = create_encoder(EMOJI_ENCODER, device="cpu", half=False)
     return build_workspace(data, folder, split=split, d0_values=cfg.d0_values, n_iter=cfg.n_iter, seed=0,
                            vocabulary=WORLD_DEFAULTS.vocabulary(), splice_vocabulary=WORLD_DEFAULTS.splice_vocabulary(),
