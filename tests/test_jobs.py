@@ -363,14 +363,29 @@ def test_emoji_embeddings_do_not_depend_on_the_forward_batch():
     """The world's embeddings with torch's own threads are the same, bit for bit, for 256 images a forward pass
     (before 0.6.1) and ``MODEL_BATCH``, on scenes the batch size was not chosen on (seed 3, 300 scenes: the last
     batch is partial)."""
-    pytest.importorskip("torch")
     from PIL import Image
 
-    from slics_core.emoji.world import CONDITION_ENCODER, ENCODER, MODEL_BATCH
-    from slics_core.encoders import create_encoder
+    from slics_core.emoji.world import CONDITION_ENCODER, ENCODER, MODEL_BATCH, world_encoder
 
     pil = [Image.fromarray(a) for a in make_scenes(300, seed=3).images]
     for name in (ENCODER, CONDITION_ENCODER):
-        enc = create_encoder(name, device="cpu", half=False)
+        enc = world_encoder(name)
         one, two = (enc.encode_images(pil, batch_size=b) for b in (256, MODEL_BATCH))
         assert np.array_equal(one, two), name
+
+
+def test_world_encoder_is_built_once_and_is_the_cpu_float32_encoder():
+    """``world_encoder``: one object per name in a process (the render and the build share it), embedding as an
+    encoder built afresh on the CPU in float32 does."""
+    from PIL import Image
+
+    from slics_core.emoji.world import CONDITION_ENCODER, ENCODER, world_encoder
+    from slics_core.encoders import create_encoder
+
+    pil = [Image.fromarray(a) for a in make_scenes(5, seed=4).images]
+    for name in (ENCODER, CONDITION_ENCODER):
+        shared = world_encoder(name)
+        assert world_encoder(name) is shared
+        fresh = create_encoder(name, device="cpu", half=False)
+        assert np.array_equal(shared.encode_images(pil), fresh.encode_images(pil)), name
+    assert world_encoder(ENCODER) is not world_encoder(CONDITION_ENCODER)

@@ -124,13 +124,13 @@ def test_staged_build_opens_the_preview_before_loading_the_encoder(tmp_path, mon
     """With the shipped table the preview is published before emoji-small is loaded; the whole world is then
     embedded by the real encoder (its first rows re-rendered and re-embedded, not copied from the table)."""
     events = []
-    real_create = wsmod.create_encoder
+    real_load = wsmod.world_encoder
 
-    def create(*a, **k):
+    def load(*a, **k):
         events.append("load encoder")
-        return real_create(*a, **k)
+        return real_load(*a, **k)
 
-    monkeypatch.setattr(wsmod, "create_encoder", create)
+    monkeypatch.setattr(wsmod, "world_encoder", load)
     published = {}
 
     def publish(kind, ws):

@@ -23,6 +23,7 @@ and ``tests/test_preview_table.py`` re-embeds the preview and compares it with t
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -34,8 +35,8 @@ from slics_core.emoji.world import (
     config_from_env,
     emoji_vocabulary,
     render_emoji_preview,
+    world_encoder,
 )
-from slics_core.encoders import create_encoder
 from slics_core.formats import atomic_save_npz, load_npz
 from slics_core.weights import ASSETS_DIR
 
@@ -143,10 +144,6 @@ def load_table(path=TABLE_PATH) -> dict | None:
     return {str(k): v for k, v in zip(keys, vectors.astype(np.float32))}
 
 
-def _real_encoder():
-    return create_encoder(ENCODER, device="cpu", half=False)
-
-
 def preview_encoder(load=None, path=TABLE_PATH) -> TableEncoder | None:
     """A :class:`TableEncoder` over the shipped table (None when there is no usable table).
 
@@ -155,7 +152,7 @@ def preview_encoder(load=None, path=TABLE_PATH) -> TableEncoder | None:
     table = load_table(path)
     if table is None:
         return None
-    return TableEncoder(table, load or _real_encoder)
+    return TableEncoder(table, load or partial(world_encoder, ENCODER))
 
 
 def write_table(path=TABLE_PATH, config=None) -> Path:
@@ -163,7 +160,7 @@ def write_table(path=TABLE_PATH, config=None) -> Path:
 
     Returns the path written (atomically, :func:`slics_core.formats.atomic_save_npz`).
     """
-    rec = TableEncoder({}, _real_encoder, record=True)
+    rec = TableEncoder({}, partial(world_encoder, ENCODER), record=True)
     render_emoji_preview(config or config_from_env(), encoder=rec)
     vocabulary_embeddings(rec, emoji_vocabulary())
     keys = sorted(rec.table)

@@ -18,6 +18,7 @@ baselines decompose over :func:`splice_vocabulary`, general English words, as in
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -49,8 +50,8 @@ from slics_core.tasks import choose_jobs, sigterm_interrupts
 
 __all__ = ["EmojiWorldConfig", "WORLD_SEED", "PREVIEW_SCENES", "EMBED_BATCH", "DATASET_NAME", "PROMPT_TEMPLATE",
            "default_cache_dir", "config_from_env", "render_emoji_world", "render_emoji_preview", "preview_config",
-           "emoji_vocabulary", "SPLICE_WORDS", "splice_vocabulary", "vocabulary_fingerprint", "models_fingerprint",
-           "world_labels", "emoji_dataset", "world_split", "DatasetDefaults", "WORLD_DEFAULTS"]
+           "world_encoder", "emoji_vocabulary", "SPLICE_WORDS", "splice_vocabulary", "vocabulary_fingerprint",
+           "models_fingerprint", "world_labels", "emoji_dataset", "world_split", "DatasetDefaults", "WORLD_DEFAULTS"]
 
 CACHE_VERSION = 3  # 3: the one workspace pipeline (one render, make_split, registry methods)
 WORLD_SEED = 3003
@@ -190,6 +191,14 @@ class _Rows:
 
     def __len__(self):
         return len(self.images)
+
+
+@functools.cache
+def world_encoder(name: str):
+    """The emoji encoder ``name`` (:data:`ENCODER` or :data:`CONDITION_ENCODER`) as the world is made with it: on
+    the CPU, in float32, built once per process (the render, the build, the preview's table and the staged build
+    share it; it is never changed after it is built)."""
+    return create_encoder(name, device="cpu", half=False)
 
 
 def render_jobs(n_jobs, n_scenes, say=None) -> int:
@@ -372,7 +381,7 @@ def render_emoji_preview(config: EmojiWorldConfig | None = None, progress=None, 
     pc = preview_config(cfg, n_scenes)
     if pc is None:
         raise ValueError(f"a world of {cfg.n_total} scenes is built at once (no preview of {n_scenes} scenes)")
-    small = encoder if encoder is not None else create_encoder(ENCODER, device="cpu", half=False)
+    small = encoder if encoder is not None else world_encoder(ENCODER)
     rows = _render_rows(cfg.seed, 0, pc.n_total, small, progress)
     data = _labelled(rows, small, None, "emoji world (preview)")
     return data, make_split(data.Y, pc.n_train, pc.n_val, pc.n_query, seed=cfg.seed), rows
@@ -412,21 +421,20 @@ def render_emoji_world(config: EmojiWorldConfig | None = None, progress=None, en
     m = 0 if prefix is None else len(prefix)
     if m % EMBED_BATCH or m > cfg.n_total:
         raise ValueError(f"prefix of {m} scenes: it must be a multiple of {EMBED_BATCH} and at most {cfg.n_total}")
-    n, small, large = cfg.n_total - m, encoder, None
+    n = cfg.n_total - m
     if n_jobs == 1:  # rendered here, then the encoders load
         scenes = _scenes(cfg.seed, m, n, progress)
+        if encoder is None and progress is not None:
+            progress(f"load the {ENCODER} encoder", 0, 1)
     else:  # the scenes render on workers (sent from a thread) while the encoders load here: both cores busy
         with sigterm_interrupts(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="slics-render") as thread:
             rendering = thread.submit(_scenes, cfg.seed, m, n, progress, n_jobs, say, workers)
-            small = small if small is not None else create_encoder(ENCODER, device="cpu", half=False)
-            large = create_encoder(CONDITION_ENCODER, device="cpu", half=False)
+            for name in ((ENCODER,) if encoder is None else ()) + (CONDITION_ENCODER,):
+                world_encoder(name)  # built now, kept for below
             scenes = rendering.result()
-    if small is None:
-        if progress is not None:
-            progress(f"load the {ENCODER} encoder", 0, 1)
-        small = create_encoder(ENCODER, device="cpu", half=False)
+    small = encoder if encoder is not None else world_encoder(ENCODER)
     rest = _rows(scenes, small, progress)
-    large = large if large is not None else create_encoder(CONDITION_ENCODER, device="cpu", half=False)
+    large = world_encoder(CONDITION_ENCODER)
     rows = rest if prefix is None else _concat(prefix, rest)
     cond = _embed(large, rows.images, progress, f"embed with {CONDITION_ENCODER} (generator conditioning)")
     data = _labelled(rows, small, cond, DATASET_NAME)

@@ -40,9 +40,9 @@ from slics_core.emoji.world import (
     render_emoji_world,
     render_jobs,
     vocabulary_fingerprint,
+    world_encoder,
 )
 from slics_core.emoji.world import ENCODER as EMOJI_ENCODER
-from slics_core.encoders import create_encoder
 from slics_core.errors import user_message
 from slics_core.explorer.build import build_workspace, report_progress
 from slics_core.explorer.workspace import EMOJI, Workspace
@@ -97,8 +97,8 @@ def _build_emoji(cfg, folder, encoder, progress, prefix=None, n_jobs=1, say=None
     modules = _WORKER_MODULES if backend == "loky" else _WORKER_MODULES[:1]  # on Ray, the workers only render
     data, split = render_emoji_world(cfg, progress, encoder=encoder, prefix=prefix, n_jobs=jobs,
                                      workers=start_workers(jobs, modules))
-    if encoder is None:  # the render built its own; open_clip is imported by now, so this one takes about 0.1 s
-        encoder = create_encoder(EMOJI_ENCODER, device="cpu", half=False)
+    if encoder is None:  # the one the render loaded (while the workers rendered, with jobs)
+        encoder = world_encoder(EMOJI_ENCODER)
     return build_workspace(data, folder, split=split, d0_values=cfg.d0_values, n_iter=cfg.n_iter, seed=0,
                            vocabulary=WORLD_DEFAULTS.vocabulary(), splice_vocabulary=WORLD_DEFAULTS.splice_vocabulary(),
                            oracle_vocabulary=WORLD_DEFAULTS.oracle_vocabulary(), encoder=encoder, name=DATASET_NAME,
@@ -296,7 +296,7 @@ def _staged_build(cfg, folder: Path, n_preview: int, progress, publish, n_jobs=1
 
     def load_encoder():
         progress(f"load the {EMOJI_ENCODER} encoder", 0, 1)
-        return create_encoder(EMOJI_ENCODER, device="cpu", half=False)
+        return world_encoder(EMOJI_ENCODER)
 
     # The preview's embeddings come from the shipped table when it has them (no torch import on the
     # way to the first page); anything it lacks is computed by the real encoder.
